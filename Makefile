@@ -1,0 +1,134 @@
+# nabla - build, test, demo, install.
+#
+#   make            libnabla.a, libnabla.so, nabla.pc, examples, tools
+#   make test       the Check suite (installs Debian packages it needs first)
+#   make demo       trains the tiny attention model
+#   make gradcheck  float64 finite-difference check of every op and module
+#   make memcheck   the test suite under valgrind
+#   make bench      speed figures
+#   make install    PREFIX=/usr/local DESTDIR=
+#
+# Your CFLAGS/LDFLAGS/CPPFLAGS are added to ours, not replacing them.
+
+VERSION := $(shell sed -n 's/^\#define NB_VERSION "\(.*\)"/\1/p' include/nabla/core.h)
+SOMAJOR := $(firstword $(subst ., ,$(VERSION)))
+
+PREFIX ?= /usr/local
+LIBDIR ?= $(PREFIX)/lib
+INCLUDEDIR ?= $(PREFIX)/include
+PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
+DESTDIR ?=
+
+CC ?= cc
+CFLAGS ?= -O2 -g
+B := build
+
+NB_CFLAGS := -std=c11 -D_POSIX_C_SOURCE=200809L -Wall -Wextra -Iinclude
+NB_LIBS := -lm
+CJSON_CFLAGS := $(shell pkg-config --cflags libcjson 2>/dev/null)
+CJSON_LIBS := $(shell pkg-config --libs libcjson 2>/dev/null || echo -lcjson)
+CHECK_CFLAGS = $(shell pkg-config --cflags check 2>/dev/null)
+CHECK_LIBS = $(shell pkg-config --libs check 2>/dev/null)
+
+SRC := $(sort $(wildcard src/*.c))
+OBJ := $(SRC:src/%.c=$(B)/obj/%.o)
+PIC_OBJ := $(SRC:src/%.c=$(B)/pic/%.o)
+HDR := include/nabla.h $(wildcard include/nabla/*.h) src/nb_internal.h
+EXAMPLES := $(patsubst examples/%.c,$(B)/examples/%,$(wildcard examples/*.c))
+TOOLS := $(patsubst tools/%.c,$(B)/bin/%,$(wildcard tools/*.c))
+TEST_SRC := $(sort $(wildcard tests/*.c))
+TEST_BIN := $(B)/tests/check_nabla
+
+LIB_A := $(B)/libnabla.a
+LIB_SO := $(B)/libnabla.so.$(VERSION)
+PC := $(B)/nabla.pc
+DEPS_OK := $(B)/.deps-ok
+
+.PHONY: all lib deps test demo gradcheck memcheck bench install uninstall clean
+
+all: lib $(EXAMPLES) $(TOOLS)
+lib: $(LIB_A) $(B)/libnabla.so $(PC)
+
+# Debian packages the build and the tests need; installs the missing ones.
+$(DEPS_OK): tools/install-deps.sh
+	@sh tools/install-deps.sh
+	@mkdir -p $(B) && touch $@
+deps: $(DEPS_OK)
+
+$(B)/obj/%.o: src/%.c $(HDR) | $(DEPS_OK)
+	@mkdir -p $(dir $@)
+	$(CC) $(NB_CFLAGS) $(CJSON_CFLAGS) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
+
+$(B)/pic/%.o: src/%.c $(HDR) | $(DEPS_OK)
+	@mkdir -p $(dir $@)
+	$(CC) $(NB_CFLAGS) $(CJSON_CFLAGS) -fPIC $(CPPFLAGS) $(CFLAGS) -c $< -o $@
+
+$(LIB_A): $(OBJ)
+	@rm -f $@
+	$(AR) rcs $@ $^
+
+$(LIB_SO): $(PIC_OBJ)
+	$(CC) -shared -Wl,-soname,libnabla.so.$(SOMAJOR) $(LDFLAGS) $^ -o $@ $(CJSON_LIBS) $(NB_LIBS)
+
+$(B)/libnabla.so: $(LIB_SO)
+	ln -sf libnabla.so.$(VERSION) $(B)/libnabla.so.$(SOMAJOR)
+	ln -sf libnabla.so.$(VERSION) $@
+
+$(PC): Makefile include/nabla/core.h
+	@mkdir -p $(B)
+	printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$(LIBDIR)' 'includedir=$(INCLUDEDIR)' '' \
+	  'Name: nabla' 'Description: small, fast reverse-mode autograd in C' \
+	  'Version: $(VERSION)' 'Requires.private: libcjson' \
+	  'Libs: -L$${libdir} -lnabla' 'Libs.private: -lm' 'Cflags: -I$${includedir}' > $@
+
+$(B)/examples/%: examples/%.c $(LIB_A) $(HDR)
+	@mkdir -p $(dir $@)
+	$(CC) $(NB_CFLAGS) $(CPPFLAGS) $(CFLAGS) $< -o $@ $(LDFLAGS) $(LIB_A) $(CJSON_LIBS) $(NB_LIBS)
+
+$(B)/bin/%: tools/%.c $(LIB_A) $(HDR)
+	@mkdir -p $(dir $@)
+	$(CC) $(NB_CFLAGS) $(CPPFLAGS) $(CFLAGS) $< -o $@ $(LDFLAGS) $(LIB_A) $(CJSON_LIBS) $(NB_LIBS)
+
+# The test runner's suite list is generated from the `Suite *suite_x(void)`
+# definitions in tests/, so adding a test file needs no other edit.
+$(B)/tests/suites.h: $(TEST_SRC)
+	@mkdir -p $(dir $@)
+	@sed -n 's/^Suite \*\(suite_[a-z0-9_]*\)(void).*/NB_SUITE(\1)/p' $(TEST_SRC) > $@
+
+$(TEST_BIN): $(TEST_SRC) $(B)/tests/suites.h $(LIB_A) $(HDR) tests/check_nabla.h
+	$(CC) $(NB_CFLAGS) -Isrc -I$(B)/tests $(CHECK_CFLAGS) $(CPPFLAGS) $(CFLAGS) \
+	  -DNB_SOURCE_DIR='"$(CURDIR)"' $(TEST_SRC) -o $@ $(LDFLAGS) $(LIB_A) $(CHECK_LIBS) $(CJSON_LIBS) $(NB_LIBS)
+
+test: $(DEPS_OK) all $(TEST_BIN)
+	$(TEST_BIN)
+
+memcheck: $(DEPS_OK) all $(TEST_BIN)
+	@command -v valgrind >/dev/null || sh tools/install-deps.sh valgrind
+	CK_FORK=no CK_DEFAULT_TIMEOUT=600 NB_MEMCHECK=1 valgrind --leak-check=full \
+	  --errors-for-leak-kinds=definite,indirect,possible --error-exitcode=1 $(TEST_BIN)
+
+gradcheck: $(B)/bin/nabla-gradcheck
+	$(B)/bin/nabla-gradcheck
+
+demo: all
+	$(B)/examples/demo_reverse
+
+bench: $(B)/bin/nabla-bench
+	$(B)/bin/nabla-bench
+
+install: lib
+	install -d $(DESTDIR)$(INCLUDEDIR)/nabla $(DESTDIR)$(LIBDIR) $(DESTDIR)$(PKGCONFIGDIR)
+	install -m 644 include/nabla.h $(DESTDIR)$(INCLUDEDIR)/
+	install -m 644 include/nabla/*.h $(DESTDIR)$(INCLUDEDIR)/nabla/
+	install -m 644 $(LIB_A) $(DESTDIR)$(LIBDIR)/
+	install -m 755 $(LIB_SO) $(DESTDIR)$(LIBDIR)/
+	ln -sf libnabla.so.$(VERSION) $(DESTDIR)$(LIBDIR)/libnabla.so.$(SOMAJOR)
+	ln -sf libnabla.so.$(VERSION) $(DESTDIR)$(LIBDIR)/libnabla.so
+	install -m 644 $(PC) $(DESTDIR)$(PKGCONFIGDIR)/
+
+uninstall:
+	rm -rf $(DESTDIR)$(INCLUDEDIR)/nabla $(DESTDIR)$(INCLUDEDIR)/nabla.h
+	rm -f $(DESTDIR)$(LIBDIR)/libnabla.* $(DESTDIR)$(PKGCONFIGDIR)/nabla.pc
+
+clean:
+	rm -rf $(B)

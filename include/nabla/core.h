@@ -1,0 +1,249 @@
+/* nabla/core.h - contexts, tensors, the tape and the error model.
+ *
+ * Included by <nabla.h>; see the tutorial there. */
+#ifndef NABLA_CORE_H
+#define NABLA_CORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define NB_VERSION_MAJOR 0
+#define NB_VERSION_MINOR 1
+#define NB_VERSION_PATCH 0
+#define NB_VERSION "0.1.0"
+
+#define NB_MAX_DIMS 4 /* tensors have 0..4 dimensions */
+
+/* Element types. Floating tensors (F32, F64) take part in autograd; I64 holds
+ * class indices and token ids (PyTorch's long); BOOL holds masks (one byte,
+ * 0 or 1). */
+typedef enum nb_dtype { NB_F32, NB_F64, NB_I64, NB_BOOL, NB_DTYPE_COUNT } nb_dtype;
+
+/* Status codes. NB_OK is 0 so `if (status)` reads as "if it failed". */
+typedef enum nb_status {
+    NB_OK = 0,
+    NB_ERR_NULL,   /* a NULL context, tensor or pointer where one is required */
+    NB_ERR_SHAPE,  /* shapes do not fit the op's rules */
+    NB_ERR_DTYPE,  /* wrong or mixed element types */
+    NB_ERR_SIZE,   /* zero-size dims, too many dims, overflowing element counts */
+    NB_ERR_VALUE,  /* an argument out of range (dim, p, index, NaN where not allowed) */
+    NB_ERR_MEMORY, /* an allocation failed */
+    NB_ERR_STATE,  /* the call does not fit the current state (e.g. backward twice) */
+    NB_ERR_IO,     /* a file could not be read or written */
+    NB_ERR_FORMAT, /* a file is corrupt, truncated or not what it claims */
+    NB_STATUS_COUNT
+} nb_status;
+
+/* A short, static name of a status ("shape error", ...). Never NULL. */
+const char *nb_status_str(nb_status s);
+
+/* Bytes per element of a dtype (4, 8, 8, 1), and its name ("f32", ...). */
+size_t nb_dtype_size(nb_dtype dt);
+const char *nb_dtype_name(nb_dtype dt);
+
+/* ------------------------------------------------------------------------
+ * Contexts.
+ *
+ * A context is an arena plus a tape. Every tensor belongs to exactly one
+ * context and lives until that context is reset or freed: there is no
+ * per-tensor free. A training loop typically has two:
+ *   - a long-lived context holding parameters (and their gradients), and
+ *   - a step context that records the forward pass and is reset each step.
+ * After the first step the step context has all the memory it needs, so a
+ * steady-state loop calls malloc zero times per op (see nb_ctx_mallocs).
+ *
+ * Errors are sticky (cairo style): the first failure on a context is kept
+ * with a message naming the op, the shapes and what was expected; every later
+ * op on that context returns NULL without doing anything. Check once, at the
+ * end, with nb_ctx_error(). */
+typedef struct nb_ctx nb_ctx;
+
+/* A new context. `reserve` bytes are allocated up front (0 picks a default;
+ * the arena grows as needed). Returns NULL only when memory is exhausted. */
+nb_ctx *nb_ctx_new(size_t reserve);
+
+/* Frees the context and every tensor in it. NULL is a no-op. */
+void nb_ctx_free(nb_ctx *ctx);
+
+/* Forgets every tensor and the tape, keeps the memory, clears the error.
+ * Tensors of this context must not be used afterwards. */
+void nb_ctx_reset(nb_ctx *ctx);
+
+/* The first error's message, or NULL when there is none (or ctx is NULL). */
+const char *nb_ctx_error(const nb_ctx *ctx);
+/* The first error's status, NB_OK when none; NB_ERR_NULL for a NULL ctx. */
+nb_status nb_ctx_status(const nb_ctx *ctx);
+/* Clears the error so the context can be used again. */
+void nb_ctx_clear_error(nb_ctx *ctx);
+/* Records an error (if none is recorded yet) and returns `s`. For custom ops
+ * and wrappers; the message is printf-formatted. */
+nb_status nb_ctx_fail(nb_ctx *ctx, nb_status s, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+
+/* Gradient recording. With it off (PyTorch's torch.no_grad()) ops compute
+ * values but record nothing. Returns the previous setting. */
+bool nb_set_grad_enabled(nb_ctx *ctx, bool enabled);
+bool nb_is_grad_enabled(const nb_ctx *ctx);
+
+/* Where the next recorded ops were created, kept on each node for tape dumps
+ * and anomaly reports. `file` must outlive the context (a string literal).
+ * NB_HERE(ctx) sets it to the current line. */
+void nb_ctx_set_site(nb_ctx *ctx, const char *file, int line);
+#define NB_HERE(ctx) nb_ctx_set_site((ctx), __FILE__, __LINE__)
+
+/* Memory statistics: bytes handed out since the last reset, bytes held, and
+ * how many times the context has called malloc in its life. */
+size_t nb_ctx_mem_used(const nb_ctx *ctx);
+size_t nb_ctx_mem_reserved(const nb_ctx *ctx);
+size_t nb_ctx_mallocs(const nb_ctx *ctx);
+
+/* Allocates `bytes` (64-byte aligned, zeroed) in the context's arena. For
+ * custom ops that need scratch space. NULL and an error on failure. */
+void *nb_ctx_alloc(nb_ctx *ctx, size_t bytes);
+
+/* ------------------------------------------------------------------------
+ * Tensors.
+ *
+ * Always contiguous, row-major. Fields may be read freely; write only
+ * through `data` (and `grad`). */
+typedef struct nb_node nb_node;
+
+typedef struct nb_tensor {
+    nb_dtype dtype;
+    int ndim;                   /* 0..NB_MAX_DIMS; 0 is a scalar */
+    int64_t shape[NB_MAX_DIMS]; /* shape[i] >= 1 for i < ndim; unused entries are 1 */
+    size_t numel;               /* product of shape (1 for a scalar) */
+    void *data;                 /* numel elements of dtype */
+    void *grad;                 /* same dtype and numel, or NULL until a backward reaches it */
+    bool requires_grad;         /* a leaf the user marked, or the result of such */
+    nb_node *node;              /* the op that made it; NULL for leaves */
+    nb_ctx *owner;              /* the context whose arena holds it */
+    const char *name;           /* optional label for printing and graphs */
+} nb_tensor;
+
+/* Shape arguments are (ndim, const int64_t *shape). NB_SHAPE(2, 3) expands to
+ * both: nb_zeros(ctx, NB_F32, NB_SHAPE(2, 3)). */
+#define NB_SHAPE(...)                                                     \
+    (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)),            \
+        (const int64_t[]) { __VA_ARGS__ }
+
+/* Creation. All return NULL and record an error on the context for NULL
+ * shape pointers, ndim outside 0..4, zero or negative dims, or element counts
+ * whose byte size would overflow size_t. */
+nb_tensor *nb_empty(nb_ctx *ctx, nb_dtype dt, int ndim, const int64_t *shape); /* zero-filled */
+nb_tensor *nb_zeros(nb_ctx *ctx, nb_dtype dt, int ndim, const int64_t *shape);
+nb_tensor *nb_ones(nb_ctx *ctx, nb_dtype dt, int ndim, const int64_t *shape);
+nb_tensor *nb_full(nb_ctx *ctx, nb_dtype dt, int ndim, const int64_t *shape, double value);
+/* Copies numel elements of `dt` from `data`. */
+nb_tensor *nb_from_data(nb_ctx *ctx, nb_dtype dt, int ndim, const int64_t *shape, const void *data);
+/* Converts numel doubles to `dt` (handy for writing one test for both dtypes). */
+nb_tensor *nb_from_doubles(nb_ctx *ctx, nb_dtype dt, int ndim, const int64_t *shape, const double *values);
+nb_tensor *nb_scalar(nb_ctx *ctx, nb_dtype dt, double value); /* 0-dim */
+
+struct nb_pcg32;
+/* U[lo, hi) and N(mean, std^2), drawn in row-major order from `rng`. */
+nb_tensor *nb_uniform(nb_ctx *ctx, nb_dtype dt, int ndim, const int64_t *shape, double lo,
+                      double hi, struct nb_pcg32 *rng);
+nb_tensor *nb_normal(nb_ctx *ctx, nb_dtype dt, int ndim, const int64_t *shape, double mean,
+                     double std, struct nb_pcg32 *rng);
+
+/* A copy of `t` in `ctx` (no grad, no history), optionally in another dtype.
+ * Like PyTorch's t.detach().to(dtype).clone(). */
+nb_tensor *nb_copy(nb_ctx *ctx, const nb_tensor *t, nb_dtype dt);
+
+/* Marks a leaf as needing a gradient and allocates its grad (zeros) in its
+ * own context. Returns the tensor; NULL if t is NULL, not floating, or not a
+ * leaf (the error goes on t's context). */
+nb_tensor *nb_requires_grad(nb_tensor *t);
+
+/* Sets t->grad to zero (if it has one). NULL is a no-op. */
+void nb_zero_grad(nb_tensor *t);
+
+/* Element access by flat row-major index, converting to/from double.
+ * Out-of-range indices or NULL give NaN (get) or do nothing (set). */
+double nb_get(const nb_tensor *t, size_t i);
+void nb_set(nb_tensor *t, size_t i, double v);
+double nb_grad_get(const nb_tensor *t, size_t i); /* 0 when there is no grad */
+/* The value of a one-element tensor (PyTorch's .item()); NaN otherwise. */
+double nb_item(const nb_tensor *t);
+
+/* True when a and b have the same ndim and shape. */
+bool nb_same_shape(const nb_tensor *a, const nb_tensor *b);
+
+/* Writes "(2, 6, 3)" into buf (always terminated); returns buf. "(NULL)"
+ * for NULL. */
+char *nb_shape_str(const nb_tensor *t, char *buf, size_t n);
+
+/* Prints like PyTorch: "tensor([[0.4421, 0.5931], ...])" with 4 decimals,
+ * nested brackets and aligned columns. `nb_print` adds a newline. */
+void nb_fprint(FILE *f, const nb_tensor *t);
+void nb_print(const nb_tensor *t);
+/* Prints the gradient the same way ("None" when there is none). */
+void nb_print_grad(const nb_tensor *t);
+
+/* ------------------------------------------------------------------------
+ * The tape and backward.
+ *
+ * Each op whose inputs require grad appends a node (op, inputs, output,
+ * saved values, creation site) to its context's tape. The tape is in creation
+ * order, which is already a topological order, so backward walks it in
+ * reverse: every node's output gradient is complete before its own rule runs,
+ * however often the node's output was reused. */
+
+/* Backward from `out`. With grad_out NULL, `out` must have one element and
+ * its gradient is taken as 1 (a scalar loss). Otherwise grad_out must have
+ * out's shape and dtype. Gradients accumulate (+=) into every tensor that
+ * requires grad; leaves keep theirs until nb_zero_grad. Intermediate
+ * gradients stay readable until the context is reset. */
+nb_status nb_backward(nb_ctx *ctx, nb_tensor *out, const nb_tensor *grad_out);
+
+/* Anomaly mode (PyTorch's detect_anomaly): after each local rule, checks
+ * the gradients it produced; the first NaN or inf stops the backward with an
+ * error naming the op, its tape index and its creation site. Returns the
+ * previous setting. */
+bool nb_set_detect_anomaly(nb_ctx *ctx, bool on);
+
+/* Number of nodes on the tape. */
+int nb_tape_len(const nb_ctx *ctx);
+/* Prints the tape, one node a line: index, op, input and output shapes,
+ * creation site. For teaching and debugging. */
+void nb_tape_print(const nb_ctx *ctx, FILE *f);
+
+/* ------------------------------------------------------------------------
+ * Custom ops.
+ *
+ * Compute the forward result yourself into a tensor made with nb_empty on
+ * the context, then record it with nb_record. Your backward is called once,
+ * when backward reaches the node; it reads nb_node_output(n)->grad and adds
+ * (+=) into the buffers nb_grad_buffer() gives for each input (NULL for
+ * inputs that need no gradient). */
+typedef void (*nb_backward_fn)(nb_ctx *ctx, nb_node *node);
+
+/* Records `out` as the result of `name`(in[0..n_in-1]). Does nothing and
+ * returns NULL when no input requires grad or grad is disabled; on success
+ * out->requires_grad becomes true. `name` must outlive the context. */
+nb_node *nb_record(nb_ctx *ctx, const char *name, nb_tensor *out, int n_in,
+                   nb_tensor *const *in, nb_backward_fn backward, void *userdata);
+
+nb_tensor *nb_node_input(const nb_node *n, int i);
+int nb_node_num_inputs(const nb_node *n);
+nb_tensor *nb_node_output(const nb_node *n);
+void *nb_node_userdata(const nb_node *n);
+const char *nb_node_name(const nb_node *n);
+/* The grad buffer of t (allocated and zeroed on first use), or NULL when t
+ * needs no gradient. */
+void *nb_grad_buffer(nb_ctx *ctx, nb_tensor *t);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

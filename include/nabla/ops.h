@@ -1,0 +1,147 @@
+/* nabla/ops.h - differentiable tensor ops.
+ *
+ * Every op takes the context that records it first, returns a new tensor in
+ * that context, and has a backward rule in float32 and float64. Every op
+ * returns NULL (recording an error that names the op and the shapes) when an
+ * input is NULL, its dtype is not floating or differs from the others, or the
+ * shapes do not fit; and returns NULL at once when the context already holds
+ * an error. Inputs may live in any context (parameters usually live in a
+ * long-lived one).
+ *
+ * Semantics follow PyTorch; where nabla differs, the comment says so. */
+#ifndef NABLA_OPS_H
+#define NABLA_OPS_H
+
+#include "core.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Op identifiers, in the order of the op table (nb_op_name). */
+typedef enum nb_op {
+    NB_OP_ADD, NB_OP_SUB, NB_OP_MUL, NB_OP_DIV,
+    NB_OP_NEG, NB_OP_SCALE, NB_OP_ADD_SCALAR,
+    NB_OP_EXP, NB_OP_LOG, NB_OP_SQRT, NB_OP_POW,
+    NB_OP_TANH, NB_OP_SIGMOID, NB_OP_RELU, NB_OP_GELU,
+    NB_OP_SUM, NB_OP_MEAN, NB_OP_SUM_DIM, NB_OP_MEAN_DIM, NB_OP_MAX_DIM,
+    NB_OP_MATMUL,
+    NB_OP_TRANSPOSE, NB_OP_PERMUTE, NB_OP_RESHAPE, NB_OP_CONTIGUOUS,
+    NB_OP_CONCAT, NB_OP_SPLIT,
+    NB_OP_MASKED_FILL, NB_OP_CAUSAL_FILL,
+    NB_OP_SOFTMAX, NB_OP_LOG_SOFTMAX,
+    NB_OP_CROSS_ENTROPY, NB_OP_MSE_LOSS,
+    NB_OP_LINEAR, NB_OP_DROPOUT, NB_OP_EMBEDDING, NB_OP_LAYER_NORM,
+    NB_OP_CUSTOM, /* recorded by nb_record */
+    NB_OP_COUNT
+} nb_op;
+
+/* "add", "matmul", ...; "?" for values out of range. */
+const char *nb_op_name(nb_op op);
+/* Number of tensor inputs (-1: variable, as concat). */
+int nb_op_arity(nb_op op);
+
+/* ---- elementwise, broadcasting by the numpy/PyTorch rules ------------- */
+/* Shapes are aligned from the right; each pair of dims must be equal or one
+ * of them 1. The result has the broadcast shape; backward sums the gradient
+ * over the broadcast dims. */
+nb_tensor *nb_add(nb_ctx *ctx, nb_tensor *a, nb_tensor *b);
+nb_tensor *nb_sub(nb_ctx *ctx, nb_tensor *a, nb_tensor *b);
+nb_tensor *nb_mul(nb_ctx *ctx, nb_tensor *a, nb_tensor *b);
+nb_tensor *nb_div(nb_ctx *ctx, nb_tensor *a, nb_tensor *b);
+
+/* ---- elementwise, one input --------------------------------------------- */
+nb_tensor *nb_neg(nb_ctx *ctx, nb_tensor *a);
+nb_tensor *nb_scale(nb_ctx *ctx, nb_tensor *a, double s);      /* a * s */
+nb_tensor *nb_add_scalar(nb_ctx *ctx, nb_tensor *a, double s); /* a + s */
+nb_tensor *nb_exp(nb_ctx *ctx, nb_tensor *a);
+nb_tensor *nb_log(nb_ctx *ctx, nb_tensor *a);
+nb_tensor *nb_sqrt(nb_ctx *ctx, nb_tensor *a);
+nb_tensor *nb_pow(nb_ctx *ctx, nb_tensor *a, double p); /* a ** p */
+nb_tensor *nb_tanh(nb_ctx *ctx, nb_tensor *a);
+nb_tensor *nb_sigmoid(nb_ctx *ctx, nb_tensor *a);
+nb_tensor *nb_relu(nb_ctx *ctx, nb_tensor *a); /* gradient 0 at 0, as PyTorch */
+
+typedef enum nb_gelu_approx { NB_GELU_NONE, NB_GELU_TANH } nb_gelu_approx;
+/* PyTorch's gelu(approximate='none') = x * Phi(x) with erf, or 'tanh'. */
+nb_tensor *nb_gelu(nb_ctx *ctx, nb_tensor *a, nb_gelu_approx approx);
+
+/* ---- reductions ---------------------------------------------------------- */
+/* Over all elements: a 0-dim result. */
+nb_tensor *nb_sum(nb_ctx *ctx, nb_tensor *a);
+nb_tensor *nb_mean(nb_ctx *ctx, nb_tensor *a);
+/* Along `dim` (negative counts from the end). keepdim keeps it as size 1. */
+nb_tensor *nb_sum_dim(nb_ctx *ctx, nb_tensor *a, int dim, bool keepdim);
+nb_tensor *nb_mean_dim(nb_ctx *ctx, nb_tensor *a, int dim, bool keepdim);
+/* Max values along `dim`; if `indices` is not NULL it receives an I64
+ * tensor of the arg-max (first one on ties). The gradient flows to that
+ * element only, as in PyTorch's max(dim). */
+nb_tensor *nb_max_dim(nb_ctx *ctx, nb_tensor *a, int dim, bool keepdim, nb_tensor **indices);
+
+/* ---- matrix product -------------------------------------------------------- */
+/* (n,k) @ (k,m) -> (n,m). With 3 or 4 dims, the last two are the matrices
+ * and the leading (batch) dims broadcast: (B,H,T,D) @ (B,H,D,T), or
+ * (B,T,C) @ (C,K). A 1-D operand is not supported (use reshape). */
+nb_tensor *nb_matmul(nb_ctx *ctx, nb_tensor *a, nb_tensor *b);
+
+/* ---- shape ops -------------------------------------------------------------- */
+/* nabla tensors are always contiguous, so transpose and permute copy (PyTorch
+ * returns a strided view; values and gradients are the same). */
+nb_tensor *nb_transpose(nb_ctx *ctx, nb_tensor *a, int dim0, int dim1);
+nb_tensor *nb_permute(nb_ctx *ctx, nb_tensor *a, const int *perm); /* perm has a->ndim entries */
+/* A view with a new shape and the same data; one entry may be -1. */
+nb_tensor *nb_reshape(nb_ctx *ctx, nb_tensor *a, int ndim, const int64_t *shape);
+#define nb_view nb_reshape
+/* A copy (always already contiguous; kept for PyTorch-shaped code). */
+nb_tensor *nb_contiguous(nb_ctx *ctx, nb_tensor *a);
+/* Joins n tensors along `dim`; all other dims must match. */
+nb_tensor *nb_concat(nb_ctx *ctx, int n, nb_tensor *const *ts, int dim);
+/* Splits `a` along `dim` into n pieces of sizes[i] (which must add up to
+ * that dim), writing them to out[0..n-1]. Returns NB_OK or the error. */
+nb_status nb_split(nb_ctx *ctx, nb_tensor *a, int dim, int n, const int64_t *sizes,
+                   nb_tensor **out);
+
+/* ---- masking and softmax ---------------------------------------------------- */
+/* Where mask (BOOL, broadcastable to a's shape) is true, the result is
+ * `value` (use -INFINITY for attention); elsewhere a. Gradient is zero at
+ * filled places. */
+nb_tensor *nb_masked_fill(nb_ctx *ctx, nb_tensor *a, const nb_tensor *mask, double value);
+/* The causal triangle on the last two dims (T1, T2): element (i, j) with
+ * j > i is set to `value`, like masked_fill(triu(ones, diagonal=1)). */
+nb_tensor *nb_causal_fill(nb_ctx *ctx, nb_tensor *a, double value);
+
+/* Softmax and log-softmax along the last dim, max-subtracted. A row whose
+ * entries are all -inf (fully masked) gives all zeros in softmax and all -inf
+ * in log_softmax, with zero gradient, instead of PyTorch's NaN: a padded
+ * query then attends to nothing rather than poisoning the step. */
+nb_tensor *nb_softmax(nb_ctx *ctx, nb_tensor *a);
+nb_tensor *nb_log_softmax(nb_ctx *ctx, nb_tensor *a);
+
+/* ---- losses ------------------------------------------------------------------ */
+/* Mean cross-entropy of logits (N, C) against targets (N) of class indices
+ * (I64 in [0, C)). Like F.cross_entropy(logits, targets). */
+nb_tensor *nb_cross_entropy(nb_ctx *ctx, nb_tensor *logits, const nb_tensor *targets);
+/* mean((a - b)^2); shapes must be equal. Like F.mse_loss. */
+nb_tensor *nb_mse_loss(nb_ctx *ctx, nb_tensor *a, nb_tensor *b);
+
+/* ---- neural-network ops (the modules in nabla/nn.h use these) ------------- */
+struct nb_pcg32;
+/* x (..., in) @ w(out, in)^T + b(out) -> (..., out). b may be NULL. Like
+ * F.linear. */
+nb_tensor *nb_linear(nb_ctx *ctx, nb_tensor *x, nb_tensor *w, nb_tensor *b);
+/* With train false or p == 0: the identity (returns x itself, records
+ * nothing). Otherwise zeroes each element with probability p, drawing the
+ * mask from rng, and scales survivors by 1/(1-p); p == 1 zeroes everything.
+ * Backward reuses the mask. p outside [0, 1] is an error. */
+nb_tensor *nb_dropout(nb_ctx *ctx, nb_tensor *x, double p, bool train, struct nb_pcg32 *rng);
+/* Rows of weight (num, dim) picked by ids (I64, any shape, values in
+ * [0, num)) -> ids.shape + (dim). Like F.embedding. */
+nb_tensor *nb_embedding(nb_ctx *ctx, nb_tensor *weight, const nb_tensor *ids);
+/* Normalises over the last dim: (x - mean) / sqrt(var + eps) * w + b, with
+ * the biased variance. w and b (dim) may be NULL. Like F.layer_norm. */
+nb_tensor *nb_layer_norm(nb_ctx *ctx, nb_tensor *x, nb_tensor *w, nb_tensor *b, double eps);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,81 @@
+/* checks.c - input validation and broadcasting rules shared by the ops.
+ * Every message names the op, the shapes and what was expected. */
+#include "nb_internal.h"
+
+bool nb_check_float_inputs(nb_ctx *ctx, const char *name, int n, nb_tensor *const *in) {
+    if (!nb_ctx_ok(ctx)) return false;
+    for (int i = 0; i < n; i++) {
+        if (!in[i]) {
+            nb_ctx_fail(ctx, NB_ERR_NULL, "%s: input %d is NULL", name, i + 1);
+            return false;
+        }
+    }
+    for (int i = 0; i < n; i++) {
+        char s[64];
+        if (in[i]->dtype != NB_F32 && in[i]->dtype != NB_F64) {
+            nb_ctx_fail(ctx, NB_ERR_DTYPE, "%s: input %d %s is %s, expected f32 or f64", name,
+                        i + 1, nb_shape_str(in[i], s, sizeof s), nb_dtype_name(in[i]->dtype));
+            return false;
+        }
+        if (in[i]->dtype != in[0]->dtype) {
+            char s0[64];
+            nb_ctx_fail(ctx, NB_ERR_DTYPE,
+                        "%s: mixed dtypes: input 1 %s is %s but input %d %s is %s; convert "
+                        "with nb_copy first",
+                        name, nb_shape_str(in[0], s0, sizeof s0), nb_dtype_name(in[0]->dtype),
+                        i + 1, nb_shape_str(in[i], s, sizeof s), nb_dtype_name(in[i]->dtype));
+            return false;
+        }
+    }
+    return true;
+}
+
+int nb_norm_dim(nb_ctx *ctx, const char *name, const nb_tensor *t, int dim) {
+    int d = dim < 0 ? dim + t->ndim : dim;
+    if (d < 0 || d >= t->ndim) {
+        char s[64];
+        nb_ctx_fail(ctx, NB_ERR_VALUE, "%s: dim %d is out of range for shape %s (%d dims)",
+                    name, dim, nb_shape_str(t, s, sizeof s), t->ndim);
+        return -1;
+    }
+    return d;
+}
+
+bool nb_broadcast_shape(nb_ctx *ctx, const char *name, const nb_tensor *a, const nb_tensor *b,
+                        int *ndim, int64_t *shape) {
+    int n = a->ndim > b->ndim ? a->ndim : b->ndim;
+    for (int k = 0; k < n; k++) {
+        /* k counts from the right */
+        int64_t da = k < a->ndim ? a->shape[a->ndim - 1 - k] : 1;
+        int64_t db = k < b->ndim ? b->shape[b->ndim - 1 - k] : 1;
+        if (da != db && da != 1 && db != 1) {
+            char sa[64], sb[64];
+            nb_ctx_fail(ctx, NB_ERR_SHAPE,
+                        "%s: shapes %s and %s do not broadcast: dim %d (from the right) is %lld "
+                        "vs %lld, expected equal or 1",
+                        name, nb_shape_str(a, sa, sizeof sa), nb_shape_str(b, sb, sizeof sb),
+                        -1 - k, (long long)da, (long long)db);
+            return false;
+        }
+        shape[n - 1 - k] = da > db ? da : db;
+    }
+    *ndim = n;
+    return true;
+}
+
+void nb_shape4(int ndim, const int64_t *shape, int64_t *shape4) {
+    for (int d = 0; d < 4; d++) shape4[d] = 1;
+    for (int d = 0; d < ndim; d++) shape4[4 - ndim + d] = shape[d];
+}
+
+void nb_broadcast_strides(const nb_tensor *t, int ndim, const int64_t *oshape,
+                          int64_t *stride4) {
+    int64_t tshape4[4], oshape4[4];
+    nb_shape4(t->ndim, t->shape, tshape4);
+    nb_shape4(ndim, oshape, oshape4);
+    int64_t s = 1;
+    for (int d = 3; d >= 0; d--) {
+        stride4[d] = (tshape4[d] == 1 && oshape4[d] != 1) ? 0 : s;
+        s *= tshape4[d];
+    }
+}

@@ -1,0 +1,156 @@
+/* context.c - the context: an arena that owns a step's tensors, the sticky
+ * error, and the switches (grad mode, creation site). */
+#include "nb_internal.h"
+
+#include <stdarg.h>
+#include <stdlib.h>
+
+#define NB_ALIGN 64
+#define NB_DEFAULT_RESERVE (1u << 20)
+
+static const char *const status_names[] = {
+    "ok", "NULL argument", "shape error", "dtype error", "size error", "value error",
+    "out of memory", "state error", "I/O error", "format error",
+};
+_Static_assert(sizeof(status_names) / sizeof(status_names[0]) == NB_STATUS_COUNT,
+               "every nb_status needs a name");
+
+const char *nb_status_str(nb_status s) {
+    return (s >= 0 && s < NB_STATUS_COUNT) ? status_names[s] : "unknown status";
+}
+
+static nb_chunk *chunk_new(nb_ctx *ctx, size_t size) {
+    if (size > SIZE_MAX - sizeof(nb_chunk) - NB_ALIGN) return NULL;
+    nb_chunk *c = malloc(sizeof(nb_chunk) + size + NB_ALIGN);
+    if (!c) return NULL;
+    c->next = ctx->chunks;
+    c->size = size;
+    c->used = 0;
+    ctx->chunks = c;
+    ctx->reserved += size;
+    ctx->mallocs++;
+    return c;
+}
+
+static unsigned char *chunk_base(nb_chunk *c) {
+    uintptr_t p = (uintptr_t)(c + 1);
+    return (unsigned char *)((p + NB_ALIGN - 1) & ~(uintptr_t)(NB_ALIGN - 1));
+}
+
+nb_ctx *nb_ctx_new(size_t reserve) {
+    nb_ctx *ctx = calloc(1, sizeof *ctx);
+    if (!ctx) return NULL;
+    ctx->grad_enabled = true;
+    ctx->mallocs = 1;
+    if (!chunk_new(ctx, reserve ? reserve : NB_DEFAULT_RESERVE)) {
+        free(ctx);
+        return NULL;
+    }
+    return ctx;
+}
+
+void nb_ctx_free(nb_ctx *ctx) {
+    if (!ctx) return;
+    nb_chunk *c = ctx->chunks;
+    while (c) {
+        nb_chunk *next = c->next;
+        free(c);
+        c = next;
+    }
+    free(ctx);
+}
+
+void nb_ctx_reset(nb_ctx *ctx) {
+    if (!ctx) return;
+    /* Several chunks mean the last step outgrew the arena: replace them by
+     * one chunk that holds the peak, so the next steps need no malloc. */
+    if (ctx->chunks && ctx->chunks->next) {
+        size_t want = ctx->peak + ctx->peak / 8;
+        nb_chunk *c = ctx->chunks;
+        while (c) {
+            nb_chunk *next = c->next;
+            free(c);
+            c = next;
+        }
+        ctx->chunks = NULL;
+        ctx->reserved = 0;
+        if (!chunk_new(ctx, want)) chunk_new(ctx, NB_DEFAULT_RESERVE);
+    }
+    for (nb_chunk *c = ctx->chunks; c; c = c->next) c->used = 0;
+    ctx->used = 0;
+    ctx->tape = NULL;
+    ctx->tape_len = 0;
+    ctx->backward_done = false;
+    ctx->status = NB_OK;
+    ctx->errmsg[0] = '\0';
+}
+
+void *nb_ctx_alloc(nb_ctx *ctx, size_t bytes) {
+    if (!ctx) return NULL;
+    if (bytes == 0) bytes = 1;
+    if (bytes > SIZE_MAX - 2 * NB_ALIGN) {
+        nb_ctx_fail(ctx, NB_ERR_SIZE, "alloc: %zu bytes overflow the address space", bytes);
+        return NULL;
+    }
+    size_t need = (bytes + NB_ALIGN - 1) & ~(size_t)(NB_ALIGN - 1);
+    nb_chunk *c = ctx->chunks;
+    if (!c || c->size - c->used < need) {
+        size_t size = c ? c->size * 2 : NB_DEFAULT_RESERVE;
+        if (size < need) size = need;
+        c = chunk_new(ctx, size);
+        if (!c) {
+            nb_ctx_fail(ctx, NB_ERR_MEMORY, "alloc: out of memory for %zu bytes", bytes);
+            return NULL;
+        }
+    }
+    unsigned char *p = chunk_base(c) + c->used;
+    c->used += need;
+    ctx->used += need;
+    if (ctx->used > ctx->peak) ctx->peak = ctx->used;
+    memset(p, 0, bytes);
+    return p;
+}
+
+const char *nb_ctx_error(const nb_ctx *ctx) {
+    if (!ctx) return "NULL context";
+    return ctx->status == NB_OK ? NULL : ctx->errmsg;
+}
+
+nb_status nb_ctx_status(const nb_ctx *ctx) { return ctx ? ctx->status : NB_ERR_NULL; }
+
+void nb_ctx_clear_error(nb_ctx *ctx) {
+    if (!ctx) return;
+    ctx->status = NB_OK;
+    ctx->errmsg[0] = '\0';
+}
+
+nb_status nb_ctx_fail(nb_ctx *ctx, nb_status s, const char *fmt, ...) {
+    if (!ctx || ctx->status != NB_OK) return s;
+    ctx->status = s;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(ctx->errmsg, sizeof ctx->errmsg, fmt, ap);
+    va_end(ap);
+    return s;
+}
+
+bool nb_ctx_ok(nb_ctx *ctx) { return ctx && ctx->status == NB_OK; }
+
+bool nb_set_grad_enabled(nb_ctx *ctx, bool enabled) {
+    if (!ctx) return false;
+    bool prev = ctx->grad_enabled;
+    ctx->grad_enabled = enabled;
+    return prev;
+}
+
+bool nb_is_grad_enabled(const nb_ctx *ctx) { return ctx && ctx->grad_enabled; }
+
+void nb_ctx_set_site(nb_ctx *ctx, const char *file, int line) {
+    if (!ctx) return;
+    ctx->site_file = file;
+    ctx->site_line = line;
+}
+
+size_t nb_ctx_mem_used(const nb_ctx *ctx) { return ctx ? ctx->used : 0; }
+size_t nb_ctx_mem_reserved(const nb_ctx *ctx) { return ctx ? ctx->reserved : 0; }
+size_t nb_ctx_mallocs(const nb_ctx *ctx) { return ctx ? ctx->mallocs : 0; }

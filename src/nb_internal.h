@@ -1,0 +1,111 @@
+/* nb_internal.h - what the library's files share and users do not see:
+ * the context and node records, checked allocation, input validation and the
+ * dtype dispatch used by every kernel. */
+#ifndef NB_INTERNAL_H
+#define NB_INTERNAL_H
+
+#include "nabla.h"
+
+#include <math.h>
+#include <string.h>
+
+#if defined(__GNUC__)
+#define NB_HIDDEN __attribute__((visibility("hidden")))
+#else
+#define NB_HIDDEN
+#endif
+
+/* ---- arena ---------------------------------------------------------------- */
+typedef struct nb_chunk {
+    struct nb_chunk *next;
+    size_t size; /* usable bytes after the header */
+    size_t used;
+} nb_chunk;
+
+#define NB_ERRMSG 512
+
+struct nb_ctx {
+    nb_chunk *chunks;      /* newest first; reset merges them into one */
+    size_t reserved;       /* sum of chunk sizes */
+    size_t used;           /* bytes handed out since the last reset */
+    size_t peak;           /* the most `used` has been in this context's life */
+    size_t mallocs;        /* malloc calls made by this context */
+    nb_node *tape;         /* the newest node; nodes link to older ones */
+    int tape_len;
+    bool grad_enabled;
+    bool backward_done;    /* a backward pass has run over this tape */
+    bool detect_anomaly;   /* check every gradient for NaN/inf */
+    const char *site_file; /* creation site for the next nodes */
+    int site_line;
+    nb_status status;
+    char errmsg[NB_ERRMSG];
+};
+
+/* ---- tape -------------------------------------------------------------- */
+#define NB_NODE_MAX_INPUTS 4 /* more (concat) spill into `in` from the arena */
+
+struct nb_node {
+    int op;                  /* nb_op; NB_OP_CUSTOM for user ops */
+    const char *name;        /* op name shown in dumps and errors */
+    nb_backward_fn backward; /* the op's local rule */
+    nb_tensor *out;
+    int n_in;
+    nb_tensor **in;          /* n_in inputs (points at in_small when they fit) */
+    nb_tensor *in_small[NB_NODE_MAX_INPUTS];
+    /* Op parameters and what the forward saved for backward. */
+    double f[4];
+    int64_t i[4];
+    void *saved;             /* e.g. dropout's mask, max's arg-max, softmax's output */
+    nb_tensor *saved_t;
+    void *userdata;          /* custom ops */
+    const char *file;        /* creation site (may be NULL) */
+    int line;
+    int index;               /* position on the tape, from 0 */
+    nb_node *prev;           /* the node recorded before this one */
+};
+
+/* Records a built-in op. Same contract as nb_record. */
+NB_HIDDEN nb_node *nb_record_op(nb_ctx *ctx, nb_op op, nb_tensor *out, int n_in,
+                                nb_tensor *const *in, nb_backward_fn backward);
+
+/* ---- checks shared by the ops ---------------------------------------------- */
+/* True when the context can run an op (non-NULL, no error yet). */
+NB_HIDDEN bool nb_ctx_ok(nb_ctx *ctx);
+/* Validates n float inputs of one dtype for op `name`; records the error and
+ * returns false otherwise. */
+NB_HIDDEN bool nb_check_float_inputs(nb_ctx *ctx, const char *name, int n, nb_tensor *const *in);
+/* Normalises a possibly negative dim against ndim; -1 with an error if out of
+ * range. */
+NB_HIDDEN int nb_norm_dim(nb_ctx *ctx, const char *name, const nb_tensor *t, int dim);
+/* Computes the broadcast shape of a and b into shape/ndim; error if they do
+ * not broadcast. */
+NB_HIDDEN bool nb_broadcast_shape(nb_ctx *ctx, const char *name, const nb_tensor *a,
+                                  const nb_tensor *b, int *ndim, int64_t *shape);
+/* Strides of `t` seen through an output of `ndim` dims (right-aligned), with 0
+ * on broadcast dims; 4 entries, leading ones for absent dims. */
+NB_HIDDEN void nb_broadcast_strides(const nb_tensor *t, int ndim, const int64_t *oshape,
+                                    int64_t *stride4);
+/* Pads a shape to 4 dims on the left with ones. */
+NB_HIDDEN void nb_shape4(int ndim, const int64_t *shape, int64_t *shape4);
+
+/* A tensor header whose data points at `data` (a view); grad separate. */
+NB_HIDDEN nb_tensor *nb_view_of(nb_ctx *ctx, nb_tensor *src, int ndim, const int64_t *shape);
+
+/* Adds src (numel elements of dt) into dst. */
+NB_HIDDEN void nb_accumulate(nb_dtype dt, void *dst, const void *src, size_t numel);
+
+/* ---- dtype dispatch ----------------------------------------------------------- */
+/* Runs KERNEL(T) with T = float or double. Each kernel is written once, as a
+ * macro body over T, and instantiated for both float dtypes. */
+#define NB_DISPATCH(dt, KERNEL)        \
+    do {                               \
+        if ((dt) == NB_F32) {          \
+            KERNEL(float)              \
+        } else {                       \
+            KERNEL(double)             \
+        }                              \
+    } while (0)
+
+#define NB_UNUSED(x) (void)(x)
+
+#endif

@@ -1,0 +1,190 @@
+/* tape.c - recording ops and running backward.
+ *
+ * Nodes are appended in creation order and linked newest-first. Creation
+ * order is a topological order (an op's inputs exist before it), so walking
+ * the list from the newest node runs each local rule after every consumer of
+ * its output has added its share: reused tensors need no extra bookkeeping. */
+#include "nb_internal.h"
+
+#include <stdlib.h>
+
+static bool any_requires_grad(int n_in, nb_tensor *const *in) {
+    for (int i = 0; i < n_in; i++)
+        if (in[i] && in[i]->requires_grad) return true;
+    return false;
+}
+
+static nb_node *record(nb_ctx *ctx, int op, const char *name, nb_tensor *out, int n_in,
+                       nb_tensor *const *in, nb_backward_fn backward) {
+    if (!nb_ctx_ok(ctx) || !out || !ctx->grad_enabled || !any_requires_grad(n_in, in))
+        return NULL;
+    nb_node *n = nb_ctx_alloc(ctx, sizeof *n);
+    if (!n) return NULL;
+    n->in = n->in_small;
+    if (n_in > NB_NODE_MAX_INPUTS) {
+        n->in = nb_ctx_alloc(ctx, (size_t)n_in * sizeof *n->in);
+        if (!n->in) return NULL;
+    }
+    for (int i = 0; i < n_in; i++) n->in[i] = in[i];
+    n->op = op;
+    n->name = name;
+    n->backward = backward;
+    n->out = out;
+    n->n_in = n_in;
+    n->file = ctx->site_file;
+    n->line = ctx->site_line;
+    n->index = ctx->tape_len++;
+    n->prev = ctx->tape;
+    ctx->tape = n;
+    out->node = n;
+    out->requires_grad = true;
+    return n;
+}
+
+nb_node *nb_record_op(nb_ctx *ctx, nb_op op, nb_tensor *out, int n_in, nb_tensor *const *in,
+                      nb_backward_fn backward) {
+    return record(ctx, op, nb_op_name(op), out, n_in, in, backward);
+}
+
+nb_node *nb_record(nb_ctx *ctx, const char *name, nb_tensor *out, int n_in,
+                   nb_tensor *const *in, nb_backward_fn backward, void *userdata) {
+    if (!nb_ctx_ok(ctx)) return NULL;
+    if (!name || !out || !backward || n_in < 0 || (n_in > 0 && !in)) {
+        nb_ctx_fail(ctx, NB_ERR_NULL, "record: name, out, backward and inputs are required");
+        return NULL;
+    }
+    for (int i = 0; i < n_in; i++) {
+        if (!in[i]) {
+            nb_ctx_fail(ctx, NB_ERR_NULL, "%s: input %d is NULL", name, i + 1);
+            return NULL;
+        }
+    }
+    if (out->owner != ctx) {
+        nb_ctx_fail(ctx, NB_ERR_STATE, "%s: the output must be made on the recording context",
+                    name);
+        return NULL;
+    }
+    nb_node *n = record(ctx, NB_OP_CUSTOM, name, out, n_in, in, backward);
+    if (n) n->userdata = userdata;
+    return n;
+}
+
+nb_tensor *nb_node_input(const nb_node *n, int i) {
+    return (n && i >= 0 && i < n->n_in) ? n->in[i] : NULL;
+}
+int nb_node_num_inputs(const nb_node *n) { return n ? n->n_in : 0; }
+nb_tensor *nb_node_output(const nb_node *n) { return n ? n->out : NULL; }
+void *nb_node_userdata(const nb_node *n) { return n ? n->userdata : NULL; }
+const char *nb_node_name(const nb_node *n) { return n ? n->name : NULL; }
+
+void *nb_grad_buffer(nb_ctx *ctx, nb_tensor *t) {
+    NB_UNUSED(ctx);
+    if (!t || !t->requires_grad) return NULL;
+    if (!t->grad) t->grad = nb_ctx_alloc(t->owner, t->numel * nb_dtype_size(t->dtype));
+    return t->grad;
+}
+
+int nb_tape_len(const nb_ctx *ctx) { return ctx ? ctx->tape_len : 0; }
+
+static bool all_finite(const nb_tensor *t, const void *buf) {
+    for (size_t i = 0; i < t->numel; i++) {
+        double v = t->dtype == NB_F32 ? ((const float *)buf)[i] : ((const double *)buf)[i];
+        if (!isfinite(v)) return false;
+    }
+    return true;
+}
+
+/* Anomaly mode: after each local rule, every input gradient must be finite;
+ * the first that is not is reported with the op and where it was created. */
+static bool check_anomaly(nb_ctx *ctx, const nb_node *n) {
+    for (int i = 0; i < n->n_in; i++) {
+        const nb_tensor *t = n->in[i];
+        if (!t->requires_grad || !t->grad || all_finite(t, t->grad)) continue;
+        char s[64];
+        nb_ctx_fail(ctx, NB_ERR_VALUE,
+                    "anomaly: backward of op #%d '%s' (created at %s:%d) produced a non-finite "
+                    "gradient for input %d %s",
+                    n->index, n->name, n->file ? n->file : "?", n->line, i + 1,
+                    nb_shape_str(t, s, sizeof s));
+        return false;
+    }
+    return true;
+}
+
+nb_status nb_backward(nb_ctx *ctx, nb_tensor *out, const nb_tensor *grad_out) {
+    if (!ctx) return NB_ERR_NULL;
+    if (ctx->status != NB_OK) return ctx->status;
+    char s[64], s2[64];
+    if (!out) return nb_ctx_fail(ctx, NB_ERR_NULL, "backward: output is NULL");
+    if (!out->requires_grad)
+        return nb_ctx_fail(ctx, NB_ERR_STATE,
+                           "backward: output %s does not require grad (no input was marked "
+                           "with nb_requires_grad, or grad was disabled)",
+                           nb_shape_str(out, s, sizeof s));
+    if (out->node && out->owner != ctx)
+        return nb_ctx_fail(ctx, NB_ERR_STATE,
+                           "backward: output %s was recorded on another context",
+                           nb_shape_str(out, s, sizeof s));
+    if (!grad_out && out->numel != 1)
+        return nb_ctx_fail(ctx, NB_ERR_SHAPE,
+                           "backward: output %s is not a scalar, pass grad_out of that shape",
+                           nb_shape_str(out, s, sizeof s));
+    if (grad_out && (!nb_same_shape(out, grad_out) || grad_out->dtype != out->dtype))
+        return nb_ctx_fail(ctx, NB_ERR_SHAPE,
+                           "backward: grad_out %s %s does not match output %s %s",
+                           nb_shape_str(grad_out, s2, sizeof s2),
+                           nb_dtype_name(grad_out->dtype), nb_shape_str(out, s, sizeof s),
+                           nb_dtype_name(out->dtype));
+
+    /* Intermediate gradients restart from zero, so a second backward over
+     * the same tape adds to the leaves exactly once more. */
+    for (nb_node *n = ctx->tape; n; n = n->prev) nb_zero_grad(n->out);
+
+    void *g = nb_grad_buffer(ctx, out);
+    if (!g) return ctx->status ? ctx->status : NB_ERR_MEMORY;
+    if (grad_out)
+        nb_accumulate(out->dtype, g, grad_out->data, out->numel);
+    else if (out->dtype == NB_F32)
+        *(float *)g += 1.0f;
+    else
+        *(double *)g += 1.0;
+
+    for (nb_node *n = ctx->tape; n; n = n->prev) {
+        if (!n->out->grad) continue; /* not on a path to `out` */
+        if (n->index > (out->node ? out->node->index : -1)) continue;
+        n->backward(ctx, n);
+        if (ctx->status != NB_OK) return ctx->status;
+        if (ctx->detect_anomaly && !check_anomaly(ctx, n)) return ctx->status;
+    }
+    ctx->backward_done = true;
+    return NB_OK;
+}
+
+bool nb_set_detect_anomaly(nb_ctx *ctx, bool on) {
+    if (!ctx) return false;
+    bool prev = ctx->detect_anomaly;
+    ctx->detect_anomaly = on;
+    return prev;
+}
+
+void nb_tape_print(const nb_ctx *ctx, FILE *f) {
+    if (!ctx || !f) return;
+    /* The list runs newest-first; print oldest-first. */
+    int n = ctx->tape_len;
+    fprintf(f, "tape: %d node%s\n", n, n == 1 ? "" : "s");
+    const nb_node **order = malloc((size_t)(n ? n : 1) * sizeof *order);
+    if (!order) return;
+    for (const nb_node *node = ctx->tape; node; node = node->prev) order[node->index] = node;
+    for (int k = 0; k < n; k++) {
+        const nb_node *node = order[k];
+        char s[64];
+        fprintf(f, "  #%-3d %-14s", node->index, node->name);
+        for (int i = 0; i < node->n_in; i++)
+            fprintf(f, "%s%s%s", i ? ", " : "", nb_shape_str(node->in[i], s, sizeof s),
+                    node->in[i]->requires_grad ? "*" : "");
+        fprintf(f, " -> %s", nb_shape_str(node->out, s, sizeof s));
+        if (node->file) fprintf(f, "  at %s:%d", node->file, node->line);
+        fputc('\n', f);
+    }
+    free(order);
+}

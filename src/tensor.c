@@ -1,0 +1,270 @@
+/* tensor.c - creating tensors, element access, views and gradients of
+ * leaves. Printing lives in print.c. */
+#include "nb_internal.h"
+
+#include "nabla/random.h"
+
+static const size_t dtype_sizes[] = {4, 8, 8, 1};
+static const char *const dtype_names[] = {"f32", "f64", "i64", "bool"};
+_Static_assert(sizeof(dtype_sizes) / sizeof(dtype_sizes[0]) == NB_DTYPE_COUNT, "dtype sizes");
+_Static_assert(sizeof(dtype_names) / sizeof(dtype_names[0]) == NB_DTYPE_COUNT, "dtype names");
+
+size_t nb_dtype_size(nb_dtype dt) {
+    return (dt >= 0 && dt < NB_DTYPE_COUNT) ? dtype_sizes[dt] : 0;
+}
+
+const char *nb_dtype_name(nb_dtype dt) {
+    return (dt >= 0 && dt < NB_DTYPE_COUNT) ? dtype_names[dt] : "?";
+}
+
+char *nb_shape_str(const nb_tensor *t, char *buf, size_t n) {
+    if (!buf || n == 0) return buf;
+    if (!t) {
+        snprintf(buf, n, "(NULL)");
+        return buf;
+    }
+    size_t k = (size_t)snprintf(buf, n, "(");
+    for (int d = 0; d < t->ndim && k < n; d++)
+        k += (size_t)snprintf(buf + k, n - k, d ? ", %lld" : "%lld", (long long)t->shape[d]);
+    if (k < n) snprintf(buf + k, n - k, ")");
+    return buf;
+}
+
+/* Validates a requested shape and returns its element count, or 0 with an
+ * error naming `op`. */
+static size_t checked_numel(nb_ctx *ctx, const char *op, nb_dtype dt, int ndim,
+                            const int64_t *shape) {
+    if (dt < 0 || dt >= NB_DTYPE_COUNT) {
+        nb_ctx_fail(ctx, NB_ERR_DTYPE, "%s: unknown dtype %d", op, (int)dt);
+        return 0;
+    }
+    if (ndim < 0 || ndim > NB_MAX_DIMS) {
+        nb_ctx_fail(ctx, NB_ERR_SIZE, "%s: %d dims requested, expected 0..%d", op, ndim,
+                    NB_MAX_DIMS);
+        return 0;
+    }
+    if (ndim > 0 && !shape) {
+        nb_ctx_fail(ctx, NB_ERR_NULL, "%s: shape is NULL for %d dims", op, ndim);
+        return 0;
+    }
+    size_t numel = 1;
+    for (int d = 0; d < ndim; d++) {
+        if (shape[d] <= 0) {
+            nb_ctx_fail(ctx, NB_ERR_SIZE, "%s: dim %d has size %lld, expected >= 1", op, d,
+                        (long long)shape[d]);
+            return 0;
+        }
+        if ((uint64_t)shape[d] > SIZE_MAX / numel ||
+            numel * (size_t)shape[d] > SIZE_MAX / nb_dtype_size(dt)) {
+            nb_ctx_fail(ctx, NB_ERR_SIZE,
+                        "%s: element count overflows size_t at dim %d (size %lld)", op, d,
+                        (long long)shape[d]);
+            return 0;
+        }
+        numel *= (size_t)shape[d];
+    }
+    return numel;
+}
+
+static nb_tensor *tensor_alloc(nb_ctx *ctx, const char *op, nb_dtype dt, int ndim,
+                               const int64_t *shape, bool with_data) {
+    if (!nb_ctx_ok(ctx)) return NULL;
+    size_t numel = checked_numel(ctx, op, dt, ndim, shape);
+    if (!numel) return NULL;
+    nb_tensor *t = nb_ctx_alloc(ctx, sizeof *t);
+    if (!t) return NULL;
+    t->dtype = dt;
+    t->ndim = ndim;
+    for (int d = 0; d < NB_MAX_DIMS; d++) t->shape[d] = d < ndim ? shape[d] : 1;
+    t->numel = numel;
+    t->owner = ctx;
+    if (with_data) {
+        t->data = nb_ctx_alloc(ctx, numel * nb_dtype_size(dt));
+        if (!t->data) return NULL;
+    }
+    return t;
+}
+
+nb_tensor *nb_empty(nb_ctx *ctx, nb_dtype dt, int ndim, const int64_t *shape) {
+    return tensor_alloc(ctx, "empty", dt, ndim, shape, true);
+}
+
+nb_tensor *nb_zeros(nb_ctx *ctx, nb_dtype dt, int ndim, const int64_t *shape) {
+    return tensor_alloc(ctx, "zeros", dt, ndim, shape, true);
+}
+
+nb_tensor *nb_full(nb_ctx *ctx, nb_dtype dt, int ndim, const int64_t *shape, double value) {
+    nb_tensor *t = tensor_alloc(ctx, "full", dt, ndim, shape, true);
+    if (t)
+        for (size_t i = 0; i < t->numel; i++) nb_set(t, i, value);
+    return t;
+}
+
+nb_tensor *nb_ones(nb_ctx *ctx, nb_dtype dt, int ndim, const int64_t *shape) {
+    return nb_full(ctx, dt, ndim, shape, 1.0);
+}
+
+nb_tensor *nb_scalar(nb_ctx *ctx, nb_dtype dt, double value) {
+    return nb_full(ctx, dt, 0, NULL, value);
+}
+
+nb_tensor *nb_from_data(nb_ctx *ctx, nb_dtype dt, int ndim, const int64_t *shape,
+                        const void *data) {
+    if (nb_ctx_ok(ctx) && !data) {
+        nb_ctx_fail(ctx, NB_ERR_NULL, "from_data: data is NULL");
+        return NULL;
+    }
+    nb_tensor *t = tensor_alloc(ctx, "from_data", dt, ndim, shape, true);
+    if (t) memcpy(t->data, data, t->numel * nb_dtype_size(dt));
+    return t;
+}
+
+nb_tensor *nb_from_doubles(nb_ctx *ctx, nb_dtype dt, int ndim, const int64_t *shape,
+                           const double *values) {
+    if (nb_ctx_ok(ctx) && !values) {
+        nb_ctx_fail(ctx, NB_ERR_NULL, "from_doubles: values is NULL");
+        return NULL;
+    }
+    nb_tensor *t = tensor_alloc(ctx, "from_doubles", dt, ndim, shape, true);
+    if (t)
+        for (size_t i = 0; i < t->numel; i++) nb_set(t, i, values[i]);
+    return t;
+}
+
+static nb_tensor *random_tensor(nb_ctx *ctx, const char *op, nb_dtype dt, int ndim,
+                                const int64_t *shape, double a, double b, nb_pcg32 *rng,
+                                bool normal) {
+    if (nb_ctx_ok(ctx) && !rng) {
+        nb_ctx_fail(ctx, NB_ERR_NULL, "%s: rng is NULL", op);
+        return NULL;
+    }
+    if (nb_ctx_ok(ctx) && dt != NB_F32 && dt != NB_F64) {
+        nb_ctx_fail(ctx, NB_ERR_DTYPE, "%s: dtype %s, expected f32 or f64", op,
+                    nb_dtype_name(dt));
+        return NULL;
+    }
+    nb_tensor *t = tensor_alloc(ctx, op, dt, ndim, shape, true);
+    if (!t) return NULL;
+    for (size_t i = 0; i < t->numel; i++) {
+        double v;
+        if (normal)
+            v = a + b * nb_pcg32_normal(rng);
+        else if (dt == NB_F32)
+            v = a + (b - a) * (double)nb_pcg32_float(rng);
+        else
+            v = a + (b - a) * nb_pcg32_double(rng);
+        nb_set(t, i, v);
+    }
+    return t;
+}
+
+nb_tensor *nb_uniform(nb_ctx *ctx, nb_dtype dt, int ndim, const int64_t *shape, double lo,
+                      double hi, nb_pcg32 *rng) {
+    return random_tensor(ctx, "uniform", dt, ndim, shape, lo, hi, rng, false);
+}
+
+nb_tensor *nb_normal(nb_ctx *ctx, nb_dtype dt, int ndim, const int64_t *shape, double mean,
+                     double std, nb_pcg32 *rng) {
+    return random_tensor(ctx, "normal", dt, ndim, shape, mean, std, rng, true);
+}
+
+nb_tensor *nb_copy(nb_ctx *ctx, const nb_tensor *t, nb_dtype dt) {
+    if (!nb_ctx_ok(ctx)) return NULL;
+    if (!t) {
+        nb_ctx_fail(ctx, NB_ERR_NULL, "copy: input is NULL");
+        return NULL;
+    }
+    nb_tensor *c = tensor_alloc(ctx, "copy", dt, t->ndim, t->shape, true);
+    if (!c) return NULL;
+    if (dt == t->dtype)
+        memcpy(c->data, t->data, t->numel * nb_dtype_size(dt));
+    else
+        for (size_t i = 0; i < t->numel; i++) nb_set(c, i, nb_get(t, i));
+    c->name = t->name;
+    return c;
+}
+
+nb_tensor *nb_view_of(nb_ctx *ctx, nb_tensor *src, int ndim, const int64_t *shape) {
+    nb_tensor *t = tensor_alloc(ctx, "view", src->dtype, ndim, shape, false);
+    if (t) t->data = src->data;
+    return t;
+}
+
+nb_tensor *nb_requires_grad(nb_tensor *t) {
+    if (!t) return NULL;
+    nb_ctx *ctx = t->owner;
+    if (!nb_ctx_ok(ctx)) return NULL;
+    if (t->dtype != NB_F32 && t->dtype != NB_F64) {
+        nb_ctx_fail(ctx, NB_ERR_DTYPE, "requires_grad: dtype %s, only f32/f64 have gradients",
+                    nb_dtype_name(t->dtype));
+        return NULL;
+    }
+    if (t->node) {
+        nb_ctx_fail(ctx, NB_ERR_STATE, "requires_grad: the tensor is the result of op '%s', "
+                    "only leaves can be marked", t->node->name);
+        return NULL;
+    }
+    t->requires_grad = true;
+    if (!t->grad) {
+        t->grad = nb_ctx_alloc(ctx, t->numel * nb_dtype_size(t->dtype));
+        if (!t->grad) return NULL;
+    }
+    return t;
+}
+
+void nb_zero_grad(nb_tensor *t) {
+    if (t && t->grad) memset(t->grad, 0, t->numel * nb_dtype_size(t->dtype));
+}
+
+static double load(nb_dtype dt, const void *p, size_t i) {
+    switch (dt) {
+    case NB_F32: return ((const float *)p)[i];
+    case NB_F64: return ((const double *)p)[i];
+    case NB_I64: return (double)((const int64_t *)p)[i];
+    case NB_BOOL: return ((const uint8_t *)p)[i] ? 1.0 : 0.0;
+    default: return NAN;
+    }
+}
+
+double nb_get(const nb_tensor *t, size_t i) {
+    if (!t || !t->data || i >= t->numel) return NAN;
+    return load(t->dtype, t->data, i);
+}
+
+double nb_grad_get(const nb_tensor *t, size_t i) {
+    if (!t || !t->grad || i >= t->numel) return 0.0;
+    return load(t->dtype, t->grad, i);
+}
+
+void nb_set(nb_tensor *t, size_t i, double v) {
+    if (!t || !t->data || i >= t->numel) return;
+    switch (t->dtype) {
+    case NB_F32: ((float *)t->data)[i] = (float)v; break;
+    case NB_F64: ((double *)t->data)[i] = v; break;
+    case NB_I64: ((int64_t *)t->data)[i] = (int64_t)v; break;
+    case NB_BOOL: ((uint8_t *)t->data)[i] = v != 0.0; break;
+    default: break;
+    }
+}
+
+double nb_item(const nb_tensor *t) {
+    return (t && t->numel == 1) ? nb_get(t, 0) : NAN;
+}
+
+bool nb_same_shape(const nb_tensor *a, const nb_tensor *b) {
+    if (!a || !b || a->ndim != b->ndim) return false;
+    for (int d = 0; d < a->ndim; d++)
+        if (a->shape[d] != b->shape[d]) return false;
+    return true;
+}
+
+void nb_accumulate(nb_dtype dt, void *dst, const void *src, size_t numel) {
+#define ACC(T)                                                         \
+    {                                                                  \
+        T *d = dst;                                                    \
+        const T *s = src;                                              \
+        for (size_t i = 0; i < numel; i++) d[i] += s[i];               \
+    }
+    NB_DISPATCH(dt, ACC);
+#undef ACC
+}

@@ -1,0 +1,62 @@
+/* check_nabla.h - helpers shared by the Check suites. Each tests/check_*.c
+ * defines `Suite *suite_<module>(void)`; the Makefile collects them. */
+#ifndef CHECK_NABLA_H
+#define CHECK_NABLA_H
+
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nabla.h"
+
+/* Every element of t equals want[0..n-1] within tol. */
+#define ck_assert_tensor_near(t, want, n, tol)                                         \
+    do {                                                                               \
+        const nb_tensor *t_ = (t);                                                     \
+        ck_assert_ptr_nonnull(t_);                                                     \
+        ck_assert_uint_eq(t_->numel, (size_t)(n));                                     \
+        for (size_t i_ = 0; i_ < (size_t)(n); i_++)                                    \
+            ck_assert_msg(fabs(nb_get(t_, i_) - (want)[i_]) <= (tol),                  \
+                          "element %zu: got %.6f, want %.6f", i_, nb_get(t_, i_),      \
+                          (double)(want)[i_]);                                         \
+    } while (0)
+
+/* Same for the gradient of t. */
+#define ck_assert_grad_near(t, want, n, tol)                                           \
+    do {                                                                               \
+        const nb_tensor *t_ = (t);                                                     \
+        ck_assert_ptr_nonnull(t_);                                                     \
+        ck_assert_ptr_nonnull(t_->grad);                                               \
+        for (size_t i_ = 0; i_ < (size_t)(n); i_++)                                    \
+            ck_assert_msg(fabs(nb_grad_get(t_, i_) - (want)[i_]) <= (tol),             \
+                          "grad element %zu: got %.6f, want %.6f", i_,                 \
+                          nb_grad_get(t_, i_), (double)(want)[i_]);                    \
+    } while (0)
+
+/* The context's error message contains `part`. */
+#define ck_assert_error_has(ctx, part)                                                 \
+    do {                                                                               \
+        const char *e_ = nb_ctx_error(ctx);                                            \
+        ck_assert_msg(e_ != NULL, "expected an error containing '%s'", (part));        \
+        ck_assert_msg(strstr(e_, (part)) != NULL, "error '%s' lacks '%s'", e_, (part)); \
+    } while (0)
+
+/* Prints t into a string (caller frees). */
+static inline char *nb_test_format(const nb_tensor *t) {
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    nb_fprint(f, t);
+    fclose(f);
+    return buf;
+}
+
+/* The seeds' six 3-d embeddings of "Your journey starts with one step". */
+static const double NB_SEED_INPUTS[18] = {
+    0.43, 0.15, 0.89, 0.55, 0.87, 0.66, 0.57, 0.85, 0.64,
+    0.22, 0.58, 0.33, 0.77, 0.25, 0.10, 0.05, 0.80, 0.55,
+};
+
+#endif
