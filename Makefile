@@ -36,7 +36,7 @@ PIC_OBJ := $(SRC:src/%.c=$(B)/pic/%.o)
 HDR := include/nabla.h $(wildcard include/nabla/*.h) src/nb_internal.h
 EXAMPLES := $(patsubst examples/%.c,$(B)/examples/%,$(wildcard examples/*.c))
 TOOLS := $(patsubst tools/%.c,$(B)/bin/%,$(wildcard tools/*.c))
-TEST_SRC := $(sort $(wildcard tests/*.c))
+TEST_SRC ?= $(sort $(wildcard tests/*.c))
 TEST_BIN := $(B)/tests/check_nabla
 
 LIB_A := $(B)/libnabla.a

@@ -191,6 +191,24 @@ void nb_print(const nb_tensor *t);
 void nb_print_grad(const nb_tensor *t);
 
 /* ------------------------------------------------------------------------
+ * Named tensor lists: a module's parameters under PyTorch's state_dict
+ * names, an optimizer's parameters and state, a checkpoint's contents. The
+ * list does not own the names or tensors (they usually live in a context). */
+#define NB_LIST_MAX 256
+
+typedef struct nb_tensor_list {
+    int n;
+    const char *names[NB_LIST_MAX];
+    nb_tensor *t[NB_LIST_MAX];
+} nb_tensor_list;
+
+/* Appends (name, t). NB_ERR_NULL for NULL arguments, NB_ERR_SIZE when full,
+ * NB_ERR_VALUE when the name is already there. */
+nb_status nb_list_add(nb_tensor_list *l, const char *name, nb_tensor *t);
+/* The tensor called `name`, or NULL. */
+nb_tensor *nb_list_get(const nb_tensor_list *l, const char *name);
+
+/* ------------------------------------------------------------------------
  * The tape and backward.
  *
  * Each op whose inputs require grad appends a node (op, inputs, output,
