@@ -118,8 +118,15 @@ nb_tensor *nb_softmax(nb_ctx *ctx, nb_tensor *a);
 nb_tensor *nb_log_softmax(nb_ctx *ctx, nb_tensor *a);
 
 /* ---- losses ------------------------------------------------------------------ */
-/* Mean cross-entropy of logits (N, C) against targets (N) of class indices
- * (I64 in [0, C)). Like F.cross_entropy(logits, targets). */
+/* Mean cross-entropy of logits (..., C) against targets (...) of class
+ * indices (I64 in [0, C)): every leading position is one sample, so (N, C)
+ * with (N), (B, T, C) with (B, T) (PyTorch would need a view to (B*T, C)),
+ * and (C) with a 0-dim target all work. A 0-dim result, like
+ * F.cross_entropy(logits.view(-1, C), targets.view(-1)). Fused and
+ * max-subtracted: large logits do not overflow. Only logits get a gradient,
+ * (softmax - onehot) / N. A target out of range is an NB_ERR_VALUE naming
+ * its index and value; non-I64 targets are NB_ERR_DTYPE; targets whose shape
+ * is not logits' without the last dim are NB_ERR_SHAPE. */
 nb_tensor *nb_cross_entropy(nb_ctx *ctx, nb_tensor *logits, const nb_tensor *targets);
 /* mean((a - b)^2); shapes must be equal. Like F.mse_loss. */
 nb_tensor *nb_mse_loss(nb_ctx *ctx, nb_tensor *a, nb_tensor *b);

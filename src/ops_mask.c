@@ -1,0 +1,164 @@
+/* ops_mask.c - masked_fill and causal_fill: set chosen elements to a constant
+ * (usually -inf before a softmax). The gradient passes through the elements
+ * that were kept and is zero at the filled ones, which no longer depend on
+ * the input. */
+#include "nb_internal.h"
+
+/* ---- masked_fill: out = mask ? value : a -------------------------------------
+ * a is any shape (up to 4 dims), mask (BOOL) broadcasts to it: right-aligned,
+ * each mask dim equal to a's or 1, never more dims than a. */
+
+/* Mask strides (elements, 0 where broadcast) and a's shape, padded to 4 dims. */
+static void mask_strides(const nb_tensor *a, const nb_tensor *mask, int64_t *shape4,
+                         int64_t *ms4) {
+    nb_shape4(a->ndim, a->shape, shape4);
+    nb_broadcast_strides(mask, a->ndim, a->shape, ms4);
+}
+
+/* Runs BODY with o (index into a and out) and im (index into the mask). */
+#define MASK_FOR(shape4, ms4, BODY)                                                   \
+    do {                                                                              \
+        size_t o = 0;                                                                 \
+        for (int64_t i0 = 0; i0 < (shape4)[0]; i0++)                                  \
+            for (int64_t i1 = 0; i1 < (shape4)[1]; i1++)                              \
+                for (int64_t i2 = 0; i2 < (shape4)[2]; i2++)                          \
+                    for (int64_t i3 = 0; i3 < (shape4)[3]; i3++, o++) {               \
+                        size_t im = (size_t)(i0 * (ms4)[0] + i1 * (ms4)[1] +          \
+                                             i2 * (ms4)[2] + i3 * (ms4)[3]);          \
+                        BODY                                                          \
+                    }                                                                 \
+    } while (0)
+
+/* Backward: da += mask ? 0 : g. Reuses the copy of the mask the forward saved
+ * in saved_t (so the caller may change or free its mask after the forward). */
+static void masked_fill_backward(nb_ctx *ctx, nb_node *n) {
+    nb_tensor *a = n->in[0], *out = n->out;
+    const nb_tensor *mask = n->saved_t;
+    void *ga = nb_grad_buffer(ctx, a);
+    if (!ga) return;
+    int64_t shape4[4], ms4[4];
+    mask_strides(a, mask, shape4, ms4);
+    const uint8_t *m = mask->data;
+#define K(T)                                                                  \
+    {                                                                         \
+        const T *g = out->grad;                                               \
+        T *da = ga;                                                           \
+        MASK_FOR(shape4, ms4, if (!m[im]) da[o] += g[o];);                    \
+    }
+    NB_DISPATCH(out->dtype, K);
+#undef K
+}
+
+nb_tensor *nb_masked_fill(nb_ctx *ctx, nb_tensor *a, const nb_tensor *mask, double value) {
+    const char *name = nb_op_name(NB_OP_MASKED_FILL);
+    if (!nb_check_float_inputs(ctx, name, 1, &a)) return NULL;
+    char sa[64], sm[64];
+    if (!mask) {
+        nb_ctx_fail(ctx, NB_ERR_NULL, "%s: mask is NULL", name);
+        return NULL;
+    }
+    if (mask->dtype != NB_BOOL) {
+        nb_ctx_fail(ctx, NB_ERR_DTYPE, "%s: mask %s is %s, expected bool", name,
+                    nb_shape_str(mask, sm, sizeof sm), nb_dtype_name(mask->dtype));
+        return NULL;
+    }
+    if (mask->ndim > a->ndim) {
+        nb_ctx_fail(ctx, NB_ERR_SHAPE,
+                    "%s: mask %s has %d dims but input %s has %d; expected a mask that "
+                    "broadcasts to the input's shape",
+                    name, nb_shape_str(mask, sm, sizeof sm), mask->ndim,
+                    nb_shape_str(a, sa, sizeof sa), a->ndim);
+        return NULL;
+    }
+    for (int k = 0; k < mask->ndim; k++) {
+        int64_t dm = mask->shape[mask->ndim - 1 - k], da = a->shape[a->ndim - 1 - k];
+        if (dm != da && dm != 1) {
+            nb_ctx_fail(ctx, NB_ERR_SHAPE,
+                        "%s: mask %s does not broadcast to input %s: dim %d (from the right) "
+                        "is %lld vs %lld, expected equal or 1",
+                        name, nb_shape_str(mask, sm, sizeof sm), nb_shape_str(a, sa, sizeof sa),
+                        -1 - k, (long long)dm, (long long)da);
+            return NULL;
+        }
+    }
+    nb_tensor *out = nb_empty(ctx, a->dtype, a->ndim, a->shape);
+    if (!out) return NULL;
+    int64_t shape4[4], ms4[4];
+    mask_strides(a, mask, shape4, ms4);
+    const uint8_t *m = mask->data;
+#define K(T)                                                                  \
+    {                                                                         \
+        const T *x = a->data;                                                 \
+        T *y = out->data;                                                     \
+        const T v = (T)value;                                                 \
+        MASK_FOR(shape4, ms4, y[o] = m[im] ? v : x[o];);                      \
+    }
+    NB_DISPATCH(out->dtype, K);
+#undef K
+    nb_node *n = nb_record_op(ctx, NB_OP_MASKED_FILL, out, 1, &a, masked_fill_backward);
+    if (n) {
+        n->f[0] = value;
+        n->saved_t = nb_copy(ctx, mask, NB_BOOL);
+        if (!n->saved_t) return NULL;
+    }
+    return out;
+}
+
+/* ---- causal_fill: out[..., i, j] = j > i ? value : a[..., i, j] ----------------
+ * a is (..., T1, T2); the strict upper triangle of each matrix is filled. */
+
+/* Backward: da += g below and on the diagonal, nothing above. Reuses no
+ * forward values, only the shape. */
+static void causal_fill_backward(nb_ctx *ctx, nb_node *n) {
+    nb_tensor *a = n->in[0], *out = n->out;
+    void *ga = nb_grad_buffer(ctx, a);
+    if (!ga) return;
+    int64_t t1 = a->shape[a->ndim - 2], t2 = a->shape[a->ndim - 1];
+    size_t mats = a->numel / (size_t)(t1 * t2);
+#define K(T)                                                                  \
+    {                                                                         \
+        const T *g = out->grad;                                               \
+        T *da = ga;                                                           \
+        for (size_t b = 0; b < mats; b++)                                     \
+            for (int64_t i = 0; i < t1; i++) {                                \
+                size_t row = (b * (size_t)t1 + (size_t)i) * (size_t)t2;       \
+                int64_t keep = i + 1 < t2 ? i + 1 : t2; /* j <= i */          \
+                for (int64_t j = 0; j < keep; j++) da[row + j] += g[row + j]; \
+            }                                                                 \
+    }
+    NB_DISPATCH(out->dtype, K);
+#undef K
+}
+
+nb_tensor *nb_causal_fill(nb_ctx *ctx, nb_tensor *a, double value) {
+    const char *name = nb_op_name(NB_OP_CAUSAL_FILL);
+    if (!nb_check_float_inputs(ctx, name, 1, &a)) return NULL;
+    if (a->ndim < 2) {
+        char sa[64];
+        nb_ctx_fail(ctx, NB_ERR_SHAPE,
+                    "%s: input %s has %d dim%s, expected at least 2 (..., T1, T2)", name,
+                    nb_shape_str(a, sa, sizeof sa), a->ndim, a->ndim == 1 ? "" : "s");
+        return NULL;
+    }
+    nb_tensor *out = nb_empty(ctx, a->dtype, a->ndim, a->shape);
+    if (!out) return NULL;
+    int64_t t1 = a->shape[a->ndim - 2], t2 = a->shape[a->ndim - 1];
+    size_t mats = a->numel / (size_t)(t1 * t2);
+#define K(T)                                                                  \
+    {                                                                         \
+        const T *x = a->data;                                                 \
+        T *y = out->data;                                                     \
+        const T v = (T)value;                                                 \
+        for (size_t b = 0; b < mats; b++)                                     \
+            for (int64_t i = 0; i < t1; i++) {                                \
+                size_t row = (b * (size_t)t1 + (size_t)i) * (size_t)t2;       \
+                for (int64_t j = 0; j < t2; j++)                              \
+                    y[row + j] = j > i ? v : x[row + j];                      \
+            }                                                                 \
+    }
+    NB_DISPATCH(out->dtype, K);
+#undef K
+    nb_node *n = nb_record_op(ctx, NB_OP_CAUSAL_FILL, out, 1, &a, causal_fill_backward);
+    if (n) n->f[0] = value;
+    return out;
+}
