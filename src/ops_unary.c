@@ -1,0 +1,192 @@
+/* ops_unary.c - elementwise ops of one tensor: neg, scale, add_scalar, exp,
+ * log, sqrt, pow, tanh, sigmoid, relu, gelu.
+ *
+ * Every op here maps x (any shape) to y (the same shape), element by element,
+ * so one driver does the checks, the output and the recording, and each op is
+ * one UNARY_OP line giving its forward formula and its derivative dy/dx side
+ * by side. The backward is always dx += g * dy/dx. The derivative may read x
+ * (the input), y (the saved output) and p (the op's scalar, node->f[0]); where
+ * y is the cheaper source (exp, sqrt, tanh, sigmoid, relu) it reuses y.
+ *
+ * Kernels are written once over T and use <tgmath.h>, so exp, tanh, erf, ...
+ * run in float for f32 tensors and in double for f64, as PyTorch's CPU kernels
+ * do. log and sqrt of negative numbers give NaN, as in PyTorch; that is a
+ * value, not an error. */
+#include "nb_internal.h"
+
+#include <tgmath.h>
+
+/* The forward kernel of an op: y = FWD over every element, p is its scalar. */
+typedef void (*unary_fwd)(const nb_tensor *a, nb_tensor *out, double p);
+
+/* The element loops, with T a block-local typedef (float or double) so the
+ * op's expressions can name it. */
+#define UNARY_FWD_LOOP(TYPE, FWD)                                               \
+    {                                                                           \
+        typedef TYPE T;                                                         \
+        const T *xs = a->data;                                                  \
+        T *ys = out->data;                                                      \
+        const T p = (T)p_;                                                      \
+        for (size_t i = 0; i < a->numel; i++) {                                 \
+            const T x = xs[i];                                                  \
+            T y;                                                                \
+            FWD;                                                                \
+            ys[i] = y;                                                          \
+            (void)x, (void)p;                                                   \
+        }                                                                       \
+    }
+
+#define UNARY_BWD_LOOP(TYPE, DER)                                               \
+    {                                                                           \
+        typedef TYPE T;                                                         \
+        const T *xs = a->data, *ys = out->data, *gs = out->grad;                \
+        T *dx = ga;                                                             \
+        const T p = (T)n->f[0];                                                 \
+        for (size_t i = 0; i < a->numel; i++) {                                 \
+            const T x = xs[i], y = ys[i];                                       \
+            T d;                                                                \
+            DER;                                                                \
+            dx[i] += gs[i] * d;                                                 \
+            (void)x, (void)y, (void)p;                                          \
+        }                                                                       \
+    }
+
+/* Defines NAME_forward (y from x and p) and NAME_backward (dx += g * d, with
+ * d = dy/dx from x, y and p). FWD assigns y; DER assigns d. */
+#define UNARY_OP(NAME, FWD, DER)                                                \
+    static void NAME##_forward(const nb_tensor *a, nb_tensor *out, double p_) { \
+        if (a->dtype == NB_F32)                                                 \
+            UNARY_FWD_LOOP(float, FWD)                                          \
+        else                                                                    \
+            UNARY_FWD_LOOP(double, FWD)                                         \
+    }                                                                           \
+    static void NAME##_backward(nb_ctx *ctx, nb_node *n) {                      \
+        nb_tensor *a = n->in[0], *out = n->out;                                 \
+        void *ga = nb_grad_buffer(ctx, a);                                      \
+        if (!ga) return;                                                        \
+        if (a->dtype == NB_F32)                                                 \
+            UNARY_BWD_LOOP(float, DER)                                          \
+        else                                                                    \
+            UNARY_BWD_LOOP(double, DER)                                         \
+    }
+
+/* The shared driver: a (any shape, f32/f64) -> out (same shape). Records the
+ * node with p in f[0]; returns the node through *node_out when asked (gelu
+ * stores its variant there too). */
+static nb_tensor *unary(nb_ctx *ctx, nb_op op, nb_tensor *a, double p, unary_fwd forward,
+                        nb_backward_fn backward, nb_node **node_out) {
+    if (!nb_check_float_inputs(ctx, nb_op_name(op), 1, &a)) return NULL;
+    nb_tensor *out = nb_empty(ctx, a->dtype, a->ndim, a->shape);
+    if (!out) return NULL;
+    forward(a, out, p);
+    nb_node *n = nb_record_op(ctx, op, out, 1, &a, backward);
+    if (n) n->f[0] = p;
+    if (node_out) *node_out = n;
+    return out;
+}
+
+/* ---- neg: y = -x;  dy/dx = -1 --------------------------------------------- */
+UNARY_OP(neg, y = -x, d = -1)
+nb_tensor *nb_neg(nb_ctx *ctx, nb_tensor *a) {
+    return unary(ctx, NB_OP_NEG, a, 0, neg_forward, neg_backward, NULL);
+}
+
+/* ---- scale: y = x * s;  dy/dx = s ------------------------------------------ */
+UNARY_OP(scale, y = x * p, d = p)
+nb_tensor *nb_scale(nb_ctx *ctx, nb_tensor *a, double s) {
+    return unary(ctx, NB_OP_SCALE, a, s, scale_forward, scale_backward, NULL);
+}
+
+/* ---- add_scalar: y = x + s;  dy/dx = 1 ------------------------------------- */
+UNARY_OP(add_scalar, y = x + p, d = 1)
+nb_tensor *nb_add_scalar(nb_ctx *ctx, nb_tensor *a, double s) {
+    return unary(ctx, NB_OP_ADD_SCALAR, a, s, add_scalar_forward, add_scalar_backward, NULL);
+}
+
+/* ---- exp: y = e^x;  dy/dx = e^x = y (reuses the saved output) --------------- */
+UNARY_OP(exp, y = exp(x), d = y)
+nb_tensor *nb_exp(nb_ctx *ctx, nb_tensor *a) {
+    return unary(ctx, NB_OP_EXP, a, 0, exp_forward, exp_backward, NULL);
+}
+
+/* ---- log: y = ln x;  dy/dx = 1 / x (reuses the input) ----------------------- */
+UNARY_OP(log, y = log(x), d = 1 / x)
+nb_tensor *nb_log(nb_ctx *ctx, nb_tensor *a) {
+    return unary(ctx, NB_OP_LOG, a, 0, log_forward, log_backward, NULL);
+}
+
+/* ---- sqrt: y = x^(1/2);  dy/dx = 1 / (2 sqrt x) = 0.5 / y (reuses the output;
+ * inf at x = 0, as in PyTorch) --------------------------------------------- */
+UNARY_OP(sqrt, y = sqrt(x), d = (T)0.5 / y)
+nb_tensor *nb_sqrt(nb_ctx *ctx, nb_tensor *a) {
+    return unary(ctx, NB_OP_SQRT, a, 0, sqrt_forward, sqrt_backward, NULL);
+}
+
+/* ---- pow: y = x^p;  dy/dx = p x^(p-1) (reuses the input). For p == 0 the
+ * derivative is 0 everywhere, as in PyTorch (0 * 0^-1 would give NaN at 0). */
+UNARY_OP(pow, y = pow(x, p), d = p == 0 ? 0 : p * pow(x, p - 1))
+nb_tensor *nb_pow(nb_ctx *ctx, nb_tensor *a, double p) {
+    return unary(ctx, NB_OP_POW, a, p, pow_forward, pow_backward, NULL);
+}
+
+/* ---- tanh: y = tanh x;  dy/dx = 1 - tanh^2 x = 1 - y^2 (reuses the output) -- */
+UNARY_OP(tanh, y = tanh(x), d = 1 - y * y)
+nb_tensor *nb_tanh(nb_ctx *ctx, nb_tensor *a) {
+    return unary(ctx, NB_OP_TANH, a, 0, tanh_forward, tanh_backward, NULL);
+}
+
+/* ---- sigmoid: y = 1 / (1 + e^-x);  dy/dx = y (1 - y) (reuses the output) ---- */
+UNARY_OP(sigmoid, y = 1 / (1 + exp(-x)), d = y * (1 - y))
+nb_tensor *nb_sigmoid(nb_ctx *ctx, nb_tensor *a) {
+    return unary(ctx, NB_OP_SIGMOID, a, 0, sigmoid_forward, sigmoid_backward, NULL);
+}
+
+/* ---- relu: y = max(x, 0);  dy/dx = 1 where y > 0, else 0 (reuses the output).
+ * The gradient at x == 0 is 0 and NaN passes through, as in PyTorch. */
+UNARY_OP(relu, y = x < 0 ? 0 : x, d = y <= 0 ? 0 : 1)
+nb_tensor *nb_relu(nb_ctx *ctx, nb_tensor *a) {
+    return unary(ctx, NB_OP_RELU, a, 0, relu_forward, relu_backward, NULL);
+}
+
+/* ---- gelu ------------------------------------------------------------------ */
+#define NB_SQRT1_2 0.70710678118654752440     /* 1 / sqrt(2) */
+#define NB_INV_SQRT_2PI 0.39894228040143267794 /* 1 / sqrt(2 pi): the normal pdf at 0 */
+#define NB_SQRT_2_PI 0.79788456080286535588   /* sqrt(2 / pi) */
+#define NB_GELU_KAPPA 0.044715
+
+/* Exact: y = x Phi(x), Phi(x) = (1 + erf(x / sqrt 2)) / 2;
+ * dy/dx = Phi(x) + x phi(x), phi(x) = e^(-x^2/2) / sqrt(2 pi) (reuses the input). */
+UNARY_OP(gelu_erf,
+         y = x * (T)0.5 * (1 + erf(x * (T)NB_SQRT1_2)),
+         d = (T)0.5 * (1 + erf(x * (T)NB_SQRT1_2)) +
+             x * (T)NB_INV_SQRT_2PI * exp((T)-0.5 * x * x))
+
+/* Tanh approximation (PyTorch's approximate='tanh'):
+ * y = x/2 (1 + t), t = tanh(u), u = sqrt(2/pi) (x + 0.044715 x^3);
+ * dy/dx = (1 + t)/2 + x/2 (1 - t^2) sqrt(2/pi) (1 + 3 * 0.044715 x^2)
+ * (reuses the input; t is recomputed rather than saved). */
+#define GELU_TANH_T(T) tanh((T)NB_SQRT_2_PI * (x + (T)NB_GELU_KAPPA * x * x * x))
+UNARY_OP(gelu_tanh,
+         y = (T)0.5 * x * (1 + GELU_TANH_T(T)),
+         const T t = GELU_TANH_T(T);
+         d = (T)0.5 * (1 + t) + (T)0.5 * x * (1 - t * t) * (T)NB_SQRT_2_PI *
+                                    (1 + 3 * (T)NB_GELU_KAPPA * x * x))
+
+/* The variant goes in node->i[0]; each variant has its own backward. */
+nb_tensor *nb_gelu(nb_ctx *ctx, nb_tensor *a, nb_gelu_approx approx) {
+    if (!nb_check_float_inputs(ctx, "gelu", 1, &a)) return NULL;
+    if (approx != NB_GELU_NONE && approx != NB_GELU_TANH) {
+        char s[64];
+        nb_ctx_fail(ctx, NB_ERR_VALUE,
+                    "gelu: approx %d for input %s is not valid, expected NB_GELU_NONE (0) or "
+                    "NB_GELU_TANH (1)",
+                    (int)approx, nb_shape_str(a, s, sizeof s));
+        return NULL;
+    }
+    nb_node *n = NULL;
+    nb_tensor *out = approx == NB_GELU_TANH
+                         ? unary(ctx, NB_OP_GELU, a, 0, gelu_tanh_forward, gelu_tanh_backward, &n)
+                         : unary(ctx, NB_OP_GELU, a, 0, gelu_erf_forward, gelu_erf_backward, &n);
+    if (n) n->i[0] = approx;
+    return out;
+}
