@@ -238,7 +238,8 @@ START_TEST(test_softmax_large_logits_stable) {
     for (int dt = NB_F32; dt <= NB_F64; dt++) {
         double tol = dt == NB_F32 ? 1e-6 : 1e-14;
         nb_ctx *ctx = nb_ctx_new(0);
-        nb_tensor *x = nb_from_doubles(ctx, dt, NB_SHAPE(2, 2), (double[]){1000, 1001, -1000, -1001});
+        nb_tensor *x =
+            nb_from_doubles(ctx, dt, NB_SHAPE(2, 2), (double[]){1000, 1001, -1000, -1001});
         nb_tensor *y = nb_softmax(ctx, x);
         ck_assert_tensor_near(y, ((double[]){0.2689414213699951, 0.7310585786300049,
                                              0.7310585786300049, 0.2689414213699951}),
@@ -254,9 +255,12 @@ END_TEST
 
 /* The seeds' causal scores, already computed with a 6x6 dot product. */
 static const double CAUSAL_SCORES[36] = {
-    0.9231, 1.3545, 1.3241, 0.7910, 0.4032, 1.1330, 1.2705, 1.8524, 1.8111, 1.0795, 0.5577, 1.5440,
-    1.2544, 1.8284, 1.7877, 1.0654, 0.5508, 1.5238, 0.6973, 1.0167, 0.9941, 0.5925, 0.3061, 0.8475,
-    0.6114, 0.8819, 0.8626, 0.5121, 0.2707, 0.7307, 0.8995, 1.3165, 1.2871, 0.7682, 0.3937, 1.0996,
+    0.9231, 1.3545, 1.3241, 0.7910, 0.4032, 1.1330, /* */
+    1.2705, 1.8524, 1.8111, 1.0795, 0.5577, 1.5440, /* */
+    1.2544, 1.8284, 1.7877, 1.0654, 0.5508, 1.5238, /* */
+    0.6973, 1.0167, 0.9941, 0.5925, 0.3061, 0.8475, /* */
+    0.6114, 0.8819, 0.8626, 0.5121, 0.2707, 0.7307, /* */
+    0.8995, 1.3165, 1.2871, 0.7682, 0.3937, 1.0996,
 };
 
 START_TEST(test_softmax_causal_attention_weights) {
@@ -654,7 +658,8 @@ START_TEST(test_mse_loss_errors) {
     nb_ctx_clear_error(ctx);
     ck_assert_ptr_null(nb_mse_loss(ctx, a, nb_ones(ctx, NB_F64, NB_SHAPE(2, 3))));
     ck_assert_int_eq(nb_ctx_status(ctx), NB_ERR_DTYPE);
-    ck_assert_error_has(ctx, "mse_loss: mixed dtypes: input 1 (2, 3) is f32 but input 2 (2, 3) is f64");
+    ck_assert_error_has(ctx, "mse_loss: mixed dtypes: input 1 (2, 3) is f32 but input 2 (2, 3) "
+                             "is f64");
     nb_ctx_clear_error(ctx);
     ck_assert_ptr_null(nb_mse_loss(ctx, NULL, a));
     ck_assert_error_has(ctx, "mse_loss: input 1 is NULL");
