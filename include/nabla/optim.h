@@ -1,4 +1,65 @@
-/* nabla/optim.h */
+/* nabla/optim.h - SGD, Adam and AdamW with PyTorch's update rules, and
+ * gradient clipping.
+ *
+ *   nb_tensor_list params = {0};                 // leaves made with nb_requires_grad
+ *   nb_list_add(&params, "W", W);
+ *   nb_list_add(&params, "b", b);
+ *   nb_optim *opt = nb_adamw_new(&params, nb_adamw_defaults(1e-3), errctx);
+ *   if (!opt) { fprintf(stderr, "%s\n", nb_ctx_error(errctx)); ... }
+ *   for (...) {
+ *       nb_optim_zero_grad(opt);
+ *       ... forward, nb_backward(step, loss, NULL) ...
+ *       nb_clip_grad_norm(&params, 1.0);
+ *       if (nb_optim_step(opt)) { fprintf(stderr, "%s\n", nb_optim_error(opt)); ... }
+ *   }
+ *   nb_optim_free(opt);
+ *
+ * The updates are those of PyTorch's single-tensor (foreach=False) CPU
+ * implementation, with the same order of floating-point operations. They run
+ * in the parameter's dtype T (f32 or f64); every scalar coefficient is
+ * computed in double, as Python does, then rounded to T, as PyTorch's
+ * kernels do. For a parameter p (any shape) with gradient g, elementwise:
+ *
+ * SGD (torch.optim.SGD):
+ *     d = maximize ? -g : g
+ *     if weight_decay != 0:  d = d + weight_decay * p
+ *     if momentum != 0:
+ *         first step of p:   buf = d                        (no dampening)
+ *         later steps:       buf = buf * momentum + (1 - dampening) * d
+ *         d = nesterov ? d + momentum * buf : buf
+ *     p = p + (-lr) * d
+ *
+ * Adam (torch.optim.Adam); state m, v (and v_max with amsgrad) start at zero
+ * and t (this parameter's step count) at 0 on the parameter's first step:
+ *     t = t + 1
+ *     d = maximize ? -g : g
+ *     if weight_decay != 0:  d = d + weight_decay * p
+ *     m = m * beta1 + (1 - beta1) * d
+ *     v = v * beta2 + ((1 - beta2) * d) * d
+ *     bias_correction1 = 1 - beta1^t                         (double)
+ *     bias_correction2 = 1 - beta2^t                         (double)
+ *     step_size = lr / bias_correction1                      (double)
+ *     if amsgrad:  v_max = max(v_max, v);  denom = sqrt(v_max) / sqrt(bias_correction2) + eps
+ *     else:                                denom = sqrt(v)     / sqrt(bias_correction2) + eps
+ *     p = p + ((-step_size) * m) / denom
+ *
+ * AdamW (torch.optim.AdamW): decoupled weight decay, applied first, then
+ * Adam's update without the weight_decay term on d:
+ *     p = p * (1 - lr * weight_decay)
+ *
+ * Agreement with PyTorch: PyTorch's AVX2 kernels fuse some multiply-adds
+ * (`a + alpha * b`) into one rounding; nabla keeps separate roundings so its
+ * results do not depend on the CPU. The float64 trajectories therefore agree
+ * to a few ulps (about 1e-15 relative), not always bit for bit.
+ *
+ * Parameters whose grad pointer is NULL at a step are skipped, as PyTorch
+ * skips parameters whose .grad is None: no update, no state change, and
+ * their Adam step count t does not advance. State is created lazily, on a
+ * parameter's first step with a gradient, exactly as PyTorch does.
+ *
+ * Errors: constructors return NULL and record the reason on `err_ctx`
+ * (which may be NULL) with nb_ctx_fail. Calls that return an nb_status leave
+ * a message in nb_optim_error(). No function crashes on bad input. */
 #ifndef NABLA_OPTIM_H
 #define NABLA_OPTIM_H
 
@@ -7,6 +68,122 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* SGD options (PyTorch's names and defaults). */
+typedef struct nb_sgd_opts {
+    double lr;           /* >= 0 */
+    double momentum;     /* >= 0; 0 disables the momentum buffer */
+    double dampening;    /* applied from the second step of each parameter */
+    double weight_decay; /* >= 0; L2 penalty added to the gradient */
+    bool nesterov;       /* needs momentum > 0 and dampening == 0 */
+    bool maximize;       /* ascend instead of descend */
+} nb_sgd_opts;
+
+/* Adam / AdamW options. */
+typedef struct nb_adam_opts {
+    double lr;           /* >= 0 */
+    double beta1, beta2; /* each in [0, 1) */
+    double eps;          /* >= 0 */
+    double weight_decay; /* >= 0; L2 for Adam, decoupled for AdamW */
+    bool amsgrad;        /* normalise by the running max of v */
+    bool maximize;
+} nb_adam_opts;
+
+/* {lr, momentum 0, dampening 0, weight_decay 0, nesterov false, maximize false} */
+nb_sgd_opts nb_sgd_defaults(double lr);
+/* {lr, betas (0.9, 0.999), eps 1e-8, weight_decay 0, amsgrad false, maximize false} */
+nb_adam_opts nb_adam_defaults(double lr);
+/* Same as nb_adam_defaults but weight_decay 0.01 (PyTorch's AdamW default). */
+nb_adam_opts nb_adamw_defaults(double lr);
+
+typedef struct nb_optim nb_optim;
+
+/* New optimizers over `params`. The list is copied (the names and tensors are
+ * not: they must outlive the optimizer). Every parameter must be a non-NULL
+ * floating leaf with a grad buffer (nb_requires_grad), listed once, under a
+ * unique name of at most 400 characters (a NULL name is allowed; its state
+ * is then named by its index in the list). Options are checked as PyTorch
+ * checks them. On any problem,
+ * or when memory runs out, the constructor returns NULL and records the
+ * reason on err_ctx (if non-NULL), e.g.
+ *     "adam: beta1 = 1 is outside [0, 1)"
+ *     "sgd: parameter 1 ('b') has no grad buffer; call nb_requires_grad on it first"
+ * The optimizer keeps its state in a private context, freed by
+ * nb_optim_free. */
+nb_optim *nb_sgd_new(const nb_tensor_list *params, nb_sgd_opts o, nb_ctx *err_ctx);
+nb_optim *nb_adam_new(const nb_tensor_list *params, nb_adam_opts o, nb_ctx *err_ctx);
+nb_optim *nb_adamw_new(const nb_tensor_list *params, nb_adam_opts o, nb_ctx *err_ctx);
+
+/* Frees the optimizer and its state (not the parameters). NULL is a no-op. */
+void nb_optim_free(nb_optim *o);
+
+/* One update of every parameter whose grad is non-NULL, by the formulas
+ * above. NB_ERR_NULL for a NULL optimizer, NB_ERR_MEMORY when lazily created
+ * state cannot be allocated (then no parameter has changed). */
+nb_status nb_optim_step(nb_optim *o);
+
+/* Sets every parameter's gradient to zero (PyTorch's zero_grad with
+ * set_to_none=False); NULL grads stay NULL. NULL is a no-op. */
+void nb_optim_zero_grad(nb_optim *o);
+
+/* The learning rate used by the next steps (schedulers set it each step).
+ * A negative or NaN lr is refused: lr stays, nb_optim_error() says why.
+ * get_lr gives NaN for NULL. */
+void nb_optim_set_lr(nb_optim *o, double lr);
+double nb_optim_get_lr(const nb_optim *o);
+
+/* Number of nb_optim_step calls so far (restored by nb_optim_load_state);
+ * 0 for NULL. */
+int64_t nb_optim_step_count(const nb_optim *o);
+
+/* The message of the last failed call on o, or NULL when the last
+ * status-returning call (step, state, load_state, set_lr) succeeded.
+ * "NULL optimizer" for NULL. */
+const char *nb_optim_error(const nb_optim *o);
+
+/* ------------------------------------------------------------------------
+ * Checkpoints. The state is a list of named tensors in the parameter's dtype
+ * and shape, named after PyTorch's optimizer.state_dict():
+ *     "state.<param name>.momentum_buffer"   SGD with momentum != 0
+ *     "state.<param name>.step"              Adam/AdamW: f64 scalar, this parameter's t
+ *     "state.<param name>.exp_avg"           Adam/AdamW: m
+ *     "state.<param name>.exp_avg_sq"        Adam/AdamW: v
+ *     "state.<param name>.max_exp_avg_sq"    Adam/AdamW with amsgrad: v_max
+ *     "state.step"                           f64 scalar, nb_optim_step_count
+ * A parameter has entries only once it has taken a step (lazy state). Saving,
+ * loading into a new optimizer with the same options and parameters, and
+ * stepping on gives bit-identical parameters to never having stopped. */
+
+/* Appends copies of the state tensors, and their names, allocated in ctx, to
+ * `out`. Nothing is appended on failure: NB_ERR_NULL for NULL arguments,
+ * NB_ERR_SIZE when `out` lacks room, NB_ERR_VALUE when a name is already in
+ * `out`, the status of ctx if it already holds an error, NB_ERR_MEMORY. The
+ * error is also recorded on ctx. */
+nb_status nb_optim_state(nb_optim *o, nb_ctx *ctx, nb_tensor_list *out);
+
+/* Replaces the state by the one in `state` (copied; entries not starting
+ * with "state." are ignored, so a whole checkpoint can be passed). Every
+ * tensor must have its parameter's shape and dtype, steps must be f64
+ * one-element tensors holding whole numbers >= 0, the entries of a
+ * parameter must be complete, and every "state." entry must belong to this
+ * optimizer. On failure nothing changes and nb_optim_error() names the
+ * entry: NB_ERR_NULL, NB_ERR_SHAPE, NB_ERR_DTYPE, NB_ERR_VALUE,
+ * NB_ERR_MEMORY. */
+nb_status nb_optim_load_state(nb_optim *o, const nb_tensor_list *state);
+
+/* ------------------------------------------------------------------------
+ * Gradient clipping (torch.nn.utils), over the parameters whose grad is
+ * non-NULL.
+ *
+ * nb_clip_grad_norm: total = sqrt(sum of g^2 over all gradients), summed in
+ * double. When coef = max_norm / (total + 1e-6) is below 1, every gradient is
+ * multiplied by coef (rounded to its dtype). Returns total (before
+ * clipping); 0 when no parameter has a gradient, NaN for a NULL list. */
+double nb_clip_grad_norm(const nb_tensor_list *params, double max_norm);
+
+/* Clamps every gradient element to [-clip, clip] (NaN stays NaN). A NULL list
+ * or a negative or NaN clip does nothing. */
+void nb_clip_grad_value(const nb_tensor_list *params, double clip);
 
 #ifdef __cplusplus
 }

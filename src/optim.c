@@ -1,0 +1,652 @@
+/* optim.c - SGD, Adam and AdamW with PyTorch's exact update order, their
+ * checkpointable state, and gradient clipping.
+ *
+ * An optimizer lives entirely in its own context: the struct, the copy of
+ * the parameter list, the per-parameter records and the state tensors. State
+ * tensors are created on a parameter's first step (PyTorch's lazy state);
+ * freeing the optimizer is freeing that context. */
+#include "nb_internal.h"
+
+#include <stdarg.h>
+
+typedef enum opt_kind { OPT_SGD, OPT_ADAM, OPT_ADAMW } opt_kind;
+
+static const char *const kind_names[] = {"sgd", "adam", "adamw"};
+
+/* One parameter's state. Tensors have the parameter's shape and dtype. */
+typedef struct param_state {
+    nb_tensor *momentum_buffer; /* SGD with momentum */
+    nb_tensor *exp_avg;         /* Adam: m */
+    nb_tensor *exp_avg_sq;      /* Adam: v */
+    nb_tensor *max_exp_avg_sq;  /* Adam with amsgrad: v_max */
+    int64_t step;               /* Adam: this parameter's t */
+    bool live; /* the state exists (PyTorch: the param has an entry in optimizer.state) */
+} param_state;
+
+struct nb_optim {
+    opt_kind kind;
+    nb_sgd_opts sgd;       /* used when kind == OPT_SGD */
+    nb_adam_opts adam;     /* used for OPT_ADAM and OPT_ADAMW */
+    nb_tensor_list params; /* copied from the caller */
+    param_state *st;       /* params.n records */
+    int64_t steps;         /* nb_optim_step calls */
+    nb_ctx *ctx;           /* owns all of the above */
+    char err[NB_ERRMSG];
+};
+
+static const char *kname(const nb_optim *o) { return kind_names[o->kind]; }
+
+/* Records a message on o (for nb_optim_error) and, when given, on ctx. */
+static nb_status fail(nb_optim *o, nb_ctx *ctx, nb_status s, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 4, 5)))
+#endif
+    ;
+
+static nb_status fail(nb_optim *o, nb_ctx *ctx, nb_status s, const char *fmt, ...) {
+    char msg[NB_ERRMSG];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (o) snprintf(o->err, sizeof o->err, "%s", msg);
+    if (ctx) nb_ctx_fail(ctx, s, "%s", msg);
+    return s;
+}
+
+/* ---- options ------------------------------------------------------------ */
+nb_sgd_opts nb_sgd_defaults(double lr) {
+    return (nb_sgd_opts){.lr = lr, .momentum = 0, .dampening = 0, .weight_decay = 0,
+                         .nesterov = false, .maximize = false};
+}
+
+nb_adam_opts nb_adam_defaults(double lr) {
+    return (nb_adam_opts){.lr = lr, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8,
+                          .weight_decay = 0, .amsgrad = false, .maximize = false};
+}
+
+nb_adam_opts nb_adamw_defaults(double lr) {
+    nb_adam_opts o = nb_adam_defaults(lr);
+    o.weight_decay = 0.01;
+    return o;
+}
+
+/* The `!(x >= 0)` form also refuses NaN, as Python's `not 0.0 <= x` does. */
+static nb_status check_sgd_opts(nb_ctx *err, const nb_sgd_opts *o) {
+    if (!(o->lr >= 0))
+        return fail(NULL, err, NB_ERR_VALUE, "sgd: invalid learning rate %g, expected >= 0",
+                    o->lr);
+    if (!(o->momentum >= 0))
+        return fail(NULL, err, NB_ERR_VALUE, "sgd: invalid momentum %g, expected >= 0",
+                    o->momentum);
+    if (!(o->weight_decay >= 0))
+        return fail(NULL, err, NB_ERR_VALUE, "sgd: invalid weight_decay %g, expected >= 0",
+                    o->weight_decay);
+    if (o->nesterov && (o->momentum <= 0 || o->dampening != 0))
+        return fail(NULL, err, NB_ERR_VALUE,
+                    "sgd: nesterov momentum requires a momentum > 0 and zero dampening "
+                    "(momentum %g, dampening %g)", o->momentum, o->dampening);
+    return NB_OK;
+}
+
+static nb_status check_adam_opts(nb_ctx *err, const char *name, const nb_adam_opts *o) {
+    if (!(o->lr >= 0))
+        return fail(NULL, err, NB_ERR_VALUE, "%s: invalid learning rate %g, expected >= 0",
+                    name, o->lr);
+    if (!(o->eps >= 0))
+        return fail(NULL, err, NB_ERR_VALUE, "%s: invalid eps %g, expected >= 0", name, o->eps);
+    if (!(o->beta1 >= 0 && o->beta1 < 1))
+        return fail(NULL, err, NB_ERR_VALUE, "%s: beta1 = %g is outside [0, 1)", name, o->beta1);
+    if (!(o->beta2 >= 0 && o->beta2 < 1))
+        return fail(NULL, err, NB_ERR_VALUE, "%s: beta2 = %g is outside [0, 1)", name, o->beta2);
+    if (!(o->weight_decay >= 0))
+        return fail(NULL, err, NB_ERR_VALUE, "%s: invalid weight_decay %g, expected >= 0",
+                    name, o->weight_decay);
+    return NB_OK;
+}
+
+/* Name of parameter i for messages and state keys: its list name, or its
+ * index when it has none. */
+static const char *param_name(const nb_tensor_list *l, int i, char *buf, size_t n) {
+    if (l->names[i]) return l->names[i];
+    snprintf(buf, n, "%d", i);
+    return buf;
+}
+
+/* Longest parameter name: "state.<name>.max_exp_avg_sq" must fit a key. */
+#define NAME_MAX_LEN 400
+#define KEY_MAX 512
+
+static nb_status check_params(nb_ctx *err, const char *name, const nb_tensor_list *l) {
+    if (!l) return fail(NULL, err, NB_ERR_NULL, "%s: params list is NULL", name);
+    if (l->n <= 0 || l->n > NB_LIST_MAX)
+        return fail(NULL, err, NB_ERR_VALUE, "%s: got %d parameters, expected 1..%d", name,
+                    l->n, NB_LIST_MAX);
+    for (int i = 0; i < l->n; i++) {
+        char ib[16];
+        const char *pn = param_name(l, i, ib, sizeof ib);
+        const nb_tensor *t = l->t[i];
+        if (strlen(pn) > NAME_MAX_LEN)
+            return fail(NULL, err, NB_ERR_VALUE, "%s: parameter %d's name has %zu characters, "
+                        "expected at most %d", name, i, strlen(pn), NAME_MAX_LEN);
+        if (!t) return fail(NULL, err, NB_ERR_NULL, "%s: parameter %d ('%s') is NULL", name, i, pn);
+        if (t->dtype != NB_F32 && t->dtype != NB_F64)
+            return fail(NULL, err, NB_ERR_DTYPE,
+                        "%s: parameter %d ('%s') has dtype %s, expected f32 or f64", name, i,
+                        pn, nb_dtype_name(t->dtype));
+        if (t->node)
+            return fail(NULL, err, NB_ERR_VALUE,
+                        "%s: parameter %d ('%s') is the result of op '%s'; can't optimize a "
+                        "non-leaf tensor", name, i, pn, nb_node_name(t->node));
+        if (!t->grad)
+            return fail(NULL, err, NB_ERR_STATE,
+                        "%s: parameter %d ('%s') has no grad buffer; call nb_requires_grad "
+                        "on it first", name, i, pn);
+        for (int j = 0; j < i; j++) {
+            char jb[16];
+            if (l->t[j] == t)
+                return fail(NULL, err, NB_ERR_VALUE,
+                            "%s: parameter %d ('%s') is the same tensor as parameter %d",
+                            name, i, pn, j);
+            if (strcmp(param_name(l, j, jb, sizeof jb), pn) == 0)
+                return fail(NULL, err, NB_ERR_VALUE,
+                            "%s: parameters %d and %d are both named '%s'", name, j, i, pn);
+        }
+    }
+    return NB_OK;
+}
+
+/* Arena bytes for the struct, the records and `slots` state tensors per
+ * parameter, so the lazy state needs no further malloc. 0 (the default
+ * size) if the sum overflows. */
+static size_t arena_bytes(const nb_tensor_list *l, int slots) {
+    const size_t a = 64; /* the arena's alignment */
+#define ROUND(x) (((x) + a - 1) / a * a)
+    size_t total = ROUND(sizeof(nb_optim)) + ROUND((size_t)l->n * sizeof(param_state)) + a;
+    for (int i = 0; i < l->n; i++) {
+        size_t bytes = l->t[i]->numel * nb_dtype_size(l->t[i]->dtype);
+        if (bytes > SIZE_MAX / 8) return 0;
+        size_t one = ROUND(sizeof(nb_tensor)) + ROUND(bytes);
+        if ((size_t)slots * one > SIZE_MAX / 2 - total) return 0;
+        total += (size_t)slots * one;
+    }
+#undef ROUND
+    return total;
+}
+
+static nb_optim *optim_new(opt_kind kind, const nb_tensor_list *params, int slots, nb_ctx *err) {
+    nb_ctx *ctx = nb_ctx_new(arena_bytes(params, slots));
+    nb_optim *o = ctx ? nb_ctx_alloc(ctx, sizeof *o) : NULL;
+    param_state *st = o ? nb_ctx_alloc(ctx, (size_t)params->n * sizeof *st) : NULL;
+    if (!st) {
+        nb_ctx_free(ctx);
+        fail(NULL, err, NB_ERR_MEMORY, "%s: out of memory", kind_names[kind]);
+        return NULL;
+    }
+    o->kind = kind;
+    o->params = *params;
+    o->st = st;
+    o->ctx = ctx;
+    return o;
+}
+
+nb_optim *nb_sgd_new(const nb_tensor_list *params, nb_sgd_opts opts, nb_ctx *err_ctx) {
+    if (check_params(err_ctx, "sgd", params) || check_sgd_opts(err_ctx, &opts)) return NULL;
+    nb_optim *o = optim_new(OPT_SGD, params, opts.momentum != 0 ? 1 : 0, err_ctx);
+    if (o) o->sgd = opts;
+    return o;
+}
+
+static nb_optim *adam_new(opt_kind kind, const nb_tensor_list *params, nb_adam_opts opts,
+                          nb_ctx *err_ctx) {
+    const char *name = kind_names[kind];
+    if (check_params(err_ctx, name, params) || check_adam_opts(err_ctx, name, &opts))
+        return NULL;
+    nb_optim *o = optim_new(kind, params, opts.amsgrad ? 3 : 2, err_ctx);
+    if (o) o->adam = opts;
+    return o;
+}
+
+nb_optim *nb_adam_new(const nb_tensor_list *params, nb_adam_opts o, nb_ctx *err_ctx) {
+    return adam_new(OPT_ADAM, params, o, err_ctx);
+}
+
+nb_optim *nb_adamw_new(const nb_tensor_list *params, nb_adam_opts o, nb_ctx *err_ctx) {
+    return adam_new(OPT_ADAMW, params, o, err_ctx);
+}
+
+void nb_optim_free(nb_optim *o) {
+    if (o) nb_ctx_free(o->ctx);
+}
+
+/* ---- state records ------------------------------------------------------ */
+/* Which state tensors this optimizer keeps per parameter. */
+enum { S_MOMENTUM, S_EXP_AVG, S_EXP_AVG_SQ, S_MAX_EXP_AVG_SQ, S_COUNT };
+static const char *const slot_names[S_COUNT] = {"momentum_buffer", "exp_avg", "exp_avg_sq",
+                                                "max_exp_avg_sq"};
+
+static bool uses_slot(const nb_optim *o, int s) {
+    if (o->kind == OPT_SGD) return s == S_MOMENTUM && o->sgd.momentum != 0;
+    if (s == S_MAX_EXP_AVG_SQ) return o->adam.amsgrad;
+    return s == S_EXP_AVG || s == S_EXP_AVG_SQ;
+}
+
+static bool has_step(const nb_optim *o) { return o->kind != OPT_SGD; }
+
+/* Do parameters keep any state at all? (SGD without momentum keeps none.) */
+static bool keeps_state(const nb_optim *o) {
+    for (int s = 0; s < S_COUNT; s++)
+        if (uses_slot(o, s)) return true;
+    return has_step(o);
+}
+
+static nb_tensor **slot(param_state *ps, int s) {
+    switch (s) {
+    case S_MOMENTUM: return &ps->momentum_buffer;
+    case S_EXP_AVG: return &ps->exp_avg;
+    case S_EXP_AVG_SQ: return &ps->exp_avg_sq;
+    default: return &ps->max_exp_avg_sq;
+    }
+}
+
+/* Makes sure parameter i's state tensors exist (their values are set by the
+ * caller). They are allocated once and reused after a load_state. */
+static bool alloc_state(nb_optim *o, int i) {
+    const nb_tensor *p = o->params.t[i];
+    for (int s = 0; s < S_COUNT; s++) {
+        nb_tensor **t = slot(&o->st[i], s);
+        if (!uses_slot(o, s) || *t) continue;
+        *t = nb_empty(o->ctx, p->dtype, p->ndim, p->shape);
+        if (!*t) {
+            char ib[16];
+            nb_ctx_clear_error(o->ctx);
+            fail(o, NULL, NB_ERR_MEMORY, "%s: out of memory for the state of parameter '%s'",
+                 kname(o), param_name(&o->params, i, ib, sizeof ib));
+            return false;
+        }
+    }
+    return true;
+}
+
+/* ---- SGD ------------------------------------------------------------------ */
+/* p, g, buf all have the parameter's shape (n elements). On the parameter's
+ * first step (`first`) the buffer is the (decayed) gradient itself. */
+static void sgd_update(const nb_sgd_opts *so, nb_tensor *param, param_state *ps, bool first) {
+    const size_t n = param->numel;
+    const bool decay = so->weight_decay != 0, mom = so->momentum != 0;
+#define K(T)                                                                   \
+    {                                                                          \
+        T *p = param->data;                                                    \
+        const T *g = param->grad;                                              \
+        T *buf = mom ? ps->momentum_buffer->data : NULL;                       \
+        const T wd = (T)so->weight_decay, mu = (T)so->momentum;                \
+        const T keep = (T)(1.0 - so->dampening), neg_lr = (T)(-so->lr);        \
+        for (size_t i = 0; i < n; i++) {                                       \
+            T d = so->maximize ? -g[i] : g[i];                                 \
+            if (decay) d = d + wd * p[i];                                      \
+            if (mom) {                                                         \
+                buf[i] = first ? d : buf[i] * mu + keep * d;                   \
+                d = so->nesterov ? d + mu * buf[i] : buf[i];                   \
+            }                                                                  \
+            p[i] = p[i] + neg_lr * d;                                          \
+        }                                                                      \
+    }
+    NB_DISPATCH(param->dtype, K);
+#undef K
+}
+
+/* ---- Adam / AdamW ----------------------------------------------------------- */
+/* p, g, m, v, v_max all have the parameter's shape (n elements); ps->step is
+ * already this step's t. The scalar coefficients are computed in double,
+ * then rounded to T, in PyTorch's order. */
+static void adam_update(const nb_adam_opts *ao, bool decoupled, nb_tensor *param,
+                        param_state *ps) {
+    const size_t n = param->numel;
+    const double t = (double)ps->step;
+    const double bias_correction1 = 1.0 - pow(ao->beta1, t);
+    const double bias_correction2 = 1.0 - pow(ao->beta2, t);
+    const double step_size = ao->lr / bias_correction1;
+    const double bias_correction2_sqrt = sqrt(bias_correction2);
+    const bool l2 = !decoupled && ao->weight_decay != 0;
+#define K(T)                                                                     \
+    {                                                                            \
+        T *p = param->data;                                                      \
+        const T *g = param->grad;                                                \
+        T *m = ps->exp_avg->data, *v = ps->exp_avg_sq->data;                     \
+        T *vmax = ao->amsgrad ? ps->max_exp_avg_sq->data : NULL;                 \
+        const T shrink = (T)(1.0 - ao->lr * ao->weight_decay);                   \
+        const T wd = (T)ao->weight_decay, eps = (T)ao->eps;                      \
+        const T b1 = (T)ao->beta1, one_b1 = (T)(1.0 - ao->beta1);                \
+        const T b2 = (T)ao->beta2, one_b2 = (T)(1.0 - ao->beta2);                \
+        const T bc2s = (T)bias_correction2_sqrt, neg_step = (T)(-step_size);     \
+        for (size_t i = 0; i < n; i++) {                                         \
+            if (decoupled) p[i] = p[i] * shrink;                                 \
+            T d = ao->maximize ? -g[i] : g[i];                                   \
+            if (l2) d = d + wd * p[i];                                           \
+            m[i] = m[i] * b1 + one_b1 * d;                                       \
+            v[i] = v[i] * b2 + one_b2 * d * d;                                   \
+            T second = v[i];                                                     \
+            if (vmax) {                                                          \
+                /* torch.maximum: NaN wins */                                    \
+                if (isnan(second) || second > vmax[i]) vmax[i] = second;         \
+                second = vmax[i];                                                \
+            }                                                                    \
+            const T denom = (T)sqrt((double)second) / bc2s + eps;                \
+            p[i] = p[i] + neg_step * m[i] / denom;                               \
+        }                                                                        \
+    }
+    NB_DISPATCH(param->dtype, K);
+#undef K
+}
+
+/* ---- step ----------------------------------------------------------------- */
+nb_status nb_optim_step(nb_optim *o) {
+    if (!o) return NB_ERR_NULL;
+    o->err[0] = '\0';
+    /* Allocate all new state first, so running out of memory changes nothing. */
+    for (int i = 0; i < o->params.n; i++)
+        if (o->params.t[i]->grad && !o->st[i].live && !alloc_state(o, i)) return NB_ERR_MEMORY;
+    for (int i = 0; i < o->params.n; i++) {
+        nb_tensor *p = o->params.t[i];
+        param_state *ps = &o->st[i];
+        if (!p->grad) continue;
+        bool first = !ps->live;
+        if (first && o->kind != OPT_SGD) {
+            /* PyTorch: step 0, exp_avg and exp_avg_sq (and max) zeros */
+            size_t bytes = p->numel * nb_dtype_size(p->dtype);
+            memset(ps->exp_avg->data, 0, bytes);
+            memset(ps->exp_avg_sq->data, 0, bytes);
+            if (ps->max_exp_avg_sq) memset(ps->max_exp_avg_sq->data, 0, bytes);
+            ps->step = 0;
+        }
+        ps->live = keeps_state(o);
+        if (o->kind == OPT_SGD) {
+            sgd_update(&o->sgd, p, ps, first);
+        } else {
+            ps->step++;
+            adam_update(&o->adam, o->kind == OPT_ADAMW, p, ps);
+        }
+    }
+    o->steps++;
+    return NB_OK;
+}
+
+void nb_optim_zero_grad(nb_optim *o) {
+    if (!o) return;
+    for (int i = 0; i < o->params.n; i++) nb_zero_grad(o->params.t[i]);
+}
+
+void nb_optim_set_lr(nb_optim *o, double lr) {
+    if (!o) return;
+    o->err[0] = '\0';
+    if (!(lr >= 0)) {
+        fail(o, NULL, NB_ERR_VALUE, "%s: set_lr: invalid learning rate %g, expected >= 0",
+             kname(o), lr);
+        return;
+    }
+    if (o->kind == OPT_SGD)
+        o->sgd.lr = lr;
+    else
+        o->adam.lr = lr;
+}
+
+double nb_optim_get_lr(const nb_optim *o) {
+    if (!o) return NAN;
+    return o->kind == OPT_SGD ? o->sgd.lr : o->adam.lr;
+}
+
+int64_t nb_optim_step_count(const nb_optim *o) { return o ? o->steps : 0; }
+
+const char *nb_optim_error(const nb_optim *o) {
+    if (!o) return "NULL optimizer";
+    return o->err[0] ? o->err : NULL;
+}
+
+/* ---- checkpoints ------------------------------------------------------------ */
+#define STEP_NAME "state.step"
+
+/* "state.<param>.<what>" in buf (KEY_MAX bytes; names are at most
+ * NAME_MAX_LEN long, so it always fits). */
+static void key_name(char *buf, const nb_optim *o, int i, const char *what) {
+    char ib[16];
+    snprintf(buf, KEY_MAX, "state.%s.%s", param_name(&o->params, i, ib, sizeof ib), what);
+}
+
+/* An entry nb_optim_state will append: a copy of `src`, or an f64 scalar
+ * holding `step` when src is NULL. */
+typedef struct pending {
+    const char *name; /* in the caller's context */
+    const nb_tensor *src;
+    double step;
+} pending;
+
+/* Queues one entry after checking that `out` has room and lacks the name. */
+static nb_status queue(nb_optim *o, nb_ctx *ctx, const nb_tensor_list *out, pending *q,
+                       int *n, const char *key, const nb_tensor *src, double step) {
+    if (out->n + *n >= NB_LIST_MAX)
+        return fail(o, ctx, NB_ERR_SIZE, "%s state: the output list is full (%d entries) "
+                    "before '%s'", kname(o), NB_LIST_MAX, key);
+    if (nb_list_get(out, key))
+        return fail(o, ctx, NB_ERR_VALUE, "%s state: the output list already has an entry "
+                    "'%s'", kname(o), key);
+    char *name = nb_ctx_alloc(ctx, strlen(key) + 1);
+    if (!name) return fail(o, NULL, nb_ctx_status(ctx), "%s", nb_ctx_error(ctx));
+    memcpy(name, key, strlen(key) + 1);
+    q[*n] = (pending){name, src, step};
+    (*n)++;
+    return NB_OK;
+}
+
+nb_status nb_optim_state(nb_optim *o, nb_ctx *ctx, nb_tensor_list *out) {
+    if (!o || !ctx || !out)
+        return fail(o, ctx, NB_ERR_NULL, "optim state: %s is NULL",
+                    !o ? "optimizer" : !ctx ? "context" : "output list");
+    o->err[0] = '\0';
+    if (!nb_ctx_ok(ctx))
+        return fail(o, NULL, nb_ctx_status(ctx), "%s state: the context already holds an "
+                    "error: %s", kname(o), nb_ctx_error(ctx));
+    /* Queue everything first, so nothing is appended on failure. */
+    pending q[NB_LIST_MAX];
+    int n = 0;
+    char key[KEY_MAX];
+    nb_status s = NB_OK;
+    for (int i = 0; i < o->params.n && !s; i++) {
+        param_state *ps = &o->st[i];
+        if (!ps->live) continue;
+        if (has_step(o)) {
+            key_name(key, o, i, "step");
+            s = queue(o, ctx, out, q, &n, key, NULL, (double)ps->step);
+        }
+        for (int sl = 0; sl < S_COUNT && !s; sl++) {
+            if (!uses_slot(o, sl)) continue;
+            key_name(key, o, i, slot_names[sl]);
+            s = queue(o, ctx, out, q, &n, key, *slot(ps, sl), 0);
+        }
+    }
+    if (!s) s = queue(o, ctx, out, q, &n, STEP_NAME, NULL, (double)o->steps);
+    if (s) return s;
+    nb_tensor *copies[NB_LIST_MAX];
+    for (int j = 0; j < n; j++) {
+        copies[j] = q[j].src ? nb_copy(ctx, q[j].src, q[j].src->dtype)
+                             : nb_scalar(ctx, NB_F64, q[j].step);
+        if (!copies[j]) return fail(o, NULL, nb_ctx_status(ctx), "%s", nb_ctx_error(ctx));
+        copies[j]->name = q[j].name;
+    }
+    for (int j = 0; j < n; j++) nb_list_add(out, q[j].name, copies[j]);
+    return NB_OK;
+}
+
+/* A step count: an f64 one-element tensor holding a whole number >= 0. */
+static nb_status read_step(nb_optim *o, const char *key, const nb_tensor *t, int64_t *step) {
+    if (t->dtype != NB_F64 || t->numel != 1) {
+        char sb[64];
+        return fail(o, NULL, t->dtype != NB_F64 ? NB_ERR_DTYPE : NB_ERR_SHAPE,
+                    "%s load_state: '%s' is %s %s, expected an f64 scalar", kname(o), key,
+                    nb_dtype_name(t->dtype), nb_shape_str(t, sb, sizeof sb));
+    }
+    double v = nb_item(t);
+    if (!(v >= 0 && v <= 9007199254740992.0 && v == floor(v)))
+        return fail(o, NULL, NB_ERR_VALUE, "%s load_state: '%s' is %g, expected a whole "
+                    "number >= 0", kname(o), key, v);
+    *step = (int64_t)v;
+    return NB_OK;
+}
+
+/* Is "<param>.<what>" (a state key without its "state." prefix) a state
+ * this optimizer keeps for one of its parameters? */
+static bool is_state_key(const nb_optim *o, const char *rest) {
+    const char *dot = strrchr(rest, '.');
+    if (!dot) return false;
+    const char *what = dot + 1;
+    bool known = has_step(o) && !strcmp(what, "step");
+    for (int s = 0; s < S_COUNT && !known; s++) known = uses_slot(o, s) && !strcmp(what, slot_names[s]);
+    if (!known) return false;
+    size_t len = (size_t)(dot - rest);
+    for (int i = 0; i < o->params.n; i++) {
+        char ib[16];
+        const char *pn = param_name(&o->params, i, ib, sizeof ib);
+        if (strlen(pn) == len && !strncmp(pn, rest, len)) return true;
+    }
+    return false;
+}
+
+nb_status nb_optim_load_state(nb_optim *o, const nb_tensor_list *state) {
+    if (!o) return NB_ERR_NULL;
+    o->err[0] = '\0';
+    if (!state) return fail(o, NULL, NB_ERR_NULL, "%s load_state: state list is NULL", kname(o));
+    const int np = o->params.n;
+    char key[KEY_MAX];
+
+    const nb_tensor *gstep = nb_list_get(state, STEP_NAME);
+    int64_t total_steps;
+    if (!gstep)
+        return fail(o, NULL, NB_ERR_VALUE, "%s load_state: missing '" STEP_NAME "'", kname(o));
+    nb_status s = read_step(o, STEP_NAME, gstep, &total_steps);
+    if (s) return s;
+
+    /* Validate every parameter's entries before changing anything. */
+    const nb_tensor *found[NB_LIST_MAX][S_COUNT];
+    bool live[NB_LIST_MAX];
+    int64_t pstep[NB_LIST_MAX];
+    for (int i = 0; i < np; i++) {
+        const nb_tensor *p = o->params.t[i];
+        const char *present = NULL, *absent = NULL;
+        live[i] = false;
+        pstep[i] = 0;
+        if (has_step(o)) {
+            key_name(key, o, i, "step");
+            const nb_tensor *t = nb_list_get(state, key);
+            if (t) {
+                if ((s = read_step(o, key, t, &pstep[i]))) return s;
+                present = "step";
+            } else {
+                absent = "step";
+            }
+        }
+        for (int sl = 0; sl < S_COUNT; sl++) {
+            found[i][sl] = NULL;
+            if (!uses_slot(o, sl)) continue;
+            key_name(key, o, i, slot_names[sl]);
+            const nb_tensor *t = nb_list_get(state, key);
+            if (!t) {
+                if (!absent) absent = slot_names[sl];
+                continue;
+            }
+            if (!present) present = slot_names[sl];
+            if (t->dtype != p->dtype || !nb_same_shape(t, p)) {
+                char tb[64], pb[64];
+                return fail(o, NULL, t->dtype != p->dtype ? NB_ERR_DTYPE : NB_ERR_SHAPE,
+                            "%s load_state: '%s' is %s %s, expected %s %s like its parameter",
+                            kname(o), key, nb_dtype_name(t->dtype), nb_shape_str(t, tb, sizeof tb),
+                            nb_dtype_name(p->dtype), nb_shape_str(p, pb, sizeof pb));
+            }
+            found[i][sl] = t;
+        }
+        if (present && absent) {
+            char k2[KEY_MAX];
+            key_name(key, o, i, present);
+            key_name(k2, o, i, absent);
+            return fail(o, NULL, NB_ERR_VALUE, "%s load_state: '%s' is present but '%s' is "
+                        "missing", kname(o), key, k2);
+        }
+        live[i] = present != NULL;
+    }
+    /* Every "state." entry must be one of ours. */
+    for (int j = 0; j < state->n; j++) {
+        const char *nm = state->names[j];
+        if (!nm || strncmp(nm, "state.", 6) != 0 || !strcmp(nm, STEP_NAME)) continue;
+        if (!is_state_key(o, nm + 6))
+            return fail(o, NULL, NB_ERR_VALUE, "%s load_state: unexpected entry '%s' (not "
+                        "a state of this optimizer's parameters)", kname(o), nm);
+    }
+    for (int i = 0; i < np; i++)
+        if (live[i] && !alloc_state(o, i)) return NB_ERR_MEMORY;
+    /* Commit. */
+    for (int i = 0; i < np; i++) {
+        param_state *ps = &o->st[i];
+        ps->live = live[i];
+        ps->step = pstep[i];
+        for (int sl = 0; sl < S_COUNT; sl++)
+            if (found[i][sl])
+                memmove((*slot(ps, sl))->data, found[i][sl]->data,
+                       found[i][sl]->numel * nb_dtype_size(found[i][sl]->dtype));
+    }
+    o->steps = total_steps;
+    return NB_OK;
+}
+
+/* ---- clipping ----------------------------------------------------------------- */
+static bool has_float_grad(const nb_tensor *t) {
+    return t && t->grad && (t->dtype == NB_F32 || t->dtype == NB_F64);
+}
+
+double nb_clip_grad_norm(const nb_tensor_list *params, double max_norm) {
+    if (!params) return NAN;
+    double sumsq = 0;
+    for (int i = 0; i < params->n; i++) {
+        const nb_tensor *t = params->t[i];
+        if (!has_float_grad(t)) continue;
+#define K(T)                                                        \
+    {                                                               \
+        const T *g = t->grad;                                       \
+        for (size_t j = 0; j < t->numel; j++)                       \
+            sumsq += (double)g[j] * (double)g[j];                   \
+    }
+        NB_DISPATCH(t->dtype, K);
+#undef K
+    }
+    const double total = sqrt(sumsq);
+    const double coef = max_norm / (total + 1e-6);
+    if (coef < 1.0) {
+        for (int i = 0; i < params->n; i++) {
+            nb_tensor *t = params->t[i];
+            if (!has_float_grad(t)) continue;
+#define K(T)                                                        \
+    {                                                               \
+        T *g = t->grad;                                             \
+        const T c = (T)coef;                                        \
+        for (size_t j = 0; j < t->numel; j++) g[j] = g[j] * c;      \
+    }
+            NB_DISPATCH(t->dtype, K);
+#undef K
+        }
+    }
+    return total;
+}
+
+void nb_clip_grad_value(const nb_tensor_list *params, double clip) {
+    if (!params || !(clip >= 0)) return;
+    for (int i = 0; i < params->n; i++) {
+        nb_tensor *t = params->t[i];
+        if (!has_float_grad(t)) continue;
+#define K(T)                                                        \
+    {                                                               \
+        T *g = t->grad;                                             \
+        const T hi = (T)clip, lo = -hi;                             \
+        for (size_t j = 0; j < t->numel; j++)                       \
+            g[j] = g[j] < lo ? lo : g[j] > hi ? hi : g[j];          \
+    }
+        NB_DISPATCH(t->dtype, K);
+#undef K
+    }
+}
