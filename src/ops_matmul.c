@@ -1,0 +1,334 @@
+/* ops_matmul.c - the matrix product, batched with broadcasting.
+ *
+ * One kernel serves the forward and both halves of the backward:
+ *
+ *   gemm:  C (rows, cols) += A (rows, inner) @ B (inner, cols)
+ *
+ * where A and B are read through (row, column) strides, so a transposed
+ * operand is just other strides and is never materialised:
+ *
+ *   forward   C  += A  @ B      A, B as stored
+ *   backward  dA += dC @ B^T    B^T: B read with strides (1, m)
+ *             dB += A^T @ dC    A^T: A read with strides (1, k)
+ *
+ * C is split into register tiles of MR rows by NR columns. A tile's
+ * accumulators are a small local array with constant bounds, which gcc and
+ * clang keep in vector registers and vectorise even at -O2; each step of the
+ * tile's loop broadcasts one element of A per row against one contiguous
+ * row of B's strip. The strip of B a tile column needs (inner x NR) is read
+ * in place when it is contiguous and full width; otherwise (B^T, or the last
+ * narrow strip) it is packed into a stack panel, zero-padded to NR. The
+ * inner dimension is blocked by MM_KC so a strip stays in L1 while every row
+ * tile of C streams past it.
+ *
+ * The kernel is built for three tile shapes: a portable one (4 rows x 32
+ * bytes: two SSE2 or NEON vectors a row) and, on x86-64 with gcc or clang,
+ * two for AVX2 + FMA (4 x 64 bytes, and 8 x 32 bytes for C no wider than
+ * 8 floats, as attention heads often are), chosen at run time when the CPU
+ * has AVX2 and FMA. Define NB_NO_AVX2 to build only the portable one. FMA
+ * rounds once per multiply-add, so results agree to rounding, not bit for
+ * bit, across machines. */
+#include "nb_internal.h"
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(NB_NO_AVX2)
+#define MM_AVX2 1
+#else
+#define MM_AVX2 0
+#endif
+
+#define MM_KC 256 /* inner-dimension block: a strip of B is at most MM_KC x NR */
+
+/* The tile's row loop must be unrolled for its accumulators to live in
+ * registers; gcc does not do it by itself at -O2. */
+#if defined(__GNUC__) && !defined(__clang__)
+#define MM_UNROLL _Pragma("GCC unroll 8")
+#else
+#define MM_UNROLL
+#endif
+
+/* acc + x * y: plain, or fused (one rounding) where the ISA has FMA. */
+#define MM_MADD_PLAIN(acc, x, y) ((acc) + (x) * (y))
+#define MM_MADD_FMA_float(acc, x, y) __builtin_fmaf((x), (y), (acc))
+#define MM_MADD_FMA_double(acc, x, y) __builtin_fma((x), (y), (acc))
+
+/* MM_TILE(T, ROWS, NR, MADD): c (ROWS, nr) += a (ROWS, kc) @ b (kc, NR).
+ *   c: rows ldc apart; only the first nr <= NR columns are written.
+ *   a: element (r, p) at a[r * ars + p * acs].
+ *   b: rows ldb apart, NR valid columns each (in place or packed). */
+#define MM_TILE(T, ROWS, NR, MADD)                                                \
+    {                                                                             \
+        T acc[ROWS][NR];                                                          \
+        for (int r = 0; r < (ROWS); r++)                                          \
+            for (int l = 0; l < (NR); l++) acc[r][l] = 0;                         \
+        for (int64_t p = 0; p < kc; p++) {                                        \
+            const T *brow = b + p * ldb;                                          \
+            MM_UNROLL                                                             \
+            for (int r = 0; r < (ROWS); r++) {                                    \
+                T av = a[r * ars + p * acs];                                      \
+                for (int l = 0; l < (NR); l++) acc[r][l] = MADD(acc[r][l], av, brow[l]); \
+            }                                                                     \
+        }                                                                         \
+        if (nr == (NR)) {                                                         \
+            for (int r = 0; r < (ROWS); r++)                                      \
+                for (int l = 0; l < (NR); l++) c[r * ldc + l] += acc[r][l];       \
+        } else {                                                                  \
+            for (int r = 0; r < (ROWS); r++)                                      \
+                for (int l = 0; l < nr; l++) c[r * ldc + l] += acc[r][l];         \
+        }                                                                         \
+    }
+
+/* MM_DEFINE(T, ISA, MR, NR_BYTES, MADD, ATTR) defines, for element type T
+ * and kernel ISA: tile_mr_<T>_<ISA> (MR rows of NR_BYTES), tile_1_<T>_<ISA>
+ * (one row, for the last rows) and gemm_<T>_<ISA>:
+ *
+ *   c (rows, cols) += a (rows, inner) @ b (inner, cols)
+ *     c contiguous; a's element (i, p) at a[i * ars + p * acs];
+ *     b's element (p, j) at b[p * brs + j * bcs]. */
+#define MM_DEFINE(T, ISA, MR, NR_BYTES, MADD, ATTR)                               \
+    enum { MM_NR_##T##_##ISA = (int)((NR_BYTES) / sizeof(T)) };                   \
+                                                                                  \
+    ATTR static void tile_mr_##T##_##ISA(T *restrict c, int64_t ldc, int nr,      \
+                                         const T *restrict a, int64_t ars,        \
+                                         int64_t acs, const T *restrict b,        \
+                                         int64_t ldb, int64_t kc)                 \
+        MM_TILE(T, MR, MM_NR_##T##_##ISA, MADD)                                   \
+                                                                                  \
+    ATTR static void tile_1_##T##_##ISA(T *restrict c, int64_t ldc, int nr,       \
+                                        const T *restrict a, int64_t ars,         \
+                                        int64_t acs, const T *restrict b,         \
+                                        int64_t ldb, int64_t kc)                  \
+        MM_TILE(T, 1, MM_NR_##T##_##ISA, MADD)                                    \
+                                                                                  \
+    ATTR static void gemm_##T##_##ISA(T *restrict c, const T *restrict a,         \
+                                      int64_t ars, int64_t acs,                   \
+                                      const T *restrict b, int64_t brs,           \
+                                      int64_t bcs, int64_t rows, int64_t inner,   \
+                                      int64_t cols) {                             \
+        enum { NR = MM_NR_##T##_##ISA };                                          \
+        T panel[MM_KC * NR];                                                      \
+        for (int64_t p0 = 0; p0 < inner; p0 += MM_KC) {                           \
+            int64_t kc = inner - p0 < MM_KC ? inner - p0 : MM_KC;                 \
+            for (int64_t j0 = 0; j0 < cols; j0 += NR) {                           \
+                int nr = cols - j0 < NR ? (int)(cols - j0) : NR;                  \
+                const T *bs = b + p0 * brs + j0 * bcs; /* the strip, (kc, nr) */  \
+                const T *strip = bs;                                              \
+                int64_t ldb = brs;                                                \
+                if (bcs != 1 || nr != NR) {                                       \
+                    /* column by column: B^T's columns are rows of B */           \
+                    for (int l = 0; l < nr; l++)                                  \
+                        for (int64_t p = 0; p < kc; p++)                          \
+                            panel[p * NR + l] = bs[p * brs + l * bcs];            \
+                    for (int l = nr; l < NR; l++)                                 \
+                        for (int64_t p = 0; p < kc; p++) panel[p * NR + l] = 0;   \
+                    strip = panel;                                                \
+                    ldb = NR;                                                     \
+                }                                                                 \
+                const T *ap = a + p0 * acs;                                       \
+                T *cp = c + j0;                                                   \
+                int64_t i = 0;                                                    \
+                for (; i + (MR) <= rows; i += (MR))                               \
+                    tile_mr_##T##_##ISA(cp + i * cols, cols, nr, ap + i * ars,    \
+                                        ars, acs, strip, ldb, kc);                \
+                for (; i < rows; i++)                                             \
+                    tile_1_##T##_##ISA(cp + i * cols, cols, nr, ap + i * ars,     \
+                                       ars, acs, strip, ldb, kc);                 \
+            }                                                                     \
+        }                                                                         \
+    }
+
+/* Portable: 4 rows x 32 bytes, 8 accumulator vectors of SSE2 or NEON. */
+MM_DEFINE(float, base, 4, 32, MM_MADD_PLAIN, )
+MM_DEFINE(double, base, 4, 32, MM_MADD_PLAIN, )
+
+#if MM_AVX2
+/* AVX2: 4 rows x 64 bytes, or 8 rows x 32 bytes when C has at most 32 bytes
+ * a row (an attention head of 8 floats) so no lane is padding; either way 8
+ * accumulators, enough to keep both FMA units busy. */
+#define MM_AVX2_ATTR __attribute__((target("avx2,fma")))
+MM_DEFINE(float, avx2, 4, 64, MM_MADD_FMA_float, MM_AVX2_ATTR)
+MM_DEFINE(double, avx2, 4, 64, MM_MADD_FMA_double, MM_AVX2_ATTR)
+MM_DEFINE(float, avx2n, 8, 32, MM_MADD_FMA_float, MM_AVX2_ATTR)
+MM_DEFINE(double, avx2n, 8, 32, MM_MADD_FMA_double, MM_AVX2_ATTR)
+
+static bool mm_have_avx2(void) {
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+}
+#endif
+
+/* gemm_<T>: the AVX2 build where the CPU runs it, else the portable one. */
+#if MM_AVX2
+#define MM_GEMM(T)                                                                \
+    static void gemm_##T(T *c, const T *a, int64_t ars, int64_t acs, const T *b,  \
+                         int64_t brs, int64_t bcs, int64_t rows, int64_t inner,   \
+                         int64_t cols) {                                          \
+        if (!mm_have_avx2())                                                      \
+            gemm_##T##_base(c, a, ars, acs, b, brs, bcs, rows, inner, cols);      \
+        else if (cols <= MM_NR_##T##_avx2n && rows >= 8)                          \
+            gemm_##T##_avx2n(c, a, ars, acs, b, brs, bcs, rows, inner, cols);     \
+        else                                                                      \
+            gemm_##T##_avx2(c, a, ars, acs, b, brs, bcs, rows, inner, cols);      \
+    }
+#else
+#define MM_GEMM(T)                                                                \
+    static void gemm_##T(T *c, const T *a, int64_t ars, int64_t acs, const T *b,  \
+                         int64_t brs, int64_t bcs, int64_t rows, int64_t inner,   \
+                         int64_t cols) {                                          \
+        gemm_##T##_base(c, a, ars, acs, b, brs, bcs, rows, inner, cols);          \
+    }
+#endif
+MM_GEMM(float)
+MM_GEMM(double)
+
+/* ---- shapes ------------------------------------------------------------------ */
+
+/* a (..., n, k) @ b (..., k, m) with the batch dims padded on the left to 2. */
+typedef struct mm_dims {
+    int64_t n, k, m;
+    int64_t batch[2];  /* broadcast batch shape */
+    int64_t sa[2];     /* a's stride per batch dim, in matrices; 0 where broadcast */
+    int64_t sb[2];     /* b's, likewise */
+} mm_dims;
+
+/* "(2, 3)" for the first nd entries of shape; "()" when nd is 0. */
+static char *dims_str(int nd, const int64_t *shape, char *buf, size_t n) {
+    size_t k = (size_t)snprintf(buf, n, "(");
+    for (int d = 0; d < nd && k < n; d++)
+        k += (size_t)snprintf(buf + k, n - k, d ? ", %lld" : "%lld", (long long)shape[d]);
+    if (k < n) snprintf(buf + k, n - k, ")");
+    return buf;
+}
+
+/* Validates the pair and fills *d and the output shape; false with an error. */
+static bool mm_shapes(nb_ctx *ctx, const nb_tensor *a, const nb_tensor *b, mm_dims *d,
+                      int *ndim, int64_t *shape) {
+    /* the shapes are formatted only on the way to an error */
+    char sa[64], sb[64];
+#define SHAPES nb_shape_str(a, sa, sizeof sa), nb_shape_str(b, sb, sizeof sb)
+    const nb_tensor *in[2] = {a, b};
+    for (int i = 0; i < 2; i++) {
+        if (in[i]->ndim < 2) {
+            nb_ctx_fail(ctx, NB_ERR_SHAPE,
+                        "matmul: %s @ %s: input %d has %d dim%s, expected 2 to 4 (a (..., n, k) "
+                        "@ (..., k, m) pair); reshape a vector to (1, k) or (k, 1) first",
+                        SHAPES, i + 1, in[i]->ndim, in[i]->ndim == 1 ? "" : "s");
+            return false;
+        }
+    }
+    d->n = a->shape[a->ndim - 2];
+    d->k = a->shape[a->ndim - 1];
+    d->m = b->shape[b->ndim - 1];
+    if (b->shape[b->ndim - 2] != d->k) {
+        nb_ctx_fail(ctx, NB_ERR_SHAPE,
+                    "matmul: %s @ %s: inner dims %lld and %lld differ, expected a (..., n, k) @ "
+                    "(..., k, m) pair",
+                    SHAPES, (long long)d->k, (long long)b->shape[b->ndim - 2]);
+        return false;
+    }
+    /* batch dims, padded to 2 on the left */
+    int64_t ba[2] = {1, 1}, bb[2] = {1, 1};
+    int na = a->ndim - 2, nbt = b->ndim - 2;
+    for (int i = 0; i < na; i++) ba[2 - na + i] = a->shape[i];
+    for (int i = 0; i < nbt; i++) bb[2 - nbt + i] = b->shape[i];
+    for (int i = 0; i < 2; i++) {
+        if (ba[i] != bb[i] && ba[i] != 1 && bb[i] != 1) {
+            char da[48], db[48];
+            nb_ctx_fail(ctx, NB_ERR_SHAPE,
+                        "matmul: %s @ %s: batch dims %s and %s do not broadcast, expected "
+                        "equal sizes or 1",
+                        SHAPES, dims_str(na, a->shape, da, sizeof da),
+                        dims_str(nbt, b->shape, db, sizeof db));
+            return false;
+        }
+        d->batch[i] = ba[i] > bb[i] ? ba[i] : bb[i];
+    }
+    d->sa[1] = ba[1] == 1 ? 0 : 1;
+    d->sa[0] = ba[0] == 1 ? 0 : ba[1];
+    d->sb[1] = bb[1] == 1 ? 0 : 1;
+    d->sb[0] = bb[0] == 1 ? 0 : bb[1];
+
+    int nd = a->ndim > b->ndim ? a->ndim : b->ndim;
+    int nbatch = nd - 2;
+    for (int i = 0; i < nbatch; i++) shape[i] = d->batch[2 - nbatch + i];
+    shape[nd - 2] = d->n;
+    shape[nd - 1] = d->m;
+    *ndim = nd;
+    return true;
+#undef SHAPES
+}
+
+/* Runs BODY for every batch entry with ia, ib, ic: the matrix index of a, b
+ * and the output. When b is one matrix shared by the whole batch, the batch
+ * is folded into a's rows instead (one (batch*n, k) @ (k, m) product): BODY
+ * then runs once with `rows` = batch * n. */
+#define MM_BATCH_FOR(d, b_is_2d, BODY)                                            \
+    do {                                                                          \
+        if (b_is_2d) {                                                            \
+            int64_t rows = (d)->batch[0] * (d)->batch[1] * (d)->n;                \
+            int64_t ia = 0, ib = 0, ic = 0;                                       \
+            BODY                                                                  \
+        } else {                                                                  \
+            int64_t rows = (d)->n, ic = 0;                                        \
+            for (int64_t b0 = 0; b0 < (d)->batch[0]; b0++)                        \
+                for (int64_t b1 = 0; b1 < (d)->batch[1]; b1++, ic++) {            \
+                    int64_t ia = b0 * (d)->sa[0] + b1 * (d)->sa[1];               \
+                    int64_t ib = b0 * (d)->sb[0] + b1 * (d)->sb[1];               \
+                    BODY                                                          \
+                }                                                                 \
+        }                                                                         \
+    } while (0)
+
+/* ---- matmul: C = A @ B ------------------------------------------------------ */
+/* A (..., n, k), B (..., k, m), C (..., n, m).
+ * dA += dC @ B^T  (n, m) @ (m, k), summed over the batch entries sharing A;
+ * dB += A^T @ dC  (k, n) @ (n, m), summed over those sharing B.
+ * Reuses the saved inputs A and B (and dC). */
+static void matmul_backward(nb_ctx *ctx, nb_node *node) {
+    nb_tensor *a = node->in[0], *b = node->in[1], *out = node->out;
+    void *ga = nb_grad_buffer(ctx, a), *gb = nb_grad_buffer(ctx, b);
+    mm_dims d;
+    int nd;
+    int64_t shape[NB_MAX_DIMS];
+    if (!mm_shapes(ctx, a, b, &d, &nd, shape)) return;
+    int64_t n = d.n, k = d.k, m = d.m;
+    bool b2 = b->ndim == 2;
+#define K(T)                                                                      \
+    {                                                                             \
+        const T *A = a->data, *B = b->data, *G = out->grad;                       \
+        T *dA = ga, *dB = gb;                                                     \
+        if (dA)                                                                   \
+            MM_BATCH_FOR(&d, b2,                                                  \
+                         gemm_##T(dA + ia * n * k, G + ic * n * m, m, 1,          \
+                                  B + ib * k * m, 1, m, rows, m, k););            \
+        if (dB)                                                                   \
+            MM_BATCH_FOR(&d, b2,                                                  \
+                         gemm_##T(dB + ib * k * m, A + ia * n * k, 1, k,          \
+                                  G + ic * n * m, m, 1, k, rows, m););            \
+    }
+    NB_DISPATCH(out->dtype, K);
+#undef K
+}
+
+nb_tensor *nb_matmul(nb_ctx *ctx, nb_tensor *a, nb_tensor *b) {
+    nb_tensor *in[2] = {a, b};
+    if (!nb_check_float_inputs(ctx, "matmul", 2, in)) return NULL;
+    mm_dims d;
+    int nd;
+    int64_t shape[NB_MAX_DIMS];
+    if (!mm_shapes(ctx, a, b, &d, &nd, shape)) return NULL;
+    nb_tensor *out = nb_empty(ctx, a->dtype, nd, shape); /* zeroed: gemm adds into it */
+    if (!out) return NULL;
+    int64_t n = d.n, k = d.k, m = d.m;
+    bool b2 = b->ndim == 2;
+#define K(T)                                                                      \
+    {                                                                             \
+        const T *A = a->data, *B = b->data;                                       \
+        T *C = out->data;                                                         \
+        MM_BATCH_FOR(&d, b2,                                                      \
+                     gemm_##T(C + ic * n * m, A + ia * n * k, k, 1, B + ib * k * m, \
+                              m, 1, rows, k, m););                                \
+    }
+    NB_DISPATCH(out->dtype, K);
+#undef K
+    nb_record_op(ctx, NB_OP_MATMUL, out, 2, in, matmul_backward);
+    return out;
+}

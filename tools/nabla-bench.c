@@ -1,0 +1,164 @@
+/* nabla-bench - speed figures for the hot ops, one case per line.
+ *
+ *   nabla-bench            every case
+ *   nabla-bench matmul     only the cases whose name contains "matmul"
+ *
+ * Each case times its forward alone and forward+backward (the output's
+ * gradient seeded with ones) on a step context reset every repetition, as a
+ * training loop does, and prints microseconds per call and GFLOP/s. The
+ * repetition count is calibrated so each figure takes about 0.15 s.
+ *
+ * Adding a case: a row in `cases` (name, forward function, input shapes,
+ * dtype, flop counts); a new op needs only a forward function below. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "nabla.h"
+
+#define BENCH_MAX_IN 4
+#define BENCH_SECONDS 0.15
+
+typedef nb_tensor *(*bench_fn)(nb_ctx *step, nb_tensor *const *in);
+
+/* Forward flops of one call, from the inputs and the output. */
+typedef double (*bench_flops_fn)(nb_tensor *const *in, const nb_tensor *out);
+
+typedef struct bench_case {
+    const char *name;
+    bench_fn forward;
+    bench_flops_fn flops;
+    double backward_factor; /* backward flops = factor * forward flops */
+    nb_dtype dtype;
+    int n_in;
+    int ndim[BENCH_MAX_IN];
+    int64_t shape[BENCH_MAX_IN][NB_MAX_DIMS];
+} bench_case;
+
+/* ---- forward functions and their flop counts ------------------------------ */
+
+static nb_tensor *fwd_matmul(nb_ctx *step, nb_tensor *const *in) {
+    return nb_matmul(step, in[0], in[1]);
+}
+
+/* 2 * n * k * m per batch entry: every output element is a length-k dot. */
+static double flops_matmul(nb_tensor *const *in, const nb_tensor *out) {
+    return 2.0 * (double)out->numel * (double)in[0]->shape[in[0]->ndim - 1];
+}
+
+/* ---- the cases ----------------------------------------------------------------- */
+
+static const bench_case cases[] = {
+    {"matmul 2d", fwd_matmul, flops_matmul, 2.0, NB_F32, 2,
+     {2, 2}, {{64, 32}, {32, 32}}},
+    {"matmul heads", fwd_matmul, flops_matmul, 2.0, NB_F32, 2,
+     {4, 4}, {{8, 4, 16, 8}, {8, 4, 8, 16}}},
+    {"matmul scores", fwd_matmul, flops_matmul, 2.0, NB_F32, 2,
+     {4, 4}, {{8, 4, 64, 16}, {8, 4, 16, 64}}},
+    {"matmul attn-v", fwd_matmul, flops_matmul, 2.0, NB_F32, 2,
+     {4, 4}, {{8, 4, 64, 64}, {8, 4, 64, 8}}},
+    {"matmul proj", fwd_matmul, flops_matmul, 2.0, NB_F32, 2,
+     {3, 2}, {{8, 64, 32}, {32, 96}}},
+    {"matmul odd", fwd_matmul, flops_matmul, 2.0, NB_F32, 2,
+     {2, 2}, {{37, 53}, {53, 29}}},
+    {"matmul 256", fwd_matmul, flops_matmul, 2.0, NB_F32, 2,
+     {2, 2}, {{256, 256}, {256, 256}}},
+    {"matmul 256 f64", fwd_matmul, flops_matmul, 2.0, NB_F64, 2,
+     {2, 2}, {{256, 256}, {256, 256}}},
+};
+
+/* ---- timing ------------------------------------------------------------------------ */
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Runs `reps` steps; returns the seconds taken, or -1 on an error. With
+ * `seed` (ones of the output's shape, made once) each step also runs the
+ * backward. */
+static double run(const bench_case *c, nb_ctx *step, nb_tensor *const *in,
+                  const nb_tensor *seed, long reps) {
+    double t0 = now();
+    for (long r = 0; r < reps; r++) {
+        nb_ctx_reset(step);
+        nb_tensor *out = c->forward(step, in);
+        if (!out) return -1;
+        if (seed && nb_backward(step, out, seed) != NB_OK) return -1;
+    }
+    return now() - t0;
+}
+
+/* Seconds per call, with the repetitions grown until they fill BENCH_SECONDS. */
+static double time_per_call(const bench_case *c, nb_ctx *step, nb_tensor *const *in,
+                            const nb_tensor *seed) {
+    long reps = 1;
+    double t = run(c, step, in, seed, reps); /* warm-up: grows the arena */
+    while (t >= 0 && t < BENCH_SECONDS / 8) {
+        reps *= 2;
+        t = run(c, step, in, seed, reps);
+    }
+    if (t < 0) return -1;
+    long want = (long)(BENCH_SECONDS / t * (double)reps) + 1;
+    if (want > reps) {
+        reps = want;
+        t = run(c, step, in, seed, reps);
+    }
+    return t < 0 ? -1 : t / (double)reps;
+}
+
+static void shapes_str(const bench_case *c, nb_tensor *const *in, char *buf, size_t n) {
+    size_t k = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < c->n_in && k < n; i++) {
+        char s[64];
+        k += (size_t)snprintf(buf + k, n - k, "%s%s", i ? " @ " : "",
+                              nb_shape_str(in[i], s, sizeof s));
+    }
+}
+
+static int bench_one(const bench_case *c) {
+    nb_ctx *params = nb_ctx_new(0), *step = nb_ctx_new(0);
+    nb_pcg32 rng;
+    nb_pcg32_seed(&rng, 42, 1);
+    nb_tensor *in[BENCH_MAX_IN];
+    for (int i = 0; i < c->n_in; i++)
+        in[i] = nb_requires_grad(
+            nb_uniform(params, c->dtype, c->ndim[i], c->shape[i], -1.0, 1.0, &rng));
+    int status = 0;
+    double fwd = -1, both = -1, flops = 0;
+    nb_tensor *out = nb_ctx_error(params) ? NULL : c->forward(step, in);
+    if (out) {
+        flops = c->flops(in, out);
+        nb_tensor *seed = nb_ones(params, out->dtype, out->ndim, out->shape);
+        fwd = time_per_call(c, step, in, NULL);
+        both = seed ? time_per_call(c, step, in, seed) : -1;
+    }
+    if (fwd < 0 || both < 0) {
+        const char *e = nb_ctx_error(params) ? nb_ctx_error(params) : nb_ctx_error(step);
+        fprintf(stderr, "nabla-bench: %s: %s\n", c->name, e ? e : "failed");
+        status = 1;
+    } else {
+        char s[128];
+        shapes_str(c, in, s, sizeof s);
+        double total = flops * (1.0 + c->backward_factor);
+        printf("%-16s %-4s %-34s %10.2f %8.2f %12.2f %8.2f\n", c->name,
+               nb_dtype_name(c->dtype), s, fwd * 1e6, flops / fwd * 1e-9, both * 1e6,
+               total / both * 1e-9);
+    }
+    nb_ctx_free(step);
+    nb_ctx_free(params);
+    return status;
+}
+
+int main(int argc, char **argv) {
+    const char *filter = argc > 1 ? argv[1] : NULL;
+    printf("%-16s %-4s %-34s %10s %8s %12s %8s\n", "case", "type", "shapes", "fwd us",
+           "GFLOP/s", "fwd+bwd us", "GFLOP/s");
+    int status = 0;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        if (!filter || strstr(cases[i].name, filter)) status |= bench_one(&cases[i]);
+    return status;
+}
