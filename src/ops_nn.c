@@ -1,0 +1,552 @@
+/* ops_nn.c - the neural-network ops: linear, dropout, embedding, layer_norm.
+ *
+ * Each op is fused: one forward kernel and one backward rule instead of a
+ * chain of elementwise ops, so a training step records one node per layer
+ * and allocates nothing but the output (and a small saved buffer). */
+#include "nb_internal.h"
+
+#if defined(__GNUC__)
+#define NN_INLINE static inline __attribute__((always_inline))
+#else
+#define NN_INLINE static inline
+#endif
+
+/* Checks that the present (non-NULL where optional) inputs are floating and
+ * share one dtype, naming them as the op's documentation does ("x",
+ * "weight", ...). in[i] may be NULL only when optional[i]. */
+static bool check_named_inputs(nb_ctx *ctx, const char *op, int n, nb_tensor *const *in,
+                               const char *const *names, const bool *optional) {
+    if (!nb_ctx_ok(ctx)) return false;
+    for (int i = 0; i < n; i++) {
+        if (!in[i] && !optional[i]) {
+            nb_ctx_fail(ctx, NB_ERR_NULL, "%s: %s is NULL", op, names[i]);
+            return false;
+        }
+    }
+    for (int i = 0; i < n; i++) {
+        if (!in[i]) continue;
+        char s[64], s0[64];
+        if (in[i]->dtype != NB_F32 && in[i]->dtype != NB_F64) {
+            nb_ctx_fail(ctx, NB_ERR_DTYPE, "%s: %s %s is %s, expected f32 or f64", op, names[i],
+                        nb_shape_str(in[i], s, sizeof s), nb_dtype_name(in[i]->dtype));
+            return false;
+        }
+        if (in[i]->dtype != in[0]->dtype) {
+            nb_ctx_fail(ctx, NB_ERR_DTYPE,
+                        "%s: mixed dtypes: %s %s is %s but %s %s is %s; convert with nb_copy "
+                        "first",
+                        op, names[0], nb_shape_str(in[0], s0, sizeof s0),
+                        nb_dtype_name(in[0]->dtype), names[i], nb_shape_str(in[i], s, sizeof s),
+                        nb_dtype_name(in[i]->dtype));
+            return false;
+        }
+    }
+    return true;
+}
+
+/* ==========================================================================
+ * linear: y (R, O) = x (R, K) @ w (O, K)^T + b (O), where R is the product
+ * of x's leading dims, K = in_features, O = out_features.
+ *
+ * Forward computes each y[r][o] as dot(x[r], w[o]): both rows are
+ * contiguous, so no transpose is needed. Two rows by four outputs are done
+ * at once: every x load serves four outputs, every w load two rows, and the
+ * eight dot products keep their partial sums in eight SIMD registers.
+ *
+ * The kernels are written with explicit vectors of LIN_L lanes (GNU C
+ * vector extensions, which gcc and clang both have): at -O2, gcc
+ * vectorizes neither a loop of unknown length nor a float reduction, so
+ * plain loops here run at scalar speed. Other compilers get LIN_L = 1 and
+ * the same code on scalars. The lane sums are added up in a fixed order, so
+ * results do not depend on anything but the compiler's target.
+ * ========================================================================== */
+#if defined(__GNUC__)
+#if defined(__AVX__)
+#define LIN_BYTES 32
+#else
+#define LIN_BYTES 16
+#endif
+#define LIN_VECTOR __attribute__((vector_size(LIN_BYTES)))
+#else
+#define LIN_VECTOR
+#endif
+
+#define LIN_DEFINE(T)                                                                      \
+    typedef T lin_vec_##T LIN_VECTOR;                                                      \
+    enum { LIN_L_##T = sizeof(lin_vec_##T) / sizeof(T) };                                  \
+                                                                                           \
+    /* Unaligned load and store of LIN_L elements. */                                      \
+    NN_INLINE lin_vec_##T lin_load_##T(const T *p) {                                       \
+        lin_vec_##T v;                                                                     \
+        memcpy(&v, p, sizeof v);                                                           \
+        return v;                                                                          \
+    }                                                                                      \
+    NN_INLINE void lin_store_##T(T *p, lin_vec_##T v) { memcpy(p, &v, sizeof v); }        \
+    NN_INLINE T lin_hsum_##T(lin_vec_##T v) {                                              \
+        T a[LIN_L_##T], s = 0;                                                             \
+        memcpy(a, &v, sizeof a);                                                           \
+        for (int j = 0; j < LIN_L_##T; j++) s += a[j];                                     \
+        return s;                                                                          \
+    }                                                                                      \
+                                                                                           \
+    /* s[i][c] = dot(x_i, w_c) over K for rows x0, x1 and weight rows w0..w3. */          \
+    static void lin_dot_2x4_##T(T s[2][4], const T *x0, const T *x1, const T *w0,          \
+                                const T *w1, const T *w2, const T *w3, size_t K) {         \
+        lin_vec_##T a00 = {0}, a01 = {0}, a02 = {0}, a03 = {0};                            \
+        lin_vec_##T a10 = {0}, a11 = {0}, a12 = {0}, a13 = {0};                            \
+        size_t k = 0;                                                                      \
+        for (; k + LIN_L_##T <= K; k += LIN_L_##T) {                                       \
+            lin_vec_##T u = lin_load_##T(x0 + k), v = lin_load_##T(x1 + k);                \
+            lin_vec_##T c0 = lin_load_##T(w0 + k), c1 = lin_load_##T(w1 + k);              \
+            lin_vec_##T c2 = lin_load_##T(w2 + k), c3 = lin_load_##T(w3 + k);              \
+            a00 += u * c0, a01 += u * c1, a02 += u * c2, a03 += u * c3;                    \
+            a10 += v * c0, a11 += v * c1, a12 += v * c2, a13 += v * c3;                    \
+        }                                                                                  \
+        T t00 = lin_hsum_##T(a00), t01 = lin_hsum_##T(a01), t02 = lin_hsum_##T(a02);      \
+        T t03 = lin_hsum_##T(a03), t10 = lin_hsum_##T(a10), t11 = lin_hsum_##T(a11);      \
+        T t12 = lin_hsum_##T(a12), t13 = lin_hsum_##T(a13);                                \
+        for (; k < K; k++) {                                                               \
+            t00 += x0[k] * w0[k], t01 += x0[k] * w1[k], t02 += x0[k] * w2[k];              \
+            t03 += x0[k] * w3[k], t10 += x1[k] * w0[k], t11 += x1[k] * w1[k];              \
+            t12 += x1[k] * w2[k], t13 += x1[k] * w3[k];                                    \
+        }                                                                                  \
+        s[0][0] = t00, s[0][1] = t01, s[0][2] = t02, s[0][3] = t03;                        \
+        s[1][0] = t10, s[1][1] = t11, s[1][2] = t12, s[1][3] = t13;                        \
+    }                                                                                      \
+                                                                                           \
+    /* y (R, O) = x (R, K) @ w (O, K)^T + b (O); b may be NULL. An odd last row is     \
+     * paired with itself and a short last group of outputs repeats its first      \
+     * weight row; the duplicate results are not stored. */                               \
+    static void linear_forward_##T(T *y, const T *x, const T *w, const T *b, size_t R,     \
+                                   size_t K, size_t O) {                                   \
+        for (size_t r = 0; r < R; r += 2) {                                                \
+            size_t nr = R - r < 2 ? R - r : 2;                                             \
+            const T *x0 = x + r * K, *x1 = nr == 2 ? x0 + K : x0;                          \
+            for (size_t o = 0; o < O; o += 4) {                                            \
+                size_t no = O - o < 4 ? O - o : 4;                                         \
+                const T *wc[4];                                                            \
+                for (size_t c = 0; c < 4; c++) wc[c] = w + (o + (c < no ? c : 0)) * K;     \
+                T s[2][4];                                                                 \
+                lin_dot_2x4_##T(s, x0, x1, wc[0], wc[1], wc[2], wc[3], K);                 \
+                for (size_t i = 0; i < nr; i++)                                            \
+                    for (size_t c = 0; c < no; c++)                                        \
+                        y[(r + i) * O + o + c] = b ? b[o + c] + s[i][c] : s[i][c];         \
+            }                                                                              \
+        }                                                                                  \
+    }                                                                                      \
+                                                                                           \
+    /* d (K) += g0 * a0 + g1 * a1 + g2 * a2 + g3 * a3; the a rows have K entries. */      \
+    static void lin_axpy4_##T(T *d, T g0, const T *a0, T g1, const T *a1, T g2,            \
+                              const T *a2, T g3, const T *a3, size_t K) {                  \
+        size_t k = 0;                                                                      \
+        for (; k + LIN_L_##T <= K; k += LIN_L_##T)                                         \
+            lin_store_##T(d + k, lin_load_##T(d + k) +                                     \
+                                     (g0 * lin_load_##T(a0 + k) + g1 * lin_load_##T(a1 + k) + \
+                                      g2 * lin_load_##T(a2 + k) + g3 * lin_load_##T(a3 + k))); \
+        for (; k < K; k++) d[k] += g0 * a0[k] + g1 * a1[k] + g2 * a2[k] + g3 * a3[k];      \
+    }                                                                                      \
+    /* d (K) += g * a */                                                                   \
+    static void lin_axpy1_##T(T *d, T g, const T *a, size_t K) {                           \
+        size_t k = 0;                                                                      \
+        for (; k + LIN_L_##T <= K; k += LIN_L_##T)                                         \
+            lin_store_##T(d + k, lin_load_##T(d + k) + g * lin_load_##T(a + k));           \
+        for (; k < K; k++) d[k] += g * a[k];                                               \
+    }                                                                                      \
+                                                                                           \
+    /* dx (R, K) += dy (R, O) @ w (O, K): dx[r] += sum_o dy[r][o] * w[o]. */               \
+    static void linear_backward_x_##T(T *dx, const T *dy, const T *w, size_t R, size_t K, \
+                                      size_t O) {                                          \
+        for (size_t r = 0; r < R; r++) {                                                   \
+            T *d = dx + r * K;                                                             \
+            const T *g = dy + r * O;                                                       \
+            size_t o = 0;                                                                  \
+            for (; o + 4 <= O; o += 4) {                                                   \
+                const T *w0 = w + o * K;                                                   \
+                lin_axpy4_##T(d, g[o], w0, g[o + 1], w0 + K, g[o + 2], w0 + 2 * K,         \
+                              g[o + 3], w0 + 3 * K, K);                                    \
+            }                                                                              \
+            for (; o < O; o++) lin_axpy1_##T(d, g[o], w + o * K, K);                       \
+        }                                                                                  \
+    }                                                                                      \
+                                                                                           \
+    /* dw (O, K) += dy (R, O)^T @ x (R, K): dw[o] += sum_r dy[r][o] * x[r];               \
+     * db (O) += sum_r dy[r]. dw and db may be NULL. */                                    \
+    static void linear_backward_w_##T(T *dw, T *db, const T *dy, const T *x, size_t R,     \
+                                      size_t K, size_t O) {                                \
+        if (dw) {                                                                          \
+            size_t r = 0;                                                                  \
+            for (; r + 4 <= R; r += 4) {                                                   \
+                const T *x0 = x + r * K, *g = dy + r * O;                                  \
+                for (size_t o = 0; o < O; o++)                                             \
+                    lin_axpy4_##T(dw + o * K, g[o], x0, g[O + o], x0 + K, g[2 * O + o],    \
+                                  x0 + 2 * K, g[3 * O + o], x0 + 3 * K, K);                \
+            }                                                                              \
+            for (; r < R; r++)                                                             \
+                for (size_t o = 0; o < O; o++)                                             \
+                    lin_axpy1_##T(dw + o * K, dy[r * O + o], x + r * K, K);                \
+        }                                                                                  \
+        if (db)                                                                            \
+            for (size_t r = 0; r < R; r++) lin_axpy1_##T(db, 1, dy + r * O, O);            \
+    }
+
+LIN_DEFINE(float)
+LIN_DEFINE(double)
+#undef LIN_DEFINE
+
+/* Rows R, in_features K and out_features O of a linear node. */
+static void linear_dims(const nb_tensor *x, const nb_tensor *w, size_t *R, size_t *K,
+                        size_t *O) {
+    *O = (size_t)w->shape[0];
+    *K = (size_t)w->shape[1];
+    *R = x->numel / *K;
+}
+
+/* Reuses the inputs x and w (no saved values). */
+static void linear_backward(nb_ctx *ctx, nb_node *n) {
+    nb_tensor *x = n->in[0], *w = n->in[1], *out = n->out;
+    void *gx = nb_grad_buffer(ctx, x), *gw = nb_grad_buffer(ctx, w);
+    void *gb = n->n_in > 2 ? nb_grad_buffer(ctx, n->in[2]) : NULL;
+    size_t R, K, O;
+    linear_dims(x, w, &R, &K, &O);
+#define K_(T)                                                                     \
+    {                                                                             \
+        if (gx) linear_backward_x_##T(gx, out->grad, w->data, R, K, O);           \
+        if (gw || gb) linear_backward_w_##T(gw, gb, out->grad, x->data, R, K, O); \
+    }
+    NB_DISPATCH(out->dtype, K_);
+#undef K_
+}
+
+nb_tensor *nb_linear(nb_ctx *ctx, nb_tensor *x, nb_tensor *w, nb_tensor *b) {
+    const char *op = nb_op_name(NB_OP_LINEAR);
+    nb_tensor *in[3] = {x, w, b};
+    static const char *const names[3] = {"x", "weight", "bias"};
+    static const bool optional[3] = {false, false, true};
+    if (!check_named_inputs(ctx, op, 3, in, names, optional)) return NULL;
+    char sx[64], sw[64], sb[64];
+    if (w->ndim != 2) {
+        nb_ctx_fail(ctx, NB_ERR_SHAPE,
+                    "%s: weight %s has %d dims, expected 2 (out_features, in_features)", op,
+                    nb_shape_str(w, sw, sizeof sw), w->ndim);
+        return NULL;
+    }
+    if (x->ndim < 1) {
+        nb_ctx_fail(ctx, NB_ERR_SHAPE, "%s: x %s has 0 dims, expected 1 to 4 (..., in_features)",
+                    op, nb_shape_str(x, sx, sizeof sx));
+        return NULL;
+    }
+    if (x->shape[x->ndim - 1] != w->shape[1]) {
+        nb_ctx_fail(ctx, NB_ERR_SHAPE,
+                    "%s: x %s does not fit weight %s: x's last dim %lld, expected in_features "
+                    "%lld",
+                    op, nb_shape_str(x, sx, sizeof sx), nb_shape_str(w, sw, sizeof sw),
+                    (long long)x->shape[x->ndim - 1], (long long)w->shape[1]);
+        return NULL;
+    }
+    if (b && (b->ndim != 1 || b->shape[0] != w->shape[0])) {
+        nb_ctx_fail(ctx, NB_ERR_SHAPE,
+                    "%s: bias %s does not fit weight %s: expected shape (%lld) (out_features)",
+                    op, nb_shape_str(b, sb, sizeof sb), nb_shape_str(w, sw, sizeof sw),
+                    (long long)w->shape[0]);
+        return NULL;
+    }
+    int64_t shape[NB_MAX_DIMS];
+    for (int d = 0; d < x->ndim; d++) shape[d] = x->shape[d];
+    shape[x->ndim - 1] = w->shape[0];
+    nb_tensor *out = nb_empty(ctx, x->dtype, x->ndim, shape);
+    if (!out) return NULL;
+    size_t R, K, O;
+    linear_dims(x, w, &R, &K, &O);
+#define K_(T) linear_forward_##T(out->data, x->data, w->data, b ? b->data : NULL, R, K, O);
+    NB_DISPATCH(out->dtype, K_);
+#undef K_
+    nb_record_op(ctx, NB_OP_LINEAR, out, b ? 3 : 2, in, linear_backward);
+    return out;
+}
+
+/* ==========================================================================
+ * dropout: y = x * mask / (1 - p), mask (numel bytes, 0 or 1) drawn from rng.
+ *
+ * The mask rule, which fixes the bits a seed gives: for each element in
+ * row-major order, u = nb_pcg32_float(rng) (one 32-bit draw, 24 bits used)
+ * and the element is kept when (double)u >= p. So exactly numel draws are
+ * made for 0 < p < 1; p == 1 (everything dropped) and the identity cases
+ * draw nothing.
+ * ========================================================================== */
+
+/* dx += dy * mask * scale; reuses the saved mask and scale = 1/(1-p) (0 for p == 1). */
+static void dropout_backward(nb_ctx *ctx, nb_node *n) {
+    nb_tensor *x = n->in[0], *out = n->out;
+    void *gx = nb_grad_buffer(ctx, x);
+    if (!gx) return;
+    const unsigned char *mask = n->saved;
+    double scale = n->f[0];
+#define K_(T)                                                                 \
+    {                                                                         \
+        T *dx = gx, sc = (T)scale;                                            \
+        const T *g = out->grad;                                               \
+        for (size_t i = 0; i < out->numel; i++)                               \
+            if (mask[i]) dx[i] += g[i] * sc;                                  \
+    }
+    NB_DISPATCH(out->dtype, K_);
+#undef K_
+}
+
+nb_tensor *nb_dropout(nb_ctx *ctx, nb_tensor *x, double p, bool train, struct nb_pcg32 *rng) {
+    const char *op = nb_op_name(NB_OP_DROPOUT);
+    static const char *const names[1] = {"x"};
+    static const bool optional[1] = {false};
+    if (!check_named_inputs(ctx, op, 1, &x, names, optional)) return NULL;
+    if (!(p >= 0.0 && p <= 1.0)) {
+        nb_ctx_fail(ctx, NB_ERR_VALUE, "%s: p = %g is outside [0, 1]", op, p);
+        return NULL;
+    }
+    if (!train || p == 0.0) return x;
+    if (!rng && p < 1.0) {
+        nb_ctx_fail(ctx, NB_ERR_NULL,
+                    "%s: rng is NULL, but training with p = %g needs it to draw the mask", op, p);
+        return NULL;
+    }
+    nb_tensor *out = nb_empty(ctx, x->dtype, x->ndim, x->shape);
+    unsigned char *mask = out ? nb_ctx_alloc(ctx, x->numel) : NULL;
+    if (!mask) return NULL;
+    /* p == 1: out and mask stay zero (both come zeroed from the arena). */
+    double scale = p < 1.0 ? 1.0 / (1.0 - p) : 0.0;
+    if (p < 1.0) {
+#define K_(T)                                                                 \
+    {                                                                         \
+        const T *xs = x->data;                                                \
+        T *ys = out->data, sc = (T)scale;                                     \
+        for (size_t i = 0; i < x->numel; i++) {                               \
+            mask[i] = (double)nb_pcg32_float(rng) >= p;                       \
+            ys[i] = mask[i] ? xs[i] * sc : (T)0;                              \
+        }                                                                     \
+    }
+        NB_DISPATCH(out->dtype, K_);
+#undef K_
+    }
+    nb_node *n = nb_record_op(ctx, NB_OP_DROPOUT, out, 1, &x, dropout_backward);
+    if (n) {
+        n->saved = mask;
+        n->f[0] = scale;
+        n->f[1] = p;
+    }
+    return out;
+}
+
+/* ==========================================================================
+ * embedding: y (ids.shape..., D) = weight (N, D) rows picked by ids (I64).
+ * ids is not differentiable: the node's only input is weight; ids is kept in
+ * node->saved_t and must stay alive until backward, like any input.
+ * ========================================================================== */
+
+/* dweight[ids[p]] += dy[p] for every position p (repeated ids add up);
+ * reuses the saved ids. */
+static void embedding_backward(nb_ctx *ctx, nb_node *n) {
+    nb_tensor *w = n->in[0], *out = n->out;
+    void *gw = nb_grad_buffer(ctx, w);
+    if (!gw) return;
+    const int64_t *ids = n->saved_t->data;
+    size_t P = n->saved_t->numel, D = (size_t)w->shape[1];
+#define K_(T)                                                                 \
+    {                                                                         \
+        T *dw = gw;                                                           \
+        const T *g = out->grad;                                               \
+        for (size_t p = 0; p < P; p++) {                                      \
+            T *d = dw + (size_t)ids[p] * D;                                   \
+            const T *gp = g + p * D;                                          \
+            for (size_t k = 0; k < D; k++) d[k] += gp[k];                     \
+        }                                                                     \
+    }
+    NB_DISPATCH(out->dtype, K_);
+#undef K_
+}
+
+/* Writes "[i, j, k]" (the multi-index of flat position p in t) into buf. */
+static void index_str(const nb_tensor *t, size_t p, char *buf, size_t n) {
+    int64_t idx[NB_MAX_DIMS];
+    for (int d = t->ndim - 1; d >= 0; d--) {
+        idx[d] = (int64_t)(p % (size_t)t->shape[d]);
+        p /= (size_t)t->shape[d];
+    }
+    size_t k = (size_t)snprintf(buf, n, "[");
+    for (int d = 0; d < t->ndim && k < n; d++)
+        k += (size_t)snprintf(buf + k, n - k, d ? ", %lld" : "%lld", (long long)idx[d]);
+    if (k < n) snprintf(buf + k, n - k, "]");
+}
+
+nb_tensor *nb_embedding(nb_ctx *ctx, nb_tensor *weight, const nb_tensor *ids) {
+    const char *op = nb_op_name(NB_OP_EMBEDDING);
+    static const char *const names[1] = {"weight"};
+    static const bool optional[1] = {false};
+    if (!check_named_inputs(ctx, op, 1, &weight, names, optional)) return NULL;
+    char sw[64], si[64];
+    if (!ids) {
+        nb_ctx_fail(ctx, NB_ERR_NULL, "%s: ids is NULL", op);
+        return NULL;
+    }
+    if (weight->ndim != 2) {
+        nb_ctx_fail(ctx, NB_ERR_SHAPE,
+                    "%s: weight %s has %d dims, expected 2 (num_embeddings, embedding_dim)", op,
+                    nb_shape_str(weight, sw, sizeof sw), weight->ndim);
+        return NULL;
+    }
+    if (ids->dtype != NB_I64) {
+        nb_ctx_fail(ctx, NB_ERR_DTYPE, "%s: ids %s are %s, expected i64", op,
+                    nb_shape_str(ids, si, sizeof si), nb_dtype_name(ids->dtype));
+        return NULL;
+    }
+    if (ids->ndim > NB_MAX_DIMS - 1) {
+        nb_ctx_fail(ctx, NB_ERR_SIZE,
+                    "%s: ids %s have %d dims, expected at most %d (the result adds one)", op,
+                    nb_shape_str(ids, si, sizeof si), ids->ndim, NB_MAX_DIMS - 1);
+        return NULL;
+    }
+    const int64_t *id = ids->data;
+    int64_t num = weight->shape[0];
+    for (size_t p = 0; p < ids->numel; p++) {
+        if (id[p] < 0 || id[p] >= num) {
+            char pos[64];
+            index_str(ids, p, pos, sizeof pos);
+            nb_ctx_fail(ctx, NB_ERR_VALUE,
+                        "%s: ids%s = %lld is out of range for weight %s: expected 0 <= id < %lld",
+                        op, pos, (long long)id[p], nb_shape_str(weight, sw, sizeof sw),
+                        (long long)num);
+            return NULL;
+        }
+    }
+    int64_t shape[NB_MAX_DIMS];
+    for (int d = 0; d < ids->ndim; d++) shape[d] = ids->shape[d];
+    shape[ids->ndim] = weight->shape[1];
+    nb_tensor *out = nb_empty(ctx, weight->dtype, ids->ndim + 1, shape);
+    if (!out) return NULL;
+    size_t row = (size_t)weight->shape[1] * nb_dtype_size(weight->dtype);
+    for (size_t p = 0; p < ids->numel; p++)
+        memcpy((char *)out->data + p * row, (const char *)weight->data + (size_t)id[p] * row, row);
+    nb_node *n = nb_record_op(ctx, NB_OP_EMBEDDING, out, 1, &weight, embedding_backward);
+    if (n) n->saved_t = (nb_tensor *)ids; /* read only, by the backward */
+    return out;
+}
+
+/* ==========================================================================
+ * layer_norm over the last dim D of x (R rows):
+ *   xhat = (x - mean) * rstd,  rstd = 1 / sqrt(var + eps)  (biased var)
+ *   y = xhat * w + b           (w, b (D) optional)
+ * Saves per-row (mean, rstd) as 2R doubles; statistics accumulate in double
+ * for both dtypes. The node's inputs are x, then w and b where present;
+ * node->i[0], i[1] say whether w, b are.
+ * ========================================================================== */
+
+/* With dxhat = dy * w (dy without w):
+ *   dx += rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat))
+ *   dw += sum over rows of dy * xhat,   db += sum over rows of dy.
+ * Reuses the saved (mean, rstd) and x to rebuild xhat. */
+static void layer_norm_backward(nb_ctx *ctx, nb_node *n) {
+    nb_tensor *x = n->in[0], *out = n->out;
+    nb_tensor *w = n->i[0] ? n->in[1] : NULL;
+    nb_tensor *b = n->i[1] ? n->in[1 + (n->i[0] ? 1 : 0)] : NULL;
+    void *gx = nb_grad_buffer(ctx, x), *gw = nb_grad_buffer(ctx, w), *gb = nb_grad_buffer(ctx, b);
+    const double *stats = n->saved;
+    size_t D = (size_t)x->shape[x->ndim - 1], R = x->numel / D;
+#define K_(T)                                                                        \
+    {                                                                                \
+        const T *xs = x->data, *g = out->grad, *ws = w ? w->data : NULL;             \
+        T *dx = gx, *dw = gw, *db = gb;                                              \
+        for (size_t r = 0; r < R; r++) {                                             \
+            const T *xr = xs + r * D, *gr = g + r * D;                               \
+            T m = (T)stats[2 * r], rs = (T)stats[2 * r + 1];                         \
+            if (dw)                                                                  \
+                for (size_t d = 0; d < D; d++) dw[d] += gr[d] * ((xr[d] - m) * rs);  \
+            if (db)                                                                  \
+                for (size_t d = 0; d < D; d++) db[d] += gr[d];                       \
+            if (!dx) continue;                                                       \
+            double s1 = 0, s2 = 0; /* sum dxhat, sum dxhat * xhat */                 \
+            for (size_t d = 0; d < D; d++) {                                         \
+                T gh = ws ? gr[d] * ws[d] : gr[d];                                   \
+                s1 += gh;                                                            \
+                s2 += gh * ((xr[d] - m) * rs);                                       \
+            }                                                                        \
+            T m1 = (T)(s1 / (double)D), m2 = (T)(s2 / (double)D);                    \
+            T *dxr = dx + r * D;                                                     \
+            for (size_t d = 0; d < D; d++) {                                         \
+                T gh = ws ? gr[d] * ws[d] : gr[d];                                   \
+                dxr[d] += rs * (gh - m1 - ((xr[d] - m) * rs) * m2);                  \
+            }                                                                        \
+        }                                                                            \
+    }
+    NB_DISPATCH(out->dtype, K_);
+#undef K_
+}
+
+nb_tensor *nb_layer_norm(nb_ctx *ctx, nb_tensor *x, nb_tensor *w, nb_tensor *b, double eps) {
+    const char *op = nb_op_name(NB_OP_LAYER_NORM);
+    nb_tensor *all[3] = {x, w, b};
+    static const char *const names[3] = {"x", "weight", "bias"};
+    static const bool optional[3] = {false, true, true};
+    if (!check_named_inputs(ctx, op, 3, all, names, optional)) return NULL;
+    char sx[64], sp[64];
+    if (x->ndim < 1) {
+        nb_ctx_fail(ctx, NB_ERR_SHAPE, "%s: x %s has 0 dims, expected at least 1 (..., dim)", op,
+                    nb_shape_str(x, sx, sizeof sx));
+        return NULL;
+    }
+    int64_t D = x->shape[x->ndim - 1];
+    for (int i = 1; i < 3; i++) {
+        const nb_tensor *t = all[i];
+        if (t && (t->ndim != 1 || t->shape[0] != D)) {
+            nb_ctx_fail(ctx, NB_ERR_SHAPE, "%s: %s %s does not fit x %s: expected shape (%lld)",
+                        op, names[i], nb_shape_str(t, sp, sizeof sp),
+                        nb_shape_str(x, sx, sizeof sx), (long long)D);
+            return NULL;
+        }
+    }
+    if (!(eps > 0.0) || isinf(eps)) {
+        nb_ctx_fail(ctx, NB_ERR_VALUE, "%s: eps = %g, expected a finite number > 0", op, eps);
+        return NULL;
+    }
+    nb_tensor *out = nb_empty(ctx, x->dtype, x->ndim, x->shape);
+    size_t R = x->numel / (size_t)D;
+    double *stats = out ? nb_ctx_alloc(ctx, 2 * R * sizeof *stats) : NULL;
+    if (!stats) return NULL;
+#define K_(T)                                                                        \
+    {                                                                                \
+        const T *xs = x->data, *ws = w ? w->data : NULL, *bs = b ? b->data : NULL;   \
+        T *ys = out->data;                                                           \
+        size_t n_ = (size_t)D;                                                       \
+        for (size_t r = 0; r < R; r++) {                                             \
+            const T *xr = xs + r * n_;                                               \
+            T *yr = ys + r * n_;                                                     \
+            double s = 0, v = 0;                                                     \
+            for (size_t d = 0; d < n_; d++) s += xr[d];                              \
+            double mean = s / (double)n_;                                            \
+            for (size_t d = 0; d < n_; d++) {                                        \
+                double c = (double)xr[d] - mean;                                     \
+                v += c * c;                                                          \
+            }                                                                        \
+            double rstd = 1.0 / sqrt(v / (double)n_ + eps);                          \
+            stats[2 * r] = mean;                                                     \
+            stats[2 * r + 1] = rstd;                                                 \
+            T m = (T)mean, rs = (T)rstd;                                             \
+            for (size_t d = 0; d < n_; d++) yr[d] = (xr[d] - m) * rs;                \
+            if (ws)                                                                  \
+                for (size_t d = 0; d < n_; d++) yr[d] *= ws[d];                      \
+            if (bs)                                                                  \
+                for (size_t d = 0; d < n_; d++) yr[d] += bs[d];                      \
+        }                                                                            \
+    }
+    NB_DISPATCH(out->dtype, K_);
+#undef K_
+    nb_tensor *in[3];
+    int n_in = 0;
+    in[n_in++] = x;
+    if (w) in[n_in++] = w;
+    if (b) in[n_in++] = b;
+    nb_node *n = nb_record_op(ctx, NB_OP_LAYER_NORM, out, n_in, in, layer_norm_backward);
+    if (n) {
+        n->saved = stats;
+        n->f[0] = eps;
+        n->i[0] = w != NULL;
+        n->i[1] = b != NULL;
+    }
+    return out;
+}
