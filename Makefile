@@ -24,7 +24,7 @@ CFLAGS ?= -O2 -g
 B := build
 
 NB_CFLAGS := -std=c11 -D_POSIX_C_SOURCE=200809L -Wall -Wextra -Iinclude
-NB_LIBS := -lm
+NB_LIBS := -lm -pthread
 CJSON_CFLAGS := $(shell pkg-config --cflags libcjson 2>/dev/null)
 CJSON_LIBS := $(shell pkg-config --libs libcjson 2>/dev/null || echo -lcjson)
 CHECK_CFLAGS = $(shell pkg-config --cflags check 2>/dev/null)
@@ -79,7 +79,7 @@ $(PC): Makefile include/nabla/core.h
 	printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$(LIBDIR)' 'includedir=$(INCLUDEDIR)' '' \
 	  'Name: nabla' 'Description: small, fast reverse-mode autograd in C' \
 	  'Version: $(VERSION)' 'Requires.private: libcjson' \
-	  'Libs: -L$${libdir} -lnabla' 'Libs.private: -lm' 'Cflags: -I$${includedir}' > $@
+	  'Libs: -L$${libdir} -lnabla' 'Libs.private: -lm -pthread' 'Cflags: -I$${includedir}' > $@
 
 $(B)/examples/%: examples/%.c $(LIB_A) $(HDR)
 	@mkdir -p $(dir $@)

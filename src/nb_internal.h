@@ -94,6 +94,14 @@ NB_HIDDEN nb_tensor *nb_view_of(nb_ctx *ctx, nb_tensor *src, int ndim, const int
 /* Adds src (numel elements of dt) into dst. */
 NB_HIDDEN void nb_accumulate(nb_dtype dt, void *dst, const void *src, size_t numel);
 
+/* ---- threads (parallel.c) ------------------------------------------------- */
+/* Processes indices [begin, end) of a job. */
+typedef void (*nb_range_fn)(void *arg, int64_t begin, int64_t end);
+/* Runs fn over [0, n) split into one contiguous range per thread (inline
+ * when there is one thread or fewer than 2 * min_per_thread items). Split
+ * only over independent outputs so results do not depend on the count. */
+NB_HIDDEN void nb_parallel_for(int64_t n, int64_t min_per_thread, nb_range_fn fn, void *arg);
+
 /* ---- dtype dispatch ----------------------------------------------------------- */
 /* Runs KERNEL(T) with T = float or double. Each kernel is written once, as a
  * macro body over T, and instantiated for both float dtypes. */

@@ -100,6 +100,15 @@ bool nb_is_grad_enabled(const nb_ctx *ctx);
 void nb_ctx_set_site(nb_ctx *ctx, const char *file, int line);
 #define NB_HERE(ctx) nb_ctx_set_site((ctx), __FILE__, __LINE__)
 
+/* Worker threads for the heavy kernels (linear, matmul), process-wide; 1
+ * (the default) runs everything on the calling thread. Results are
+ * bit-identical for every thread count: work is split only over independent
+ * outputs. Returns the count now in use (it may be lower if threads could not
+ * be started). Call nb_set_num_threads(1) before exit to join the workers.
+ * Not for use from several threads at once. */
+int nb_set_num_threads(int n);
+int nb_get_num_threads(void);
+
 /* Memory statistics: bytes handed out since the last reset, bytes held, and
  * how many times the context has called malloc in its life. */
 size_t nb_ctx_mem_used(const nb_ctx *ctx);

@@ -1,0 +1,374 @@
+/* nabla-gradcheck - float64 finite-difference check of every differentiable
+ * op and module, one line each, then "N passed, M failed". Exit status 1 if
+ * any fails. `make gradcheck` runs it.
+ *
+ * Each case names a function of its inputs, the inputs' shapes and how to
+ * draw them. Inputs come from PCG32 (seed 2024) and are kept away from kinks:
+ * `away` draws |x| in [0.2, 1] with a random sign, so relu, max and friends
+ * are never evaluated within eps of a non-differentiable point.
+ *
+ * Modules are checked with respect to their input and every parameter: the
+ * parameters are passed to nb_gradcheck as inputs, and the checked function
+ * makes the module's parameter tensors alias the float64 copies it is given
+ * (bind) before running the module's forward. Dropout in train mode gets
+ * its rng re-seeded on every evaluation, so the mask is fixed. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nabla.h"
+
+/* The case tables below leave trailing fields out where they are zero. */
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+
+typedef enum { IN_UNIFORM, IN_AWAY, IN_POSITIVE, IN_CLASSES, IN_MASK } in_kind;
+
+typedef struct in_spec {
+    in_kind kind;
+    int ndim;
+    int64_t shape[4];
+    int64_t classes; /* IN_CLASSES: targets in [0, classes) */
+} in_spec;
+
+typedef struct gc_case {
+    const char *op;   /* the op or module under test */
+    const char *what; /* the shapes or variant */
+    nb_gradcheck_fn fn;
+    int n_in;
+    in_spec in[4];
+    bool fast;        /* v^T J u instead of the full Jacobian (big inputs) */
+} gc_case;
+
+#define S1(a) 1, {a}
+#define S2(a, b) 2, {a, b}
+#define S3(a, b, c) 3, {a, b, c}
+#define S4(a, b, c, d) 4, {a, b, c, d}
+
+/* ---- the functions under test ---------------------------------------------- */
+#define F1(name, expr)                                                            \
+    static nb_tensor *name(nb_ctx *c, nb_tensor *const *in, void *u) {          \
+        (void)u;                                                                  \
+        return expr;                                                              \
+    }
+
+F1(f_add, nb_add(c, in[0], in[1]))
+F1(f_sub, nb_sub(c, in[0], in[1]))
+F1(f_mul, nb_mul(c, in[0], in[1]))
+F1(f_div, nb_div(c, in[0], in[1]))
+F1(f_neg, nb_neg(c, in[0]))
+F1(f_scale, nb_scale(c, in[0], -1.7))
+F1(f_add_scalar, nb_add_scalar(c, in[0], 0.3))
+F1(f_exp, nb_exp(c, in[0]))
+F1(f_log, nb_log(c, in[0]))
+F1(f_sqrt, nb_sqrt(c, in[0]))
+F1(f_pow, nb_pow(c, in[0], 2.5))
+F1(f_tanh, nb_tanh(c, in[0]))
+F1(f_sigmoid, nb_sigmoid(c, in[0]))
+F1(f_relu, nb_relu(c, in[0]))
+F1(f_gelu, nb_gelu(c, in[0], NB_GELU_NONE))
+F1(f_gelu_tanh, nb_gelu(c, in[0], NB_GELU_TANH))
+F1(f_sum, nb_sum(c, in[0]))
+F1(f_mean, nb_mean(c, in[0]))
+F1(f_sum_dim, nb_sum_dim(c, in[0], 1, false))
+F1(f_sum_dim_keep, nb_sum_dim(c, in[0], -1, true))
+F1(f_mean_dim, nb_mean_dim(c, in[0], 0, true))
+F1(f_max_dim, nb_max_dim(c, in[0], -1, false, NULL))
+F1(f_matmul, nb_matmul(c, in[0], in[1]))
+F1(f_transpose, nb_transpose(c, in[0], 1, 2))
+F1(f_permute, nb_permute(c, in[0], (const int[]){2, 0, 3, 1}))
+F1(f_reshape, nb_reshape(c, in[0], NB_SHAPE(3, -1)))
+F1(f_contiguous, nb_contiguous(c, in[0]))
+F1(f_concat, nb_concat(c, 3, in, 1))
+F1(f_masked_fill, nb_masked_fill(c, in[0], in[1], -2.0))
+F1(f_causal_fill, nb_softmax(c, nb_causal_fill(c, in[0], -INFINITY)))
+F1(f_softmax, nb_softmax(c, in[0]))
+F1(f_log_softmax, nb_log_softmax(c, in[0]))
+F1(f_cross_entropy, nb_cross_entropy(c, in[0], in[1]))
+F1(f_mse_loss, nb_mse_loss(c, in[0], in[1]))
+F1(f_linear, nb_linear(c, in[0], in[1], in[2]))
+F1(f_linear_nobias, nb_linear(c, in[0], in[1], NULL))
+F1(f_embedding, nb_embedding(c, in[0], in[1]))
+F1(f_layer_norm, nb_layer_norm(c, in[0], in[1], in[2], 1e-5))
+
+static nb_tensor *f_split(nb_ctx *c, nb_tensor *const *in, void *u) {
+    (void)u;
+    nb_tensor *parts[3];
+    if (nb_split(c, in[0], 1, 3, (const int64_t[]){1, 3, 2}, parts) != NB_OK) return NULL;
+    /* weight the pieces differently so a mix-up shows */
+    return nb_add(c, nb_sum(c, nb_scale(c, parts[0], 2.0)),
+                  nb_add(c, nb_sum(c, nb_mul(c, parts[1], parts[1])), nb_sum(c, parts[2])));
+}
+
+static nb_tensor *f_dropout(nb_ctx *c, nb_tensor *const *in, void *u) {
+    (void)u;
+    nb_pcg32 rng; /* the same mask on every evaluation */
+    nb_pcg32_seed(&rng, 7, 1);
+    return nb_dropout(c, in[0], 0.4, true, &rng);
+}
+
+static const gc_case cases[] = {
+    {"add", "(2,3) + (3) broadcast", f_add, 2, {{IN_UNIFORM, S2(2, 3)}, {IN_UNIFORM, S1(3)}}},
+    {"sub", "(2,1,3) - (4,1) broadcast", f_sub, 2, {{IN_UNIFORM, S3(2, 1, 3)}, {IN_UNIFORM, S2(4, 1)}}},
+    {"mul", "(2,3,1,2) * (3,4,1) broadcast", f_mul, 2, {{IN_UNIFORM, S4(2, 3, 1, 2)}, {IN_UNIFORM, S3(3, 4, 1)}}},
+    {"div", "(3,4) / (3,1) broadcast", f_div, 2, {{IN_UNIFORM, S2(3, 4)}, {IN_AWAY, S2(3, 1)}}},
+    {"neg", "(2,3)", f_neg, 1, {{IN_UNIFORM, S2(2, 3)}}},
+    {"scale", "(2,3) * -1.7", f_scale, 1, {{IN_UNIFORM, S2(2, 3)}}},
+    {"add_scalar", "(2,3) + 0.3", f_add_scalar, 1, {{IN_UNIFORM, S2(2, 3)}}},
+    {"exp", "(2,3)", f_exp, 1, {{IN_UNIFORM, S2(2, 3)}}},
+    {"log", "(2,3) positive", f_log, 1, {{IN_POSITIVE, S2(2, 3)}}},
+    {"sqrt", "(2,3) positive", f_sqrt, 1, {{IN_POSITIVE, S2(2, 3)}}},
+    {"pow", "(2,3) ** 2.5", f_pow, 1, {{IN_POSITIVE, S2(2, 3)}}},
+    {"tanh", "(2,3)", f_tanh, 1, {{IN_UNIFORM, S2(2, 3)}}},
+    {"sigmoid", "(2,3)", f_sigmoid, 1, {{IN_UNIFORM, S2(2, 3)}}},
+    {"relu", "(2,3) away from 0", f_relu, 1, {{IN_AWAY, S2(2, 3)}}},
+    {"gelu", "(2,3) approximate=none", f_gelu, 1, {{IN_UNIFORM, S2(2, 3)}}},
+    {"gelu", "(2,3) approximate=tanh", f_gelu_tanh, 1, {{IN_UNIFORM, S2(2, 3)}}},
+    {"sum", "(2,3,4) all", f_sum, 1, {{IN_UNIFORM, S3(2, 3, 4)}}},
+    {"mean", "(2,3,4) all", f_mean, 1, {{IN_UNIFORM, S3(2, 3, 4)}}},
+    {"sum_dim", "(2,3,4) dim 1", f_sum_dim, 1, {{IN_UNIFORM, S3(2, 3, 4)}}},
+    {"sum_dim", "(2,3,4) dim -1 keepdim", f_sum_dim_keep, 1, {{IN_UNIFORM, S3(2, 3, 4)}}},
+    {"mean_dim", "(3,4) dim 0 keepdim", f_mean_dim, 1, {{IN_UNIFORM, S2(3, 4)}}},
+    {"max_dim", "(3,5) dim -1", f_max_dim, 1, {{IN_UNIFORM, S2(3, 5)}}},
+    {"matmul", "(4,3) @ (3,5)", f_matmul, 2, {{IN_UNIFORM, S2(4, 3)}, {IN_UNIFORM, S2(3, 5)}}},
+    {"matmul", "(2,3,4,3) @ (3,5) batched", f_matmul, 2, {{IN_UNIFORM, S4(2, 3, 4, 3)}, {IN_UNIFORM, S2(3, 5)}}},
+    {"matmul", "(2,1,3,4) @ (3,4,2) broadcast", f_matmul, 2, {{IN_UNIFORM, S4(2, 1, 3, 4)}, {IN_UNIFORM, S3(3, 4, 2)}}},
+    {"transpose", "(2,3,4) dims 1,2", f_transpose, 1, {{IN_UNIFORM, S3(2, 3, 4)}}},
+    {"permute", "(2,3,4,5) to (2,0,3,1)", f_permute, 1, {{IN_UNIFORM, S4(2, 3, 4, 5)}}, true},
+    {"reshape", "(2,3,2) to (3,-1)", f_reshape, 1, {{IN_UNIFORM, S3(2, 3, 2)}}},
+    {"contiguous", "(2,3)", f_contiguous, 1, {{IN_UNIFORM, S2(2, 3)}}},
+    {"concat", "3 x (2,k,3) dim 1", f_concat, 3, {{IN_UNIFORM, S3(2, 1, 3)}, {IN_UNIFORM, S3(2, 2, 3)}, {IN_UNIFORM, S3(2, 3, 3)}}},
+    {"split", "(2,6) into 1,3,2", f_split, 1, {{IN_UNIFORM, S2(2, 6)}}},
+    {"masked_fill", "(2,3,4) mask (3,4)", f_masked_fill, 2, {{IN_UNIFORM, S3(2, 3, 4)}, {IN_MASK, S2(3, 4)}}},
+    {"causal_fill", "(2,4,4) -inf then softmax", f_causal_fill, 1, {{IN_UNIFORM, S3(2, 4, 4)}}},
+    {"softmax", "(2,3,5) last dim", f_softmax, 1, {{IN_UNIFORM, S3(2, 3, 5)}}},
+    {"log_softmax", "(3,5) last dim", f_log_softmax, 1, {{IN_UNIFORM, S2(3, 5)}}},
+    {"cross_entropy", "(4,5) targets (4)", f_cross_entropy, 2, {{IN_UNIFORM, S2(4, 5)}, {IN_CLASSES, S1(4), 5}}},
+    {"mse_loss", "(3,4)", f_mse_loss, 2, {{IN_UNIFORM, S2(3, 4)}, {IN_UNIFORM, S2(3, 4)}}},
+    {"linear", "(2,3,4) W(5,4) b(5)", f_linear, 3, {{IN_UNIFORM, S3(2, 3, 4)}, {IN_UNIFORM, S2(5, 4)}, {IN_UNIFORM, S1(5)}}},
+    {"linear", "(3,4) W(2,4) no bias", f_linear_nobias, 2, {{IN_UNIFORM, S2(3, 4)}, {IN_UNIFORM, S2(2, 4)}}},
+    {"dropout", "(4,5) p=0.4 fixed mask", f_dropout, 1, {{IN_UNIFORM, S2(4, 5)}}},
+    {"embedding", "W(6,3) ids (2,4)", f_embedding, 2, {{IN_UNIFORM, S2(6, 3)}, {IN_CLASSES, S2(2, 4), 6}}},
+    {"layer_norm", "(2,3,5) affine", f_layer_norm, 3, {{IN_UNIFORM, S3(2, 3, 5)}, {IN_UNIFORM, S1(5)}, {IN_UNIFORM, S1(5)}}},
+};
+
+
+/* ---- modules ------------------------------------------------------------------ */
+typedef union any_module {
+    nb_nn_linear linear;
+    nb_nn_layer_norm norm;
+    nb_nn_embedding emb;
+    nb_nn_self_attention_v1 sa1;
+    nb_nn_self_attention_v2 sa2;
+    nb_nn_causal_attention ca;
+    nb_nn_mha_wrapper wrap;
+    nb_nn_mha mha;
+} any_module;
+
+typedef struct mod_case {
+    const char *name, *what;
+    /* builds the module (float64) in pctx; dropout draws from rng */
+    nb_status (*init)(any_module *m, nb_ctx *pctx, nb_pcg32 *rng);
+    nb_tensor *(*forward)(nb_ctx *ctx, any_module *m, nb_tensor *x);
+    nb_tensor_list *(*params)(any_module *m);
+    void (*train)(any_module *m, bool on);
+    in_spec x;
+    bool train_mode; /* dropout on, with a fixed mask */
+} mod_case;
+
+typedef struct mod_run {
+    const mod_case *c;
+    any_module m;
+    nb_pcg32 *rng; /* the module's rng, re-seeded per evaluation: a fixed dropout mask */
+} mod_run;
+
+/* in[0] is x, in[1..] the float64 copies of the parameters, in list order. */
+static nb_tensor *f_module(nb_ctx *ctx, nb_tensor *const *in, void *user) {
+    mod_run *r = user;
+    nb_tensor_list *ps = r->c->params(&r->m);
+    for (int k = 0; k < ps->n; k++) *ps->t[k] = *in[1 + k]; /* bind */
+    nb_pcg32_seed(r->rng, 99, 7);
+    return r->c->forward(ctx, &r->m, in[0]);
+}
+
+#define MODULE(T, field)                                                          \
+    static nb_tensor_list *T##_params(any_module *m) { return &m->field.params; } \
+    static void T##_train(any_module *m, bool on) { nb_nn_##T##_train(&m->field, on); }
+
+MODULE(linear, linear)
+MODULE(layer_norm, norm)
+MODULE(embedding, emb)
+MODULE(self_attention_v1, sa1)
+MODULE(self_attention_v2, sa2)
+MODULE(causal_attention, ca)
+MODULE(mha_wrapper, wrap)
+MODULE(mha, mha)
+
+static nb_status i_linear(any_module *m, nb_ctx *p, nb_pcg32 *r) {
+    return nb_nn_linear_init(&m->linear, p, 4, 3, true, NB_F64, r);
+}
+static nb_status i_linear_nobias(any_module *m, nb_ctx *p, nb_pcg32 *r) {
+    return nb_nn_linear_init(&m->linear, p, 4, 3, false, NB_F64, r);
+}
+static nb_status i_layer_norm(any_module *m, nb_ctx *p, nb_pcg32 *r) {
+    (void)r;
+    nb_status st = nb_nn_layer_norm_init(&m->norm, p, 5, 1e-5, true, NB_F64);
+    /* move weight and bias off 1 and 0 so their gradients are not special */
+    for (size_t i = 0; !st && i < 5; i++) {
+        nb_set(m->norm.weight, i, 1.0 + 0.1 * (double)i);
+        nb_set(m->norm.bias, i, -0.2 + 0.05 * (double)i);
+    }
+    return st;
+}
+static nb_status i_embedding(any_module *m, nb_ctx *p, nb_pcg32 *r) {
+    return nb_nn_embedding_init(&m->emb, p, 6, 3, NB_F64, r);
+}
+static nb_status i_sa1(any_module *m, nb_ctx *p, nb_pcg32 *r) {
+    return nb_nn_self_attention_v1_init(&m->sa1, p, 3, 2, NB_F64, r);
+}
+static nb_status i_sa2(any_module *m, nb_ctx *p, nb_pcg32 *r) {
+    return nb_nn_self_attention_v2_init(&m->sa2, p, 3, 2, true, NB_F64, r);
+}
+static nb_status i_causal(any_module *m, nb_ctx *p, nb_pcg32 *r) {
+    return nb_nn_causal_attention_init(&m->ca, p, 3, 2, 6, 0.5, false, NB_F64, r);
+}
+static nb_status i_wrapper(any_module *m, nb_ctx *p, nb_pcg32 *r) {
+    return nb_nn_mha_wrapper_init(&m->wrap, p, 3, 2, 4, 0.5, 2, false, NB_F64, r);
+}
+static nb_status i_mha(any_module *m, nb_ctx *p, nb_pcg32 *r) {
+    return nb_nn_mha_init(&m->mha, p, 4, 4, 4, 0.5, 2, true, NB_F64, r);
+}
+
+static nb_tensor *m_linear(nb_ctx *c, any_module *m, nb_tensor *x) {
+    return nb_nn_linear_forward(c, &m->linear, x);
+}
+static nb_tensor *m_layer_norm(nb_ctx *c, any_module *m, nb_tensor *x) {
+    return nb_nn_layer_norm_forward(c, &m->norm, x);
+}
+static nb_tensor *m_embedding(nb_ctx *c, any_module *m, nb_tensor *x) {
+    return nb_nn_embedding_forward(c, &m->emb, x);
+}
+static nb_tensor *m_sa1(nb_ctx *c, any_module *m, nb_tensor *x) {
+    return nb_nn_self_attention_v1_forward(c, &m->sa1, x);
+}
+static nb_tensor *m_sa2(nb_ctx *c, any_module *m, nb_tensor *x) {
+    return nb_nn_self_attention_v2_forward(c, &m->sa2, x);
+}
+static nb_tensor *m_causal(nb_ctx *c, any_module *m, nb_tensor *x) {
+    return nb_nn_causal_attention_forward(c, &m->ca, x);
+}
+static nb_tensor *m_wrapper(nb_ctx *c, any_module *m, nb_tensor *x) {
+    return nb_nn_mha_wrapper_forward(c, &m->wrap, x);
+}
+static nb_tensor *m_mha(nb_ctx *c, any_module *m, nb_tensor *x) {
+    return nb_nn_mha_forward(c, &m->mha, x);
+}
+/* key padding: batch 1 masks its last key, so one query row is fully masked */
+static nb_tensor *m_mha_padded(nb_ctx *c, any_module *m, nb_tensor *x) {
+    const uint8_t pad[2 * 4] = {0, 0, 0, 0, 1, 0, 0, 1};
+    nb_tensor *mask = nb_from_data(c, NB_BOOL, NB_SHAPE(2, 4), pad);
+    return nb_nn_mha_forward_masked(c, &m->mha, x, mask, NULL);
+}
+
+#define MOD(T) T##_params, T##_train
+static const mod_case modules[] = {
+    {"Linear", "(2,3,4) -> 3, bias", i_linear, m_linear, MOD(linear), {IN_UNIFORM, S3(2, 3, 4)}},
+    {"Linear", "(3,4) -> 3, no bias", i_linear_nobias, m_linear, MOD(linear), {IN_UNIFORM, S2(3, 4)}},
+    {"LayerNorm", "(2,3,5) affine", i_layer_norm, m_layer_norm, MOD(layer_norm), {IN_UNIFORM, S3(2, 3, 5)}},
+    {"Embedding", "(6,3), ids (2,4)", i_embedding, m_embedding, MOD(embedding), {IN_CLASSES, S2(2, 4), 6}},
+    {"SelfAttention_v1", "(6,3) -> 2", i_sa1, m_sa1, MOD(self_attention_v1), {IN_UNIFORM, S2(6, 3)}},
+    {"SelfAttention_v2", "(6,3) -> 2, qkv_bias", i_sa2, m_sa2, MOD(self_attention_v2), {IN_UNIFORM, S2(6, 3)}},
+    {"CausalAttention", "(2,6,3) eval", i_causal, m_causal, MOD(causal_attention), {IN_UNIFORM, S3(2, 6, 3)}},
+    {"CausalAttention", "(2,6,3) train, p=0.5 fixed mask", i_causal, m_causal, MOD(causal_attention), {IN_UNIFORM, S3(2, 6, 3)}, true},
+    {"MHAWrapper", "(2,4,3) 2 heads eval", i_wrapper, m_wrapper, MOD(mha_wrapper), {IN_UNIFORM, S3(2, 4, 3)}},
+    {"MHAWrapper", "(2,4,3) 2 heads train, fixed mask", i_wrapper, m_wrapper, MOD(mha_wrapper), {IN_UNIFORM, S3(2, 4, 3)}, true},
+    {"MultiHeadAttn", "(2,4,4) 2 heads eval", i_mha, m_mha, MOD(mha), {IN_UNIFORM, S3(2, 4, 4)}},
+    {"MultiHeadAttn", "(2,4,4) 2 heads train, fixed mask", i_mha, m_mha, MOD(mha), {IN_UNIFORM, S3(2, 4, 4)}, true},
+    {"MultiHeadAttn", "(2,4,4) key padding mask, eval", i_mha, m_mha_padded, MOD(mha), {IN_UNIFORM, S3(2, 4, 4)}},
+};
+
+static nb_tensor *draw(nb_ctx *ctx, const in_spec *s, nb_pcg32 *rng);
+
+/* Checks one module case; returns its gradcheck status. */
+static nb_status check_module(const mod_case *c, nb_pcg32 *rng, nb_ctx *ctx,
+                              nb_gradcheck_result *r) {
+    static mod_run run;
+    static nb_pcg32 drop_rng;
+    memset(&run, 0, sizeof run);
+    run.c = c;
+    run.rng = &drop_rng;
+    /* the module draws its weights from drop_rng and keeps it for dropout */
+    nb_pcg32_seed(&drop_rng, 5, 5);
+    nb_status st = c->init(&run.m, ctx, &drop_rng);
+    if (st) return st;
+    nb_tensor_list *ps = c->params(&run.m);
+    c->train(&run.m, c->train_mode);
+    nb_tensor *in[1 + NB_LIST_MAX];
+    in[0] = draw(ctx, &c->x, rng);
+    for (int k = 0; k < ps->n; k++) in[1 + k] = nb_copy(ctx, ps->t[k], NB_F64);
+    if (nb_ctx_error(ctx)) return nb_ctx_status(ctx);
+    /* check x (when it is float) and every parameter */
+    for (int k = 0; k <= ps->n; k++)
+        if (in[k]->dtype == NB_F64) nb_requires_grad(in[k]);
+    return nb_gradcheck(f_module, &run, 1 + ps->n, in, NULL, r);
+}
+
+static nb_tensor *draw(nb_ctx *ctx, const in_spec *s, nb_pcg32 *rng) {
+    nb_dtype dt = s->kind == IN_CLASSES ? NB_I64 : s->kind == IN_MASK ? NB_BOOL : NB_F64;
+    nb_tensor *t = nb_zeros(ctx, dt, s->ndim, s->shape);
+    if (!t) return NULL;
+    for (size_t i = 0; i < t->numel; i++) {
+        double u = nb_pcg32_double(rng), v;
+        switch (s->kind) {
+        case IN_AWAY: v = (0.2 + 0.8 * u) * (nb_pcg32_bounded(rng, 2) ? 1 : -1); break;
+        case IN_POSITIVE: v = 0.3 + 1.7 * u; break;
+        case IN_CLASSES: v = (double)nb_pcg32_bounded(rng, (uint32_t)s->classes); break;
+        case IN_MASK: v = u < 0.3; break;
+        default: v = 2.0 * u - 1.0; break;
+        }
+        nb_set(t, i, v);
+    }
+    return t;
+}
+
+int main(int argc, char **argv) {
+    const char *only = argc > 1 ? argv[1] : NULL;
+    nb_pcg32 rng;
+    nb_pcg32_seed(&rng, 2024, 1);
+    int passed = 0, failed = 0;
+    printf("%-17s %-34s %-12s %s\n", "op", "case", "max |error|", "result");
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        const gc_case *c = &cases[k];
+        if (only && strcmp(only, c->op) != 0) continue;
+        nb_ctx *ctx = nb_ctx_new(0);
+        nb_tensor *in[4] = {0};
+        for (int i = 0; i < c->n_in; i++) in[i] = draw(ctx, &c->in[i], &rng);
+        nb_gradcheck_opts o = nb_gradcheck_defaults();
+        o.fast = c->fast;
+        nb_gradcheck_result r;
+        nb_status st = nb_ctx_error(ctx) ? nb_ctx_status(ctx)
+                                         : nb_gradcheck(c->fn, NULL, c->n_in, in, &o, &r);
+        bool ok = st == NB_OK;
+        printf("%-17s %-34s %-12.3g %s\n", c->op, c->what, ok ? r.max_abs_err : NAN,
+               ok ? "PASS" : "FAIL");
+        if (!ok) printf("    %s\n", nb_ctx_error(ctx) ? nb_ctx_error(ctx) : r.message);
+        ok ? passed++ : failed++;
+        nb_ctx_free(ctx);
+    }
+    for (size_t k = 0; k < sizeof modules / sizeof modules[0]; k++) {
+        const mod_case *c = &modules[k];
+        if (only && strcmp(only, c->name) != 0) continue;
+        nb_ctx *ctx = nb_ctx_new(0);
+        nb_gradcheck_result r;
+        memset(&r, 0, sizeof r);
+        nb_status st = check_module(c, &rng, ctx, &r);
+        bool ok = st == NB_OK;
+        printf("%-17s %-34s %-12.3g %s\n", c->name, c->what, ok ? r.max_abs_err : NAN,
+               ok ? "PASS" : "FAIL");
+        if (!ok) printf("    %s\n", nb_ctx_error(ctx) ? nb_ctx_error(ctx) : r.message);
+        ok ? passed++ : failed++;
+        nb_ctx_free(ctx);
+    }
+    printf("%d passed, %d failed\n", passed, failed);
+    return failed ? 1 : 0;
+}
