@@ -74,12 +74,18 @@ $(B)/libnabla.so: $(LIB_SO)
 	ln -sf libnabla.so.$(VERSION) $(B)/libnabla.so.$(SOMAJOR)
 	ln -sf libnabla.so.$(VERSION) $@
 
-$(PC): Makefile include/nabla/core.h
-	@mkdir -p $(B)
+# The .pc file names the install prefix, so `make install PREFIX=...` writes
+# it afresh rather than copying the one built for the default prefix.
+define write_pc
 	printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$(LIBDIR)' 'includedir=$(INCLUDEDIR)' '' \
 	  'Name: nabla' 'Description: small, fast reverse-mode autograd in C' \
 	  'Version: $(VERSION)' 'Requires.private: libcjson' \
-	  'Libs: -L$${libdir} -lnabla' 'Libs.private: -lm -pthread' 'Cflags: -I$${includedir}' > $@
+	  'Libs: -L$${libdir} -lnabla' 'Libs.private: -lm -pthread' 'Cflags: -I$${includedir}' > $(1)
+endef
+
+$(PC): Makefile include/nabla/core.h
+	@mkdir -p $(B)
+	$(call write_pc,$@)
 
 $(B)/examples/%: examples/%.c $(LIB_A) $(HDR)
 	@mkdir -p $(dir $@)
@@ -124,7 +130,7 @@ install: lib
 	install -m 755 $(LIB_SO) $(DESTDIR)$(LIBDIR)/
 	ln -sf libnabla.so.$(VERSION) $(DESTDIR)$(LIBDIR)/libnabla.so.$(SOMAJOR)
 	ln -sf libnabla.so.$(VERSION) $(DESTDIR)$(LIBDIR)/libnabla.so
-	install -m 644 $(PC) $(DESTDIR)$(PKGCONFIGDIR)/
+	$(call write_pc,$(DESTDIR)$(PKGCONFIGDIR)/nabla.pc)
 
 uninstall:
 	rm -rf $(DESTDIR)$(INCLUDEDIR)/nabla $(DESTDIR)$(INCLUDEDIR)/nabla.h
