@@ -44,6 +44,8 @@ static void permute_copy(nb_dtype dt, void *dst, const void *src, int nd,
                     const T *xr = x + i0 * ss[0] + i1 * ss[1] + i2 * ss[2];        \
                     if (add)                                                       \
                         for (int64_t i3 = 0; i3 < os[3]; i3++) y[i3] += xr[i3 * ss[3]]; \
+                    else if (ss[3] == 1) /* the last dim stays last: whole rows */ \
+                        memcpy(y, xr, (size_t)os[3] * sizeof(T));                  \
                     else                                                           \
                         for (int64_t i3 = 0; i3 < os[3]; i3++) y[i3] = xr[i3 * ss[3]]; \
                     y += os[3];                                                    \

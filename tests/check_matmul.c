@@ -361,6 +361,30 @@ START_TEST(test_matmul_only_marked_inputs_get_grads) {
 }
 END_TEST
 
+START_TEST(test_matmul_steady_state_no_malloc) {
+    /* a training-step loop whose first step outgrows the default arena; from
+     * the second step on (after reset merged the chunks) nothing is malloc'd */
+    nb_ctx *params = nb_ctx_new(0), *step = nb_ctx_new(0);
+    nb_pcg32 rng;
+    nb_pcg32_seed(&rng, 1, 2);
+    nb_tensor *w = nb_requires_grad(nb_uniform(params, NB_F32, NB_SHAPE(128, 256), -1, 1, &rng));
+    nb_tensor *x = nb_uniform(params, NB_F32, NB_SHAPE(4, 64, 128), -1, 1, &rng);
+    size_t mallocs = 0;
+    for (int it = 0; it < 4; it++) {
+        nb_ctx_reset(step);
+        nb_tensor *h = nb_matmul(step, nb_reshape(step, x, NB_SHAPE(4, 2, 32, 128)), w);
+        nb_tensor *s = nb_matmul(step, h, nb_transpose(step, h, -1, -2)); /* (4, 2, 32, 32) */
+        nb_tensor *g = nb_ones(step, NB_F32, NB_SHAPE(4, 2, 32, 32));
+        ck_assert_int_eq(nb_backward(step, s, g), NB_OK);
+        if (it == 0) ck_assert_uint_gt(nb_ctx_mallocs(step), 1);
+        if (it == 1) mallocs = nb_ctx_mallocs(step);
+    }
+    ck_assert_uint_eq(nb_ctx_mallocs(step), mallocs);
+    nb_ctx_free(step);
+    nb_ctx_free(params);
+}
+END_TEST
+
 /* ---- errors ------------------------------------------------------------------------- */
 
 START_TEST(test_matmul_error_inner_dims) {
@@ -450,6 +474,7 @@ Suite *suite_matmul(void) {
     tcase_add_test(tc, test_matmul_gradcheck_broadcast_batch);
     tcase_add_test(tc, test_matmul_gradcheck_same_input_twice);
     tcase_add_test(tc, test_matmul_only_marked_inputs_get_grads);
+    tcase_add_test(tc, test_matmul_steady_state_no_malloc);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("errors");
