@@ -71,6 +71,19 @@ static bool check_named_inputs(nb_ctx *ctx, const char *op, int n, nb_tensor *co
 #define LIN_VECTOR
 #endif
 
+/* One linear kernel call, shared with the worker pool (see parallel.c). */
+typedef struct lin_job {
+    void *y, *dx, *dw, *db;     /* outputs (any may be NULL where unused) */
+    const void *x, *w, *b, *dy; /* inputs */
+    size_t R, K, O;             /* rows, in_features, out_features */
+} lin_job;
+
+/* The fewest rows (or outputs) worth a thread: about 64k multiply-adds. */
+static int64_t lin_grain(size_t per_item) {
+    size_t g = per_item ? (size_t)65536 / per_item : 1;
+    return g ? (int64_t)g : 1;
+}
+
 #define LIN_DEFINE(T)                                                                      \
     typedef T lin_vec_##T LIN_VECTOR;                                                      \
     enum { LIN_L_##T = sizeof(lin_vec_##T) / sizeof(T) };                                  \
@@ -170,23 +183,48 @@ static bool check_named_inputs(nb_ctx *ctx, const char *op, int n, nb_tensor *co
     }                                                                                      \
                                                                                            \
     /* dw (O, K) += dy (R, O)^T @ x (R, K): dw[o] += sum_r dy[r][o] * x[r];               \
-     * db (O) += sum_r dy[r]. dw and db may be NULL. */                                    \
-    static void linear_backward_w_##T(T *dw, T *db, const T *dy, const T *x, size_t R,     \
-                                      size_t K, size_t O) {                                \
+     * db (O) += sum_r dy[r]. dy's rows are ldg apart (ldg >= O, so a thread can      \
+     * take a slice of the outputs). dw and db may be NULL. */                             \
+    static void linear_backward_w_##T(T *dw, T *db, const T *dy, size_t ldg, const T *x,  \
+                                      size_t R, size_t K, size_t O) {                      \
         if (dw) {                                                                          \
             size_t r = 0;                                                                  \
             for (; r + 4 <= R; r += 4) {                                                   \
-                const T *x0 = x + r * K, *g = dy + r * O;                                  \
+                const T *x0 = x + r * K, *g = dy + r * ldg;                                \
                 for (size_t o = 0; o < O; o++)                                             \
-                    lin_axpy4_##T(dw + o * K, g[o], x0, g[O + o], x0 + K, g[2 * O + o],    \
-                                  x0 + 2 * K, g[3 * O + o], x0 + 3 * K, K);                \
+                    lin_axpy4_##T(dw + o * K, g[o], x0, g[ldg + o], x0 + K,                \
+                                  g[2 * ldg + o], x0 + 2 * K, g[3 * ldg + o], x0 + 3 * K,  \
+                                  K);                                                      \
             }                                                                              \
             for (; r < R; r++)                                                             \
                 for (size_t o = 0; o < O; o++)                                             \
-                    lin_axpy1_##T(dw + o * K, dy[r * O + o], x + r * K, K);                \
+                    lin_axpy1_##T(dw + o * K, dy[r * ldg + o], x + r * K, K);              \
         }                                                                                  \
         if (db)                                                                            \
-            for (size_t r = 0; r < R; r++) lin_axpy1_##T(db, 1, dy + r * O, O);            \
+            for (size_t r = 0; r < R; r++) lin_axpy1_##T(db, 1, dy + r * ldg, O);          \
+    }                                                                                      \
+                                                                                           \
+    /* The three kernels over a slice of a job, for the worker pool: rows for      \
+     * y and dx, outputs for dw and db. Every element is computed by one thread    \
+     * in the same order as without threads, so results do not depend on the     \
+     * thread count. */                                                                    \
+    static void linear_forward_range_##T(void *arg, int64_t lo, int64_t hi) {             \
+        const lin_job *j = arg;                                                            \
+        size_t r0 = 2 * (size_t)lo, r1 = 2 * (size_t)hi < j->R ? 2 * (size_t)hi : j->R;   \
+        linear_forward_##T((T *)j->y + r0 * j->O, (const T *)j->x + r0 * j->K, j->w, j->b, \
+                           r1 - r0, j->K, j->O);                                           \
+    }                                                                                      \
+    static void linear_backward_x_range_##T(void *arg, int64_t lo, int64_t hi) {          \
+        const lin_job *j = arg;                                                            \
+        linear_backward_x_##T((T *)j->dx + (size_t)lo * j->K,                             \
+                              (const T *)j->dy + (size_t)lo * j->O, j->w, (size_t)(hi - lo), \
+                              j->K, j->O);                                                 \
+    }                                                                                      \
+    static void linear_backward_w_range_##T(void *arg, int64_t lo, int64_t hi) {          \
+        const lin_job *j = arg;                                                            \
+        linear_backward_w_##T(j->dw ? (T *)j->dw + (size_t)lo * j->K : NULL,               \
+                              j->db ? (T *)j->db + lo : NULL, (const T *)j->dy + lo, j->O, \
+                              j->x, j->R, j->K, (size_t)(hi - lo));                        \
     }
 
 LIN_DEFINE(float)
@@ -208,10 +246,13 @@ static void linear_backward(nb_ctx *ctx, nb_node *n) {
     void *gb = n->n_in > 2 ? nb_grad_buffer(ctx, n->in[2]) : NULL;
     size_t R, K, O;
     linear_dims(x, w, &R, &K, &O);
-#define K_(T)                                                                     \
-    {                                                                             \
-        if (gx) linear_backward_x_##T(gx, out->grad, w->data, R, K, O);           \
-        if (gw || gb) linear_backward_w_##T(gw, gb, out->grad, x->data, R, K, O); \
+    lin_job j = {.dx = gx, .dw = gw, .db = gb, .x = x->data, .w = w->data, .dy = out->grad,
+                 .R = R, .K = K, .O = O};
+#define K_(T)                                                                           \
+    {                                                                                   \
+        if (gx) nb_parallel_for((int64_t)R, lin_grain(K * O), linear_backward_x_range_##T, &j); \
+        if (gw || gb)                                                                   \
+            nb_parallel_for((int64_t)O, lin_grain(R * K), linear_backward_w_range_##T, &j);  \
     }
     NB_DISPATCH(out->dtype, K_);
 #undef K_
@@ -257,7 +298,9 @@ nb_tensor *nb_linear(nb_ctx *ctx, nb_tensor *x, nb_tensor *w, nb_tensor *b) {
     if (!out) return NULL;
     size_t R, K, O;
     linear_dims(x, w, &R, &K, &O);
-#define K_(T) linear_forward_##T(out->data, x->data, w->data, b ? b->data : NULL, R, K, O);
+    lin_job j = {.y = out->data, .x = x->data, .w = w->data, .b = b ? b->data : NULL,
+                 .R = R, .K = K, .O = O};
+#define K_(T) nb_parallel_for((int64_t)(R + 1) / 2, lin_grain(2 * K * O), linear_forward_range_##T, &j);
     NB_DISPATCH(out->dtype, K_);
 #undef K_
     nb_record_op(ctx, NB_OP_LINEAR, out, b ? 3 : 2, in, linear_backward);
