@@ -9,6 +9,9 @@ compares outputs.
 
     /usr/bin/python3 tools/gen_attention_refs.py > tests/attention_refs.h
 
+Examples include it too (examples/seed_*.c load these weights to print the
+seeds' numbers), as do the seed 003 gradients at the end.
+
 The only addition to the seed classes is MultiHeadAttention's optional
 key_padding_mask (True = padding, masked like nn.MultiheadAttention), used for
 the reference of nabla's nb_nn_mha_forward_masked; the seed path (mask None)
@@ -176,5 +179,36 @@ with torch.no_grad():
     out = m(batch2, key_padding_mask=kpm)
     module("ref_mha_pad", m, out)
     arr("ref_mha_pad_weights", m.last_weights)
+
+    # seed 000 builds sa_v2 right after sa_v1 under one manual_seed(123), so
+    # its Linear weights are the generator's next 18 numbers (the notebook
+    # prints them rounded; rounded weights move the output's 4th decimal)
+    torch.manual_seed(123)
+    SelfAttention_v1(3, 2)
+    m = SelfAttention_v2(3, 2)
+    module("ref_sa2_000", m, m(inputs))
+
+    # seed 004's CausalAttention(dropout 0.5) in eval mode: dropout is the
+    # identity, so this is the output any dropout mask averages to
+    torch.manual_seed(123)
+    m = CausalAttention(3, 2, 6, 0.5)
+    m.eval()
+    module("ref_ca_eval", m, m(batch))
+
+# seed 003 ("sky is blue"): gradients of sum(O) with respect to WQ, WK, WV,
+# O = softmax(Q K^T / sqrt(2)) V, Q = E WQ, K = E WK, V = E WV, in float32
+# and in float64 (from the same float32-rounded inputs).
+print("/* seed 003 (sky is blue): d sum(O) / d WQ, WK, WV, each (2, 2) */")
+for dt, suffix in ((torch.float32, "f32"), (torch.float64, "f64")):
+    E = torch.tensor([[-1.0720, -0.5001], [-0.0120, -0.4311], [-0.0050, -0.5321]]).to(dt)
+    W = [torch.tensor(w).to(dt).requires_grad_(True) for w in
+         ([[-0.0271, -0.3840], [-0.3940, -0.6610]],
+          [[-0.4109, 0.5777], [-0.1162, -0.1661]],
+          [[-0.2045, 0.1210], [-0.1712, -0.4462]])]
+    Q, K, V = E @ W[0], E @ W[1], E @ W[2]
+    O = torch.softmax(Q @ K.T / 2 ** 0.5, dim=-1) @ V
+    O.sum().backward()
+    for name, w in zip(("wq", "wk", "wv"), W):
+        arr("ref_sky_grad_%s_%s" % (name, suffix), w.grad)
 
 print("#endif")
