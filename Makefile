@@ -105,12 +105,14 @@ $(TEST_BIN): $(TEST_SRC) $(B)/tests/suites.h $(LIB_A) $(HDR) tests/check_nabla.h
 	$(CC) $(NB_CFLAGS) -Isrc -I$(B)/tests $(CHECK_CFLAGS) $(CPPFLAGS) $(CFLAGS) \
 	  -DNB_SOURCE_DIR='"$(CURDIR)"' $(TEST_SRC) -o $@ $(LDFLAGS) $(LIB_A) $(CHECK_LIBS) $(CJSON_LIBS) $(NB_LIBS)
 
+# The suites that run built programs (examples, nabla-train) find them
+# through NB_BUILD_DIR.
 test: $(DEPS_OK) all $(TEST_BIN)
-	$(TEST_BIN)
+	NB_BUILD_DIR=$(abspath $(B)) $(TEST_BIN)
 
 memcheck: $(DEPS_OK) all $(TEST_BIN)
 	@command -v valgrind >/dev/null || sh tools/install-deps.sh valgrind
-	CK_FORK=no CK_DEFAULT_TIMEOUT=600 NB_MEMCHECK=1 valgrind --leak-check=full \
+	CK_FORK=no CK_DEFAULT_TIMEOUT=600 NB_MEMCHECK=1 NB_BUILD_DIR=$(abspath $(B)) valgrind --leak-check=full \
 	  --errors-for-leak-kinds=definite,indirect,possible --error-exitcode=1 $(TEST_BIN)
 
 gradcheck: $(B)/bin/nabla-gradcheck

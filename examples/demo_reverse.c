@@ -94,7 +94,7 @@ static bool parse_double(const char *s, double lo, double hi, double *out) {
 /* Returns 0 to go on, 1 for --help, 2 for a bad command line. */
 static int parse_args(int argc, char **argv, config *c) {
     *c = defaults;
-    for (int i = 1; i < argc; i++) {
+    for (int i = 1; i < argc; i += 2) { /* options come in (name, value) pairs */
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         bool ok = true;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -129,7 +129,6 @@ static int parse_args(int argc, char **argv, config *c) {
             fprintf(stderr, "demo_reverse: bad value '%s' for %s (see --help)\n", v, a);
             return 2;
         }
-        i++;
     }
     if (c->d_model % c->heads) {
         fprintf(stderr, "demo_reverse: --d-model %d is not divisible by --heads %d\n",
