@@ -595,6 +595,21 @@ nb_status nb_optim_load_state(nb_optim *o, const nb_tensor_list *state) {
     return NB_OK;
 }
 
+/* ---- what an optimizer is (read by checkpoints and tools) --------------------- */
+const char *nb_optim_kind(const nb_optim *o) { return o ? kname(o) : NULL; }
+
+bool nb_optim_sgd_options(const nb_optim *o, nb_sgd_opts *out) {
+    if (!o || !out || o->kind != OPT_SGD) return false;
+    *out = o->sgd;
+    return true;
+}
+
+bool nb_optim_adam_options(const nb_optim *o, nb_adam_opts *out) {
+    if (!o || !out || o->kind == OPT_SGD) return false;
+    *out = o->adam;
+    return true;
+}
+
 /* ---- clipping ----------------------------------------------------------------- */
 static bool has_float_grad(const nb_tensor *t) {
     return t && t->grad && (t->dtype == NB_F32 || t->dtype == NB_F64);

@@ -104,6 +104,91 @@ nb_status nb_load_safetensors_meta(nb_ctx *ctx, const char *path, nb_tensor_list
                                    int max_meta, int *n_meta, const char **keys,
                                    const char **values);
 
+/* ========================================================================
+ * Training checkpoints (src/checkpoint.c): a whole training state in one
+ * safetensors file, for exact resumption.
+ *
+ * A checkpoint holds
+ *   - the parameters, under their own names (so the file is also a plain
+ *     state_dict that PyTorch or nb_load_safetensors can read);
+ *   - the optimizer's state, under "state.*" (see nb_optim_state);
+ *   - extra, non-parameter state, under "extra.<name>": the dropout rng
+ *     (nb_pcg32_tensor), a data cursor, anything the loop needs to go on;
+ *   - metadata: "format": "nabla-checkpoint-1", "nabla_version",
+ *     "optimizer": "sgd" | "adam" | "adamw" | "none", the optimizer's options
+ *     as "optimizer.lr", "optimizer.momentum", ... (numbers printed with 17
+ *     significant digits, booleans as "true"/"false"), then the caller's
+ *     pairs.
+ *
+ *   nb_pcg32 rng;                         // the rng the model's dropout draws from
+ *   nb_tensor *cursor = nb_scalar(pctx, NB_I64, 0);  // index of the next batch
+ *   nb_tensor_list extra = {0};
+ *   nb_list_add(&extra, "rng", nb_pcg32_tensor(pctx, &rng));
+ *   nb_list_add(&extra, "cursor", cursor);
+ *   ... train ...
+ *   nb_save_checkpoint(ctx, "ck.safetensors", &mha.params, opt, &extra, 0, NULL, NULL);
+ *
+ *   // later, in a new process: build the same model and optimizer (any
+ *   // init), the same extra list, then
+ *   if (nb_load_checkpoint(ctx, "ck.safetensors", &mha.params, opt, &extra))
+ *       fprintf(stderr, "%s\n", nb_ctx_error(ctx));
+ *   // params, optimizer state, rng and cursor are as they were when saved:
+ *   // training on gives bit-identical results to never having stopped.
+ *
+ * Both functions follow the context rules of this header: NB_OK or an
+ * error status, the message (naming the file and the entry) recorded on
+ * ctx; nothing done when ctx already holds an error. */
+
+typedef struct nb_optim nb_optim; /* nabla/optim.h */
+
+/* Saves params, opt's state (opt may be NULL: "optimizer": "none", no
+ * state), extra (may be NULL) and n_meta caller metadata pairs (keys and
+ * values may be NULL when n_meta is 0) to `path`, atomically: on any
+ * failure a file already at `path` is left as it was (nb_save_safetensors).
+ * Only reads its arguments; copies are made in a private context.
+ *
+ * Errors: NB_ERR_NULL (ctx, path, params, a name or tensor), NB_ERR_VALUE
+ * (a parameter or extra name that is empty, duplicated, or a parameter name
+ * starting with the reserved "state." or "extra."; a caller metadata key
+ * that is "format", "nabla_version", "optimizer" or starts with
+ * "optimizer."), NB_ERR_SIZE (more than NB_LIST_MAX entries in all), and
+ * those of nb_optim_state and nb_save_safetensors. */
+nb_status nb_save_checkpoint(nb_ctx *ctx, const char *path, const nb_tensor_list *params,
+                             nb_optim *opt, const nb_tensor_list *extra, int n_meta,
+                             const char *const *keys, const char *const *values);
+
+/* Restores a checkpoint written by nb_save_checkpoint:
+ *   - every tensor of params gets the value saved under its name, with
+ *     nb_params_copy_from's rules (the shape must match; F32 and F64
+ *     convert into each other; names only in the file are ignored);
+ *   - with opt non-NULL, the file's optimizer must be of opt's kind and
+ *     its state is loaded with nb_optim_load_state (which checks it
+ *     belongs to opt's parameters). opt's options are not changed: build it
+ *     with the options you want to go on with (the saved ones are in the
+ *     metadata). With opt NULL the optimizer state is ignored;
+ *   - every tensor of extra (may be NULL) gets the value of "extra.<name>",
+ *     which must have its dtype and shape exactly.
+ * The file is read and everything is validated before anything changes:
+ * on failure the parameters, the optimizer and the extra tensors are as
+ * they were. Gradients are not touched.
+ *
+ * Errors: NB_ERR_NULL (ctx, path, params, an entry of params or extra);
+ * those of nb_load_safetensors_meta (NB_ERR_IO unreadable, NB_ERR_FORMAT
+ * corrupt or truncated, ...); NB_ERR_FORMAT when the file lacks
+ * "format": "nabla-checkpoint-1"; NB_ERR_VALUE for a missing parameter or
+ * extra entry, a file saved without an optimizer (or with another kind)
+ * when opt is given; NB_ERR_SHAPE, NB_ERR_DTYPE for entries that do not
+ * fit; and those of nb_optim_load_state. */
+nb_status nb_load_checkpoint(nb_ctx *ctx, const char *path, const nb_tensor_list *params,
+                             nb_optim *opt, const nb_tensor_list *extra);
+
+/* An I64 tensor of shape (2) in ctx whose data IS rng's (state, inc) (the
+ * two uint64 reinterpreted as int64), not a copy: put it in a checkpoint's
+ * extra list, and saving records the generator while loading restores it
+ * in place. rng must outlive the tensor's use. NULL (and an error on ctx)
+ * for a NULL rng; NULL for a NULL ctx. */
+nb_tensor *nb_pcg32_tensor(nb_ctx *ctx, struct nb_pcg32 *rng);
+
 #ifdef __cplusplus
 }
 #endif

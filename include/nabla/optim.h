@@ -172,6 +172,18 @@ nb_status nb_optim_state(nb_optim *o, nb_ctx *ctx, nb_tensor_list *out);
 nb_status nb_optim_load_state(nb_optim *o, const nb_tensor_list *state);
 
 /* ------------------------------------------------------------------------
+ * What an optimizer is (for checkpoints and tools; see nb_save_checkpoint). */
+
+/* "sgd", "adam" or "adamw" (static strings); NULL for NULL. */
+const char *nb_optim_kind(const nb_optim *o);
+
+/* The options o runs with, lr as last set by nb_optim_set_lr. Each returns
+ * true and fills *out when o is of its family (SGD, or Adam/AdamW);
+ * otherwise, or for NULL arguments, returns false and leaves *out alone. */
+bool nb_optim_sgd_options(const nb_optim *o, nb_sgd_opts *out);
+bool nb_optim_adam_options(const nb_optim *o, nb_adam_opts *out);
+
+/* ------------------------------------------------------------------------
  * Gradient clipping (torch.nn.utils), over the parameters whose grad is
  * non-NULL.
  *
