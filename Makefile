@@ -36,6 +36,10 @@ PIC_OBJ := $(SRC:src/%.c=$(B)/pic/%.o)
 HDR := include/nabla.h $(wildcard include/nabla/*.h) src/nb_internal.h
 EXAMPLES := $(patsubst examples/%.c,$(B)/examples/%,$(wildcard examples/*.c))
 TOOLS := $(patsubst tools/%.c,$(B)/bin/%,$(wildcard tools/*.c))
+# Code shared by the tools and the tests (the parity checker); not in the library.
+SUPPORT_SRC := $(sort $(wildcard tools/support/*.c))
+SUPPORT_OBJ := $(SUPPORT_SRC:tools/support/%.c=$(B)/support/%.o)
+SUPPORT_HDR := $(wildcard tools/support/*.h)
 TEST_SRC ?= $(sort $(wildcard tests/*.c))
 TEST_BIN := $(B)/tests/check_nabla
 
@@ -91,9 +95,13 @@ $(B)/examples/%: examples/%.c $(LIB_A) $(HDR)
 	@mkdir -p $(dir $@)
 	$(CC) $(NB_CFLAGS) $(CPPFLAGS) $(CFLAGS) $< -o $@ $(LDFLAGS) $(LIB_A) $(CJSON_LIBS) $(NB_LIBS)
 
-$(B)/bin/%: tools/%.c $(LIB_A) $(HDR)
+$(B)/support/%.o: tools/support/%.c $(HDR) $(SUPPORT_HDR) | $(DEPS_OK)
 	@mkdir -p $(dir $@)
-	$(CC) $(NB_CFLAGS) $(CPPFLAGS) $(CFLAGS) $< -o $@ $(LDFLAGS) $(LIB_A) $(CJSON_LIBS) $(NB_LIBS)
+	$(CC) $(NB_CFLAGS) -Itools/support $(CPPFLAGS) $(CFLAGS) -c $< -o $@
+
+$(B)/bin/%: tools/%.c $(LIB_A) $(SUPPORT_OBJ) $(HDR) $(SUPPORT_HDR)
+	@mkdir -p $(dir $@)
+	$(CC) $(NB_CFLAGS) -Itools/support $(CPPFLAGS) $(CFLAGS) $< -o $@ $(LDFLAGS) $(SUPPORT_OBJ) $(LIB_A) $(CJSON_LIBS) $(NB_LIBS)
 
 # The test runner's suite list is generated from the `Suite *suite_x(void)`
 # definitions in tests/, so adding a test file needs no other edit.
@@ -101,9 +109,9 @@ $(B)/tests/suites.h: $(TEST_SRC)
 	@mkdir -p $(dir $@)
 	@sed -n 's/^Suite \*\(suite_[a-z0-9_]*\)(void).*/NB_SUITE(\1)/p' $(TEST_SRC) > $@
 
-$(TEST_BIN): $(TEST_SRC) $(B)/tests/suites.h $(LIB_A) $(HDR) tests/check_nabla.h
-	$(CC) $(NB_CFLAGS) -Isrc -I$(B)/tests $(CHECK_CFLAGS) $(CPPFLAGS) $(CFLAGS) \
-	  -DNB_SOURCE_DIR='"$(CURDIR)"' $(TEST_SRC) -o $@ $(LDFLAGS) $(LIB_A) $(CHECK_LIBS) $(CJSON_LIBS) $(NB_LIBS)
+$(TEST_BIN): $(TEST_SRC) $(B)/tests/suites.h $(LIB_A) $(SUPPORT_OBJ) $(HDR) $(SUPPORT_HDR) $(wildcard tests/*.h)
+	$(CC) $(NB_CFLAGS) -Isrc -Itools/support -I$(B)/tests $(CHECK_CFLAGS) $(CPPFLAGS) $(CFLAGS) \
+	  -DNB_SOURCE_DIR='"$(CURDIR)"' $(TEST_SRC) -o $@ $(LDFLAGS) $(SUPPORT_OBJ) $(LIB_A) $(CHECK_LIBS) $(CJSON_LIBS) $(NB_LIBS)
 
 # The suites that run built programs (examples, nabla-train) find them
 # through NB_BUILD_DIR.

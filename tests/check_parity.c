@@ -4,7 +4,7 @@
  * table with: outputs and gradients of every op and module, and 20-step
  * training trajectories of the seeds' MultiHeadAttention with SGD, Adam and
  * AdamW, in float64 and float32. The error measure and tolerances are
- * documented in src/parity.h: max |got - want| over the largest |want| among
+ * documented in tools/support/parity.h: max |got - want| over the largest |want| among
  * the case's outputs or among its gradients; ops and modules f64 1e-10,
  * f32 1e-5; trajectories f64 1e-9, f32 1e-3.
  *

@@ -8,13 +8,14 @@
  * outputs and of its gradients, then the training trajectories (per-step
  * losses, final weights). An error is max |nabla - torch| over the largest
  * |torch| among the case's outputs, or among its gradients: the normwise
- * relative error (see src/parity.h). Failures are listed
+ * relative error (see tools/support/parity.h). Failures are listed
  * after the tables, with the tensor and element. Exit status 1 if any
  * fixture fails or none is found. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
-#include "../src/parity.h"
+#include "../tools/support/parity.h"
 
 #define MAX_FILES 512
 

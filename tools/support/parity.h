@@ -2,7 +2,7 @@
  * by tools/gen_fixtures.py) in nabla and measuring the difference. Shared by
  * the Check suite tests/check_parity.c and the tool tools/nabla-parity.c so
  * the per-op dispatch exists once. Internal: not installed, not in the
- * shared library's exports.
+ * library: it is built into the tool and the test only.
  *
  * The error measure. A case's reference tensors form two columns: the
  * outputs ("out", "out.<x>"; a trajectory's per-step "losses") and the
@@ -30,7 +30,7 @@
 #ifndef NB_PARITY_H
 #define NB_PARITY_H
 
-#include "nb_internal.h"
+#include "nabla.h"
 
 #define NB_PARITY_NAME 128 /* longest fixture file name, with its terminator */
 #define NB_PARITY_MSG 768
@@ -57,11 +57,11 @@ typedef struct nb_parity_result {
 /* The names of the "*.safetensors" files in dir, sorted, into
  * names[0..max-1]. Returns how many there are (which may exceed max: only
  * max are stored), or -1 when dir cannot be read. */
-NB_HIDDEN int nb_parity_list(const char *dir, char (*names)[NB_PARITY_NAME], int max);
+int nb_parity_list(const char *dir, char (*names)[NB_PARITY_NAME], int max);
 
 /* Loads the fixture at path, runs the op, module or training run it
  * describes in nabla, compares, and fills *r. Returns r->passed. Never
  * crashes on a bad file: that is a failure with a message. */
-NB_HIDDEN bool nb_parity_run(const char *path, nb_parity_result *r);
+bool nb_parity_run(const char *path, nb_parity_result *r);
 
 #endif

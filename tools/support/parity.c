@@ -9,9 +9,11 @@
 #include "parity.h"
 
 #include <dirent.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #define MAX_META 32
 #define MAX_IN 8
