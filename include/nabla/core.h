@@ -244,6 +244,12 @@ int nb_tape_len(const nb_ctx *ctx);
 /* Prints the tape, one node a line: index, op, input and output shapes,
  * creation site. For teaching and debugging. */
 void nb_tape_print(const nb_ctx *ctx, FILE *f);
+/* Writes the tape as a Graphviz digraph (render with `dot -Tsvg`): a box per
+ * tensor with its shape, first values and gradient, an ellipse per op with
+ * its tape index and creation site, arrows in the forward direction. With
+ * root non-NULL only the ops up to root's are drawn. NB_OK, NB_ERR_NULL,
+ * NB_ERR_MEMORY or NB_ERR_IO (a write failed). */
+nb_status nb_tape_dot(const nb_ctx *ctx, const nb_tensor *root, FILE *f);
 
 /* ------------------------------------------------------------------------
  * Custom ops.

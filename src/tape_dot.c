@@ -1,0 +1,88 @@
+/* tape_dot.c - the tape as a Graphviz picture, for teaching (micrograd's
+ * draw_dot, for a whole tensor graph): one box per tensor with its shape,
+ * values and gradient, one ellipse per op, arrows in the forward direction.
+ *
+ *   nb_tape_dot(ctx, loss, f);      then:  dot -Tsvg tape.dot -o tape.svg */
+#include "nb_internal.h"
+
+#include <stdlib.h>
+
+#define DOT_SHOW 4 /* values shown per tensor before "..." */
+
+static void dot_values(FILE *f, const nb_tensor *t, const void *buf) {
+    if (!buf) {
+        fputs("None", f);
+        return;
+    }
+    size_t n = t->numel < DOT_SHOW ? t->numel : DOT_SHOW;
+    fputc('[', f);
+    for (size_t i = 0; i < n; i++) {
+        double v = t->dtype == NB_F32   ? ((const float *)buf)[i]
+                   : t->dtype == NB_F64 ? ((const double *)buf)[i]
+                   : t->dtype == NB_I64 ? (double)((const int64_t *)buf)[i]
+                                        : (double)((const uint8_t *)buf)[i];
+        fprintf(f, i ? ", %.4f" : "%.4f", v);
+    }
+    fputs(t->numel > n ? ", ...]" : "]", f);
+}
+
+static void dot_tensor(FILE *f, const nb_tensor *t, const nb_tensor *root) {
+    char s[64];
+    fprintf(f, "  t%p [shape=record%s, label=\"{", (const void *)t,
+            t == root ? ", style=bold" : t->node ? "" : ", style=filled, fillcolor=\"#eef5ff\"");
+    if (t->name) fprintf(f, "%s | ", t->name);
+    fprintf(f, "%s %s | data ", nb_shape_str(t, s, sizeof s), nb_dtype_name(t->dtype));
+    dot_values(f, t, t->data);
+    if (t->requires_grad) {
+        fputs(" | grad ", f);
+        dot_values(f, t, t->grad);
+    }
+    fputs("}\"];\n", f);
+}
+
+static bool seen_before(const void **seen, size_t n, const void *p) {
+    for (size_t i = 0; i < n; i++)
+        if (seen[i] == p) return true;
+    return false;
+}
+
+nb_status nb_tape_dot(const nb_ctx *ctx, const nb_tensor *root, FILE *f) {
+    if (!ctx || !f) return NB_ERR_NULL;
+    int n = ctx->tape_len;
+    /* the nodes oldest-first, and the tensors already drawn */
+    const nb_node **order = malloc((size_t)(n ? n : 1) * sizeof *order);
+    size_t cap = 1, count = 0;
+    for (const nb_node *node = ctx->tape; node; node = node->prev) cap += (size_t)node->n_in + 1;
+    const void **seen = malloc(cap * sizeof *seen);
+    if (!order || !seen) {
+        free(order), free(seen);
+        return NB_ERR_MEMORY;
+    }
+    for (const nb_node *node = ctx->tape; node; node = node->prev) order[node->index] = node;
+    fputs("digraph tape {\n  rankdir=TB;\n  node [fontname=\"monospace\", fontsize=10];\n", f);
+    for (int k = 0; k < n; k++) {
+        const nb_node *node = order[k];
+        if (root && root->node && node->index > root->node->index) continue;
+        for (int i = 0; i < node->n_in; i++)
+            if (!seen_before(seen, count, node->in[i])) {
+                seen[count++] = node->in[i];
+                dot_tensor(f, node->in[i], root);
+            }
+        if (!seen_before(seen, count, node->out)) {
+            seen[count++] = node->out;
+            dot_tensor(f, node->out, root);
+        }
+        fprintf(f, "  op%d [shape=ellipse, label=\"#%d %s", node->index, node->index, node->name);
+        if (node->file) {
+            const char *base = strrchr(node->file, '/');
+            fprintf(f, "\\n%s:%d", base ? base + 1 : node->file, node->line);
+        }
+        fputs("\"];\n", f);
+        for (int i = 0; i < node->n_in; i++)
+            fprintf(f, "  t%p -> op%d;\n", (const void *)node->in[i], node->index);
+        fprintf(f, "  op%d -> t%p;\n", node->index, (const void *)node->out);
+    }
+    fputs("}\n", f);
+    free(order), free(seen);
+    return ferror(f) ? NB_ERR_IO : NB_OK;
+}
