@@ -1,6 +1,6 @@
 /* nabla-parity - how closely nabla matches PyTorch, as Markdown tables.
  *
- *     nabla-parity [fixture-dir]        (default tests/fixtures/parity)
+ *     nabla-parity [--by-op] [fixture-dir]   (default tests/fixtures/parity)
  *
  * Replays every *.safetensors fixture written by tools/gen_fixtures.py (the
  * same replay as the Check suite `parity`, in src/parity.c) and prints one
@@ -9,13 +9,15 @@
  * losses, final weights). An error is max |nabla - torch| over the largest
  * |torch| among the case's outputs, or among its gradients: the normwise
  * relative error (see tools/support/parity.h). Failures are listed
- * after the tables, with the tensor and element. Exit status 1 if any
- * fixture fails or none is found. */
+ * after the tables, with the tensor and element. With --by-op, one row per
+ * op or module (the worst of its cases in each dtype) instead of one per
+ * case: the README's table. Exit status 1 if any fixture fails or none is
+ * found. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "../tools/support/parity.h"
+#include "parity.h"
 
 #define MAX_FILES 512
 
@@ -41,10 +43,43 @@ static void row(const nb_parity_result *r, bool show_what) {
            r->passed ? "" : " **FAIL**");
 }
 
+/* One row per op or module: how many cases, and the worst errors of its
+ * cases per dtype. Rows follow the first appearance of each op. */
+static void by_op(int n) {
+    printf("| op or module | cases | f64 out | f64 grads | f32 out | f32 grads |\n");
+    printf("|---|---|---|---|---|---|\n");
+    for (int i = 0; i < n; i++) {
+        const nb_parity_result *r = &results[i];
+        if (!strcmp(r->kind, "trajectory")) continue;
+        bool first = true;
+        for (int j = 0; j < i && first; j++)
+            first = strcmp(results[j].what, r->what) != 0 || !strcmp(results[j].kind, "trajectory");
+        if (!first) continue;
+        double e[2][2] = {{0}};
+        int cases = 0;
+        bool ok = true;
+        for (int j = i; j < n; j++) {
+            const nb_parity_result *q = &results[j];
+            if (strcmp(q->what, r->what) != 0 || !strcmp(q->kind, "trajectory")) continue;
+            int d = q->dtype == NB_F64 ? 0 : 1;
+            cases += d == 0;
+            if (q->err_out > e[d][0]) e[d][0] = q->err_out;
+            if (q->err_grad > e[d][1]) e[d][1] = q->err_grad;
+            ok &= q->passed;
+        }
+        char a[32], b[32], c[32], d[32];
+        printf("| %s | %d | %s | %s | %s | %s |%s\n", r->what, cases, num(e[0][0], a, sizeof a),
+               num(e[0][1], b, sizeof b), num(e[1][0], c, sizeof c), num(e[1][1], d, sizeof d),
+               ok ? "" : " **FAIL**");
+    }
+}
+
 int main(int argc, char **argv) {
+    bool grouped = argc > 1 && !strcmp(argv[1], "--by-op");
+    if (grouped) argc--, argv++;
     const char *dir = argc > 1 ? argv[1] : "tests/fixtures/parity";
     if (argc > 2 || (argc == 2 && argv[1][0] == '-')) {
-        fprintf(stderr, "usage: nabla-parity [fixture-dir]\n");
+        fprintf(stderr, "usage: nabla-parity [--by-op] [fixture-dir]\n");
         return 2;
     }
     int n = nb_parity_list(dir, files, MAX_FILES);
@@ -79,10 +114,14 @@ int main(int argc, char **argv) {
 
     /* Files sort as <case>.f32, <case>.f64, so each case's two rows are
      * adjacent. */
-    printf("| op/module | dtype | max rel error out | max rel error grads |\n");
-    printf("|---|---|---|---|\n");
-    for (int i = 0; i < n; i++)
-        if (strcmp(results[i].kind, "trajectory") != 0) row(&results[i], true);
+    if (grouped) {
+        by_op(n);
+    } else {
+        printf("| op/module | dtype | max rel error out | max rel error grads |\n");
+        printf("|---|---|---|---|\n");
+        for (int i = 0; i < n; i++)
+            if (strcmp(results[i].kind, "trajectory") != 0) row(&results[i], true);
+    }
     printf("\n| trajectory (20 steps) | dtype | max rel error losses | max rel error final "
            "weights |\n");
     printf("|---|---|---|---|\n");
