@@ -86,6 +86,12 @@ void nb_ctx_reset(nb_ctx *ctx) {
 }
 
 void *nb_ctx_alloc(nb_ctx *ctx, size_t bytes) {
+    void *p = nb_ctx_alloc_raw(ctx, bytes);
+    if (p) memset(p, 0, bytes);
+    return p;
+}
+
+void *nb_ctx_alloc_raw(nb_ctx *ctx, size_t bytes) {
     if (!ctx) return NULL;
     if (bytes == 0) bytes = 1;
     if (bytes > SIZE_MAX - 2 * NB_ALIGN) {
@@ -107,7 +113,6 @@ void *nb_ctx_alloc(nb_ctx *ctx, size_t bytes) {
     c->used += need;
     ctx->used += need;
     if (ctx->used > ctx->peak) ctx->peak = ctx->used;
-    memset(p, 0, bytes);
     return p;
 }
 

@@ -41,6 +41,13 @@ struct nb_ctx {
     char errmsg[NB_ERRMSG];
 };
 
+/* nb_ctx_alloc without the zero fill, and an nb_empty whose data is not
+ * zeroed: only for buffers the caller overwrites completely (an op's output
+ * that its forward kernel writes in full). Gradients and anything
+ * accumulated into must come zeroed. */
+NB_HIDDEN void *nb_ctx_alloc_raw(nb_ctx *ctx, size_t bytes);
+NB_HIDDEN nb_tensor *nb_empty_raw(nb_ctx *ctx, nb_dtype dt, int ndim, const int64_t *shape);
+
 /* ---- tape -------------------------------------------------------------- */
 #define NB_NODE_MAX_INPUTS 4 /* more (concat) spill into `in` from the arena */
 
@@ -101,6 +108,21 @@ typedef void (*nb_range_fn)(void *arg, int64_t begin, int64_t end);
  * when there is one thread or fewer than 2 * min_per_thread items). Split
  * only over independent outputs so results do not depend on the count. */
 NB_HIDDEN void nb_parallel_for(int64_t n, int64_t min_per_thread, nb_range_fn fn, void *arg);
+
+/* ---- kernels shared by ops (ops_matmul.c) --------------------------------- */
+/* c (rows, cols) += a (rows, inner) @ b (inner, cols), or c = a @ b when
+ * !add (c is then not read, so it may be uninitialised). c is contiguous
+ * (rows `cols` apart); a's element (i, p) is a[i * ars + p * acs] and b's
+ * (p, j) is b[p * brs + j * bcs], so transposed operands are just other
+ * strides. Each element of c is computed the same way whatever rows or
+ * columns a call covers, so callers may split c's rows or columns over
+ * threads. */
+NB_HIDDEN void nb_gemm_float(float *c, const float *a, int64_t ars, int64_t acs, const float *b,
+                             int64_t brs, int64_t bcs, int64_t rows, int64_t inner, int64_t cols,
+                             bool add);
+NB_HIDDEN void nb_gemm_double(double *c, const double *a, int64_t ars, int64_t acs,
+                              const double *b, int64_t brs, int64_t bcs, int64_t rows,
+                              int64_t inner, int64_t cols, bool add);
 
 /* ---- dtype dispatch ----------------------------------------------------------- */
 /* Runs KERNEL(T) with T = float or double. Each kernel is written once, as a

@@ -51,7 +51,7 @@ static nb_tensor *binary_out(nb_ctx *ctx, nb_op op, nb_tensor *a, nb_tensor *b) 
     int ndim;
     int64_t shape[NB_MAX_DIMS];
     if (!nb_broadcast_shape(ctx, nb_op_name(op), a, b, &ndim, shape)) return NULL;
-    return nb_empty(ctx, a->dtype, ndim, shape);
+    return nb_empty_raw(ctx, a->dtype, ndim, shape); /* every element is written */
 }
 
 static nb_tensor *binary_finish(nb_ctx *ctx, nb_op op, nb_tensor *out, nb_tensor *a,

@@ -2,12 +2,13 @@
  *
  * One kernel serves the forward and both halves of the backward:
  *
- *   gemm:  C (rows, cols) += A (rows, inner) @ B (inner, cols)
+ *   gemm:  C (rows, cols) (+)= A (rows, inner) @ B (inner, cols)
  *
- * where A and B are read through (row, column) strides, so a transposed
- * operand is just other strides and is never materialised:
+ * (adding to C, or overwriting it without reading it), where A and B are
+ * read through (row, column) strides, so a transposed operand is just other
+ * strides and is never materialised:
  *
- *   forward   C  += A  @ B      A, B as stored
+ *   forward   C   = A  @ B      A, B as stored
  *   backward  dA += dC @ B^T    B^T: B read with strides (1, m)
  *             dB += A^T @ dC    A^T: A read with strides (1, k)
  *
@@ -51,7 +52,8 @@
 #define MM_MADD_FMA_float(acc, x, y) __builtin_fmaf((x), (y), (acc))
 #define MM_MADD_FMA_double(acc, x, y) __builtin_fma((x), (y), (acc))
 
-/* MM_TILE(T, ROWS, NR, MADD): c (ROWS, nr) += a (ROWS, kc) @ b (kc, NR).
+/* MM_TILE(T, ROWS, NR, MADD): c (ROWS, nr) += a (ROWS, kc) @ b (kc, NR), or
+ * c = ... when !add (c is then not read).
  *   c: rows ldc apart; only the first nr <= NR columns are written.
  *   a: element (r, p) at a[r * ars + p * acs].
  *   b: rows ldb apart, NR valid columns each (in place or packed). */
@@ -68,12 +70,16 @@
                 for (int l = 0; l < (NR); l++) acc[r][l] = MADD(acc[r][l], av, brow[l]); \
             }                                                                     \
         }                                                                         \
-        if (nr == (NR)) {                                                         \
+        if (nr == (NR) && add) {                                                  \
             for (int r = 0; r < (ROWS); r++)                                      \
                 for (int l = 0; l < (NR); l++) c[r * ldc + l] += acc[r][l];       \
+        } else if (nr == (NR)) {                                                  \
+            for (int r = 0; r < (ROWS); r++)                                      \
+                for (int l = 0; l < (NR); l++) c[r * ldc + l] = acc[r][l];        \
         } else {                                                                  \
             for (int r = 0; r < (ROWS); r++)                                      \
-                for (int l = 0; l < nr; l++) c[r * ldc + l] += acc[r][l];         \
+                for (int l = 0; l < nr; l++)                                      \
+                    c[r * ldc + l] = add ? c[r * ldc + l] + acc[r][l] : acc[r][l]; \
         }                                                                         \
     }
 
@@ -81,7 +87,7 @@
  * and kernel ISA: tile_mr_<T>_<ISA> (MR rows of NR_BYTES), tile_1_<T>_<ISA>
  * (one row, for the last rows) and gemm_<T>_<ISA>:
  *
- *   c (rows, cols) += a (rows, inner) @ b (inner, cols)
+ *   c (rows, cols) += a (rows, inner) @ b (inner, cols), or = when !add
  *     c contiguous; a's element (i, p) at a[i * ars + p * acs];
  *     b's element (p, j) at b[p * brs + j * bcs]. */
 #define MM_DEFINE(T, ISA, MR, NR_BYTES, MADD, ATTR)                               \
@@ -90,20 +96,20 @@
     ATTR static void tile_mr_##T##_##ISA(T *restrict c, int64_t ldc, int nr,      \
                                          const T *restrict a, int64_t ars,        \
                                          int64_t acs, const T *restrict b,        \
-                                         int64_t ldb, int64_t kc)                 \
+                                         int64_t ldb, int64_t kc, bool add)       \
         MM_TILE(T, MR, MM_NR_##T##_##ISA, MADD)                                   \
                                                                                   \
     ATTR static void tile_1_##T##_##ISA(T *restrict c, int64_t ldc, int nr,       \
                                         const T *restrict a, int64_t ars,         \
                                         int64_t acs, const T *restrict b,         \
-                                        int64_t ldb, int64_t kc)                  \
+                                        int64_t ldb, int64_t kc, bool add)        \
         MM_TILE(T, 1, MM_NR_##T##_##ISA, MADD)                                    \
                                                                                   \
     ATTR static void gemm_##T##_##ISA(T *restrict c, const T *restrict a,         \
                                       int64_t ars, int64_t acs,                   \
                                       const T *restrict b, int64_t brs,           \
                                       int64_t bcs, int64_t rows, int64_t inner,   \
-                                      int64_t cols) {                             \
+                                      int64_t cols, bool add) {                   \
         enum { NR = MM_NR_##T##_##ISA };                                          \
         T panel[MM_KC * NR];                                                      \
         for (int64_t p0 = 0; p0 < inner; p0 += MM_KC) {                           \
@@ -128,10 +134,10 @@
                 int64_t i = 0;                                                    \
                 for (; i + (MR) <= rows; i += (MR))                               \
                     tile_mr_##T##_##ISA(cp + i * cols, cols, nr, ap + i * ars,    \
-                                        ars, acs, strip, ldb, kc);                \
+                                        ars, acs, strip, ldb, kc, add || p0 > 0); \
                 for (; i < rows; i++)                                             \
                     tile_1_##T##_##ISA(cp + i * cols, cols, nr, ap + i * ars,     \
-                                       ars, acs, strip, ldb, kc);                 \
+                                       ars, acs, strip, ldb, kc, add || p0 > 0);  \
             }                                                                     \
         }                                                                         \
     }
@@ -155,25 +161,29 @@ static bool mm_have_avx2(void) {
 }
 #endif
 
-/* gemm_<T>: the AVX2 build where the CPU runs it, else the portable one. */
+/* nb_gemm_<T> (declared in nb_internal.h, also used by linear): the AVX2
+ * build where the CPU runs it, else the portable one. Every tile shape
+ * computes an element of C the same way (a MADD chain over the inner index
+ * in order, from zero, per MM_KC block, then stored in or added to C), so
+ * splitting C's rows or columns among threads does not change any bit. */
 #if MM_AVX2
 #define MM_GEMM(T)                                                                \
-    static void gemm_##T(T *c, const T *a, int64_t ars, int64_t acs, const T *b,  \
-                         int64_t brs, int64_t bcs, int64_t rows, int64_t inner,   \
-                         int64_t cols) {                                          \
+    void nb_gemm_##T(T *c, const T *a, int64_t ars, int64_t acs, const T *b,      \
+                     int64_t brs, int64_t bcs, int64_t rows, int64_t inner,       \
+                     int64_t cols, bool add) {                                    \
         if (!mm_have_avx2())                                                      \
-            gemm_##T##_base(c, a, ars, acs, b, brs, bcs, rows, inner, cols);      \
+            gemm_##T##_base(c, a, ars, acs, b, brs, bcs, rows, inner, cols, add); \
         else if (cols <= MM_NR_##T##_avx2n && rows >= 8)                          \
-            gemm_##T##_avx2n(c, a, ars, acs, b, brs, bcs, rows, inner, cols);     \
+            gemm_##T##_avx2n(c, a, ars, acs, b, brs, bcs, rows, inner, cols, add);    \
         else                                                                      \
-            gemm_##T##_avx2(c, a, ars, acs, b, brs, bcs, rows, inner, cols);      \
+            gemm_##T##_avx2(c, a, ars, acs, b, brs, bcs, rows, inner, cols, add); \
     }
 #else
 #define MM_GEMM(T)                                                                \
-    static void gemm_##T(T *c, const T *a, int64_t ars, int64_t acs, const T *b,  \
-                         int64_t brs, int64_t bcs, int64_t rows, int64_t inner,   \
-                         int64_t cols) {                                          \
-        gemm_##T##_base(c, a, ars, acs, b, brs, bcs, rows, inner, cols);          \
+    void nb_gemm_##T(T *c, const T *a, int64_t ars, int64_t acs, const T *b,      \
+                     int64_t brs, int64_t bcs, int64_t rows, int64_t inner,       \
+                     int64_t cols, bool add) {                                    \
+        gemm_##T##_base(c, a, ars, acs, b, brs, bcs, rows, inner, cols, add);     \
     }
 #endif
 MM_GEMM(float)
@@ -297,12 +307,12 @@ static void matmul_backward(nb_ctx *ctx, nb_node *node) {
         T *dA = ga, *dB = gb;                                                     \
         if (dA)                                                                   \
             MM_BATCH_FOR(&d, b2,                                                  \
-                         gemm_##T(dA + ia * n * k, G + ic * n * m, m, 1,          \
-                                  B + ib * k * m, 1, m, rows, m, k););            \
+                         nb_gemm_##T(dA + ia * n * k, G + ic * n * m, m, 1,       \
+                                     B + ib * k * m, 1, m, rows, m, k, true););   \
         if (dB)                                                                   \
             MM_BATCH_FOR(&d, b2,                                                  \
-                         gemm_##T(dB + ib * k * m, A + ia * n * k, 1, k,          \
-                                  G + ic * n * m, m, 1, k, rows, m););            \
+                         nb_gemm_##T(dB + ib * k * m, A + ia * n * k, 1, k,       \
+                                     G + ic * n * m, m, 1, k, rows, m, true););   \
     }
     NB_DISPATCH(out->dtype, K);
 #undef K
@@ -315,7 +325,7 @@ nb_tensor *nb_matmul(nb_ctx *ctx, nb_tensor *a, nb_tensor *b) {
     int nd;
     int64_t shape[NB_MAX_DIMS];
     if (!mm_shapes(ctx, a, b, &d, &nd, shape)) return NULL;
-    nb_tensor *out = nb_empty(ctx, a->dtype, nd, shape); /* zeroed: gemm adds into it */
+    nb_tensor *out = nb_empty_raw(ctx, a->dtype, nd, shape); /* gemm overwrites it */
     if (!out) return NULL;
     int64_t n = d.n, k = d.k, m = d.m;
     bool b2 = b->ndim == 2;
@@ -324,8 +334,8 @@ nb_tensor *nb_matmul(nb_ctx *ctx, nb_tensor *a, nb_tensor *b) {
         const T *A = a->data, *B = b->data;                                       \
         T *C = out->data;                                                         \
         MM_BATCH_FOR(&d, b2,                                                      \
-                     gemm_##T(C + ic * n * m, A + ia * n * k, k, 1, B + ib * k * m, \
-                              m, 1, rows, k, m););                                \
+                     nb_gemm_##T(C + ic * n * m, A + ia * n * k, k, 1,            \
+                                 B + ib * k * m, m, 1, rows, k, m, false););      \
     }
     NB_DISPATCH(out->dtype, K);
 #undef K

@@ -5,12 +5,6 @@
  * and allocates nothing but the output (and a small saved buffer). */
 #include "nb_internal.h"
 
-#if defined(__GNUC__)
-#define NN_INLINE static inline __attribute__((always_inline))
-#else
-#define NN_INLINE static inline
-#endif
-
 /* Checks that the present (non-NULL where optional) inputs are floating and
  * share one dtype, naming them as the op's documentation does ("x",
  * "weight", ...). in[i] may be NULL only when optional[i]. */
@@ -48,195 +42,75 @@ static bool check_named_inputs(nb_ctx *ctx, const char *op, int n, nb_tensor *co
  * linear: y (R, O) = x (R, K) @ w (O, K)^T + b (O), where R is the product
  * of x's leading dims, K = in_features, O = out_features.
  *
- * Forward computes each y[r][o] as dot(x[r], w[o]): both rows are
- * contiguous, so no transpose is needed. Two rows by four outputs are done
- * at once: every x load serves four outputs, every w load two rows, and the
- * eight dot products keep their partial sums in eight SIMD registers.
+ * All three products run on the matmul kernel (nb_gemm_<T>, ops_matmul.c),
+ * with the transposed operands read through strides:
  *
- * The kernels are written with explicit vectors of LIN_L lanes (GNU C
- * vector extensions, which gcc and clang both have): at -O2, gcc
- * vectorizes neither a loop of unknown length nor a float reduction, so
- * plain loops here run at scalar speed. Other compilers get LIN_L = 1 and
- * the same code on scalars. The lane sums are added up in a fixed order, so
- * results do not depend on anything but the compiler's target.
+ *   forward  y  = b + x @ w^T    w^T: w read with strides (1, K)
+ *   backward dx += dy @ w
+ *            dw += dy^T @ x      dy^T: dy read with strides (1, O)
+ *            db += sum over rows of dy
+ *
+ * The worker pool splits rows for y and dx and outputs (rows of dw, entries
+ * of db) for the weight gradients: every element is computed by one thread
+ * in the same order as without threads, so results do not depend on the
+ * thread count.
  * ========================================================================== */
-#if defined(__GNUC__)
-#if defined(__AVX__)
-#define LIN_BYTES 32
-#else
-#define LIN_BYTES 16
-#endif
-#define LIN_VECTOR __attribute__((vector_size(LIN_BYTES)))
-#else
-#define LIN_VECTOR
-#endif
 
-/* One linear kernel call, shared with the worker pool (see parallel.c). */
+/* One linear call, shared with the worker pool (see parallel.c). */
 typedef struct lin_job {
     void *y, *dx, *dw, *db;     /* outputs (any may be NULL where unused) */
-    const void *x, *w, *b, *dy; /* inputs */
-    size_t R, K, O;             /* rows, in_features, out_features */
+    const void *x, *w, *b, *dy; /* inputs; b may be NULL */
+    int64_t R, K, O;            /* rows, in_features, out_features */
 } lin_job;
 
 /* The fewest rows (or outputs) worth a thread: about 64k multiply-adds. */
-static int64_t lin_grain(size_t per_item) {
-    size_t g = per_item ? (size_t)65536 / per_item : 1;
-    return g ? (int64_t)g : 1;
+static int64_t lin_grain(int64_t per_item) {
+    int64_t g = per_item > 0 ? 65536 / per_item : 1;
+    return g > 0 ? g : 1;
 }
 
-#define LIN_DEFINE(T)                                                                      \
-    typedef T lin_vec_##T LIN_VECTOR;                                                      \
-    enum { LIN_L_##T = sizeof(lin_vec_##T) / sizeof(T) };                                  \
-                                                                                           \
-    /* Unaligned load and store of LIN_L elements. */                                      \
-    NN_INLINE lin_vec_##T lin_load_##T(const T *p) {                                       \
-        lin_vec_##T v;                                                                     \
-        memcpy(&v, p, sizeof v);                                                           \
-        return v;                                                                          \
-    }                                                                                      \
-    NN_INLINE void lin_store_##T(T *p, lin_vec_##T v) { memcpy(p, &v, sizeof v); }        \
-    NN_INLINE T lin_hsum_##T(lin_vec_##T v) {                                              \
-        T a[LIN_L_##T], s = 0;                                                             \
-        memcpy(a, &v, sizeof a);                                                           \
-        for (int j = 0; j < LIN_L_##T; j++) s += a[j];                                     \
-        return s;                                                                          \
-    }                                                                                      \
-                                                                                           \
-    /* s[i][c] = dot(x_i, w_c) over K for rows x0, x1 and weight rows w0..w3. */          \
-    static void lin_dot_2x4_##T(T s[2][4], const T *x0, const T *x1, const T *w0,          \
-                                const T *w1, const T *w2, const T *w3, size_t K) {         \
-        lin_vec_##T a00 = {0}, a01 = {0}, a02 = {0}, a03 = {0};                            \
-        lin_vec_##T a10 = {0}, a11 = {0}, a12 = {0}, a13 = {0};                            \
-        size_t k = 0;                                                                      \
-        for (; k + LIN_L_##T <= K; k += LIN_L_##T) {                                       \
-            lin_vec_##T u = lin_load_##T(x0 + k), v = lin_load_##T(x1 + k);                \
-            lin_vec_##T c0 = lin_load_##T(w0 + k), c1 = lin_load_##T(w1 + k);              \
-            lin_vec_##T c2 = lin_load_##T(w2 + k), c3 = lin_load_##T(w3 + k);              \
-            a00 += u * c0, a01 += u * c1, a02 += u * c2, a03 += u * c3;                    \
-            a10 += v * c0, a11 += v * c1, a12 += v * c2, a13 += v * c3;                    \
-        }                                                                                  \
-        T t00 = lin_hsum_##T(a00), t01 = lin_hsum_##T(a01), t02 = lin_hsum_##T(a02);      \
-        T t03 = lin_hsum_##T(a03), t10 = lin_hsum_##T(a10), t11 = lin_hsum_##T(a11);      \
-        T t12 = lin_hsum_##T(a12), t13 = lin_hsum_##T(a13);                                \
-        for (; k < K; k++) {                                                               \
-            t00 += x0[k] * w0[k], t01 += x0[k] * w1[k], t02 += x0[k] * w2[k];              \
-            t03 += x0[k] * w3[k], t10 += x1[k] * w0[k], t11 += x1[k] * w1[k];              \
-            t12 += x1[k] * w2[k], t13 += x1[k] * w3[k];                                    \
-        }                                                                                  \
-        s[0][0] = t00, s[0][1] = t01, s[0][2] = t02, s[0][3] = t03;                        \
-        s[1][0] = t10, s[1][1] = t11, s[1][2] = t12, s[1][3] = t13;                        \
-    }                                                                                      \
-                                                                                           \
-    /* y (R, O) = x (R, K) @ w (O, K)^T + b (O); b may be NULL. An odd last row is     \
-     * paired with itself and a short last group of outputs repeats its first      \
-     * weight row; the duplicate results are not stored. */                               \
-    static void linear_forward_##T(T *y, const T *x, const T *w, const T *b, size_t R,     \
-                                   size_t K, size_t O) {                                   \
-        for (size_t r = 0; r < R; r += 2) {                                                \
-            size_t nr = R - r < 2 ? R - r : 2;                                             \
-            const T *x0 = x + r * K, *x1 = nr == 2 ? x0 + K : x0;                          \
-            for (size_t o = 0; o < O; o += 4) {                                            \
-                size_t no = O - o < 4 ? O - o : 4;                                         \
-                const T *wc[4];                                                            \
-                for (size_t c = 0; c < 4; c++) wc[c] = w + (o + (c < no ? c : 0)) * K;     \
-                T s[2][4];                                                                 \
-                lin_dot_2x4_##T(s, x0, x1, wc[0], wc[1], wc[2], wc[3], K);                 \
-                for (size_t i = 0; i < nr; i++)                                            \
-                    for (size_t c = 0; c < no; c++)                                        \
-                        y[(r + i) * O + o + c] = b ? b[o + c] + s[i][c] : s[i][c];         \
-            }                                                                              \
-        }                                                                                  \
-    }                                                                                      \
-                                                                                           \
-    /* d (K) += g0 * a0 + g1 * a1 + g2 * a2 + g3 * a3; the a rows have K entries. */      \
-    static void lin_axpy4_##T(T *d, T g0, const T *a0, T g1, const T *a1, T g2,            \
-                              const T *a2, T g3, const T *a3, size_t K) {                  \
-        size_t k = 0;                                                                      \
-        for (; k + LIN_L_##T <= K; k += LIN_L_##T)                                         \
-            lin_store_##T(d + k, lin_load_##T(d + k) +                                     \
-                                     (g0 * lin_load_##T(a0 + k) + g1 * lin_load_##T(a1 + k) + \
-                                      g2 * lin_load_##T(a2 + k) + g3 * lin_load_##T(a3 + k))); \
-        for (; k < K; k++) d[k] += g0 * a0[k] + g1 * a1[k] + g2 * a2[k] + g3 * a3[k];      \
-    }                                                                                      \
-    /* d (K) += g * a */                                                                   \
-    static void lin_axpy1_##T(T *d, T g, const T *a, size_t K) {                           \
-        size_t k = 0;                                                                      \
-        for (; k + LIN_L_##T <= K; k += LIN_L_##T)                                         \
-            lin_store_##T(d + k, lin_load_##T(d + k) + g * lin_load_##T(a + k));           \
-        for (; k < K; k++) d[k] += g * a[k];                                               \
-    }                                                                                      \
-                                                                                           \
-    /* dx (R, K) += dy (R, O) @ w (O, K): dx[r] += sum_o dy[r][o] * w[o]. */               \
-    static void linear_backward_x_##T(T *dx, const T *dy, const T *w, size_t R, size_t K, \
-                                      size_t O) {                                          \
-        for (size_t r = 0; r < R; r++) {                                                   \
-            T *d = dx + r * K;                                                             \
-            const T *g = dy + r * O;                                                       \
-            size_t o = 0;                                                                  \
-            for (; o + 4 <= O; o += 4) {                                                   \
-                const T *w0 = w + o * K;                                                   \
-                lin_axpy4_##T(d, g[o], w0, g[o + 1], w0 + K, g[o + 2], w0 + 2 * K,         \
-                              g[o + 3], w0 + 3 * K, K);                                    \
-            }                                                                              \
-            for (; o < O; o++) lin_axpy1_##T(d, g[o], w + o * K, K);                       \
-        }                                                                                  \
-    }                                                                                      \
-                                                                                           \
-    /* dw (O, K) += dy (R, O)^T @ x (R, K): dw[o] += sum_r dy[r][o] * x[r];               \
-     * db (O) += sum_r dy[r]. dy's rows are ldg apart (ldg >= O, so a thread can      \
-     * take a slice of the outputs). dw and db may be NULL. */                             \
-    static void linear_backward_w_##T(T *dw, T *db, const T *dy, size_t ldg, const T *x,  \
-                                      size_t R, size_t K, size_t O) {                      \
-        if (dw) {                                                                          \
-            size_t r = 0;                                                                  \
-            for (; r + 4 <= R; r += 4) {                                                   \
-                const T *x0 = x + r * K, *g = dy + r * ldg;                                \
-                for (size_t o = 0; o < O; o++)                                             \
-                    lin_axpy4_##T(dw + o * K, g[o], x0, g[ldg + o], x0 + K,                \
-                                  g[2 * ldg + o], x0 + 2 * K, g[3 * ldg + o], x0 + 3 * K,  \
-                                  K);                                                      \
-            }                                                                              \
-            for (; r < R; r++)                                                             \
-                for (size_t o = 0; o < O; o++)                                             \
-                    lin_axpy1_##T(dw + o * K, dy[r * ldg + o], x + r * K, K);              \
-        }                                                                                  \
-        if (db)                                                                            \
-            for (size_t r = 0; r < R; r++) lin_axpy1_##T(db, 1, dy + r * ldg, O);          \
-    }                                                                                      \
-                                                                                           \
-    /* The three kernels over a slice of a job, for the worker pool: rows for      \
-     * y and dx, outputs for dw and db. Every element is computed by one thread    \
-     * in the same order as without threads, so results do not depend on the     \
-     * thread count. */                                                                    \
+#define LIN_DEFINE(T)                                                                     \
+    /* y rows [lo, hi) (O each) = x @ w^T, or b then += x @ w^T with a bias. */           \
     static void linear_forward_range_##T(void *arg, int64_t lo, int64_t hi) {             \
-        const lin_job *j = arg;                                                            \
-        size_t r0 = 2 * (size_t)lo, r1 = 2 * (size_t)hi < j->R ? 2 * (size_t)hi : j->R;   \
-        linear_forward_##T((T *)j->y + r0 * j->O, (const T *)j->x + r0 * j->K, j->w, j->b, \
-                           r1 - r0, j->K, j->O);                                           \
-    }                                                                                      \
+        const lin_job *j = arg;                                                           \
+        int64_t K = j->K, O = j->O;                                                       \
+        T *y = (T *)j->y + lo * O;                                                        \
+        for (int64_t r = 0; j->b && r < hi - lo; r++)                                     \
+            memcpy(y + r * O, j->b, (size_t)O * sizeof(T));                               \
+        nb_gemm_##T(y, (const T *)j->x + lo * K, K, 1, j->w, 1, K, hi - lo, K, O,         \
+                    j->b != NULL);                                                        \
+    }                                                                                     \
+    /* dx rows [lo, hi) (K each) += dy (rows, O) @ w (O, K). */                           \
     static void linear_backward_x_range_##T(void *arg, int64_t lo, int64_t hi) {          \
-        const lin_job *j = arg;                                                            \
-        linear_backward_x_##T((T *)j->dx + (size_t)lo * j->K,                             \
-                              (const T *)j->dy + (size_t)lo * j->O, j->w, (size_t)(hi - lo), \
-                              j->K, j->O);                                                 \
-    }                                                                                      \
+        const lin_job *j = arg;                                                           \
+        int64_t K = j->K, O = j->O;                                                       \
+        nb_gemm_##T((T *)j->dx + lo * K, (const T *)j->dy + lo * O, O, 1, j->w, K, 1,     \
+                    hi - lo, O, K, true);                                                 \
+    }                                                                                     \
+    /* Outputs [lo, hi): dw rows (K each) += dy^T (outputs, R) @ x (R, K), and            \
+     * db entries += column sums of dy, each summed over the rows in order. */            \
     static void linear_backward_w_range_##T(void *arg, int64_t lo, int64_t hi) {          \
-        const lin_job *j = arg;                                                            \
-        linear_backward_w_##T(j->dw ? (T *)j->dw + (size_t)lo * j->K : NULL,               \
-                              j->db ? (T *)j->db + lo : NULL, (const T *)j->dy + lo, j->O, \
-                              j->x, j->R, j->K, (size_t)(hi - lo));                        \
+        const lin_job *j = arg;                                                           \
+        int64_t R = j->R, K = j->K, O = j->O;                                             \
+        const T *dy = (const T *)j->dy + lo;                                              \
+        if (j->dw)                                                                        \
+            nb_gemm_##T((T *)j->dw + lo * K, dy, 1, O, j->x, K, 1, hi - lo, R, K, true);  \
+        if (j->db) {                                                                      \
+            T *db = (T *)j->db + lo;                                                      \
+            for (int64_t r = 0; r < R; r++)                                               \
+                for (int64_t o = 0; o < hi - lo; o++) db[o] += dy[r * O + o];             \
+        }                                                                                 \
     }
 
 LIN_DEFINE(float)
 LIN_DEFINE(double)
 #undef LIN_DEFINE
 
-/* Rows R, in_features K and out_features O of a linear node. */
-static void linear_dims(const nb_tensor *x, const nb_tensor *w, size_t *R, size_t *K,
-                        size_t *O) {
-    *O = (size_t)w->shape[0];
-    *K = (size_t)w->shape[1];
-    *R = x->numel / *K;
+/* A linear node's job: rows R, in_features K and out_features O from x and w. */
+static lin_job linear_job(const nb_tensor *x, const nb_tensor *w) {
+    int64_t K = w->shape[1];
+    return (lin_job){.x = x->data, .w = w->data, .R = (int64_t)x->numel / K, .K = K,
+                     .O = w->shape[0]};
 }
 
 /* Reuses the inputs x and w (no saved values). */
@@ -244,15 +118,13 @@ static void linear_backward(nb_ctx *ctx, nb_node *n) {
     nb_tensor *x = n->in[0], *w = n->in[1], *out = n->out;
     void *gx = nb_grad_buffer(ctx, x), *gw = nb_grad_buffer(ctx, w);
     void *gb = n->n_in > 2 ? nb_grad_buffer(ctx, n->in[2]) : NULL;
-    size_t R, K, O;
-    linear_dims(x, w, &R, &K, &O);
-    lin_job j = {.dx = gx, .dw = gw, .db = gb, .x = x->data, .w = w->data, .dy = out->grad,
-                 .R = R, .K = K, .O = O};
-#define K_(T)                                                                           \
-    {                                                                                   \
-        if (gx) nb_parallel_for((int64_t)R, lin_grain(K * O), linear_backward_x_range_##T, &j); \
-        if (gw || gb)                                                                   \
-            nb_parallel_for((int64_t)O, lin_grain(R * K), linear_backward_w_range_##T, &j);  \
+    lin_job j = linear_job(x, w);
+    j.dx = gx, j.dw = gw, j.db = gb, j.dy = out->grad;
+#define K_(T)                                                                             \
+    {                                                                                     \
+        if (gx) nb_parallel_for(j.R, lin_grain(j.K * j.O), linear_backward_x_range_##T, &j); \
+        if (gw || gb)                                                                     \
+            nb_parallel_for(j.O, lin_grain(j.R * j.K), linear_backward_w_range_##T, &j);  \
     }
     NB_DISPATCH(out->dtype, K_);
 #undef K_
@@ -294,13 +166,11 @@ nb_tensor *nb_linear(nb_ctx *ctx, nb_tensor *x, nb_tensor *w, nb_tensor *b) {
     int64_t shape[NB_MAX_DIMS];
     for (int d = 0; d < x->ndim; d++) shape[d] = x->shape[d];
     shape[x->ndim - 1] = w->shape[0];
-    nb_tensor *out = nb_empty(ctx, x->dtype, x->ndim, shape);
+    nb_tensor *out = nb_empty_raw(ctx, x->dtype, x->ndim, shape); /* the kernel writes all */
     if (!out) return NULL;
-    size_t R, K, O;
-    linear_dims(x, w, &R, &K, &O);
-    lin_job j = {.y = out->data, .x = x->data, .w = w->data, .b = b ? b->data : NULL,
-                 .R = R, .K = K, .O = O};
-#define K_(T) nb_parallel_for((int64_t)(R + 1) / 2, lin_grain(2 * K * O), linear_forward_range_##T, &j);
+    lin_job j = linear_job(x, w);
+    j.y = out->data, j.b = b ? b->data : NULL;
+#define K_(T) nb_parallel_for(j.R, lin_grain(j.K * j.O), linear_forward_range_##T, &j);
     NB_DISPATCH(out->dtype, K_);
 #undef K_
     nb_record_op(ctx, NB_OP_LINEAR, out, b ? 3 : 2, in, linear_backward);
@@ -324,12 +194,12 @@ static void dropout_backward(nb_ctx *ctx, nb_node *n) {
     if (!gx) return;
     const unsigned char *mask = n->saved;
     double scale = n->f[0];
-#define K_(T)                                                                 \
-    {                                                                         \
-        T *dx = gx, sc = (T)scale;                                            \
-        const T *g = out->grad;                                               \
-        for (size_t i = 0; i < out->numel; i++)                               \
-            if (mask[i]) dx[i] += g[i] * sc;                                  \
+#define K_(T)                                                                             \
+    {                                                                                     \
+        T *dx = gx, sc = (T)scale;                                                        \
+        const T *g = out->grad;                                                           \
+        for (size_t i = 0; i < out->numel; i++)                                           \
+            if (mask[i]) dx[i] += g[i] * sc;                                              \
     }
     NB_DISPATCH(out->dtype, K_);
 #undef K_
@@ -350,20 +220,23 @@ nb_tensor *nb_dropout(nb_ctx *ctx, nb_tensor *x, double p, bool train, struct nb
                     "%s: rng is NULL, but training with p = %g needs it to draw the mask", op, p);
         return NULL;
     }
-    nb_tensor *out = nb_empty(ctx, x->dtype, x->ndim, x->shape);
-    unsigned char *mask = out ? nb_ctx_alloc(ctx, x->numel) : NULL;
+    /* p < 1 writes every element of out and mask; p == 1 leaves both zero. */
+    nb_tensor *out = p < 1.0 ? nb_empty_raw(ctx, x->dtype, x->ndim, x->shape)
+                             : nb_empty(ctx, x->dtype, x->ndim, x->shape);
+    unsigned char *mask = !out ? NULL
+                          : p < 1.0 ? nb_ctx_alloc_raw(ctx, x->numel)
+                                    : nb_ctx_alloc(ctx, x->numel);
     if (!mask) return NULL;
-    /* p == 1: out and mask stay zero (both come zeroed from the arena). */
     double scale = p < 1.0 ? 1.0 / (1.0 - p) : 0.0;
     if (p < 1.0) {
-#define K_(T)                                                                 \
-    {                                                                         \
-        const T *xs = x->data;                                                \
-        T *ys = out->data, sc = (T)scale;                                     \
-        for (size_t i = 0; i < x->numel; i++) {                               \
-            mask[i] = (double)nb_pcg32_float(rng) >= p;                       \
-            ys[i] = mask[i] ? xs[i] * sc : (T)0;                              \
-        }                                                                     \
+#define K_(T)                                                                             \
+    {                                                                                     \
+        const T *xs = x->data;                                                            \
+        T *ys = out->data, sc = (T)scale;                                                 \
+        for (size_t i = 0; i < x->numel; i++) {                                           \
+            mask[i] = (double)nb_pcg32_float(rng) >= p;                                   \
+            ys[i] = mask[i] ? xs[i] * sc : (T)0;                                          \
+        }                                                                                 \
     }
         NB_DISPATCH(out->dtype, K_);
 #undef K_
@@ -391,15 +264,15 @@ static void embedding_backward(nb_ctx *ctx, nb_node *n) {
     if (!gw) return;
     const int64_t *ids = n->saved_t->data;
     size_t P = n->saved_t->numel, D = (size_t)w->shape[1];
-#define K_(T)                                                                 \
-    {                                                                         \
-        T *dw = gw;                                                           \
-        const T *g = out->grad;                                               \
-        for (size_t p = 0; p < P; p++) {                                      \
-            T *d = dw + (size_t)ids[p] * D;                                   \
-            const T *gp = g + p * D;                                          \
-            for (size_t k = 0; k < D; k++) d[k] += gp[k];                     \
-        }                                                                     \
+#define K_(T)                                                                             \
+    {                                                                                     \
+        T *dw = gw;                                                                       \
+        const T *g = out->grad;                                                           \
+        for (size_t p = 0; p < P; p++) {                                                  \
+            T *d = dw + (size_t)ids[p] * D;                                               \
+            const T *gp = g + p * D;                                                      \
+            for (size_t k = 0; k < D; k++) d[k] += gp[k];                                 \
+        }                                                                                 \
     }
     NB_DISPATCH(out->dtype, K_);
 #undef K_
@@ -461,7 +334,7 @@ nb_tensor *nb_embedding(nb_ctx *ctx, nb_tensor *weight, const nb_tensor *ids) {
     int64_t shape[NB_MAX_DIMS];
     for (int d = 0; d < ids->ndim; d++) shape[d] = ids->shape[d];
     shape[ids->ndim] = weight->shape[1];
-    nb_tensor *out = nb_empty(ctx, weight->dtype, ids->ndim + 1, shape);
+    nb_tensor *out = nb_empty_raw(ctx, weight->dtype, ids->ndim + 1, shape); /* rows copied in */
     if (!out) return NULL;
     size_t row = (size_t)weight->shape[1] * nb_dtype_size(weight->dtype);
     for (size_t p = 0; p < ids->numel; p++)
@@ -491,31 +364,31 @@ static void layer_norm_backward(nb_ctx *ctx, nb_node *n) {
     void *gx = nb_grad_buffer(ctx, x), *gw = nb_grad_buffer(ctx, w), *gb = nb_grad_buffer(ctx, b);
     const double *stats = n->saved;
     size_t D = (size_t)x->shape[x->ndim - 1], R = x->numel / D;
-#define K_(T)                                                                        \
-    {                                                                                \
-        const T *xs = x->data, *g = out->grad, *ws = w ? w->data : NULL;             \
-        T *dx = gx, *dw = gw, *db = gb;                                              \
-        for (size_t r = 0; r < R; r++) {                                             \
-            const T *xr = xs + r * D, *gr = g + r * D;                               \
-            T m = (T)stats[2 * r], rs = (T)stats[2 * r + 1];                         \
-            if (dw)                                                                  \
-                for (size_t d = 0; d < D; d++) dw[d] += gr[d] * ((xr[d] - m) * rs);  \
-            if (db)                                                                  \
-                for (size_t d = 0; d < D; d++) db[d] += gr[d];                       \
-            if (!dx) continue;                                                       \
-            double s1 = 0, s2 = 0; /* sum dxhat, sum dxhat * xhat */                 \
-            for (size_t d = 0; d < D; d++) {                                         \
-                T gh = ws ? gr[d] * ws[d] : gr[d];                                   \
-                s1 += gh;                                                            \
-                s2 += gh * ((xr[d] - m) * rs);                                       \
-            }                                                                        \
-            T m1 = (T)(s1 / (double)D), m2 = (T)(s2 / (double)D);                    \
-            T *dxr = dx + r * D;                                                     \
-            for (size_t d = 0; d < D; d++) {                                         \
-                T gh = ws ? gr[d] * ws[d] : gr[d];                                   \
-                dxr[d] += rs * (gh - m1 - ((xr[d] - m) * rs) * m2);                  \
-            }                                                                        \
-        }                                                                            \
+#define K_(T)                                                                             \
+    {                                                                                     \
+        const T *xs = x->data, *g = out->grad, *ws = w ? w->data : NULL;                  \
+        T *dx = gx, *dw = gw, *db = gb;                                                   \
+        for (size_t r = 0; r < R; r++) {                                                  \
+            const T *xr = xs + r * D, *gr = g + r * D;                                    \
+            T m = (T)stats[2 * r], rs = (T)stats[2 * r + 1];                              \
+            if (dw)                                                                       \
+                for (size_t d = 0; d < D; d++) dw[d] += gr[d] * ((xr[d] - m) * rs);       \
+            if (db)                                                                       \
+                for (size_t d = 0; d < D; d++) db[d] += gr[d];                            \
+            if (!dx) continue;                                                            \
+            double s1 = 0, s2 = 0; /* sum dxhat, sum dxhat * xhat */                      \
+            for (size_t d = 0; d < D; d++) {                                              \
+                T gh = ws ? gr[d] * ws[d] : gr[d];                                        \
+                s1 += gh;                                                                 \
+                s2 += gh * ((xr[d] - m) * rs);                                            \
+            }                                                                             \
+            T m1 = (T)(s1 / (double)D), m2 = (T)(s2 / (double)D);                         \
+            T *dxr = dx + r * D;                                                          \
+            for (size_t d = 0; d < D; d++) {                                              \
+                T gh = ws ? gr[d] * ws[d] : gr[d];                                        \
+                dxr[d] += rs * (gh - m1 - ((xr[d] - m) * rs) * m2);                       \
+            }                                                                             \
+        }                                                                                 \
     }
     NB_DISPATCH(out->dtype, K_);
 #undef K_
@@ -547,35 +420,35 @@ nb_tensor *nb_layer_norm(nb_ctx *ctx, nb_tensor *x, nb_tensor *w, nb_tensor *b, 
         nb_ctx_fail(ctx, NB_ERR_VALUE, "%s: eps = %g, expected a finite number > 0", op, eps);
         return NULL;
     }
-    nb_tensor *out = nb_empty(ctx, x->dtype, x->ndim, x->shape);
+    nb_tensor *out = nb_empty_raw(ctx, x->dtype, x->ndim, x->shape); /* every row is written */
     size_t R = x->numel / (size_t)D;
-    double *stats = out ? nb_ctx_alloc(ctx, 2 * R * sizeof *stats) : NULL;
+    double *stats = out ? nb_ctx_alloc_raw(ctx, 2 * R * sizeof *stats) : NULL;
     if (!stats) return NULL;
-#define K_(T)                                                                        \
-    {                                                                                \
-        const T *xs = x->data, *ws = w ? w->data : NULL, *bs = b ? b->data : NULL;   \
-        T *ys = out->data;                                                           \
-        size_t n_ = (size_t)D;                                                       \
-        for (size_t r = 0; r < R; r++) {                                             \
-            const T *xr = xs + r * n_;                                               \
-            T *yr = ys + r * n_;                                                     \
-            double s = 0, v = 0;                                                     \
-            for (size_t d = 0; d < n_; d++) s += xr[d];                              \
-            double mean = s / (double)n_;                                            \
-            for (size_t d = 0; d < n_; d++) {                                        \
-                double c = (double)xr[d] - mean;                                     \
-                v += c * c;                                                          \
-            }                                                                        \
-            double rstd = 1.0 / sqrt(v / (double)n_ + eps);                          \
-            stats[2 * r] = mean;                                                     \
-            stats[2 * r + 1] = rstd;                                                 \
-            T m = (T)mean, rs = (T)rstd;                                             \
-            for (size_t d = 0; d < n_; d++) yr[d] = (xr[d] - m) * rs;                \
-            if (ws)                                                                  \
-                for (size_t d = 0; d < n_; d++) yr[d] *= ws[d];                      \
-            if (bs)                                                                  \
-                for (size_t d = 0; d < n_; d++) yr[d] += bs[d];                      \
-        }                                                                            \
+#define K_(T)                                                                             \
+    {                                                                                     \
+        const T *xs = x->data, *ws = w ? w->data : NULL, *bs = b ? b->data : NULL;        \
+        T *ys = out->data;                                                                \
+        size_t n_ = (size_t)D;                                                            \
+        for (size_t r = 0; r < R; r++) {                                                  \
+            const T *xr = xs + r * n_;                                                    \
+            T *yr = ys + r * n_;                                                          \
+            double s = 0, v = 0;                                                          \
+            for (size_t d = 0; d < n_; d++) s += xr[d];                                   \
+            double mean = s / (double)n_;                                                 \
+            for (size_t d = 0; d < n_; d++) {                                             \
+                double c = (double)xr[d] - mean;                                          \
+                v += c * c;                                                               \
+            }                                                                             \
+            double rstd = 1.0 / sqrt(v / (double)n_ + eps);                               \
+            stats[2 * r] = mean;                                                          \
+            stats[2 * r + 1] = rstd;                                                      \
+            T m = (T)mean, rs = (T)rstd;                                                  \
+            for (size_t d = 0; d < n_; d++) yr[d] = (xr[d] - m) * rs;                     \
+            if (ws)                                                                       \
+                for (size_t d = 0; d < n_; d++) yr[d] *= ws[d];                           \
+            if (bs)                                                                       \
+                for (size_t d = 0; d < n_; d++) yr[d] += bs[d];                           \
+        }                                                                                 \
     }
     NB_DISPATCH(out->dtype, K_);
 #undef K_

@@ -76,7 +76,7 @@ typedef void (*unary_fwd)(const nb_tensor *a, nb_tensor *out, double p);
 static nb_tensor *unary(nb_ctx *ctx, nb_op op, nb_tensor *a, double p, unary_fwd forward,
                         nb_backward_fn backward, nb_node **node_out) {
     if (!nb_check_float_inputs(ctx, nb_op_name(op), 1, &a)) return NULL;
-    nb_tensor *out = nb_empty(ctx, a->dtype, a->ndim, a->shape);
+    nb_tensor *out = nb_empty_raw(ctx, a->dtype, a->ndim, a->shape); /* forward writes all */
     if (!out) return NULL;
     forward(a, out, p);
     nb_node *n = nb_record_op(ctx, op, out, 1, &a, backward);

@@ -66,8 +66,12 @@ static size_t checked_numel(nb_ctx *ctx, const char *op, nb_dtype dt, int ndim,
     return numel;
 }
 
+/* What tensor_alloc gives the data: nothing (a view sets it), zeroed
+ * memory, or memory the caller overwrites completely. */
+typedef enum { DATA_NONE, DATA_ZEROED, DATA_RAW } data_mode;
+
 static nb_tensor *tensor_alloc(nb_ctx *ctx, const char *op, nb_dtype dt, int ndim,
-                               const int64_t *shape, bool with_data) {
+                               const int64_t *shape, data_mode data) {
     if (!nb_ctx_ok(ctx)) return NULL;
     size_t numel = checked_numel(ctx, op, dt, ndim, shape);
     if (!numel) return NULL;
@@ -78,23 +82,28 @@ static nb_tensor *tensor_alloc(nb_ctx *ctx, const char *op, nb_dtype dt, int ndi
     for (int d = 0; d < NB_MAX_DIMS; d++) t->shape[d] = d < ndim ? shape[d] : 1;
     t->numel = numel;
     t->owner = ctx;
-    if (with_data) {
-        t->data = nb_ctx_alloc(ctx, numel * nb_dtype_size(dt));
+    if (data != DATA_NONE) {
+        size_t bytes = numel * nb_dtype_size(dt);
+        t->data = data == DATA_RAW ? nb_ctx_alloc_raw(ctx, bytes) : nb_ctx_alloc(ctx, bytes);
         if (!t->data) return NULL;
     }
     return t;
 }
 
 nb_tensor *nb_empty(nb_ctx *ctx, nb_dtype dt, int ndim, const int64_t *shape) {
-    return tensor_alloc(ctx, "empty", dt, ndim, shape, true);
+    return tensor_alloc(ctx, "empty", dt, ndim, shape, DATA_ZEROED);
+}
+
+nb_tensor *nb_empty_raw(nb_ctx *ctx, nb_dtype dt, int ndim, const int64_t *shape) {
+    return tensor_alloc(ctx, "empty", dt, ndim, shape, DATA_RAW);
 }
 
 nb_tensor *nb_zeros(nb_ctx *ctx, nb_dtype dt, int ndim, const int64_t *shape) {
-    return tensor_alloc(ctx, "zeros", dt, ndim, shape, true);
+    return tensor_alloc(ctx, "zeros", dt, ndim, shape, DATA_ZEROED);
 }
 
 nb_tensor *nb_full(nb_ctx *ctx, nb_dtype dt, int ndim, const int64_t *shape, double value) {
-    nb_tensor *t = tensor_alloc(ctx, "full", dt, ndim, shape, true);
+    nb_tensor *t = tensor_alloc(ctx, "full", dt, ndim, shape, DATA_RAW);
     if (t)
         for (size_t i = 0; i < t->numel; i++) nb_set(t, i, value);
     return t;
@@ -114,7 +123,7 @@ nb_tensor *nb_from_data(nb_ctx *ctx, nb_dtype dt, int ndim, const int64_t *shape
         nb_ctx_fail(ctx, NB_ERR_NULL, "from_data: data is NULL");
         return NULL;
     }
-    nb_tensor *t = tensor_alloc(ctx, "from_data", dt, ndim, shape, true);
+    nb_tensor *t = tensor_alloc(ctx, "from_data", dt, ndim, shape, DATA_RAW);
     if (t) memcpy(t->data, data, t->numel * nb_dtype_size(dt));
     return t;
 }
@@ -125,7 +134,7 @@ nb_tensor *nb_from_doubles(nb_ctx *ctx, nb_dtype dt, int ndim, const int64_t *sh
         nb_ctx_fail(ctx, NB_ERR_NULL, "from_doubles: values is NULL");
         return NULL;
     }
-    nb_tensor *t = tensor_alloc(ctx, "from_doubles", dt, ndim, shape, true);
+    nb_tensor *t = tensor_alloc(ctx, "from_doubles", dt, ndim, shape, DATA_RAW);
     if (t)
         for (size_t i = 0; i < t->numel; i++) nb_set(t, i, values[i]);
     return t;
@@ -143,7 +152,7 @@ static nb_tensor *random_tensor(nb_ctx *ctx, const char *op, nb_dtype dt, int nd
                     nb_dtype_name(dt));
         return NULL;
     }
-    nb_tensor *t = tensor_alloc(ctx, op, dt, ndim, shape, true);
+    nb_tensor *t = tensor_alloc(ctx, op, dt, ndim, shape, DATA_RAW);
     if (!t) return NULL;
     for (size_t i = 0; i < t->numel; i++) {
         double v;
@@ -174,7 +183,7 @@ nb_tensor *nb_copy(nb_ctx *ctx, const nb_tensor *t, nb_dtype dt) {
         nb_ctx_fail(ctx, NB_ERR_NULL, "copy: input is NULL");
         return NULL;
     }
-    nb_tensor *c = tensor_alloc(ctx, "copy", dt, t->ndim, t->shape, true);
+    nb_tensor *c = tensor_alloc(ctx, "copy", dt, t->ndim, t->shape, DATA_RAW);
     if (!c) return NULL;
     if (dt == t->dtype)
         memcpy(c->data, t->data, t->numel * nb_dtype_size(dt));
@@ -185,7 +194,7 @@ nb_tensor *nb_copy(nb_ctx *ctx, const nb_tensor *t, nb_dtype dt) {
 }
 
 nb_tensor *nb_view_of(nb_ctx *ctx, nb_tensor *src, int ndim, const int64_t *shape) {
-    nb_tensor *t = tensor_alloc(ctx, "view", src->dtype, ndim, shape, false);
+    nb_tensor *t = tensor_alloc(ctx, "view", src->dtype, ndim, shape, DATA_NONE);
     if (t) t->data = src->data;
     return t;
 }
