@@ -72,6 +72,9 @@ static void stop_workers(void) {
     for (int k = 1; k < P->n_threads; k++) pthread_join(P->workers[k], NULL);
     P->quit = false;
     P->n_threads = 1;
+    /* New workers start waiting for generation 1: without this they would
+     * take the last finished job (its arg long gone) for a new one. */
+    P->generation = 0;
 }
 
 int nb_set_num_threads(int n) {

@@ -1,0 +1,205 @@
+/* check_threads.c - results do not depend on the thread count.
+ *
+ * linear, matmul and a MultiHeadAttention forward + backward (dropout on)
+ * run with 1, 2 and 3 worker threads must give memcmp-identical outputs and
+ * gradients. The sizes are odd and large enough that linear's kernels split
+ * (it splits at about 64k multiply-adds per thread), so the threads get row
+ * and output ranges that are not multiples of the kernel's tile sizes.
+ * Every test ends with nb_set_num_threads(1), which joins the workers (the
+ * suite runs clean under `make memcheck`). */
+#include "check_nabla.h"
+
+static const int thread_counts[] = {1, 2, 3};
+#define N_COUNTS ((int)(sizeof thread_counts / sizeof thread_counts[0]))
+
+/* The bytes of an output and a list of gradients, concatenated. */
+typedef struct snapshot {
+    unsigned char *bytes;
+    size_t len;
+} snapshot;
+
+static void snap_add(snapshot *s, const void *p, size_t n) {
+    s->bytes = realloc(s->bytes, s->len + n);
+    ck_assert_ptr_nonnull(s->bytes);
+    memcpy(s->bytes + s->len, p, n);
+    s->len += n;
+}
+
+static size_t bytes_of(const nb_tensor *t) { return t->numel * nb_dtype_size(t->dtype); }
+
+/* out's data, then the gradient of each of the n leaves (all must have one). */
+static snapshot take(const nb_tensor *out, nb_tensor *const *leaves, int n) {
+    snapshot s = {NULL, 0};
+    snap_add(&s, out->data, bytes_of(out));
+    for (int i = 0; i < n; i++) {
+        ck_assert_msg(leaves[i]->grad != NULL, "leaf %d has no gradient", i);
+        snap_add(&s, leaves[i]->grad, bytes_of(leaves[i]));
+    }
+    return s;
+}
+
+/* Every snapshot equals the first (one thread) bit for bit. */
+static void assert_identical(const snapshot *s, const char *what) {
+    for (int k = 1; k < N_COUNTS; k++) {
+        ck_assert_uint_eq(s[k].len, s[0].len);
+        ck_assert_msg(memcmp(s[k].bytes, s[0].bytes, s[0].len) == 0,
+                      "%s: %d threads differ from 1 thread", what, thread_counts[k]);
+    }
+    for (int k = 0; k < N_COUNTS; k++) free(s[k].bytes);
+}
+
+static void use_threads(int n) {
+    ck_assert_int_eq(nb_set_num_threads(n), n);
+    ck_assert_int_eq(nb_get_num_threads(), n);
+}
+
+static nb_tensor *rand_leaf(nb_ctx *ctx, nb_dtype dt, int ndim, const int64_t *shape,
+                            uint64_t seed) {
+    nb_pcg32 rng;
+    nb_pcg32_seed(&rng, seed, 11);
+    return nb_requires_grad(nb_uniform(ctx, dt, ndim, shape, -1.0, 1.0, &rng));
+}
+
+/* ---- linear ------------------------------------------------------------------------ */
+
+/* x (3, 37, 67) -> (3, 37, 45): 111 rows, split 55/56 and 37/37/37, and 45
+ * outputs for the weight gradients, split 22/23 and 15/15/15. With and
+ * without bias, f32 and f64. The one-thread result is also checked against
+ * a plain double loop. */
+START_TEST(test_linear_same_bits_any_thread_count) {
+    for (int dt = NB_F32; dt <= NB_F64; dt++) {
+        for (int with_b = 0; with_b <= 1; with_b++) {
+            nb_ctx *params = nb_ctx_new(0), *step = nb_ctx_new(0);
+            nb_tensor *x = rand_leaf(params, dt, NB_SHAPE(3, 37, 67), 1);
+            nb_tensor *w = rand_leaf(params, dt, NB_SHAPE(45, 67), 2);
+            nb_tensor *b = rand_leaf(params, dt, NB_SHAPE(45), 3);
+            nb_tensor *g = rand_leaf(params, dt, NB_SHAPE(3, 37, 45), 4);
+            nb_tensor *leaves[3] = {x, w, b};
+            snapshot s[N_COUNTS];
+            for (int k = 0; k < N_COUNTS; k++) {
+                use_threads(thread_counts[k]);
+                nb_ctx_reset(step);
+                for (int i = 0; i < 3; i++) nb_zero_grad(leaves[i]);
+                nb_tensor *y = nb_linear(step, x, w, with_b ? b : NULL);
+                ck_assert_int_eq(nb_backward(step, y, g), NB_OK);
+                s[k] = take(y, leaves, with_b ? 3 : 2);
+                if (k == 0) {
+                    double tol = dt == NB_F32 ? 1e-4 : 1e-12;
+                    for (size_t r = 0; r < 111; r += 10)
+                        for (size_t o = 0; o < 45; o += 4) {
+                            double want = with_b ? nb_get(b, o) : 0;
+                            for (size_t i = 0; i < 67; i++)
+                                want += nb_get(x, r * 67 + i) * nb_get(w, o * 67 + i);
+                            ck_assert_double_eq_tol(nb_get(y, r * 45 + o), want, tol);
+                        }
+                }
+            }
+            assert_identical(s, with_b ? "linear with bias" : "linear");
+            nb_ctx_free(step);
+            nb_ctx_free(params);
+        }
+    }
+    use_threads(1);
+}
+END_TEST
+
+/* ---- matmul ------------------------------------------------------------------------ */
+
+/* (5, 3, 29, 37) @ (3, 37, 31): a broadcast batch dim, odd matrix sizes. */
+START_TEST(test_matmul_same_bits_any_thread_count) {
+    for (int dt = NB_F32; dt <= NB_F64; dt++) {
+        nb_ctx *params = nb_ctx_new(0), *step = nb_ctx_new(0);
+        nb_tensor *a = rand_leaf(params, dt, NB_SHAPE(5, 3, 29, 37), 5);
+        nb_tensor *b = rand_leaf(params, dt, NB_SHAPE(3, 37, 31), 6);
+        nb_tensor *g = rand_leaf(params, dt, NB_SHAPE(5, 3, 29, 31), 7);
+        nb_tensor *leaves[2] = {a, b};
+        snapshot s[N_COUNTS];
+        for (int k = 0; k < N_COUNTS; k++) {
+            use_threads(thread_counts[k]);
+            nb_ctx_reset(step);
+            nb_zero_grad(a);
+            nb_zero_grad(b);
+            nb_tensor *c = nb_matmul(step, a, b);
+            ck_assert_int_eq(nb_backward(step, c, g), NB_OK);
+            s[k] = take(c, leaves, 2);
+        }
+        assert_identical(s, "matmul");
+        nb_ctx_free(step);
+        nb_ctx_free(params);
+    }
+    use_threads(1);
+}
+END_TEST
+
+/* ---- MultiHeadAttention ------------------------------------------------------------ */
+
+/* MultiHeadAttention(d_in 45, d_out 63, context 23, dropout 0.1, 7 heads of
+ * 9, qkv_bias) on x (9, 23, 45), training: the output and the gradients of
+ * x and of all 8 parameters. Dropout draws from a stream seeded afresh for
+ * each thread count. */
+START_TEST(test_mha_same_bits_any_thread_count) {
+    for (int dt = NB_F32; dt <= NB_F64; dt++) {
+        nb_ctx *params = nb_ctx_new(0), *step = nb_ctx_new(0);
+        nb_pcg32 init, drop;
+        nb_pcg32_seed(&init, 123, 1);
+        nb_nn_mha m;
+        ck_assert_int_eq(nb_nn_mha_init(&m, params, 45, 63, 23, 0.1, 7, true, dt, &init), NB_OK);
+        ck_assert_int_eq(m.params.n, 8);
+        nb_tensor *x = rand_leaf(params, dt, NB_SHAPE(9, 23, 45), 8);
+        nb_tensor *g = rand_leaf(params, dt, NB_SHAPE(9, 23, 63), 9);
+        nb_tensor *leaves[9];
+        leaves[0] = x;
+        for (int i = 0; i < m.params.n; i++) leaves[1 + i] = m.params.t[i];
+        snapshot s[N_COUNTS];
+        for (int k = 0; k < N_COUNTS; k++) {
+            use_threads(thread_counts[k]);
+            nb_ctx_reset(step);
+            nb_pcg32_seed(&drop, 77, 3);
+            m.dropout.rng = &drop;
+            nb_params_zero_grad(&m.params);
+            nb_zero_grad(x);
+            nb_tensor *y = nb_nn_mha_forward(step, &m, x);
+            ck_assert_ptr_nonnull(y);
+            ck_assert_int_eq(nb_backward(step, y, g), NB_OK);
+            s[k] = take(y, leaves, 9);
+        }
+        assert_identical(s, "MultiHeadAttention");
+        nb_ctx_free(step);
+        nb_ctx_free(params);
+    }
+    use_threads(1);
+}
+END_TEST
+
+/* ---- the pool ---------------------------------------------------------------------- */
+
+/* Growing and shrinking the pool; back at one thread the workers are joined
+ * and ops run on the caller. Out-of-range requests are clamped. */
+START_TEST(test_pool_resize_and_join) {
+    use_threads(3);
+    use_threads(2);
+    use_threads(3);
+    use_threads(1);
+    ck_assert_int_eq(nb_set_num_threads(0), 1);
+    ck_assert_int_eq(nb_set_num_threads(-5), 1);
+    nb_ctx *ctx = nb_ctx_new(0);
+    nb_tensor *x = nb_ones(ctx, NB_F32, NB_SHAPE(4, 3));
+    nb_tensor *w = nb_full(ctx, NB_F32, NB_SHAPE(2, 3), 0.5);
+    nb_tensor *y = nb_linear(ctx, x, w, NULL);
+    ck_assert_tensor_near(y, ((double[]){1.5, 1.5, 1.5, 1.5, 1.5, 1.5, 1.5, 1.5}), 8, 0);
+    nb_ctx_free(ctx);
+    ck_assert_int_eq(nb_get_num_threads(), 1);
+}
+END_TEST
+
+Suite *suite_threads(void) {
+    Suite *s = suite_create("threads");
+    TCase *tc = tcase_create("threads");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_linear_same_bits_any_thread_count);
+    tcase_add_test(tc, test_matmul_same_bits_any_thread_count);
+    tcase_add_test(tc, test_mha_same_bits_any_thread_count);
+    tcase_add_test(tc, test_pool_resize_and_join);
+    suite_add_tcase(s, tc);
+    return s;
+}
