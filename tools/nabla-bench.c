@@ -9,7 +9,13 @@
  * repetition count is calibrated so each figure takes about 0.15 s.
  *
  * Adding a case: a row in `cases` (name, forward function, input shapes,
- * dtype, flop counts); a new op needs only a forward function below. */
+ * dtype, flop counts); a new op needs only a forward function below.
+ *
+ * The last case, "demo step", times whole training steps of the model that
+ * `make demo` trains (examples/demo_reverse.c: token and position
+ * embeddings, causal MultiHeadAttention with dropout and a residual,
+ * LayerNorm, a Linear head, cross-entropy, AdamW), built here from the
+ * public API alone, and prints microseconds per step. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,6 +53,15 @@ static double flops_matmul(nb_tensor *const *in, const nb_tensor *out) {
     return 2.0 * (double)out->numel * (double)in[0]->shape[in[0]->ndim - 1];
 }
 
+static nb_tensor *fwd_linear(nb_ctx *step, nb_tensor *const *in) {
+    return nb_linear(step, in[0], in[1], in[2]);
+}
+
+/* 2 * rows * in_features * out_features; the bias adds are not counted. */
+static double flops_linear(nb_tensor *const *in, const nb_tensor *out) {
+    return 2.0 * (double)out->numel * (double)in[1]->shape[1];
+}
+
 /* ---- the cases ----------------------------------------------------------------- */
 
 static const bench_case cases[] = {
@@ -66,6 +81,13 @@ static const bench_case cases[] = {
      {2, 2}, {{256, 256}, {256, 256}}},
     {"matmul 256 f64", fwd_matmul, flops_matmul, 2.0, NB_F64, 2,
      {2, 2}, {{256, 256}, {256, 256}}},
+    /* the demo's layers: 512 rows (batch 32 x 16 positions), d_model 32 */
+    {"linear 32->32", fwd_linear, flops_linear, 2.0, NB_F32, 3,
+     {3, 2, 1}, {{32, 16, 32}, {32, 32}, {32}}},
+    {"linear 32->11", fwd_linear, flops_linear, 2.0, NB_F32, 3,
+     {3, 2, 1}, {{32, 16, 32}, {11, 32}, {11}}},
+    {"linear 32->32 f64", fwd_linear, flops_linear, 2.0, NB_F64, 3,
+     {3, 2, 1}, {{32, 16, 32}, {32, 32}, {32}}},
 };
 
 /* ---- timing ------------------------------------------------------------------------ */
@@ -153,6 +175,113 @@ static int bench_one(const bench_case *c) {
     return status;
 }
 
+/* ---- demo step ------------------------------------------------------------------- */
+
+/* The demo's sizes: sequences of DEMO_N digits, then a separator, then the
+ * reversed digits, so T = 2 * DEMO_N positions. */
+#define DEMO_N 8
+#define DEMO_T (2 * DEMO_N)
+#define DEMO_B 32
+#define DEMO_D 32
+#define DEMO_HEADS 4
+#define DEMO_VOCAB 11 /* ten digits and the separator */
+
+typedef struct demo_model {
+    nb_nn_embedding tok, pos;
+    nb_nn_mha attn;
+    nb_nn_layer_norm norm;
+    nb_nn_linear head;
+    nb_tensor_list params;
+} demo_model;
+
+static nb_status demo_init(demo_model *m, nb_ctx *pctx, nb_pcg32 *rng) {
+    nb_status st = nb_nn_embedding_init(&m->tok, pctx, DEMO_VOCAB, DEMO_D, NB_F32, rng);
+    if (!st) st = nb_nn_embedding_init(&m->pos, pctx, DEMO_T, DEMO_D, NB_F32, rng);
+    if (!st)
+        st = nb_nn_mha_init(&m->attn, pctx, DEMO_D, DEMO_D, DEMO_T, 0.1, DEMO_HEADS, false,
+                            NB_F32, rng);
+    if (!st) st = nb_nn_layer_norm_init(&m->norm, pctx, DEMO_D, 1e-5, true, NB_F32);
+    if (!st) st = nb_nn_linear_init(&m->head, pctx, DEMO_D, DEMO_VOCAB, true, NB_F32, rng);
+    m->params.n = 0;
+    if (!st) st = nb_params_add_prefixed(&m->params, pctx, "tok", &m->tok.params);
+    if (!st) st = nb_params_add_prefixed(&m->params, pctx, "pos", &m->pos.params);
+    if (!st) st = nb_params_add_prefixed(&m->params, pctx, "attn", &m->attn.params);
+    if (!st) st = nb_params_add_prefixed(&m->params, pctx, "norm", &m->norm.params);
+    if (!st) st = nb_params_add_prefixed(&m->params, pctx, "head", &m->head.params);
+    return st;
+}
+
+/* One training step on a fresh batch: forward, cross-entropy over the
+ * answer positions, backward, AdamW. */
+static nb_status demo_step(nb_ctx *step, demo_model *m, nb_optim *opt, nb_pcg32 *data) {
+    int64_t ids[DEMO_B * DEMO_T], targets[DEMO_B * DEMO_N], pos[DEMO_T];
+    for (int t = 0; t < DEMO_T; t++) pos[t] = t;
+    for (int b = 0; b < DEMO_B; b++) {
+        int64_t *row = ids + b * DEMO_T, *tg = targets + b * DEMO_N;
+        for (int i = 0; i < DEMO_N; i++) row[i] = nb_pcg32_bounded(data, 10);
+        row[DEMO_N] = 10;
+        for (int j = 0; j < DEMO_N; j++) tg[j] = row[DEMO_N - 1 - j];
+        for (int j = 0; j + 1 < DEMO_N; j++) row[DEMO_N + 1 + j] = tg[j];
+    }
+    nb_ctx_reset(step);
+    nb_tensor *x = nb_add(
+        step, nb_nn_embedding_forward(step, &m->tok, nb_from_data(step, NB_I64, NB_SHAPE(DEMO_B, DEMO_T), ids)),
+        nb_nn_embedding_forward(step, &m->pos, nb_from_data(step, NB_I64, NB_SHAPE(DEMO_T), pos)));
+    nb_tensor *h = nb_add(step, x, nb_nn_mha_forward(step, &m->attn, x));
+    nb_tensor *logits =
+        nb_nn_linear_forward(step, &m->head, nb_nn_layer_norm_forward(step, &m->norm, h));
+    nb_tensor *parts[2] = {NULL, NULL};
+    nb_split(step, logits, 1, 2, (const int64_t[]){DEMO_N, DEMO_N}, parts);
+    nb_tensor *ans = nb_reshape(step, parts[1], NB_SHAPE(DEMO_B * DEMO_N, DEMO_VOCAB));
+    nb_tensor *loss = nb_cross_entropy(
+        step, ans, nb_from_data(step, NB_I64, NB_SHAPE(DEMO_B * DEMO_N), targets));
+    nb_params_zero_grad(&m->params);
+    nb_status st = nb_backward(step, loss, NULL);
+    return st ? st : nb_optim_step(opt);
+}
+
+static int bench_demo_step(void) {
+    nb_ctx *params = nb_ctx_new(0), *step = nb_ctx_new(0);
+    nb_pcg32 init, data, drop;
+    nb_pcg32_seed(&init, 42, 1);
+    nb_pcg32_seed(&data, 42, 2);
+    nb_pcg32_seed(&drop, 42, 3);
+    demo_model m;
+    nb_optim *opt = NULL;
+    int status = 1;
+    if (params && step && demo_init(&m, params, &init) == NB_OK) {
+        m.attn.dropout.rng = &drop;
+        opt = nb_adamw_new(&m.params, nb_adamw_defaults(3e-3), params);
+    }
+    if (opt) {
+        /* warm up (the arena grows to its peak), then steps until BENCH_SECONDS */
+        long steps = 0;
+        nb_status st = NB_OK;
+        for (int i = 0; i < 20 && !st; i++) st = demo_step(step, &m, opt, &data);
+        double t0 = now(), t = t0;
+        while (!st && t - t0 < 2 * BENCH_SECONDS) {
+            st = demo_step(step, &m, opt, &data);
+            steps++;
+            t = now();
+        }
+        if (!st) {
+            printf("%-16s %-4s %-34s %10s %8s %12.2f %8s\n", "demo step", "f32",
+                   "B 32, T 16, d 32, 4 heads, AdamW", "-", "-", (t - t0) / (double)steps * 1e6,
+                   "-");
+            status = 0;
+        }
+    }
+    if (status) {
+        const char *e = nb_ctx_error(step) ? nb_ctx_error(step) : nb_ctx_error(params);
+        if (!e && opt) e = nb_optim_error(opt);
+        fprintf(stderr, "nabla-bench: demo step: %s\n", e ? e : "failed");
+    }
+    nb_optim_free(opt);
+    nb_ctx_free(step);
+    nb_ctx_free(params);
+    return status;
+}
+
 int main(int argc, char **argv) {
     const char *filter = argc > 1 ? argv[1] : NULL;
     printf("%-16s %-4s %-34s %10s %8s %12s %8s\n", "case", "type", "shapes", "fwd us",
@@ -160,5 +289,6 @@ int main(int argc, char **argv) {
     int status = 0;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         if (!filter || strstr(cases[i].name, filter)) status |= bench_one(&cases[i]);
+    if (!filter || strstr("demo step", filter)) status |= bench_demo_step();
     return status;
 }
