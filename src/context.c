@@ -3,6 +3,7 @@
 #include "nb_internal.h"
 
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdlib.h>
 
 #define NB_ALIGN 64
@@ -94,8 +95,11 @@ void *nb_ctx_alloc(nb_ctx *ctx, size_t bytes) {
 void *nb_ctx_alloc_raw(nb_ctx *ctx, size_t bytes) {
     if (!ctx) return NULL;
     if (bytes == 0) bytes = 1;
-    if (bytes > SIZE_MAX - 2 * NB_ALIGN) {
-        nb_ctx_fail(ctx, NB_ERR_SIZE, "alloc: %zu bytes overflow the address space", bytes);
+    /* No allocator can return more than half the address space; asking
+     * malloc would only fail later (and look like a negative size to it). */
+    if (bytes > (size_t)PTRDIFF_MAX / 2) {
+        nb_ctx_fail(ctx, NB_ERR_MEMORY, "alloc: %zu bytes is more than a process can allocate",
+                    bytes);
         return NULL;
     }
     size_t need = (bytes + NB_ALIGN - 1) & ~(size_t)(NB_ALIGN - 1);
