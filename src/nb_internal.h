@@ -35,6 +35,7 @@ struct nb_ctx {
     bool grad_enabled;
     bool backward_done;    /* a backward pass has run over this tape */
     bool detect_anomaly;   /* check every gradient for NaN/inf */
+    struct nb_probe *probe; /* watches the tape (gradcheck's blame); NULL normally */
     const char *site_file; /* creation site for the next nodes */
     int site_line;
     nb_status status;
@@ -74,6 +75,16 @@ struct nb_node {
 /* Records a built-in op. Same contract as nb_record. */
 NB_HIDDEN nb_node *nb_record_op(nb_ctx *ctx, nb_op op, nb_tensor *out, int n_in,
                                 nb_tensor *const *in, nb_backward_fn backward);
+
+/* A tape observer, installed by setting ctx->probe (nb_gradcheck uses one
+ * to find the op whose backward is wrong). `recorded` runs when a node joins
+ * the tape: its output is computed and may be changed, and ops recorded
+ * later read the change. `backward` runs before (done false) and after
+ * (done true) each local rule in nb_backward. */
+typedef struct nb_probe {
+    void (*recorded)(struct nb_probe *p, nb_node *n);
+    void (*backward)(struct nb_probe *p, nb_node *n, bool done);
+} nb_probe;
 
 /* ---- checks shared by the ops ---------------------------------------------- */
 /* True when the context can run an op (non-NULL, no error yet). */

@@ -38,6 +38,7 @@ static nb_node *record(nb_ctx *ctx, int op, const char *name, nb_tensor *out, in
     ctx->tape = n;
     out->node = n;
     out->requires_grad = true;
+    if (ctx->probe) ctx->probe->recorded(ctx->probe, n);
     return n;
 }
 
@@ -152,7 +153,9 @@ nb_status nb_backward(nb_ctx *ctx, nb_tensor *out, const nb_tensor *grad_out) {
     for (nb_node *n = ctx->tape; n; n = n->prev) {
         if (!n->out->grad) continue; /* not on a path to `out` */
         if (n->index > (out->node ? out->node->index : -1)) continue;
+        if (ctx->probe) ctx->probe->backward(ctx->probe, n, false);
         n->backward(ctx, n);
+        if (ctx->probe) ctx->probe->backward(ctx->probe, n, true);
         if (ctx->status != NB_OK) return ctx->status;
         if (ctx->detect_anomaly && !check_anomaly(ctx, n)) return ctx->status;
     }

@@ -1,5 +1,34 @@
 /* nabla/gradcheck.h - float64 finite-difference gradient checks with
- * PyTorch's semantics (torch.autograd.gradcheck). */
+ * PyTorch's semantics (torch.autograd.gradcheck) that name the op whose
+ * backward is wrong.
+ *
+ * Blame. In a function of 40 ops the worst element of d out / d input does
+ * not say which op's backward rule is wrong. So when a check fails (or
+ * opts.blame asks), every node of the tape is judged by its own rule. Along
+ * one direction (an input tangent u, an output cotangent v), f runs three
+ * more times with the tape recording:
+ *   - at x + eps*u and x - eps*u, reading each node's inputs and output the
+ *     moment it is recorded: central differences give each value's tangent
+ *     t, and a node's output tangent is its Jacobian times its input ones;
+ *   - at x, then backward from v, keeping each node's output gradient g and
+ *     what its rule adds to each input's gradient, d_i.
+ * A node's rule agrees when sum_i <d_i, t_i> = <g, t_out> (the identity
+ * <J^T g, t> = <g, J t>) within atol + rtol * |<g, t_out>|. Each node is
+ * judged on its own, whatever the others do, so an op whose output is used
+ * twice, or whose input is shared with other ops, is still told apart. The
+ * first direction replays the failure (the worst element's input and
+ * output, or fast mode's worst (u, v)), so the nodes' differences add up to
+ * the error the check saw. If no node disagrees there, a random direction
+ * follows in which each node's output is also moved by eps * N(0, 1) when
+ * it is recorded (later ops read the moved value), giving every rule a
+ * direction of its own. The latest disagreeing node is named, with its tape
+ * index and creation site (set with NB_HERE(ctx) inside f); its wrong input
+ * is found by moving one input at a time, latest-made first. Views
+ * (reshape) share their input's data and are never moved. An input that
+ * changes with x but is off the tape (made with grad disabled, or by a
+ * custom op that was not recorded) is reported as such. Blame needs ops to
+ * record their output after computing it (nabla's ops and nb_record do) and
+ * f to record the same tape on every call. */
 #ifndef NABLA_GRADCHECK_H
 #define NABLA_GRADCHECK_H
 
@@ -20,10 +49,12 @@ typedef struct nb_gradcheck_opts {
     double rtol; /* relative tolerance (1e-3) */
     bool fast;   /* check v^T J u along random u, v instead of the full J */
     int n_dirs;  /* fast mode: how many (u, v) pairs (default 4) */
-    uint64_t seed; /* fast mode: directions come from PCG32 with this seed */
+    uint64_t seed; /* directions (fast mode, blame) come from PCG32 with this seed */
+    bool blame;    /* look for a wrong backward even when the check passes */
 } nb_gradcheck_opts;
 
-/* PyTorch's defaults: eps 1e-6, atol 1e-5, rtol 1e-3, full Jacobian. */
+/* PyTorch's defaults: eps 1e-6, atol 1e-5, rtol 1e-3, full Jacobian; blame
+ * on failure only. */
 nb_gradcheck_opts nb_gradcheck_defaults(void);
 
 typedef struct nb_gradcheck_result {
@@ -35,6 +66,22 @@ typedef struct nb_gradcheck_result {
     double analytic;     /* the worst entry's analytic value ... */
     double numeric;      /* ... and its finite-difference value */
     char message[512];   /* a sentence naming the op, the entry and both values */
+    /* Blame (see the top of this file): the op whose backward disagrees
+     * with finite differences; blame_index is -1 when none was found (the
+     * check passed, or every recorded op agrees). */
+    int blame_index;        /* its position on the tape (nb_tape_print's #) */
+    char blame_op[64];      /* its name ("matmul", or a custom op's); "" if none */
+    const char *blame_file; /* where it was created (NB_HERE), NULL if not set */
+    int blame_line;
+    int blame_input;        /* which of its inputs (0-based) gets a wrong
+                             * gradient; -1 when it could not be isolated */
+    bool blame_untracked;   /* that input changes with the checked inputs but
+                             * is not on the tape: it was made by an op that was
+                             * not recorded, rather than a wrong backward */
+    int blame_count;        /* how many ops disagree (the latest is named) */
+    double blame_analytic;  /* along the direction that blamed it: sum_i
+                             * <d_i, t_i> by its rule ... */
+    double blame_numeric;   /* ... and <g, t_out> by differences (see above) */
 } nb_gradcheck_result;
 
 /* Checks d f(in) / d in[i] for every input that requires grad: analytic
@@ -42,7 +89,10 @@ typedef struct nb_gradcheck_result {
  * element by element; passes when every |a - n| <= atol + rtol * |n|.
  * Inputs may be F32 or F64: the check itself runs in F64. opts may be NULL
  * (defaults). res may be NULL. Returns NB_OK when it passed, NB_ERR_VALUE
- * when it did not, another status when f failed (message in res). */
+ * when it did not, another status when f failed (message in res). On
+ * failure the message names the blamed op, its tape index, creation site
+ * and input, then the worst element. `passed` and the status depend only on
+ * the check itself, not on blame. */
 nb_status nb_gradcheck(nb_gradcheck_fn f, void *user, int n_in, nb_tensor *const *in,
                        const nb_gradcheck_opts *opts, nb_gradcheck_result *res);
 
