@@ -135,6 +135,11 @@ NB_HIDDEN void nb_gemm_double(double *c, const double *a, int64_t ars, int64_t a
                               const double *b, int64_t brs, int64_t bcs, int64_t rows,
                               int64_t inner, int64_t cols, bool add);
 
+/* ---- random bits (pcg32.c) ---------------------------------------------- */
+/* n draws of nb_pcg32_next into out: the same bits in the same order, and
+ * rng ends where n nb_pcg32_next calls leave it, only faster. */
+NB_HIDDEN void nb_pcg32_fill(nb_pcg32 *rng, uint32_t *out, size_t n);
+
 /* ---- dtype dispatch ----------------------------------------------------------- */
 /* Runs KERNEL(T) with T = float or double. Each kernel is written once, as a
  * macro body over T, and instantiated for both float dtypes. */

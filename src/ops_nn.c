@@ -187,6 +187,21 @@ nb_tensor *nb_linear(nb_ctx *ctx, nb_tensor *x, nb_tensor *w, nb_tensor *b) {
  * draw nothing.
  * ========================================================================== */
 
+/* keep ? a : b (keep is 0 or 1) as bit operations: compilers turn the
+ * plain select into a branch, which a random mask mispredicts often. */
+#define NN_PICK(T, U)                                                         \
+    static inline T nn_pick_##T(unsigned char keep, T a, T b) {               \
+        U ua, ub, m = (U)0 - (U)keep;                                         \
+        memcpy(&ua, &a, sizeof a);                                            \
+        memcpy(&ub, &b, sizeof b);                                            \
+        ua = (ua & m) | (ub & ~m);                                            \
+        memcpy(&a, &ua, sizeof a);                                            \
+        return a;                                                             \
+    }
+NN_PICK(float, uint32_t)
+NN_PICK(double, uint64_t)
+#undef NN_PICK
+
 /* dx += dy * mask * scale; reuses the saved mask and scale = 1/(1-p) (0 for p == 1). */
 static void dropout_backward(nb_ctx *ctx, nb_node *n) {
     nb_tensor *x = n->in[0], *out = n->out;
@@ -199,7 +214,7 @@ static void dropout_backward(nb_ctx *ctx, nb_node *n) {
         T *dx = gx, sc = (T)scale;                                                        \
         const T *g = out->grad;                                                           \
         for (size_t i = 0; i < out->numel; i++)                                           \
-            if (mask[i]) dx[i] += g[i] * sc;                                              \
+            dx[i] = nn_pick_##T(mask[i], dx[i] + g[i] * sc, dx[i]);                       \
     }
     NB_DISPATCH(out->dtype, K_);
 #undef K_
@@ -229,13 +244,22 @@ nb_tensor *nb_dropout(nb_ctx *ctx, nb_tensor *x, double p, bool train, struct nb
     if (!mask) return NULL;
     double scale = p < 1.0 ? 1.0 / (1.0 - p) : 0.0;
     if (p < 1.0) {
+        /* u = k * 2^-24 with k = the draw >> 8, so u >= p exactly when
+         * k >= ceil(p * 2^24) (the scaling by 2^24 is exact) */
+        uint32_t threshold = (uint32_t)ceil(p * 0x1p24);
+        uint32_t bits[256];
 #define K_(T)                                                                             \
     {                                                                                     \
         const T *xs = x->data;                                                            \
         T *ys = out->data, sc = (T)scale;                                                 \
-        for (size_t i = 0; i < x->numel; i++) {                                           \
-            mask[i] = (double)nb_pcg32_float(rng) >= p;                                   \
-            ys[i] = mask[i] ? xs[i] * sc : (T)0;                                          \
+        for (size_t i0 = 0; i0 < x->numel; i0 += 256) {                                   \
+            size_t n = x->numel - i0 < 256 ? x->numel - i0 : 256;                         \
+            nb_pcg32_fill(rng, bits, n);                                                  \
+            for (size_t i = 0; i < n; i++) {                                              \
+                unsigned char keep = (bits[i] >> 8) >= threshold;                         \
+                mask[i0 + i] = keep;                                                      \
+                ys[i0 + i] = nn_pick_##T(keep, xs[i0 + i] * sc, (T)0);                    \
+            }                                                                             \
         }                                                                                 \
     }
         NB_DISPATCH(out->dtype, K_);
@@ -353,6 +377,27 @@ nb_tensor *nb_embedding(nb_ctx *ctx, nb_tensor *weight, const nb_tensor *ids) {
  * node->i[0], i[1] say whether w, b are.
  * ========================================================================== */
 
+/* sum = the sum of EXPR over d in [0, D), in double, as four partial sums
+ * (d = 0, 1, 2, 3 mod 4) added up at the end: the adds of a row do not wait
+ * on each other, and the order is fixed. EXPR reads the index d. */
+#define NN_SUM4(sum, D, EXPR)                                                             \
+    do {                                                                                  \
+        double p0_ = 0, p1_ = 0, p2_ = 0, p3_ = 0;                                        \
+        size_t d = 0;                                                                     \
+        while (d + 4 <= (D)) {                                                            \
+            p0_ += (EXPR);                                                                \
+            d++;                                                                          \
+            p1_ += (EXPR);                                                                \
+            d++;                                                                          \
+            p2_ += (EXPR);                                                                \
+            d++;                                                                          \
+            p3_ += (EXPR);                                                                \
+            d++;                                                                          \
+        }                                                                                 \
+        for (; d < (D); d++) p0_ += (EXPR);                                               \
+        (sum) = (p0_ + p1_) + (p2_ + p3_);                                                \
+    } while (0)
+
 /* With dxhat = dy * w (dy without w):
  *   dx += rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat))
  *   dw += sum over rows of dy * xhat,   db += sum over rows of dy.
@@ -376,12 +421,9 @@ static void layer_norm_backward(nb_ctx *ctx, nb_node *n) {
             if (db)                                                                       \
                 for (size_t d = 0; d < D; d++) db[d] += gr[d];                            \
             if (!dx) continue;                                                            \
-            double s1 = 0, s2 = 0; /* sum dxhat, sum dxhat * xhat */                      \
-            for (size_t d = 0; d < D; d++) {                                              \
-                T gh = ws ? gr[d] * ws[d] : gr[d];                                        \
-                s1 += gh;                                                                 \
-                s2 += gh * ((xr[d] - m) * rs);                                            \
-            }                                                                             \
+            double s1, s2; /* sum dxhat, sum dxhat * xhat */                              \
+            NN_SUM4(s1, D, ws ? gr[d] * ws[d] : gr[d]);                                   \
+            NN_SUM4(s2, D, (ws ? gr[d] * ws[d] : gr[d]) * ((xr[d] - m) * rs));            \
             T m1 = (T)(s1 / (double)D), m2 = (T)(s2 / (double)D);                         \
             T *dxr = dx + r * D;                                                          \
             for (size_t d = 0; d < D; d++) {                                              \
@@ -432,22 +474,22 @@ nb_tensor *nb_layer_norm(nb_ctx *ctx, nb_tensor *x, nb_tensor *w, nb_tensor *b, 
         for (size_t r = 0; r < R; r++) {                                                  \
             const T *xr = xs + r * n_;                                                    \
             T *yr = ys + r * n_;                                                          \
-            double s = 0, v = 0;                                                          \
-            for (size_t d = 0; d < n_; d++) s += xr[d];                                   \
+            double s, v;                                                                  \
+            NN_SUM4(s, n_, xr[d]);                                                        \
             double mean = s / (double)n_;                                                 \
-            for (size_t d = 0; d < n_; d++) {                                             \
-                double c = (double)xr[d] - mean;                                          \
-                v += c * c;                                                               \
-            }                                                                             \
+            NN_SUM4(v, n_, ((double)xr[d] - mean) * ((double)xr[d] - mean));              \
             double rstd = 1.0 / sqrt(v / (double)n_ + eps);                               \
             stats[2 * r] = mean;                                                          \
             stats[2 * r + 1] = rstd;                                                      \
             T m = (T)mean, rs = (T)rstd;                                                  \
-            for (size_t d = 0; d < n_; d++) yr[d] = (xr[d] - m) * rs;                     \
-            if (ws)                                                                       \
-                for (size_t d = 0; d < n_; d++) yr[d] *= ws[d];                           \
-            if (bs)                                                                       \
-                for (size_t d = 0; d < n_; d++) yr[d] += bs[d];                           \
+            if (ws && bs) /* one pass, the same roundings as ((x - m) * rs) * w + b */    \
+                for (size_t d = 0; d < n_; d++) yr[d] = ((xr[d] - m) * rs) * ws[d] + bs[d]; \
+            else                                                                          \
+                for (size_t d = 0; d < n_; d++) {                                         \
+                    yr[d] = (xr[d] - m) * rs;                                             \
+                    if (ws) yr[d] *= ws[d];                                               \
+                    if (bs) yr[d] += bs[d];                                               \
+                }                                                                         \
         }                                                                                 \
     }
     NB_DISPATCH(out->dtype, K_);

@@ -31,8 +31,12 @@ static void softmax_forward(nb_tensor *out, const nb_tensor *a, bool log_out) {
             const T *x = (const T *)a->data + r * cols;                           \
             T *y = (T *)out->data + r * cols;                                     \
             T m = x[0];                                                           \
-            for (size_t j = 1; j < cols; j++)                                     \
-                if (x[j] > m || isnan(x[j])) m = x[j];                            \
+            bool nan_ = isnan(x[0]);                                              \
+            for (size_t j = 1; j < cols; j++) { /* selects, not branches */       \
+                m = x[j] > m ? x[j] : m;                                          \
+                nan_ |= isnan(x[j]);                                              \
+            }                                                                     \
+            if (nan_) m = (T)NAN;                                                 \
             if (m == -INFINITY) {                                                 \
                 for (size_t j = 0; j < cols; j++)                                 \
                     y[j] = x[j] == -INFINITY ? (log_out ? (T)-INFINITY : (T)0) : x[j]; \
@@ -45,7 +49,8 @@ static void softmax_forward(nb_tensor *out, const nb_tensor *a, bool log_out) {
                 for (size_t j = 0; j < cols; j++) y[j] = (x[j] - m) - log_s;      \
             } else {                                                              \
                 for (size_t j = 0; j < cols; j++) {                               \
-                    y[j] = NB_EXP(x[j] - m);                                      \
+                    /* masked entries (-inf) are exactly 0: no exp call */        \
+                    y[j] = x[j] == -INFINITY ? (T)0 : NB_EXP(x[j] - m);           \
                     s += y[j];                                                    \
                 }                                                                 \
                 T inv = (T)1 / s;                                                 \

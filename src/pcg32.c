@@ -3,18 +3,43 @@
  * Algorithms for Random Number Generation, 2014): a 64-bit LCG whose output
  * is permuted by xorshift-high then a random rotation (XSH-RR). Checked
  * against the reference vectors in tests/check_pcg32.c. */
-#include "nabla/random.h"
-
-#include <math.h>
+#include "nb_internal.h"
 
 #define PCG_MULT 6364136223846793005ULL
+
+/* The output of a state: xorshift-high, then a rotation by its top 5 bits. */
+static inline uint32_t pcg_output(uint64_t old) {
+    uint32_t xorshifted = (uint32_t)(((old >> 18) ^ old) >> 27);
+    uint32_t rot = (uint32_t)(old >> 59);
+    return (xorshifted >> rot) | (xorshifted << ((32u - rot) & 31u));
+}
 
 uint32_t nb_pcg32_next(nb_pcg32 *rng) {
     uint64_t old = rng->state;
     rng->state = old * PCG_MULT + rng->inc;
-    uint32_t xorshifted = (uint32_t)(((old >> 18) ^ old) >> 27);
-    uint32_t rot = (uint32_t)(old >> 59);
-    return (xorshifted >> rot) | (xorshifted << ((32u - rot) & 31u));
+    return pcg_output(old);
+}
+
+/* The state k steps on is s_k = A_k s + C_k with A_k = MULT^k and
+ * C_k = inc (MULT^(k-1) + ... + 1), all mod 2^64. Four draws are computed
+ * from one state with A_1..A_3, and the state jumps by A_4: the multiplies
+ * no longer wait on each other, and the bits are those of nb_pcg32_next. */
+void nb_pcg32_fill(nb_pcg32 *rng, uint32_t *out, size_t n) {
+    uint64_t a1 = PCG_MULT, c1 = rng->inc;
+    uint64_t a2 = a1 * PCG_MULT, c2 = c1 * PCG_MULT + rng->inc;
+    uint64_t a3 = a2 * PCG_MULT, c3 = c2 * PCG_MULT + rng->inc;
+    uint64_t a4 = a3 * PCG_MULT, c4 = c3 * PCG_MULT + rng->inc;
+    uint64_t st = rng->state;
+    size_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        out[i] = pcg_output(st);
+        out[i + 1] = pcg_output(a1 * st + c1);
+        out[i + 2] = pcg_output(a2 * st + c2);
+        out[i + 3] = pcg_output(a3 * st + c3);
+        st = a4 * st + c4;
+    }
+    rng->state = st;
+    for (; i < n; i++) out[i] = nb_pcg32_next(rng);
 }
 
 void nb_pcg32_seed(nb_pcg32 *rng, uint64_t initstate, uint64_t initseq) {
