@@ -3,7 +3,7 @@
  * linear, matmul and a MultiHeadAttention forward + backward (dropout on)
  * run with 1, 2 and 3 worker threads must give memcmp-identical outputs and
  * gradients. The sizes are odd and large enough that linear's kernels split
- * (it splits at about 64k multiply-adds per thread), so the threads get row
+ * (it splits at about 512k multiply-adds per thread), so the threads get row
  * and output ranges that are not multiples of the kernel's tile sizes.
  * Every test ends with nb_set_num_threads(1), which joins the workers (the
  * suite runs clean under `make memcheck`). */
@@ -62,18 +62,18 @@ static nb_tensor *rand_leaf(nb_ctx *ctx, nb_dtype dt, int ndim, const int64_t *s
 
 /* ---- linear ------------------------------------------------------------------------ */
 
-/* x (3, 37, 67) -> (3, 37, 45): 111 rows, split 55/56 and 37/37/37, and 45
- * outputs for the weight gradients, split 22/23 and 15/15/15. With and
+/* x (5, 97, 67) -> (5, 97, 45): 485 rows, split 242/243 and 161/162/162,
+ * and 45 outputs for the weight gradients, split 22/23 and 15/15/15. With and
  * without bias, f32 and f64. The one-thread result is also checked against
  * a plain double loop. */
 START_TEST(test_linear_same_bits_any_thread_count) {
     for (int dt = NB_F32; dt <= NB_F64; dt++) {
         for (int with_b = 0; with_b <= 1; with_b++) {
             nb_ctx *params = nb_ctx_new(0), *step = nb_ctx_new(0);
-            nb_tensor *x = rand_leaf(params, dt, NB_SHAPE(3, 37, 67), 1);
+            nb_tensor *x = rand_leaf(params, dt, NB_SHAPE(5, 97, 67), 1);
             nb_tensor *w = rand_leaf(params, dt, NB_SHAPE(45, 67), 2);
             nb_tensor *b = rand_leaf(params, dt, NB_SHAPE(45), 3);
-            nb_tensor *g = rand_leaf(params, dt, NB_SHAPE(3, 37, 45), 4);
+            nb_tensor *g = rand_leaf(params, dt, NB_SHAPE(5, 97, 45), 4);
             nb_tensor *leaves[3] = {x, w, b};
             snapshot s[N_COUNTS];
             for (int k = 0; k < N_COUNTS; k++) {
@@ -85,7 +85,7 @@ START_TEST(test_linear_same_bits_any_thread_count) {
                 s[k] = take(y, leaves, with_b ? 3 : 2);
                 if (k == 0) {
                     double tol = dt == NB_F32 ? 1e-4 : 1e-12;
-                    for (size_t r = 0; r < 111; r += 10)
+                    for (size_t r = 0; r < 485; r += 12)
                         for (size_t o = 0; o < 45; o += 4) {
                             double want = with_b ? nb_get(b, o) : 0;
                             for (size_t i = 0; i < 67; i++)
@@ -134,7 +134,7 @@ END_TEST
 /* ---- MultiHeadAttention ------------------------------------------------------------ */
 
 /* MultiHeadAttention(d_in 45, d_out 63, context 23, dropout 0.1, 7 heads of
- * 9, qkv_bias) on x (9, 23, 45), training: the output and the gradients of
+ * 9, qkv_bias) on x (17, 23, 45) (391 rows), training: the output and the gradients of
  * x and of all 8 parameters. Dropout draws from a stream seeded afresh for
  * each thread count. */
 START_TEST(test_mha_same_bits_any_thread_count) {
@@ -145,8 +145,8 @@ START_TEST(test_mha_same_bits_any_thread_count) {
         nb_nn_mha m;
         ck_assert_int_eq(nb_nn_mha_init(&m, params, 45, 63, 23, 0.1, 7, true, dt, &init), NB_OK);
         ck_assert_int_eq(m.params.n, 8);
-        nb_tensor *x = rand_leaf(params, dt, NB_SHAPE(9, 23, 45), 8);
-        nb_tensor *g = rand_leaf(params, dt, NB_SHAPE(9, 23, 63), 9);
+        nb_tensor *x = rand_leaf(params, dt, NB_SHAPE(17, 23, 45), 8);
+        nb_tensor *g = rand_leaf(params, dt, NB_SHAPE(17, 23, 63), 9);
         nb_tensor *leaves[9];
         leaves[0] = x;
         for (int i = 0; i < m.params.n; i++) leaves[1 + i] = m.params.t[i];
