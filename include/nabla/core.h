@@ -100,7 +100,7 @@ bool nb_is_grad_enabled(const nb_ctx *ctx);
 void nb_ctx_set_site(nb_ctx *ctx, const char *file, int line);
 #define NB_HERE(ctx) nb_ctx_set_site((ctx), __FILE__, __LINE__)
 
-/* Worker threads for the heavy kernels (linear, matmul), process-wide; 1
+/* Worker threads for the heaviest kernel (linear), process-wide; 1
  * (the default) runs everything on the calling thread. Results are
  * bit-identical for every thread count: work is split only over independent
  * outputs. Returns the count now in use (it may be lower if threads could not
