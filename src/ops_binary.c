@@ -3,7 +3,12 @@
  * Shapes are padded to 4 dims on the left; an input's stride is 0 along a
  * dim it broadcasts, so one 4-deep loop serves every shape pair. The same
  * loop runs backward, where `+=` into a stride-0 position is exactly the sum
- * over the broadcast dims that broadcasting's gradient needs. */
+ * over the broadcast dims that broadcasting's gradient needs.
+ *
+ * As in ops_unary.c, one driver does the checks, the broadcast shape, the
+ * output and the recording, and each op is one BINARY_OP line giving its
+ * forward formula and what its backward adds to each input's gradient, side
+ * by side. */
 #include "nb_internal.h"
 
 typedef struct bcast {
@@ -44,151 +49,105 @@ static void bcast_init(bcast *bc, const nb_tensor *out, const nb_tensor *a, cons
         }                                                                           \
     } while (0)
 
-/* Shared front half of the four ops: checks, broadcast shape, output. */
-static nb_tensor *binary_out(nb_ctx *ctx, nb_op op, nb_tensor *a, nb_tensor *b) {
+/* The element loops, with T a block-local typedef (float or double): x and y
+ * are the input elements at ia and ib, g the output gradient at o. The
+ * backward runs one loop per input that needs a gradient, so in the flat
+ * case each is a plain `+=` over the elements that the compiler vectorizes. */
+#define BINARY_FWD_LOOP(TYPE, FWD)                                              \
+    {                                                                           \
+        typedef TYPE T;                                                         \
+        const T *xs = a->data, *ys = b->data;                                   \
+        T *zs = out->data;                                                      \
+        BCAST_FOR(bc, {                                                         \
+            const T x = xs[ia];                                                 \
+            const T y = ys[ib];                                                 \
+            zs[o] = FWD;                                                        \
+        });                                                                     \
+    }
+
+/* D[I] += EXPR over the broadcast elements (D is da or db, I its index). */
+#define BINARY_ACCUMULATE(D, I, EXPR)                                           \
+    BCAST_FOR(&bc, {                                                            \
+        const T g = gs[o];                                                      \
+        const T x = xs[ia];                                                     \
+        const T y = ys[ib];                                                     \
+        D[I] += EXPR;                                                           \
+        (void)x; (void)y;                                                       \
+    })
+
+#define BINARY_BWD_LOOP(TYPE, DA, DB)                                           \
+    {                                                                           \
+        typedef TYPE T;                                                         \
+        const T *xs = a->data, *ys = b->data, *gs = out->grad;                  \
+        T *da = ga, *db = gb;                                                   \
+        if (da) BINARY_ACCUMULATE(da, ia, DA);                                  \
+        if (db) BINARY_ACCUMULATE(db, ib, DB);                                  \
+    }
+
+/* Defines NAME_forward (z = FWD from x, y) and NAME_backward (da += DA,
+ * db += DB, from g, x, y). DA and DB are g times dz/dx and dz/dy, written so
+ * that each rounds as the op's rule states it (g / y, not g * (1 / y)). */
+#define BINARY_OP(NAME, FWD, DA, DB)                                            \
+    static void NAME##_forward(const bcast *bc, const nb_tensor *a,             \
+                               const nb_tensor *b, nb_tensor *out) {            \
+        if (out->dtype == NB_F32)                                               \
+            BINARY_FWD_LOOP(float, FWD)                                         \
+        else                                                                    \
+            BINARY_FWD_LOOP(double, FWD)                                        \
+    }                                                                           \
+    static void NAME##_backward(nb_ctx *ctx, nb_node *n) {                      \
+        nb_tensor *a = n->in[0], *b = n->in[1], *out = n->out;                  \
+        void *ga = nb_grad_buffer(ctx, a), *gb = nb_grad_buffer(ctx, b);        \
+        bcast bc;                                                               \
+        bcast_init(&bc, out, a, b);                                             \
+        if (out->dtype == NB_F32)                                               \
+            BINARY_BWD_LOOP(float, DA, DB)                                      \
+        else                                                                    \
+            BINARY_BWD_LOOP(double, DA, DB)                                     \
+    }
+
+/* The forward kernel of an op: z = FWD over the broadcast elements. */
+typedef void (*binary_fwd)(const bcast *bc, const nb_tensor *a, const nb_tensor *b,
+                           nb_tensor *out);
+
+/* The shared driver: checks, broadcast shape, output, forward, record.
+ * a, b (f32/f64, one dtype, broadcastable) -> out (the broadcast shape). */
+static nb_tensor *binary(nb_ctx *ctx, nb_op op, nb_tensor *a, nb_tensor *b, binary_fwd forward,
+                         nb_backward_fn backward) {
     nb_tensor *in[2] = {a, b};
     if (!nb_check_float_inputs(ctx, nb_op_name(op), 2, in)) return NULL;
     int ndim;
     int64_t shape[NB_MAX_DIMS];
     if (!nb_broadcast_shape(ctx, nb_op_name(op), a, b, &ndim, shape)) return NULL;
-    return nb_empty_raw(ctx, a->dtype, ndim, shape); /* every element is written */
-}
-
-static nb_tensor *binary_finish(nb_ctx *ctx, nb_op op, nb_tensor *out, nb_tensor *a,
-                                nb_tensor *b, nb_backward_fn backward) {
-    nb_tensor *in[2] = {a, b};
+    nb_tensor *out = nb_empty_raw(ctx, a->dtype, ndim, shape); /* forward writes all */
+    if (!out) return NULL;
+    bcast bc;
+    bcast_init(&bc, out, a, b);
+    forward(&bc, a, b, out);
     nb_record_op(ctx, op, out, 2, in, backward);
     return out;
 }
 
-/* ---- add: out = a + b;  da += g, db += g ------------------------------------ */
-static void add_backward(nb_ctx *ctx, nb_node *n) {
-    nb_tensor *a = n->in[0], *b = n->in[1], *out = n->out;
-    void *ga = nb_grad_buffer(ctx, a), *gb = nb_grad_buffer(ctx, b);
-    bcast bc;
-    bcast_init(&bc, out, a, b);
-#define K(T)                                                                  \
-    {                                                                         \
-        const T *g = out->grad;                                               \
-        T *da = ga, *db = gb;                                                 \
-        if (da) BCAST_FOR(&bc, da[ia] += g[o]; (void)ib;);                    \
-        if (db) BCAST_FOR(&bc, db[ib] += g[o]; (void)ia;);                    \
-    }
-    NB_DISPATCH(out->dtype, K);
-#undef K
-}
-
+/* ---- add: z = x + y;  dz/dx = 1, dz/dy = 1 ---------------------------------- */
+BINARY_OP(add, x + y, g, g)
 nb_tensor *nb_add(nb_ctx *ctx, nb_tensor *a, nb_tensor *b) {
-    nb_tensor *out = binary_out(ctx, NB_OP_ADD, a, b);
-    if (!out) return NULL;
-    bcast bc;
-    bcast_init(&bc, out, a, b);
-#define K(T)                                                                  \
-    {                                                                         \
-        const T *x = a->data, *y = b->data;                                   \
-        T *z = out->data;                                                     \
-        BCAST_FOR(&bc, z[o] = x[ia] + y[ib];);                                \
-    }
-    NB_DISPATCH(out->dtype, K);
-#undef K
-    return binary_finish(ctx, NB_OP_ADD, out, a, b, add_backward);
+    return binary(ctx, NB_OP_ADD, a, b, add_forward, add_backward);
 }
 
-/* ---- sub: out = a - b;  da += g, db -= g ------------------------------------ */
-static void sub_backward(nb_ctx *ctx, nb_node *n) {
-    nb_tensor *a = n->in[0], *b = n->in[1], *out = n->out;
-    void *ga = nb_grad_buffer(ctx, a), *gb = nb_grad_buffer(ctx, b);
-    bcast bc;
-    bcast_init(&bc, out, a, b);
-#define K(T)                                                                  \
-    {                                                                         \
-        const T *g = out->grad;                                               \
-        T *da = ga, *db = gb;                                                 \
-        if (da) BCAST_FOR(&bc, da[ia] += g[o]; (void)ib;);                    \
-        if (db) BCAST_FOR(&bc, db[ib] -= g[o]; (void)ia;);                    \
-    }
-    NB_DISPATCH(out->dtype, K);
-#undef K
-}
-
+/* ---- sub: z = x - y;  dz/dx = 1, dz/dy = -1 --------------------------------- */
+BINARY_OP(sub, x - y, g, -g)
 nb_tensor *nb_sub(nb_ctx *ctx, nb_tensor *a, nb_tensor *b) {
-    nb_tensor *out = binary_out(ctx, NB_OP_SUB, a, b);
-    if (!out) return NULL;
-    bcast bc;
-    bcast_init(&bc, out, a, b);
-#define K(T)                                                                  \
-    {                                                                         \
-        const T *x = a->data, *y = b->data;                                   \
-        T *z = out->data;                                                     \
-        BCAST_FOR(&bc, z[o] = x[ia] - y[ib];);                                \
-    }
-    NB_DISPATCH(out->dtype, K);
-#undef K
-    return binary_finish(ctx, NB_OP_SUB, out, a, b, sub_backward);
+    return binary(ctx, NB_OP_SUB, a, b, sub_forward, sub_backward);
 }
 
-/* ---- mul: out = a * b;  da += g * b, db += g * a (reuses both inputs) -------- */
-static void mul_backward(nb_ctx *ctx, nb_node *n) {
-    nb_tensor *a = n->in[0], *b = n->in[1], *out = n->out;
-    void *ga = nb_grad_buffer(ctx, a), *gb = nb_grad_buffer(ctx, b);
-    bcast bc;
-    bcast_init(&bc, out, a, b);
-#define K(T)                                                                  \
-    {                                                                         \
-        const T *g = out->grad, *x = a->data, *y = b->data;                   \
-        T *da = ga, *db = gb;                                                 \
-        if (da) BCAST_FOR(&bc, da[ia] += g[o] * y[ib];);                      \
-        if (db) BCAST_FOR(&bc, db[ib] += g[o] * x[ia];);                      \
-    }
-    NB_DISPATCH(out->dtype, K);
-#undef K
-}
-
+/* ---- mul: z = x y;  dz/dx = y, dz/dy = x (reuses both inputs) --------------- */
+BINARY_OP(mul, x * y, g * y, g * x)
 nb_tensor *nb_mul(nb_ctx *ctx, nb_tensor *a, nb_tensor *b) {
-    nb_tensor *out = binary_out(ctx, NB_OP_MUL, a, b);
-    if (!out) return NULL;
-    bcast bc;
-    bcast_init(&bc, out, a, b);
-#define K(T)                                                                  \
-    {                                                                         \
-        const T *x = a->data, *y = b->data;                                   \
-        T *z = out->data;                                                     \
-        BCAST_FOR(&bc, z[o] = x[ia] * y[ib];);                                \
-    }
-    NB_DISPATCH(out->dtype, K);
-#undef K
-    return binary_finish(ctx, NB_OP_MUL, out, a, b, mul_backward);
+    return binary(ctx, NB_OP_MUL, a, b, mul_forward, mul_backward);
 }
 
-/* ---- div: out = a / b;  da += g / b, db -= g * a / b^2 (reuses a, b) --------- */
-static void div_backward(nb_ctx *ctx, nb_node *n) {
-    nb_tensor *a = n->in[0], *b = n->in[1], *out = n->out;
-    void *ga = nb_grad_buffer(ctx, a), *gb = nb_grad_buffer(ctx, b);
-    bcast bc;
-    bcast_init(&bc, out, a, b);
-#define K(T)                                                                  \
-    {                                                                         \
-        const T *g = out->grad, *x = a->data, *y = b->data;                   \
-        T *da = ga, *db = gb;                                                 \
-        if (da) BCAST_FOR(&bc, da[ia] += g[o] / y[ib];);                      \
-        if (db) BCAST_FOR(&bc, db[ib] -= g[o] * x[ia] / (y[ib] * y[ib]););    \
-    }
-    NB_DISPATCH(out->dtype, K);
-#undef K
-}
-
+/* ---- div: z = x / y;  dz/dx = 1 / y, dz/dy = -x / y^2 (reuses both inputs) -- */
+BINARY_OP(div, x / y, g / y, -(g * x / (y * y)))
 nb_tensor *nb_div(nb_ctx *ctx, nb_tensor *a, nb_tensor *b) {
-    nb_tensor *out = binary_out(ctx, NB_OP_DIV, a, b);
-    if (!out) return NULL;
-    bcast bc;
-    bcast_init(&bc, out, a, b);
-#define K(T)                                                                  \
-    {                                                                         \
-        const T *x = a->data, *y = b->data;                                   \
-        T *z = out->data;                                                     \
-        BCAST_FOR(&bc, z[o] = x[ia] / y[ib];);                                \
-    }
-    NB_DISPATCH(out->dtype, K);
-#undef K
-    return binary_finish(ctx, NB_OP_DIV, out, a, b, div_backward);
+    return binary(ctx, NB_OP_DIV, a, b, div_forward, div_backward);
 }
