@@ -10,7 +10,6 @@
  * copies change anything, so a failed load leaves the caller's state alone. */
 #include "nb_internal.h"
 
-#include <stdarg.h>
 #include <stddef.h>
 #include <stdlib.h>
 
@@ -28,20 +27,6 @@
 
 _Static_assert(sizeof(nb_pcg32) == 2 * sizeof(int64_t) && offsetof(nb_pcg32, inc) == 8,
                "nb_pcg32_tensor views the generator as two 64-bit integers");
-
-/* Records "<op>: <path>: <message>" on ctx and returns s. */
-#if defined(__GNUC__)
-__attribute__((format(printf, 5, 6)))
-#endif
-static nb_status ck_fail(nb_ctx *ctx, nb_status s, const char *op, const char *path,
-                         const char *fmt, ...) {
-    char msg[NB_ERRMSG];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    return nb_ctx_fail(ctx, s, "%s: %s: %s", op, path, msg);
-}
 
 /* Passes the error held by `from` (a private context) on to ctx. */
 static nb_status forward_error(nb_ctx *ctx, nb_ctx *from, const char *op) {
@@ -117,40 +102,40 @@ static void optimizer_meta(ck_meta *m, nb_ctx *tmp, const nb_optim *opt) {
 static nb_status save_check_args(nb_ctx *ctx, const char *path, const nb_tensor_list *params,
                                  const nb_tensor_list *extra, int n_meta,
                                  const char *const *keys, const char *const *values) {
-    if (!params) return ck_fail(ctx, NB_ERR_NULL, SAVE, path, "params is NULL");
+    if (!params) return nb_io_fail(ctx, NB_ERR_NULL, SAVE, path, "params is NULL");
     const nb_tensor_list *lists[2] = {params, extra};
     for (int l = 0; l < 2; l++) {
         const char *what = l ? "extra" : "params";
         if (!lists[l]) continue;
         if (lists[l]->n < 0 || lists[l]->n > NB_LIST_MAX)
-            return ck_fail(ctx, NB_ERR_VALUE, SAVE, path, "%s has n = %d, expected 0..%d", what,
-                           lists[l]->n, NB_LIST_MAX);
+            return nb_io_fail(ctx, NB_ERR_VALUE, SAVE, path, "%s has n = %d, expected 0..%d", what,
+                              lists[l]->n, NB_LIST_MAX);
         for (int i = 0; i < lists[l]->n; i++) {
             const char *name = lists[l]->names[i];
             if (!name || !lists[l]->t[i])
-                return ck_fail(ctx, NB_ERR_NULL, SAVE, path, "%s entry %d has a NULL %s", what,
-                               i, name ? "tensor" : "name");
+                return nb_io_fail(ctx, NB_ERR_NULL, SAVE, path, "%s entry %d has a NULL %s", what,
+                                  i, name ? "tensor" : "name");
             if (!name[0])
-                return ck_fail(ctx, NB_ERR_VALUE, SAVE, path, "%s entry %d has an empty name",
-                               what, i);
+                return nb_io_fail(ctx, NB_ERR_VALUE, SAVE, path, "%s entry %d has an empty name",
+                                  what, i);
             if (!l && (starts_with(name, CK_STATE) || starts_with(name, CK_EXTRA)))
-                return ck_fail(ctx, NB_ERR_VALUE, SAVE, path,
-                               "parameter '%s': names starting with '" CK_STATE "' or '" CK_EXTRA
-                               "' are reserved for optimizer and extra state", name);
+                return nb_io_fail(ctx, NB_ERR_VALUE, SAVE, path,
+                                  "parameter '%s': names starting with '" CK_STATE "' or '" CK_EXTRA
+                                  "' are reserved for optimizer and extra state", name);
         }
     }
     if (n_meta < 0)
-        return ck_fail(ctx, NB_ERR_VALUE, SAVE, path, "n_meta is %d, expected >= 0", n_meta);
+        return nb_io_fail(ctx, NB_ERR_VALUE, SAVE, path, "n_meta is %d, expected >= 0", n_meta);
     if (n_meta > 0 && (!keys || !values))
-        return ck_fail(ctx, NB_ERR_NULL, SAVE, path, "%d metadata pairs but %s is NULL", n_meta,
-                       keys ? "values" : "keys");
+        return nb_io_fail(ctx, NB_ERR_NULL, SAVE, path, "%d metadata pairs but %s is NULL", n_meta,
+                          keys ? "values" : "keys");
     for (int i = 0; i < n_meta; i++) {
         if (!keys[i] || !values[i])
-            return ck_fail(ctx, NB_ERR_NULL, SAVE, path, "metadata %s %d is NULL",
-                           keys[i] ? "value" : "key", i);
+            return nb_io_fail(ctx, NB_ERR_NULL, SAVE, path, "metadata %s %d is NULL",
+                              keys[i] ? "value" : "key", i);
         if (reserved_meta_key(keys[i]))
-            return ck_fail(ctx, NB_ERR_VALUE, SAVE, path,
-                           "metadata key '%s' is reserved for nabla's own entries", keys[i]);
+            return nb_io_fail(ctx, NB_ERR_VALUE, SAVE, path,
+                              "metadata key '%s' is reserved for nabla's own entries", keys[i]);
     }
     return NB_OK;
 }
@@ -160,9 +145,9 @@ static nb_status gather(nb_ctx *ctx, const char *path, nb_tensor_list *all, cons
                         nb_tensor *t) {
     nb_status s = nb_list_add(all, name, t);
     if (s == NB_ERR_SIZE)
-        return ck_fail(ctx, s, SAVE, path, "more than %d tensors in all at '%s'", NB_LIST_MAX,
-                       name);
-    if (s) return ck_fail(ctx, s, SAVE, path, "duplicate name '%s'", name);
+        return nb_io_fail(ctx, s, SAVE, path, "more than %d tensors in all at '%s'", NB_LIST_MAX,
+                          name);
+    if (s) return nb_io_fail(ctx, s, SAVE, path, "duplicate name '%s'", name);
     return NB_OK;
 }
 
@@ -196,7 +181,7 @@ static nb_status save_with(nb_ctx *ctx, nb_ctx *tmp, const char *path,
     if (!mk || !mv) {
         free(mk);
         free(mv);
-        return ck_fail(ctx, NB_ERR_MEMORY, SAVE, path, "out of memory");
+        return nb_io_fail(ctx, NB_ERR_MEMORY, SAVE, path, "out of memory");
     }
     memcpy(mk, own.keys, (size_t)own.n * sizeof *mk);
     memcpy(mv, own.values, (size_t)own.n * sizeof *mv);
@@ -218,7 +203,7 @@ nb_status nb_save_checkpoint(nb_ctx *ctx, const char *path, const nb_tensor_list
     nb_status s = save_check_args(ctx, path, params, extra, n_meta, keys, values);
     if (s) return s;
     nb_ctx *tmp = nb_ctx_new(0);
-    if (!tmp) return ck_fail(ctx, NB_ERR_MEMORY, SAVE, path, "out of memory");
+    if (!tmp) return nb_io_fail(ctx, NB_ERR_MEMORY, SAVE, path, "out of memory");
     s = save_with(ctx, tmp, path, params, opt, extra, n_meta, keys, values);
     nb_ctx_free(tmp);
     return s;
@@ -240,15 +225,15 @@ static nb_status check_fit(nb_ctx *ctx, const char *path, const char *kind, cons
                            const nb_tensor *dst, const nb_tensor *file, bool exact) {
     char db[64], fb[64];
     if (!nb_same_shape(dst, file))
-        return ck_fail(ctx, NB_ERR_SHAPE, LOAD, path,
-                       "%s '%s' has shape %s here but %s in the checkpoint", kind, name,
-                       nb_shape_str(dst, db, sizeof db), nb_shape_str(file, fb, sizeof fb));
+        return nb_io_fail(ctx, NB_ERR_SHAPE, LOAD, path,
+                          "%s '%s' has shape %s here but %s in the checkpoint", kind, name,
+                          nb_shape_str(dst, db, sizeof db), nb_shape_str(file, fb, sizeof fb));
     bool ok = exact ? dst->dtype == file->dtype
                     : (is_float(dst->dtype) ? is_float(file->dtype) : dst->dtype == file->dtype);
     if (!ok)
-        return ck_fail(ctx, NB_ERR_DTYPE, LOAD, path,
-                       "%s '%s' is %s here but %s in the checkpoint", kind, name,
-                       nb_dtype_name(dst->dtype), nb_dtype_name(file->dtype));
+        return nb_io_fail(ctx, NB_ERR_DTYPE, LOAD, path,
+                          "%s '%s' is %s here but %s in the checkpoint", kind, name,
+                          nb_dtype_name(dst->dtype), nb_dtype_name(file->dtype));
     return NB_OK;
 }
 
@@ -259,50 +244,50 @@ static nb_status load_check(nb_ctx *ctx, const char *path, const nb_tensor_list 
                             const nb_tensor_list *extra, const nb_tensor **extra_src) {
     const char *format = meta_get(n_meta, mk, mv, "format");
     if (!format || strcmp(format, CK_FORMAT))
-        return ck_fail(ctx, NB_ERR_FORMAT, LOAD, path,
-                       "not a nabla checkpoint: metadata \"format\" is %s%s%s, expected \""
-                       CK_FORMAT "\" (for a plain weights file use nb_load_safetensors and "
-                       "nb_params_copy_from)",
-                       format ? "\"" : "", format ? format : "missing", format ? "\"" : "");
+        return nb_io_fail(ctx, NB_ERR_FORMAT, LOAD, path,
+                          "not a nabla checkpoint: metadata \"format\" is %s%s%s, expected \""
+                          CK_FORMAT "\" (for a plain weights file use nb_load_safetensors and "
+                          "nb_params_copy_from)",
+                          format ? "\"" : "", format ? format : "missing", format ? "\"" : "");
     if (opt) {
         const char *saved = meta_get(n_meta, mk, mv, "optimizer");
         const char *mine = nb_optim_kind(opt);
         if (!saved || !strcmp(saved, "none"))
-            return ck_fail(ctx, NB_ERR_VALUE, LOAD, path,
-                           "the checkpoint holds no optimizer state, but a%s %s optimizer "
-                           "was given to restore (pass NULL to load the parameters only)",
-                           mine[0] == 'a' ? "n" : "", mine);
+            return nb_io_fail(ctx, NB_ERR_VALUE, LOAD, path,
+                              "the checkpoint holds no optimizer state, but a%s %s optimizer "
+                              "was given to restore (pass NULL to load the parameters only)",
+                              mine[0] == 'a' ? "n" : "", mine);
         if (strcmp(saved, mine))
-            return ck_fail(ctx, NB_ERR_VALUE, LOAD, path,
-                           "the checkpoint was saved with optimizer '%s' but the optimizer "
-                           "given is '%s'", saved, mine);
+            return nb_io_fail(ctx, NB_ERR_VALUE, LOAD, path,
+                              "the checkpoint was saved with optimizer '%s' but the optimizer "
+                              "given is '%s'", saved, mine);
     }
     for (int i = 0; i < params->n; i++) {
         const char *name = params->names[i];
         if (!name || !params->t[i])
-            return ck_fail(ctx, NB_ERR_NULL, LOAD, path, "params entry %d has a NULL %s", i,
-                           name ? "tensor" : "name");
+            return nb_io_fail(ctx, NB_ERR_NULL, LOAD, path, "params entry %d has a NULL %s", i,
+                              name ? "tensor" : "name");
         const nb_tensor *src = nb_list_get(file, name);
         if (!src)
-            return ck_fail(ctx, NB_ERR_VALUE, LOAD, path,
-                           "parameter '%s' is missing from the checkpoint", name);
+            return nb_io_fail(ctx, NB_ERR_VALUE, LOAD, path,
+                              "parameter '%s' is missing from the checkpoint", name);
         nb_status s = check_fit(ctx, path, "parameter", name, params->t[i], src, false);
         if (s) return s;
     }
     for (int i = 0; extra && i < extra->n; i++) {
         const char *name = extra->names[i];
         if (!name || !extra->t[i])
-            return ck_fail(ctx, NB_ERR_NULL, LOAD, path, "extra entry %d has a NULL %s", i,
-                           name ? "tensor" : "name");
+            return nb_io_fail(ctx, NB_ERR_NULL, LOAD, path, "extra entry %d has a NULL %s", i,
+                              name ? "tensor" : "name");
         extra_src[i] = NULL;
         for (int j = 0; j < file->n && !extra_src[i]; j++)
             if (starts_with(file->names[j], CK_EXTRA) &&
                 !strcmp(file->names[j] + strlen(CK_EXTRA), name))
                 extra_src[i] = file->t[j];
         if (!extra_src[i])
-            return ck_fail(ctx, NB_ERR_VALUE, LOAD, path,
-                           "extra state '%s' (entry '" CK_EXTRA "%s') is missing from the "
-                           "checkpoint", name, name);
+            return nb_io_fail(ctx, NB_ERR_VALUE, LOAD, path,
+                              "extra state '%s' (entry '" CK_EXTRA "%s') is missing from the "
+                              "checkpoint", name, name);
         nb_status s = check_fit(ctx, path, "extra state", name, extra->t[i], extra_src[i], true);
         if (s) return s;
     }
@@ -313,14 +298,14 @@ nb_status nb_load_checkpoint(nb_ctx *ctx, const char *path, const nb_tensor_list
                              nb_optim *opt, const nb_tensor_list *extra) {
     if (!nb_ctx_ok(ctx)) return nb_ctx_status(ctx);
     if (!path) return nb_ctx_fail(ctx, NB_ERR_NULL, LOAD ": path is NULL");
-    if (!params) return ck_fail(ctx, NB_ERR_NULL, LOAD, path, "params is NULL");
+    if (!params) return nb_io_fail(ctx, NB_ERR_NULL, LOAD, path, "params is NULL");
     const nb_tensor_list *lists[2] = {params, extra};
     for (int l = 0; l < 2; l++)
         if (lists[l] && (lists[l]->n < 0 || lists[l]->n > NB_LIST_MAX))
-            return ck_fail(ctx, NB_ERR_VALUE, LOAD, path, "%s has n = %d, expected 0..%d",
-                           l ? "extra" : "params", lists[l]->n, NB_LIST_MAX);
+            return nb_io_fail(ctx, NB_ERR_VALUE, LOAD, path, "%s has n = %d, expected 0..%d",
+                              l ? "extra" : "params", lists[l]->n, NB_LIST_MAX);
     nb_ctx *tmp = nb_ctx_new(0);
-    if (!tmp) return ck_fail(ctx, NB_ERR_MEMORY, LOAD, path, "out of memory");
+    if (!tmp) return nb_io_fail(ctx, NB_ERR_MEMORY, LOAD, path, "out of memory");
     nb_tensor_list file = {0};
     const char *mk[CK_READ_META], *mv[CK_READ_META];
     const nb_tensor *extra_src[NB_LIST_MAX];
@@ -336,7 +321,7 @@ nb_status nb_load_checkpoint(nb_ctx *ctx, const char *path, const nb_tensor_list
     /* nb_optim_load_state validates before it changes anything; what follows
      * it cannot fail, as load_check has checked it. */
     if (opt && (s = nb_optim_load_state(opt, &file))) {
-        s = ck_fail(ctx, s, LOAD, path, "%s", nb_optim_error(opt));
+        s = nb_io_fail(ctx, s, LOAD, path, "%s", nb_optim_error(opt));
         goto done;
     }
     for (int i = 0; i < params->n; i++) {

@@ -112,6 +112,17 @@ NB_HIDDEN nb_tensor *nb_view_of(nb_ctx *ctx, nb_tensor *src, int ndim, const int
 /* Adds src (numel elements of dt) into dst. */
 NB_HIDDEN void nb_accumulate(nb_dtype dt, void *dst, const void *src, size_t numel);
 
+/* ---- file errors (safetensors.c) -------------------------------------------- */
+/* Records "<op>: <path>: <message>" on ctx (the message printf-formatted;
+ * "(NULL path)" for a NULL path) and returns s. Used by safetensors and
+ * checkpoint I/O. */
+NB_HIDDEN nb_status nb_io_fail(nb_ctx *ctx, nb_status s, const char *op, const char *path,
+                               const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 5, 6)))
+#endif
+    ;
+
 /* ---- threads (parallel.c) ------------------------------------------------- */
 /* Processes indices [begin, end) of a job. */
 typedef void (*nb_range_fn)(void *arg, int64_t begin, int64_t end);

@@ -176,12 +176,9 @@ static char *shape_text(char *buf, size_t n, int ndim, const int64_t *shape) {
     return buf;
 }
 
-/* Records "<op>: <path>: <message>" on ctx and returns s. */
-#if defined(__GNUC__)
-__attribute__((format(printf, 5, 6)))
-#endif
-static nb_status st_fail(nb_ctx *ctx, nb_status s, const char *op, const char *path,
-                         const char *fmt, ...) {
+/* Shared with checkpoint.c (nb_internal.h). */
+nb_status nb_io_fail(nb_ctx *ctx, nb_status s, const char *op, const char *path,
+                     const char *fmt, ...) {
     char msg[NB_ERRMSG];
     va_list ap;
     va_start(ap, fmt);
@@ -254,50 +251,54 @@ static nb_status save_check_args(nb_ctx *ctx, const char *path, const nb_tensor_
                                  int n_meta, const char *const *keys,
                                  const char *const *values) {
     if (!path) return nb_ctx_fail(ctx, NB_ERR_NULL, SAVE ": path is NULL");
-    if (!list) return st_fail(ctx, NB_ERR_NULL, SAVE, path, "list is NULL");
+    if (!list) return nb_io_fail(ctx, NB_ERR_NULL, SAVE, path, "list is NULL");
     if (list->n < 0 || list->n > NB_LIST_MAX)
-        return st_fail(ctx, NB_ERR_VALUE, SAVE, path, "list has n = %d, expected 0..%d",
-                       list->n, NB_LIST_MAX);
+        return nb_io_fail(ctx, NB_ERR_VALUE, SAVE, path, "list has n = %d, expected 0..%d",
+                          list->n, NB_LIST_MAX);
     for (int i = 0; i < list->n; i++) {
         const char *name = list->names[i];
         const nb_tensor *t = list->t[i];
-        if (!name) return st_fail(ctx, NB_ERR_NULL, SAVE, path, "entry %d has a NULL name", i);
-        if (!t) return st_fail(ctx, NB_ERR_NULL, SAVE, path, "tensor '%s' is NULL", name);
-        if (!name[0]) return st_fail(ctx, NB_ERR_VALUE, SAVE, path, "entry %d has an empty name", i);
+        if (!name) return nb_io_fail(ctx, NB_ERR_NULL, SAVE, path, "entry %d has a NULL name", i);
+        if (!t) return nb_io_fail(ctx, NB_ERR_NULL, SAVE, path, "tensor '%s' is NULL", name);
+        if (!name[0])
+            return nb_io_fail(ctx, NB_ERR_VALUE, SAVE, path, "entry %d has an empty name", i);
         if (strcmp(name, ST_META_KEY) == 0)
-            return st_fail(ctx, NB_ERR_VALUE, SAVE, path,
-                           "tensor name '" ST_META_KEY "' is reserved for metadata");
+            return nb_io_fail(ctx, NB_ERR_VALUE, SAVE, path,
+                              "tensor name '" ST_META_KEY "' is reserved for metadata");
         if (!utf8_valid(name))
-            return st_fail(ctx, NB_ERR_VALUE, SAVE, path, "entry %d: name is not valid UTF-8", i);
+            return nb_io_fail(ctx, NB_ERR_VALUE, SAVE, path, "entry %d: name is not valid UTF-8",
+                              i);
         if (t->dtype < 0 || t->dtype >= NB_DTYPE_COUNT)
-            return st_fail(ctx, NB_ERR_DTYPE, SAVE, path, "tensor '%s' has unknown dtype %d",
-                           name, (int)t->dtype);
+            return nb_io_fail(ctx, NB_ERR_DTYPE, SAVE, path, "tensor '%s' has unknown dtype %d",
+                              name, (int)t->dtype);
         if (t->ndim < 0 || t->ndim > NB_MAX_DIMS)
-            return st_fail(ctx, NB_ERR_SIZE, SAVE, path, "tensor '%s' has %d dims, expected 0..%d",
-                           name, t->ndim, NB_MAX_DIMS);
-        if (!t->data) return st_fail(ctx, NB_ERR_NULL, SAVE, path, "tensor '%s' has no data", name);
+            return nb_io_fail(ctx, NB_ERR_SIZE, SAVE, path,
+                              "tensor '%s' has %d dims, expected 0..%d", name, t->ndim,
+                              NB_MAX_DIMS);
+        if (!t->data)
+            return nb_io_fail(ctx, NB_ERR_NULL, SAVE, path, "tensor '%s' has no data", name);
     }
     const char *dup = NULL;
     int found = find_duplicate(list->names, (size_t)list->n, &dup);
-    if (found < 0) return st_fail(ctx, NB_ERR_MEMORY, SAVE, path, "out of memory");
-    if (found) return st_fail(ctx, NB_ERR_VALUE, SAVE, path, "duplicate tensor name '%s'", dup);
+    if (found < 0) return nb_io_fail(ctx, NB_ERR_MEMORY, SAVE, path, "out of memory");
+    if (found) return nb_io_fail(ctx, NB_ERR_VALUE, SAVE, path, "duplicate tensor name '%s'", dup);
 
     if (n_meta < 0)
-        return st_fail(ctx, NB_ERR_VALUE, SAVE, path, "n_meta is %d, expected >= 0", n_meta);
+        return nb_io_fail(ctx, NB_ERR_VALUE, SAVE, path, "n_meta is %d, expected >= 0", n_meta);
     if (n_meta > 0 && (!keys || !values))
-        return st_fail(ctx, NB_ERR_NULL, SAVE, path, "%d metadata pairs but %s is NULL", n_meta,
-                       keys ? "meta_values" : "meta_keys");
+        return nb_io_fail(ctx, NB_ERR_NULL, SAVE, path, "%d metadata pairs but %s is NULL", n_meta,
+                          keys ? "meta_values" : "meta_keys");
     for (int i = 0; i < n_meta; i++) {
         if (!keys[i] || !values[i])
-            return st_fail(ctx, NB_ERR_NULL, SAVE, path, "metadata %s %d is NULL",
-                           keys[i] ? "value" : "key", i);
+            return nb_io_fail(ctx, NB_ERR_NULL, SAVE, path, "metadata %s %d is NULL",
+                              keys[i] ? "value" : "key", i);
         if (!utf8_valid(keys[i]) || !utf8_valid(values[i]))
-            return st_fail(ctx, NB_ERR_VALUE, SAVE, path, "metadata pair %d is not valid UTF-8",
-                           i);
+            return nb_io_fail(ctx, NB_ERR_VALUE, SAVE, path, "metadata pair %d is not valid UTF-8",
+                              i);
     }
     found = find_duplicate(keys, (size_t)n_meta, &dup);
-    if (found < 0) return st_fail(ctx, NB_ERR_MEMORY, SAVE, path, "out of memory");
-    if (found) return st_fail(ctx, NB_ERR_VALUE, SAVE, path, "duplicate metadata key '%s'", dup);
+    if (found < 0) return nb_io_fail(ctx, NB_ERR_MEMORY, SAVE, path, "out of memory");
+    if (found) return nb_io_fail(ctx, NB_ERR_VALUE, SAVE, path, "duplicate metadata key '%s'", dup);
     return NB_OK;
 }
 
@@ -394,26 +395,26 @@ nb_status nb_save_safetensors(nb_ctx *ctx, const char *path, const nb_tensor_lis
     FILE *f = NULL;
     build_header(&hdr, list, n_meta, meta_keys, meta_values);
     if (hdr.oom) {
-        st = st_fail(ctx, NB_ERR_MEMORY, SAVE, path, "out of memory for the header");
+        st = nb_io_fail(ctx, NB_ERR_MEMORY, SAVE, path, "out of memory for the header");
         goto done;
     }
     if (hdr.len > NB_SAFETENSORS_MAX_HEADER) {
-        st = st_fail(ctx, NB_ERR_VALUE, SAVE, path,
-                     "header would be %zu bytes, over the %u-byte limit readers accept", hdr.len,
-                     NB_SAFETENSORS_MAX_HEADER);
+        st = nb_io_fail(ctx, NB_ERR_VALUE, SAVE, path,
+                        "header would be %zu bytes, over the %u-byte limit readers accept", hdr.len,
+                        NB_SAFETENSORS_MAX_HEADER);
         goto done;
     }
     size_t tmp_size = strlen(path) + 32;
     tmp = malloc(tmp_size);
     if (!tmp) {
-        st = st_fail(ctx, NB_ERR_MEMORY, SAVE, path, "out of memory");
+        st = nb_io_fail(ctx, NB_ERR_MEMORY, SAVE, path, "out of memory");
         goto done;
     }
     snprintf(tmp, tmp_size, "%s.tmp.%ld", path, (long)getpid());
     f = fopen(tmp, "wb");
     if (!f) {
-        st = st_fail(ctx, NB_ERR_IO, SAVE, path, "cannot create temporary file '%s': %s", tmp,
-                     strerror(errno));
+        st = nb_io_fail(ctx, NB_ERR_IO, SAVE, path, "cannot create temporary file '%s': %s", tmp,
+                        strerror(errno));
         goto done;
     }
     unsigned char size8[8];
@@ -427,12 +428,13 @@ nb_status nb_save_safetensors(nb_ctx *ctx, const char *path, const nb_tensor_lis
         ok = rc == 0;
     }
     if (!ok) {
-        st = st_fail(ctx, NB_ERR_IO, SAVE, path, "writing '%s' failed: %s", tmp, strerror(errno));
+        st = nb_io_fail(ctx, NB_ERR_IO, SAVE, path, "writing '%s' failed: %s", tmp,
+                        strerror(errno));
         goto remove_tmp;
     }
     if (rename(tmp, path) != 0) {
-        st = st_fail(ctx, NB_ERR_IO, SAVE, path, "cannot rename '%s' over it: %s", tmp,
-                     strerror(errno));
+        st = nb_io_fail(ctx, NB_ERR_IO, SAVE, path, "cannot rename '%s' over it: %s", tmp,
+                        strerror(errno));
         goto remove_tmp;
     }
     sync_parent_dir(path);
@@ -477,35 +479,35 @@ static nb_status parse_entry(nb_ctx *ctx, const char *path, const cJSON *item, u
                              st_entry *e) {
     const char *name = item->string;
     e->name = name;
-    if (!name[0]) return st_fail(ctx, NB_ERR_FORMAT, LOAD, path, "a tensor has an empty name");
+    if (!name[0]) return nb_io_fail(ctx, NB_ERR_FORMAT, LOAD, path, "a tensor has an empty name");
     if (!cJSON_IsObject(item))
-        return st_fail(ctx, NB_ERR_FORMAT, LOAD, path, "tensor '%s': entry is not a JSON object",
-                       name);
+        return nb_io_fail(ctx, NB_ERR_FORMAT, LOAD, path, "tensor '%s': entry is not a JSON object",
+                          name);
     const char *fields[] = {"dtype", "shape", "data_offsets"};
     const cJSON *v[3];
     for (int k = 0; k < 3; k++)
         if (!(v[k] = cJSON_GetObjectItemCaseSensitive(item, fields[k])))
-            return st_fail(ctx, NB_ERR_FORMAT, LOAD, path, "tensor '%s': missing \"%s\"", name,
-                           fields[k]);
+            return nb_io_fail(ctx, NB_ERR_FORMAT, LOAD, path, "tensor '%s': missing \"%s\"", name,
+                              fields[k]);
 
     if (!cJSON_IsString(v[0]))
-        return st_fail(ctx, NB_ERR_FORMAT, LOAD, path, "tensor '%s': \"dtype\" is not a string",
-                       name);
+        return nb_io_fail(ctx, NB_ERR_FORMAT, LOAD, path, "tensor '%s': \"dtype\" is not a string",
+                          name);
     e->dt = st_dtype_find(v[0]->valuestring);
     if (e->dt < 0)
-        return st_fail(ctx, NB_ERR_FORMAT, LOAD, path,
-                       "tensor '%s': unsupported dtype '%s' (nabla reads F32, F64, F16, BF16, "
-                       "I64 and BOOL)",
-                       name, v[0]->valuestring);
+        return nb_io_fail(ctx, NB_ERR_FORMAT, LOAD, path,
+                          "tensor '%s': unsupported dtype '%s' (nabla reads F32, F64, F16, BF16, "
+                          "I64 and BOOL)",
+                          name, v[0]->valuestring);
 
     if (!cJSON_IsArray(v[1]))
-        return st_fail(ctx, NB_ERR_FORMAT, LOAD, path, "tensor '%s': \"shape\" is not an array",
-                       name);
+        return nb_io_fail(ctx, NB_ERR_FORMAT, LOAD, path, "tensor '%s': \"shape\" is not an array",
+                          name);
     int ndim = cJSON_GetArraySize(v[1]);
     if (ndim > NB_MAX_DIMS)
-        return st_fail(ctx, NB_ERR_FORMAT, LOAD, path,
-                       "tensor '%s': shape has %d dims, nabla tensors have at most %d", name,
-                       ndim, NB_MAX_DIMS);
+        return nb_io_fail(ctx, NB_ERR_FORMAT, LOAD, path,
+                          "tensor '%s': shape has %d dims, nabla tensors have at most %d", name,
+                          ndim, NB_MAX_DIMS);
     e->ndim = ndim;
     uint64_t bytes = st_dtypes[e->dt].size;
     const cJSON *dim;
@@ -513,16 +515,16 @@ static nb_status parse_entry(nb_ctx *ctx, const char *path, const cJSON *item, u
     cJSON_ArrayForEach(dim, v[1]) {
         int64_t n = json_uint(dim);
         if (n < 0)
-            return st_fail(ctx, NB_ERR_FORMAT, LOAD, path,
-                           "tensor '%s': shape[%d] is not an integer in 0..2^53", name, d);
+            return nb_io_fail(ctx, NB_ERR_FORMAT, LOAD, path,
+                              "tensor '%s': shape[%d] is not an integer in 0..2^53", name, d);
         if (n == 0)
-            return st_fail(ctx, NB_ERR_FORMAT, LOAD, path,
-                           "tensor '%s': shape[%d] is 0; nabla tensors cannot have zero-size "
-                           "dims",
-                           name, d);
+            return nb_io_fail(ctx, NB_ERR_FORMAT, LOAD, path,
+                              "tensor '%s': shape[%d] is 0; nabla tensors cannot have zero-size "
+                              "dims",
+                              name, d);
         if ((uint64_t)n > UINT64_MAX / bytes)
-            return st_fail(ctx, NB_ERR_FORMAT, LOAD, path,
-                           "tensor '%s': byte size of the shape overflows 64 bits", name);
+            return nb_io_fail(ctx, NB_ERR_FORMAT, LOAD, path,
+                              "tensor '%s': byte size of the shape overflows 64 bits", name);
         bytes *= (uint64_t)n;
         e->shape[d++] = n;
     }
@@ -533,57 +535,57 @@ static nb_status parse_entry(nb_ctx *ctx, const char *path, const cJSON *item, u
         off[1] = json_uint(cJSON_GetArrayItem(v[2], 1));
     }
     if (off[0] < 0 || off[1] < 0)
-        return st_fail(ctx, NB_ERR_FORMAT, LOAD, path,
-                       "tensor '%s': \"data_offsets\" is not [begin, end] with integers in "
-                       "0..2^53",
-                       name);
+        return nb_io_fail(ctx, NB_ERR_FORMAT, LOAD, path,
+                          "tensor '%s': \"data_offsets\" is not [begin, end] with integers in "
+                          "0..2^53",
+                          name);
     e->begin = (uint64_t)off[0];
     e->end = (uint64_t)off[1];
     if (e->begin > e->end)
-        return st_fail(ctx, NB_ERR_FORMAT, LOAD, path,
-                       "tensor '%s': data_offsets [%llu, %llu] has begin > end", name,
-                       (unsigned long long)e->begin, (unsigned long long)e->end);
+        return nb_io_fail(ctx, NB_ERR_FORMAT, LOAD, path,
+                          "tensor '%s': data_offsets [%llu, %llu] has begin > end", name,
+                          (unsigned long long)e->begin, (unsigned long long)e->end);
     if (e->end - e->begin != bytes) {
         char sh[96];
-        return st_fail(ctx, NB_ERR_FORMAT, LOAD, path,
-                       "tensor '%s': data_offsets [%llu, %llu] hold %llu bytes but %s shape %s "
-                       "needs %llu",
-                       name, (unsigned long long)e->begin, (unsigned long long)e->end,
-                       (unsigned long long)(e->end - e->begin), st_dtypes[e->dt].name,
-                       shape_text(sh, sizeof sh, e->ndim, e->shape), (unsigned long long)bytes);
+        return nb_io_fail(ctx, NB_ERR_FORMAT, LOAD, path,
+                          "tensor '%s': data_offsets [%llu, %llu] hold %llu bytes but %s shape %s "
+                          "needs %llu",
+                          name, (unsigned long long)e->begin, (unsigned long long)e->end,
+                          (unsigned long long)(e->end - e->begin), st_dtypes[e->dt].name,
+                          shape_text(sh, sizeof sh, e->ndim, e->shape), (unsigned long long)bytes);
     }
     if (e->end > data_len)
-        return st_fail(ctx, NB_ERR_FORMAT, LOAD, path,
-                       "tensor '%s': data_offsets [%llu, %llu] run past the end of the %llu "
-                       "data bytes (file truncated?)",
-                       name, (unsigned long long)e->begin, (unsigned long long)e->end,
-                       (unsigned long long)data_len);
+        return nb_io_fail(ctx, NB_ERR_FORMAT, LOAD, path,
+                          "tensor '%s': data_offsets [%llu, %llu] run past the end of the %llu "
+                          "data bytes (file truncated?)",
+                          name, (unsigned long long)e->begin, (unsigned long long)e->end,
+                          (unsigned long long)data_len);
     return NB_OK;
 }
 
 /* Checks "__metadata__": an object of string values with distinct keys. */
 static nb_status check_metadata(nb_ctx *ctx, const char *path, const cJSON *meta) {
     if (!cJSON_IsObject(meta))
-        return st_fail(ctx, NB_ERR_FORMAT, LOAD, path, "\"" ST_META_KEY "\" is not an object");
+        return nb_io_fail(ctx, NB_ERR_FORMAT, LOAD, path, "\"" ST_META_KEY "\" is not an object");
     const cJSON *m;
     size_t n = 0;
     cJSON_ArrayForEach(m, meta) {
         if (!cJSON_IsString(m))
-            return st_fail(ctx, NB_ERR_FORMAT, LOAD, path,
-                           "\"" ST_META_KEY "\" value of '%s' is not a string", m->string);
+            return nb_io_fail(ctx, NB_ERR_FORMAT, LOAD, path,
+                              "\"" ST_META_KEY "\" value of '%s' is not a string", m->string);
         n++;
     }
     const char **keys = malloc((n ? n : 1) * sizeof *keys);
-    if (!keys) return st_fail(ctx, NB_ERR_MEMORY, LOAD, path, "out of memory");
+    if (!keys) return nb_io_fail(ctx, NB_ERR_MEMORY, LOAD, path, "out of memory");
     n = 0;
     cJSON_ArrayForEach(m, meta) keys[n++] = m->string;
     const char *dup = NULL;
     int found = find_duplicate(keys, n, &dup);
     nb_status st = NB_OK;
-    if (found < 0) st = st_fail(ctx, NB_ERR_MEMORY, LOAD, path, "out of memory");
+    if (found < 0) st = nb_io_fail(ctx, NB_ERR_MEMORY, LOAD, path, "out of memory");
     if (found > 0)
-        st = st_fail(ctx, NB_ERR_FORMAT, LOAD, path, "duplicate key '%s' in \"" ST_META_KEY "\"",
-                     dup);
+        st = nb_io_fail(ctx, NB_ERR_FORMAT, LOAD, path, "duplicate key '%s' in \"" ST_META_KEY "\"",
+                        dup);
     free(keys);
     return st;
 }
@@ -595,24 +597,24 @@ static nb_status check_tiling(nb_ctx *ctx, const char *path, const st_entry *e, 
     uint64_t pos = 0;
     for (int i = 0; i < n; i++) {
         if (e[i].begin < pos)
-            return st_fail(ctx, NB_ERR_FORMAT, LOAD, path,
-                           "tensors '%s' [%llu, %llu) and '%s' [%llu, %llu) overlap",
-                           e[i - 1].name, (unsigned long long)e[i - 1].begin,
-                           (unsigned long long)e[i - 1].end, e[i].name,
-                           (unsigned long long)e[i].begin, (unsigned long long)e[i].end);
+            return nb_io_fail(ctx, NB_ERR_FORMAT, LOAD, path,
+                              "tensors '%s' [%llu, %llu) and '%s' [%llu, %llu) overlap",
+                              e[i - 1].name, (unsigned long long)e[i - 1].begin,
+                              (unsigned long long)e[i - 1].end, e[i].name,
+                              (unsigned long long)e[i].begin, (unsigned long long)e[i].end);
         if (e[i].begin > pos)
-            return st_fail(ctx, NB_ERR_FORMAT, LOAD, path,
-                           "gap in the data: bytes [%llu, %llu) before tensor '%s' belong to no "
-                           "tensor",
-                           (unsigned long long)pos, (unsigned long long)e[i].begin, e[i].name);
+            return nb_io_fail(ctx, NB_ERR_FORMAT, LOAD, path,
+                              "gap in the data: bytes [%llu, %llu) before tensor '%s' belong to no "
+                              "tensor",
+                              (unsigned long long)pos, (unsigned long long)e[i].begin, e[i].name);
         pos = e[i].end;
     }
     if (pos != data_len)
-        return st_fail(ctx, NB_ERR_FORMAT, LOAD, path,
-                       "%llu trailing bytes: the data region is %llu bytes but the tensors end "
-                       "at %llu",
-                       (unsigned long long)(data_len - pos), (unsigned long long)data_len,
-                       (unsigned long long)pos);
+        return nb_io_fail(ctx, NB_ERR_FORMAT, LOAD, path,
+                          "%llu trailing bytes: the data region is %llu bytes but the tensors end "
+                          "at %llu",
+                          (unsigned long long)(data_len - pos), (unsigned long long)data_len,
+                          (unsigned long long)pos);
     return NB_OK;
 }
 
@@ -637,10 +639,10 @@ static nb_status read_tensors(nb_ctx *ctx, const char *path, FILE *f, const st_e
         size_t bytes = (size_t)(e[i].end - e[i].begin);
         if (fread(t->data, 1, bytes, f) != bytes) {
             if (ferror(f))
-                return st_fail(ctx, NB_ERR_IO, LOAD, path, "reading tensor '%s' failed: %s",
-                               name, strerror(errno));
-            return st_fail(ctx, NB_ERR_IO, LOAD, path, "the file shrank while reading '%s'",
-                           name);
+                return nb_io_fail(ctx, NB_ERR_IO, LOAD, path, "reading tensor '%s' failed: %s",
+                                  name, strerror(errno));
+            return nb_io_fail(ctx, NB_ERR_IO, LOAD, path, "the file shrank while reading '%s'",
+                              name);
         }
         if (e[i].dt == ST_F16 || e[i].dt == ST_BF16) {
             widen_to_f32(t->data, t->numel, e[i].dt == ST_BF16);
@@ -648,9 +650,9 @@ static nb_status read_tensors(nb_ctx *ctx, const char *path, FILE *f, const st_e
             const unsigned char *b = t->data;
             for (size_t k = 0; k < t->numel; k++)
                 if (b[k] > 1)
-                    return st_fail(ctx, NB_ERR_FORMAT, LOAD, path,
-                                   "tensor '%s': BOOL element %zu is %u, expected 0 or 1", name,
-                                   k, b[k]);
+                    return nb_io_fail(ctx, NB_ERR_FORMAT, LOAD, path,
+                                      "tensor '%s': BOOL element %zu is %u, expected 0 or 1", name,
+                                      k, b[k]);
         } else if (!little) {
             swap_elements(t->data, bytes, fd->size);
         }
@@ -665,15 +667,15 @@ nb_status nb_load_safetensors_meta(nb_ctx *ctx, const char *path, nb_tensor_list
     if (n_meta) *n_meta = 0;
     if (!nb_ctx_ok(ctx)) return nb_ctx_status(ctx);
     if (!path) return nb_ctx_fail(ctx, NB_ERR_NULL, LOAD ": path is NULL");
-    if (!out) return st_fail(ctx, NB_ERR_NULL, LOAD, path, "out is NULL");
+    if (!out) return nb_io_fail(ctx, NB_ERR_NULL, LOAD, path, "out is NULL");
     if (out->n < 0 || out->n > NB_LIST_MAX)
-        return st_fail(ctx, NB_ERR_VALUE, LOAD, path, "out has n = %d, expected 0..%d", out->n,
-                       NB_LIST_MAX);
+        return nb_io_fail(ctx, NB_ERR_VALUE, LOAD, path, "out has n = %d, expected 0..%d", out->n,
+                          NB_LIST_MAX);
     if (max_meta < 0)
-        return st_fail(ctx, NB_ERR_VALUE, LOAD, path, "max_meta is %d, expected >= 0", max_meta);
+        return nb_io_fail(ctx, NB_ERR_VALUE, LOAD, path, "max_meta is %d, expected >= 0", max_meta);
     if (max_meta > 0 && (!keys || !values))
-        return st_fail(ctx, NB_ERR_NULL, LOAD, path, "max_meta is %d but %s is NULL", max_meta,
-                       keys ? "values" : "keys");
+        return nb_io_fail(ctx, NB_ERR_NULL, LOAD, path, "max_meta is %d but %s is NULL", max_meta,
+                          keys ? "values" : "keys");
 
     nb_status st = NB_OK;
     char *hdr = NULL;
@@ -683,81 +685,81 @@ nb_status nb_load_safetensors_meta(nb_ctx *ctx, const char *path, nb_tensor_list
     nb_tensor **ts = NULL;
     FILE *f = fopen(path, "rb");
     struct stat sb;
-    if (!f) return st_fail(ctx, NB_ERR_IO, LOAD, path, "cannot open: %s", strerror(errno));
+    if (!f) return nb_io_fail(ctx, NB_ERR_IO, LOAD, path, "cannot open: %s", strerror(errno));
     if (fstat(fileno(f), &sb) != 0) {
-        st = st_fail(ctx, NB_ERR_IO, LOAD, path, "cannot stat: %s", strerror(errno));
+        st = nb_io_fail(ctx, NB_ERR_IO, LOAD, path, "cannot stat: %s", strerror(errno));
         goto done;
     }
     if (!S_ISREG(sb.st_mode)) {
-        st = st_fail(ctx, NB_ERR_IO, LOAD, path, "not a regular file");
+        st = nb_io_fail(ctx, NB_ERR_IO, LOAD, path, "not a regular file");
         goto done;
     }
     uint64_t file_len = (uint64_t)sb.st_size;
     if (file_len < 8) {
-        st = st_fail(ctx, NB_ERR_FORMAT, LOAD, path,
-                     "the file is %llu bytes, too short for the 8-byte header size",
-                     (unsigned long long)file_len);
+        st = nb_io_fail(ctx, NB_ERR_FORMAT, LOAD, path,
+                        "the file is %llu bytes, too short for the 8-byte header size",
+                        (unsigned long long)file_len);
         goto done;
     }
     unsigned char size8[8];
     if (fread(size8, 1, 8, f) != 8) {
-        st = st_fail(ctx, NB_ERR_IO, LOAD, path, "cannot read the header size: %s",
-                     ferror(f) ? strerror(errno) : "unexpected end of file");
+        st = nb_io_fail(ctx, NB_ERR_IO, LOAD, path, "cannot read the header size: %s",
+                        ferror(f) ? strerror(errno) : "unexpected end of file");
         goto done;
     }
     uint64_t hlen = 0;
     for (int k = 7; k >= 0; k--) hlen = hlen << 8 | size8[k];
     if (hlen > NB_SAFETENSORS_MAX_HEADER) {
-        st = st_fail(ctx, NB_ERR_FORMAT, LOAD, path,
-                     "header size %llu exceeds the %u-byte limit (corrupt size field?)",
-                     (unsigned long long)hlen, NB_SAFETENSORS_MAX_HEADER);
+        st = nb_io_fail(ctx, NB_ERR_FORMAT, LOAD, path,
+                        "header size %llu exceeds the %u-byte limit (corrupt size field?)",
+                        (unsigned long long)hlen, NB_SAFETENSORS_MAX_HEADER);
         goto done;
     }
     if (hlen > file_len - 8) {
-        st = st_fail(ctx, NB_ERR_FORMAT, LOAD, path,
-                     "header size %llu runs past the end of the file (%llu bytes)",
-                     (unsigned long long)hlen, (unsigned long long)file_len);
+        st = nb_io_fail(ctx, NB_ERR_FORMAT, LOAD, path,
+                        "header size %llu runs past the end of the file (%llu bytes)",
+                        (unsigned long long)hlen, (unsigned long long)file_len);
         goto done;
     }
     uint64_t data_len = file_len - 8 - hlen;
 
     hdr = malloc((size_t)hlen + 1);
     if (!hdr) {
-        st = st_fail(ctx, NB_ERR_MEMORY, LOAD, path, "out of memory for a %llu-byte header",
-                     (unsigned long long)hlen);
+        st = nb_io_fail(ctx, NB_ERR_MEMORY, LOAD, path, "out of memory for a %llu-byte header",
+                        (unsigned long long)hlen);
         goto done;
     }
     if (fread(hdr, 1, (size_t)hlen, f) != hlen) {
-        st = st_fail(ctx, NB_ERR_IO, LOAD, path, "cannot read the header: %s",
-                     ferror(f) ? strerror(errno) : "unexpected end of file");
+        st = nb_io_fail(ctx, NB_ERR_IO, LOAD, path, "cannot read the header: %s",
+                        ferror(f) ? strerror(errno) : "unexpected end of file");
         goto done;
     }
     hdr[hlen] = '\0';
     size_t bad = utf8_invalid_at((const unsigned char *)hdr, (size_t)hlen);
     if (bad != hlen) {
-        st = st_fail(ctx, NB_ERR_FORMAT, LOAD, path,
-                     "header is not valid UTF-8 (byte 0x%02x at header offset %zu)",
-                     (unsigned char)hdr[bad], bad);
+        st = nb_io_fail(ctx, NB_ERR_FORMAT, LOAD, path,
+                        "header is not valid UTF-8 (byte 0x%02x at header offset %zu)",
+                        (unsigned char)hdr[bad], bad);
         goto done;
     }
     if (hlen == 0 || hdr[0] != '{') {
-        st = st_fail(ctx, NB_ERR_FORMAT, LOAD, path,
-                     "header is not a JSON object (it must start with '{')");
+        st = nb_io_fail(ctx, NB_ERR_FORMAT, LOAD, path,
+                        "header is not a JSON object (it must start with '{')");
         goto done;
     }
     const char *end = NULL;
     root = cJSON_ParseWithLengthOpts(hdr, (size_t)hlen, &end, false);
     if (!root) {
-        st = st_fail(ctx, NB_ERR_FORMAT, LOAD, path,
-                     "header is not valid JSON (error near header offset %td)",
-                     end ? end - hdr : (ptrdiff_t)0);
+        st = nb_io_fail(ctx, NB_ERR_FORMAT, LOAD, path,
+                        "header is not valid JSON (error near header offset %td)",
+                        end ? end - hdr : (ptrdiff_t)0);
         goto done;
     }
     /* cJSON stops after the first value; only padding may follow it. */
     for (const char *p = end; p < hdr + hlen; p++)
         if (*p != ' ' && *p != '\t' && *p != '\r' && *p != '\n') {
-            st = st_fail(ctx, NB_ERR_FORMAT, LOAD, path,
-                         "header has data after its JSON object (header offset %td)", p - hdr);
+            st = nb_io_fail(ctx, NB_ERR_FORMAT, LOAD, path,
+                            "header has data after its JSON object (header offset %td)", p - hdr);
             goto done;
         }
 
@@ -767,7 +769,7 @@ nb_status nb_load_safetensors_meta(nb_ctx *ctx, const char *path, nb_tensor_list
     cJSON_ArrayForEach(item, root) n_keys++;
     names = malloc((n_keys ? n_keys : 1) * sizeof *names);
     if (!names) {
-        st = st_fail(ctx, NB_ERR_MEMORY, LOAD, path, "out of memory");
+        st = nb_io_fail(ctx, NB_ERR_MEMORY, LOAD, path, "out of memory");
         goto done;
     }
     n_keys = 0;
@@ -775,17 +777,17 @@ nb_status nb_load_safetensors_meta(nb_ctx *ctx, const char *path, nb_tensor_list
     const char *dup = NULL;
     int found = find_duplicate(names, n_keys, &dup);
     if (found) {
-        st = found < 0 ? st_fail(ctx, NB_ERR_MEMORY, LOAD, path, "out of memory")
-                       : st_fail(ctx, NB_ERR_FORMAT, LOAD, path, "duplicate name '%s' in header",
-                                 dup);
+        st = found < 0 ? nb_io_fail(ctx, NB_ERR_MEMORY, LOAD, path, "out of memory")
+                       : nb_io_fail(ctx, NB_ERR_FORMAT, LOAD, path, "duplicate name '%s' in header",
+                                    dup);
         goto done;
     }
     cJSON_ArrayForEach(item, root) if (strcmp(item->string, ST_META_KEY) == 0) meta = item;
     size_t n_tensors = n_keys - (meta != NULL);
     if (n_tensors > (size_t)(NB_LIST_MAX - out->n)) {
-        st = st_fail(ctx, NB_ERR_SIZE, LOAD, path,
-                     "the file has %zu tensors but the list has room for %d", n_tensors,
-                     NB_LIST_MAX - out->n);
+        st = nb_io_fail(ctx, NB_ERR_SIZE, LOAD, path,
+                        "the file has %zu tensors but the list has room for %d", n_tensors,
+                        NB_LIST_MAX - out->n);
         goto done;
     }
     if (meta && (st = check_metadata(ctx, path, meta))) goto done;
@@ -794,7 +796,7 @@ nb_status nb_load_safetensors_meta(nb_ctx *ctx, const char *path, nb_tensor_list
     entries = calloc(n_tensors ? n_tensors : 1, sizeof *entries);
     ts = calloc(n_tensors ? n_tensors : 1, sizeof *ts);
     if (!entries || !ts) {
-        st = st_fail(ctx, NB_ERR_MEMORY, LOAD, path, "out of memory");
+        st = nb_io_fail(ctx, NB_ERR_MEMORY, LOAD, path, "out of memory");
         goto done;
     }
     int n = 0;
@@ -806,8 +808,8 @@ nb_status nb_load_safetensors_meta(nb_ctx *ctx, const char *path, nb_tensor_list
     if ((st = check_tiling(ctx, path, entries, n, data_len))) goto done;
     for (int i = 0; i < n; i++)
         if (nb_list_get(out, entries[i].name)) {
-            st = st_fail(ctx, NB_ERR_VALUE, LOAD, path, "tensor '%s' is already in the list",
-                         entries[i].name);
+            st = nb_io_fail(ctx, NB_ERR_VALUE, LOAD, path, "tensor '%s' is already in the list",
+                            entries[i].name);
             goto done;
         }
 
