@@ -91,7 +91,7 @@ $(PC): Makefile include/nabla/core.h
 	@mkdir -p $(B)
 	$(call write_pc,$@)
 
-$(B)/examples/%: examples/%.c $(LIB_A) $(HDR)
+$(B)/examples/%: examples/%.c $(LIB_A) $(HDR) $(wildcard examples/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(NB_CFLAGS) $(CPPFLAGS) $(CFLAGS) $< -o $@ $(LDFLAGS) $(LIB_A) $(CJSON_LIBS) $(NB_LIBS)
 

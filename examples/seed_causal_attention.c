@@ -14,29 +14,7 @@
 #include "nabla.h"
 
 #include "../tests/attention_refs.h"
-
-static const double inputs_data[6 * 3] = {
-    0.43, 0.15, 0.89, /* Your     (x^1) */
-    0.55, 0.87, 0.66, /* journey  (x^2) */
-    0.57, 0.85, 0.64, /* starts   (x^3) */
-    0.22, 0.58, 0.33, /* with     (x^4) */
-    0.77, 0.25, 0.10, /* one      (x^5) */
-    0.05, 0.80, 0.55, /* step     (x^6) */
-};
-
-/* Copies PyTorch's values (row-major) into the parameters called names[i],
- * like load_state_dict; a missing name is an error on the module's context. */
-static void load(nb_ctx *ctx, const nb_tensor_list *dst, int n, const char *const *names,
-                 const double *const *values) {
-    nb_tensor_list src = {0};
-    for (int i = 0; i < n; i++) {
-        const nb_tensor *d = nb_list_get(dst, names[i]);
-        if (d)
-            nb_list_add(&src, names[i],
-                        nb_from_doubles(ctx, d->dtype, d->ndim, d->shape, values[i]));
-    }
-    nb_params_copy_from(dst, &src);
-}
+#include "seed_common.h"
 
 /* Same shape and exactly the same values (-inf equals -inf). */
 static bool same_values(const nb_tensor *a, const nb_tensor *b) {
@@ -44,14 +22,6 @@ static bool same_values(const nb_tensor *a, const nb_tensor *b) {
     for (size_t i = 0; i < a->numel; i++)
         if (nb_get(a, i) != nb_get(b, i)) return false;
     return true;
-}
-
-static void print_shape(const char *name, const nb_tensor *t) {
-    char s[64];
-    nb_shape_str(t, s, sizeof s);
-    printf("%s.shape: %s   # torch.Size([", name, s);
-    for (int d = 0; t && d < t->ndim; d++) printf("%s%lld", d ? ", " : "", (long long)t->shape[d]);
-    printf("])\n");
 }
 
 int main(void) {
@@ -128,13 +98,5 @@ int main(void) {
     printf("\neval mode (no dropout):\n");
     nb_print(nb_nn_causal_attention_forward(ctx, &ca, batch));
 
-    int status = same && fill_same ? 0 : 1;
-    const char *err = nb_ctx_error(params) ? nb_ctx_error(params) : nb_ctx_error(ctx);
-    if (err) {
-        fprintf(stderr, "error: %s\n", err);
-        status = 1;
-    }
-    nb_ctx_free(ctx);
-    nb_ctx_free(params);
-    return status;
+    return finish(ctx, params, same && fill_same ? 0 : 1);
 }

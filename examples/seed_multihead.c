@@ -13,37 +13,7 @@
 #include "nabla.h"
 
 #include "../tests/attention_refs.h"
-
-static const double inputs_data[6 * 3] = {
-    0.43, 0.15, 0.89, /* Your     (x^1) */
-    0.55, 0.87, 0.66, /* journey  (x^2) */
-    0.57, 0.85, 0.64, /* starts   (x^3) */
-    0.22, 0.58, 0.33, /* with     (x^4) */
-    0.77, 0.25, 0.10, /* one      (x^5) */
-    0.05, 0.80, 0.55, /* step     (x^6) */
-};
-
-/* Copies PyTorch's values (row-major) into the parameters called names[i],
- * like load_state_dict; a missing name is an error on the module's context. */
-static void load(nb_ctx *ctx, const nb_tensor_list *dst, int n, const char *const *names,
-                 const double *const *values) {
-    nb_tensor_list src = {0};
-    for (int i = 0; i < n; i++) {
-        const nb_tensor *d = nb_list_get(dst, names[i]);
-        if (d)
-            nb_list_add(&src, names[i],
-                        nb_from_doubles(ctx, d->dtype, d->ndim, d->shape, values[i]));
-    }
-    nb_params_copy_from(dst, &src);
-}
-
-static void print_shape(const char *name, const nb_tensor *t) {
-    char s[64];
-    nb_shape_str(t, s, sizeof s);
-    printf("%s.shape: %s   # torch.Size([", name, s);
-    for (int d = 0; t && d < t->ndim; d++) printf("%s%lld", d ? ", " : "", (long long)t->shape[d]);
-    printf("])\n");
-}
+#include "seed_common.h"
 
 /* The module's parameters as named_parameters() lists them. */
 static void print_params(const nb_tensor_list *params) {
@@ -90,13 +60,5 @@ int main(void) {
     printf("context_vecs:\n"), nb_print(context_vecs);
     print_shape("context_vecs", context_vecs);
 
-    int status = 0;
-    const char *err = nb_ctx_error(params) ? nb_ctx_error(params) : nb_ctx_error(ctx);
-    if (err) {
-        fprintf(stderr, "error: %s\n", err);
-        status = 1;
-    }
-    nb_ctx_free(ctx);
-    nb_ctx_free(params);
-    return status;
+    return finish(ctx, params, 0);
 }

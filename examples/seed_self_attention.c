@@ -10,14 +10,7 @@
 
 #include "nabla.h"
 
-static const double inputs_data[6 * 3] = {
-    0.43, 0.15, 0.89, /* Your     (x^1) */
-    0.55, 0.87, 0.66, /* journey  (x^2) */
-    0.57, 0.85, 0.64, /* starts   (x^3) */
-    0.22, 0.58, 0.33, /* with     (x^4) */
-    0.77, 0.25, 0.10, /* one      (x^5) */
-    0.05, 0.80, 0.55, /* step     (x^6) */
-};
+#include "seed_common.h"
 
 int main(void) {
     nb_ctx *ctx = nb_ctx_new(0);

@@ -15,15 +15,7 @@
 #include "nabla.h"
 
 #include "../tests/attention_refs.h"
-
-static const double inputs_data[6 * 3] = {
-    0.43, 0.15, 0.89, /* Your     (x^1) */
-    0.55, 0.87, 0.66, /* journey  (x^2) */
-    0.57, 0.85, 0.64, /* starts   (x^3) */
-    0.22, 0.58, 0.33, /* with     (x^4) */
-    0.77, 0.25, 0.10, /* one      (x^5) */
-    0.05, 0.80, 0.55, /* step     (x^6) */
-};
+#include "seed_common.h"
 
 /* Row i of a (T, C) matrix as a vector (C): PyTorch's m[i]. */
 static nb_tensor *row(nb_ctx *ctx, nb_tensor *m, int i) {
@@ -39,28 +31,6 @@ static nb_tensor *vecmat(nb_ctx *ctx, nb_tensor *v, nb_tensor *m) {
     if (!v || !m) return NULL;
     nb_tensor *r = nb_matmul(ctx, nb_reshape(ctx, v, NB_SHAPE(1, v->shape[0])), m);
     return nb_reshape(ctx, r, NB_SHAPE(m->shape[1]));
-}
-
-/* Copies PyTorch's values (row-major) into the parameters called names[i],
- * like load_state_dict; a missing name is an error on the module's context. */
-static void load(nb_ctx *ctx, const nb_tensor_list *dst, int n, const char *const *names,
-                 const double *const *values) {
-    nb_tensor_list src = {0};
-    for (int i = 0; i < n; i++) {
-        const nb_tensor *d = nb_list_get(dst, names[i]);
-        if (d)
-            nb_list_add(&src, names[i],
-                        nb_from_doubles(ctx, d->dtype, d->ndim, d->shape, values[i]));
-    }
-    nb_params_copy_from(dst, &src);
-}
-
-static void print_shape(const char *name, const nb_tensor *t) {
-    char s[64];
-    nb_shape_str(t, s, sizeof s);
-    printf("%s.shape: %s   # torch.Size([", name, s);
-    for (int d = 0; t && d < t->ndim; d++) printf("%s%lld", d ? ", " : "", (long long)t->shape[d]);
-    printf("])\n");
 }
 
 int main(void) {
@@ -167,13 +137,5 @@ int main(void) {
     printf("\nseed 004's SelfAttention_v2 (freshly seeded weights):\n");
     nb_print(nb_nn_self_attention_v2_forward(ctx, &sa_v2, inputs));
 
-    int status = 0;
-    const char *err = nb_ctx_error(params) ? nb_ctx_error(params) : nb_ctx_error(ctx);
-    if (err) {
-        fprintf(stderr, "error: %s\n", err);
-        status = 1;
-    }
-    nb_ctx_free(ctx);
-    nb_ctx_free(params);
-    return status;
+    return finish(ctx, params, 0);
 }
