@@ -18,6 +18,23 @@ static nb_tensor *scaled_softmax(nb_ctx *ctx, nb_tensor *scores, int64_t d_k) {
     return nb_softmax(ctx, nb_scale(ctx, scores, 1.0 / sqrt((double)d_k)));
 }
 
+/* The core CausalAttention and MultiHeadAttention share, as the seed writes
+ * it: scores (.., T, T) with the future (key j > query i) and the padded
+ * keys (pad, broadcasting; NULL for none) set to -inf, softmax(scores /
+ * sqrt(d_k)), dropout, then @ values (.., T, d_v) -> (.., T, d_v). The
+ * weights before dropout (.., T, T) go to *attn_weights when asked. */
+static nb_tensor *causal_attend(nb_ctx *ctx, nb_tensor *scores, const nb_tensor *pad,
+                                int64_t d_k, nb_nn_dropout *dropout, nb_tensor *values,
+                                nb_tensor **attn_weights) {
+    /* the seed's mask.bool()[:T, :T]: j > i is the future */
+    scores = nb_causal_fill(ctx, scores, -INFINITY);
+    if (pad) scores = nb_masked_fill(ctx, scores, pad, -INFINITY);
+    nb_tensor *weights = scaled_softmax(ctx, scores, d_k);
+    if (attn_weights) *attn_weights = weights;
+    weights = nb_nn_dropout_forward(ctx, dropout, weights);
+    return nb_matmul(ctx, weights, values);
+}
+
 /* Argument checks shared by the attention inits, reported under `cls`. */
 static nb_status check_attention_args(nb_ctx *pctx, const char *cls, int64_t d_in,
                                       int64_t d_out, nb_dtype dt, nb_pcg32 *rng) {
@@ -28,9 +45,17 @@ static nb_status check_attention_args(nb_ctx *pctx, const char *cls, int64_t d_i
     return st;
 }
 
-static nb_status check_dropout_p(nb_ctx *pctx, const char *cls, double p) {
-    if (p >= 0.0 && p <= 1.0) return NB_OK;
-    return nb_ctx_fail(pctx, NB_ERR_VALUE, "%s: dropout %g is outside [0, 1]", cls, p);
+/* The above, then context_length, num_heads and dropout, for the batched
+ * classes (CausalAttention is one head: it passes num_heads 1). */
+static nb_status check_batched_args(nb_ctx *pctx, const char *cls, int64_t d_in, int64_t d_out,
+                                    int64_t context_length, int num_heads, double dropout,
+                                    nb_dtype dt, nb_pcg32 *rng) {
+    nb_status st = check_attention_args(pctx, cls, d_in, d_out, dt, rng);
+    if (!st) st = nb_nn_check_positive(pctx, cls, "context_length", context_length);
+    if (!st) st = nb_nn_check_positive(pctx, cls, "num_heads", num_heads);
+    if (!st && !(dropout >= 0.0 && dropout <= 1.0))
+        st = nb_ctx_fail(pctx, NB_ERR_VALUE, "%s: dropout %g is outside [0, 1]", cls, dropout);
+    return st;
 }
 
 /* W_query, W_key, W_value = Linear(d_in, d_out, bias=qkv_bias), built (and
@@ -46,6 +71,13 @@ static nb_status init_qkv(nb_ctx *pctx, nb_tensor_list *params, nb_nn_linear *q,
         if (st) return st;
     }
     return NB_OK;
+}
+
+/* Train or eval mode for the three projections. */
+static void train_qkv(nb_nn_linear *q, nb_nn_linear *k, nb_nn_linear *v, bool on) {
+    nb_nn_linear_train(q, on);
+    nb_nn_linear_train(k, on);
+    nb_nn_linear_train(v, on);
 }
 
 /* x is (T, d_in), for the single-sequence classes. */
@@ -183,9 +215,7 @@ nb_tensor *nb_nn_self_attention_v2_forward(nb_ctx *ctx, nb_nn_self_attention_v2 
 void nb_nn_self_attention_v2_train(nb_nn_self_attention_v2 *m, bool on) {
     if (!m) return;
     m->training = on;
-    nb_nn_linear_train(&m->W_query, on);
-    nb_nn_linear_train(&m->W_key, on);
-    nb_nn_linear_train(&m->W_value, on);
+    train_qkv(&m->W_query, &m->W_key, &m->W_value, on);
 }
 
 /* ---- CausalAttention ---------------------------------------------------------- */
@@ -195,9 +225,7 @@ nb_status nb_nn_causal_attention_init(nb_nn_causal_attention *m, nb_ctx *pctx, i
                                       bool qkv_bias, nb_dtype dt, nb_pcg32 *rng) {
     const char *cls = "CausalAttention";
     nb_status st = nb_nn_init_begin(m, sizeof *m, pctx, cls);
-    if (!st) st = check_attention_args(pctx, cls, d_in, d_out, dt, rng);
-    if (!st) st = nb_nn_check_positive(pctx, cls, "context_length", context_length);
-    if (!st) st = check_dropout_p(pctx, cls, dropout);
+    if (!st) st = check_batched_args(pctx, cls, d_in, d_out, context_length, 1, dropout, dt, rng);
     if (!st) st = init_qkv(pctx, &m->params, &m->W_query, &m->W_key, &m->W_value, d_in, d_out,
                            qkv_bias, dt, rng);
     if (!st) st = nb_nn_dropout_init(&m->dropout, pctx, dropout, rng);
@@ -226,13 +254,8 @@ nb_tensor *nb_nn_causal_attention_forward_masked(nb_ctx *ctx, nb_nn_causal_atten
     nb_tensor *values = nb_nn_linear_forward(ctx, &m->W_value, x);  /* (B, T, d_out) */
     nb_tensor *queries = nb_nn_linear_forward(ctx, &m->W_query, x); /* (B, T, d_out) */
     nb_tensor *scores = nb_matmul(ctx, queries, nb_transpose(ctx, keys, 1, 2)); /* (B, T, T) */
-    /* the seed's mask.bool()[:T, :T]: j > i is the future */
-    scores = nb_causal_fill(ctx, scores, -INFINITY);
-    if (pad) scores = nb_masked_fill(ctx, scores, pad, -INFINITY);
-    nb_tensor *weights = scaled_softmax(ctx, scores, m->d_out); /* (B, T, T) */
-    if (attn_weights) *attn_weights = weights;
-    weights = nb_nn_dropout_forward(ctx, &m->dropout, weights);
-    return nb_matmul(ctx, weights, values); /* (B, T, d_out) */
+    /* masked, scaled softmax, dropout, @ values: (B, T, d_out) */
+    return causal_attend(ctx, scores, pad, m->d_out, &m->dropout, values, attn_weights);
 }
 
 nb_tensor *nb_nn_causal_attention_forward(nb_ctx *ctx, nb_nn_causal_attention *m,
@@ -243,9 +266,7 @@ nb_tensor *nb_nn_causal_attention_forward(nb_ctx *ctx, nb_nn_causal_attention *m
 void nb_nn_causal_attention_train(nb_nn_causal_attention *m, bool on) {
     if (!m) return;
     m->training = on;
-    nb_nn_linear_train(&m->W_query, on);
-    nb_nn_linear_train(&m->W_key, on);
-    nb_nn_linear_train(&m->W_value, on);
+    train_qkv(&m->W_query, &m->W_key, &m->W_value, on);
     nb_nn_dropout_train(&m->dropout, on);
 }
 
@@ -256,10 +277,9 @@ nb_status nb_nn_mha_wrapper_init(nb_nn_mha_wrapper *m, nb_ctx *pctx, int64_t d_i
                                  bool qkv_bias, nb_dtype dt, nb_pcg32 *rng) {
     const char *cls = "MultiHeadAttentionWrapper";
     nb_status st = nb_nn_init_begin(m, sizeof *m, pctx, cls);
-    if (!st) st = check_attention_args(pctx, cls, d_in, d_out, dt, rng);
-    if (!st) st = nb_nn_check_positive(pctx, cls, "context_length", context_length);
-    if (!st) st = nb_nn_check_positive(pctx, cls, "num_heads", num_heads);
-    if (!st) st = check_dropout_p(pctx, cls, dropout);
+    if (!st)
+        st = check_batched_args(pctx, cls, d_in, d_out, context_length, num_heads, dropout, dt,
+                                rng);
     if (st) return st;
     m->heads = nb_ctx_alloc(pctx, (size_t)num_heads * sizeof *m->heads);
     if (!m->heads) return nb_ctx_status(pctx);
@@ -310,10 +330,9 @@ nb_status nb_nn_mha_init(nb_nn_mha *m, nb_ctx *pctx, int64_t d_in, int64_t d_out
                          nb_dtype dt, nb_pcg32 *rng) {
     const char *cls = "MultiHeadAttention";
     nb_status st = nb_nn_init_begin(m, sizeof *m, pctx, cls);
-    if (!st) st = check_attention_args(pctx, cls, d_in, d_out, dt, rng);
-    if (!st) st = nb_nn_check_positive(pctx, cls, "context_length", context_length);
-    if (!st) st = nb_nn_check_positive(pctx, cls, "num_heads", num_heads);
-    if (!st) st = check_dropout_p(pctx, cls, dropout);
+    if (!st)
+        st = check_batched_args(pctx, cls, d_in, d_out, context_length, num_heads, dropout, dt,
+                                rng);
     if (st) return st;
     if (d_out % num_heads != 0)
         return nb_ctx_fail(pctx, NB_ERR_VALUE, "%s: d_out %lld is not divisible by num_heads %d",
@@ -354,12 +373,8 @@ nb_tensor *nb_nn_mha_forward_masked(nb_ctx *ctx, nb_nn_mha *m, nb_tensor *x,
     values = nb_transpose(ctx, nb_view(ctx, values, NB_SHAPE(b, t, h, hd)), 1, 2);
     queries = nb_transpose(ctx, nb_view(ctx, queries, NB_SHAPE(b, t, h, hd)), 1, 2);
     nb_tensor *scores = nb_matmul(ctx, queries, nb_transpose(ctx, keys, 2, 3)); /* (B,H,T,T) */
-    scores = nb_causal_fill(ctx, scores, -INFINITY);
-    if (pad) scores = nb_masked_fill(ctx, scores, pad, -INFINITY);
-    nb_tensor *weights = scaled_softmax(ctx, scores, hd); /* (B, H, T, T) */
-    if (attn_weights) *attn_weights = weights;
-    weights = nb_nn_dropout_forward(ctx, &m->dropout, weights);
-    nb_tensor *context = nb_matmul(ctx, weights, values); /* (B, H, T, hd) */
+    /* masked, scaled softmax, dropout, @ values, per head: (B, H, T, hd) */
+    nb_tensor *context = causal_attend(ctx, scores, pad, hd, &m->dropout, values, attn_weights);
     /* back to (B, T, H, hd) and merge the heads. The seed's .contiguous() is
      * not needed: nabla's transpose already returns a contiguous copy. */
     context = nb_view(ctx, nb_transpose(ctx, context, 1, 2), NB_SHAPE(b, t, m->d_out));
@@ -373,9 +388,7 @@ nb_tensor *nb_nn_mha_forward(nb_ctx *ctx, nb_nn_mha *m, nb_tensor *x) {
 void nb_nn_mha_train(nb_nn_mha *m, bool on) {
     if (!m) return;
     m->training = on;
-    nb_nn_linear_train(&m->W_query, on);
-    nb_nn_linear_train(&m->W_key, on);
-    nb_nn_linear_train(&m->W_value, on);
+    train_qkv(&m->W_query, &m->W_key, &m->W_value, on);
     nb_nn_dropout_train(&m->dropout, on);
     nb_nn_linear_train(&m->out_proj, on);
 }
