@@ -103,6 +103,10 @@ NB_HIDDEN bool nb_broadcast_shape(nb_ctx *ctx, const char *name, const nb_tensor
  * on broadcast dims; 4 entries, leading ones for absent dims. */
 NB_HIDDEN void nb_broadcast_strides(const nb_tensor *t, int ndim, const int64_t *oshape,
                                     int64_t *stride4);
+/* Writes nd integers as "(2, 3)" into buf (always terminated; "()" for nd
+ * 0), between brackets[0] and brackets[1]: "()" for shapes, "[]" for index
+ * lists. Returns buf. nb_shape_str is this for a tensor's shape. */
+NB_HIDDEN char *nb_dims_str(int nd, const int64_t *v, const char *brackets, char *buf, size_t n);
 /* Pads a shape to 4 dims on the left with ones. */
 NB_HIDDEN void nb_shape4(int ndim, const int64_t *shape, int64_t *shape4);
 

@@ -199,15 +199,6 @@ typedef struct mm_dims {
     int64_t sb[2];     /* b's, likewise */
 } mm_dims;
 
-/* "(2, 3)" for the first nd entries of shape; "()" when nd is 0. */
-static char *dims_str(int nd, const int64_t *shape, char *buf, size_t n) {
-    size_t k = (size_t)snprintf(buf, n, "(");
-    for (int d = 0; d < nd && k < n; d++)
-        k += (size_t)snprintf(buf + k, n - k, d ? ", %lld" : "%lld", (long long)shape[d]);
-    if (k < n) snprintf(buf + k, n - k, ")");
-    return buf;
-}
-
 /* Validates the pair and fills *d and the output shape; false with an error. */
 static bool mm_shapes(nb_ctx *ctx, const nb_tensor *a, const nb_tensor *b, mm_dims *d,
                       int *ndim, int64_t *shape) {
@@ -245,8 +236,8 @@ static bool mm_shapes(nb_ctx *ctx, const nb_tensor *a, const nb_tensor *b, mm_di
             nb_ctx_fail(ctx, NB_ERR_SHAPE,
                         "matmul: %s @ %s: batch dims %s and %s do not broadcast, expected "
                         "equal sizes or 1",
-                        SHAPES, dims_str(na, a->shape, da, sizeof da),
-                        dims_str(nbt, b->shape, db, sizeof db));
+                        SHAPES, nb_dims_str(na, a->shape, "()", da, sizeof da),
+                        nb_dims_str(nbt, b->shape, "()", db, sizeof db));
             return false;
         }
         d->batch[i] = ba[i] > bb[i] ? ba[i] : bb[i];

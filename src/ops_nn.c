@@ -312,10 +312,7 @@ static void index_str(const nb_tensor *t, size_t p, char *buf, size_t n) {
         idx[d] = (int64_t)(p % (size_t)t->shape[d]);
         p /= (size_t)t->shape[d];
     }
-    size_t k = (size_t)snprintf(buf, n, "[");
-    for (int d = 0; d < t->ndim && k < n; d++)
-        k += (size_t)snprintf(buf + k, n - k, d ? ", %lld" : "%lld", (long long)idx[d]);
-    if (k < n) snprintf(buf + k, n - k, "]");
+    nb_dims_str(t->ndim, idx, "[]", buf, n);
 }
 
 nb_tensor *nb_embedding(nb_ctx *ctx, nb_tensor *weight, const nb_tensor *ids) {

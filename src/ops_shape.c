@@ -6,15 +6,6 @@
  * and split copy slabs along one dim. */
 #include "nb_internal.h"
 
-/* "(2, -1)" for a requested shape (which may hold -1 and bad sizes). */
-static char *dims_str(int nd, const int64_t *shape, char *buf, size_t n) {
-    size_t k = (size_t)snprintf(buf, n, "(");
-    for (int d = 0; d < nd && k < n; d++)
-        k += (size_t)snprintf(buf + k, n - k, d ? ", %lld" : "%lld", (long long)shape[d]);
-    if (k < n) snprintf(buf + k, n - k, ")");
-    return buf;
-}
-
 /* ---- the strided copy behind permute and transpose ------------------------------ */
 
 /* dst (shape[perm[0]], ..., shape[perm[nd-1]]) = src (shape) permuted:
@@ -97,7 +88,7 @@ nb_tensor *nb_permute(nb_ctx *ctx, nb_tensor *a, const int *perm) {
             nb_ctx_fail(ctx, NB_ERR_VALUE,
                         "permute: perm %s is not a permutation of the %d dims of %s, expected "
                         "each of 0..%d once",
-                        dims_str(a->ndim, given, ps, sizeof ps), a->ndim,
+                        nb_dims_str(a->ndim, given, "()", ps, sizeof ps), a->ndim,
                         nb_shape_str(a, s, sizeof s), a->ndim - 1);
             return NULL;
         }
@@ -152,12 +143,12 @@ nb_tensor *nb_reshape(nb_ctx *ctx, nb_tensor *a, int ndim, const int64_t *shape)
             nb_ctx_fail(ctx, NB_ERR_VALUE,
                         "reshape: shape %s has more than one -1, expected at most one size "
                         "to infer",
-                        dims_str(ndim, shape, want, sizeof want));
+                        nb_dims_str(ndim, shape, "()", want, sizeof want));
             return NULL;
         } else if (shape[d] < 1) {
             nb_ctx_fail(ctx, NB_ERR_SIZE,
                         "reshape: shape %s has size %lld at dim %d, expected >= 1 or -1",
-                        dims_str(ndim, shape, want, sizeof want), (long long)shape[d], d);
+                        nb_dims_str(ndim, shape, "()", want, sizeof want), (long long)shape[d], d);
             return NULL;
         } else if (!too_big) {
             if ((uint64_t)shape[d] > a->numel / known)
@@ -172,7 +163,7 @@ nb_tensor *nb_reshape(nb_ctx *ctx, nb_tensor *a, int ndim, const int64_t *shape)
                         "reshape: cannot view %s (%zu elements) as %s, expected the sizes "
                         "other than -1 to divide %zu",
                         nb_shape_str(a, s, sizeof s), a->numel,
-                        dims_str(ndim, shape, want, sizeof want), a->numel);
+                        nb_dims_str(ndim, shape, "()", want, sizeof want), a->numel);
             return NULL;
         }
         sh[infer] = (int64_t)(a->numel / known);
@@ -182,7 +173,7 @@ nb_tensor *nb_reshape(nb_ctx *ctx, nb_tensor *a, int ndim, const int64_t *shape)
         nb_ctx_fail(ctx, NB_ERR_SHAPE,
                     "reshape: cannot view %s (%zu elements) as %s (%.0f elements)",
                     nb_shape_str(a, s, sizeof s), a->numel,
-                    dims_str(ndim, shape, want, sizeof want), count);
+                    nb_dims_str(ndim, shape, "()", want, sizeof want), count);
         return NULL;
     }
     nb_tensor *out = nb_view_of(ctx, a, ndim, sh);
@@ -334,7 +325,7 @@ nb_status nb_split(nb_ctx *ctx, nb_tensor *a, int dim, int n, const int64_t *siz
     }
     if (!ok || total != a->shape[d]) {
         int shown = n < 8 ? n : 8; /* the message shows the first sizes */
-        dims_str(shown, sizes, ss, sizeof ss);
+        nb_dims_str(shown, sizes, "()", ss, sizeof ss);
         return nb_ctx_fail(ctx, NB_ERR_SHAPE,
                            "split: sizes %s%s do not add up to %lld (dim %d of %s), expected "
                            "positive sizes with that sum",

@@ -167,15 +167,6 @@ static int find_duplicate(const char *const *s, size_t n, const char **dup) {
     return found;
 }
 
-/* "[2, 3]" for messages. */
-static char *shape_text(char *buf, size_t n, int ndim, const int64_t *shape) {
-    size_t k = (size_t)snprintf(buf, n, "[");
-    for (int d = 0; d < ndim && k < n; d++)
-        k += (size_t)snprintf(buf + k, n - k, d ? ", %lld" : "%lld", (long long)shape[d]);
-    if (k < n) snprintf(buf + k, n - k, "]");
-    return buf;
-}
-
 /* Shared with checkpoint.c (nb_internal.h). */
 nb_status nb_io_fail(nb_ctx *ctx, nb_status s, const char *op, const char *path,
                      const char *fmt, ...) {
@@ -552,7 +543,8 @@ static nb_status parse_entry(nb_ctx *ctx, const char *path, const cJSON *item, u
                           "needs %llu",
                           name, (unsigned long long)e->begin, (unsigned long long)e->end,
                           (unsigned long long)(e->end - e->begin), st_dtypes[e->dt].name,
-                          shape_text(sh, sizeof sh, e->ndim, e->shape), (unsigned long long)bytes);
+                          nb_dims_str(e->ndim, e->shape, "[]", sh, sizeof sh),
+                          (unsigned long long)bytes);
     }
     if (e->end > data_len)
         return nb_io_fail(ctx, NB_ERR_FORMAT, LOAD, path,

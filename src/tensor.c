@@ -23,10 +23,14 @@ char *nb_shape_str(const nb_tensor *t, char *buf, size_t n) {
         snprintf(buf, n, "(NULL)");
         return buf;
     }
-    size_t k = (size_t)snprintf(buf, n, "(");
-    for (int d = 0; d < t->ndim && k < n; d++)
-        k += (size_t)snprintf(buf + k, n - k, d ? ", %lld" : "%lld", (long long)t->shape[d]);
-    if (k < n) snprintf(buf + k, n - k, ")");
+    return nb_dims_str(t->ndim, t->shape, "()", buf, n);
+}
+
+char *nb_dims_str(int nd, const int64_t *v, const char *brackets, char *buf, size_t n) {
+    size_t k = (size_t)snprintf(buf, n, "%c", brackets[0]);
+    for (int d = 0; d < nd && k < n; d++)
+        k += (size_t)snprintf(buf + k, n - k, d ? ", %lld" : "%lld", (long long)v[d]);
+    if (k < n) snprintf(buf + k, n - k, "%c", brackets[1]);
     return buf;
 }
 
