@@ -7,6 +7,10 @@
 #undef NB_SUITE
 
 int main(void) {
+    /* Check kills a test after 4 s by default; on a busy CI machine the
+     * gradient checks and the train-tool runs can take longer. Suites that
+     * need more set their own (tcase_set_timeout); the environment wins. */
+    setenv("CK_DEFAULT_TIMEOUT", "60", 0);
     SRunner *sr = srunner_create(NULL);
 #define NB_SUITE(name) srunner_add_suite(sr, name());
 #include "suites.h"
