@@ -2,9 +2,10 @@
 """Times PyTorch on the same training step as `make demo` (examples/demo_reverse.c).
 
 The model and batch match the demo's defaults: token + position embeddings
-(vocab 11, 16 positions, d_model 32), the seeds' MultiHeadAttention (4 heads,
-causal, dropout 0.1 on the weights, out_proj), a residual, LayerNorm, a Linear
-head, cross-entropy on the 8 answer positions, AdamW lr 3e-3, batch 32.
+(vocab 11, 16 positions, d_model 32), the seeds' MultiHeadAttention (from
+tools/torchref.py; 4 heads, causal, dropout 0.1 on the weights, out_proj), a
+residual, LayerNorm, a Linear head, cross-entropy on the 8 answer positions,
+AdamW lr 3e-3, batch 32.
 
 Run with Debian's interpreter, which has python3-torch:
     /usr/bin/python3 tools/bench_torch_demo.py [--threads N] [--steps N]
@@ -17,28 +18,7 @@ import time
 import torch
 import torch.nn as nn
 
-
-class MultiHeadAttention(nn.Module):
-    """The seed notebook's class (004), unchanged in substance."""
-
-    def __init__(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):
-        super().__init__()
-        assert d_out % num_heads == 0
-        self.d_out, self.num_heads, self.head_dim = d_out, num_heads, d_out // num_heads
-        self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
-        self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
-        self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
-        self.dropout = nn.Dropout(dropout)
-        self.out_proj = nn.Linear(d_out, d_out)
-        self.register_buffer("mask", torch.triu(torch.ones(context_length, context_length), diagonal=1))
-
-    def forward(self, x):
-        b, t, _ = x.shape
-        split = lambda y: y.view(b, t, self.num_heads, self.head_dim).transpose(1, 2)
-        q, k, v = split(self.W_query(x)), split(self.W_key(x)), split(self.W_value(x))
-        s = (q @ k.transpose(2, 3)).masked_fill(self.mask.bool()[:t, :t], -torch.inf)
-        w = self.dropout(torch.softmax(s / self.head_dim ** 0.5, dim=-1))
-        return self.out_proj((w @ v).transpose(1, 2).contiguous().view(b, t, self.d_out))
+from torchref import MultiHeadAttention
 
 
 class Model(nn.Module):

@@ -12,107 +12,15 @@ compares outputs.
 Examples include it too (examples/seed_*.c load these weights to print the
 seeds' numbers), as do the seed 003 gradients at the end.
 
-The only addition to the seed classes is MultiHeadAttention's optional
-key_padding_mask (True = padding, masked like nn.MultiheadAttention), used for
-the reference of nabla's nb_nn_mha_forward_masked; the seed path (mask None)
-is unchanged.
+The classes come from tools/torchref.py. Their only addition to the seed is
+the optional key_padding_mask (True = padding, masked like
+nn.MultiheadAttention), used here for the reference of nabla's
+nb_nn_mha_forward_masked; the seed path (mask None) is unchanged.
 """
 import torch
-import torch.nn as nn
 
-class SelfAttention_v1(nn.Module):
-    def __init__(self, d_in , d_out):
-        super().__init__()
-        self.W_query = nn.Parameter(torch.rand(d_in , d_out))
-        self.W_key = nn.Parameter(torch.rand(d_in , d_out))
-        self.W_value = nn.Parameter(torch.rand(d_in , d_out))
-    def forward(self,x):
-        keys = x @ self.W_key
-        values = x @ self.W_value
-        queries = x @ self.W_query
-        atten_score = queries @ keys.T
-        atten_weights = torch.softmax(atten_score/keys.shape[-1] ** 0.5 , dim = -1)
-        return atten_weights @ values
-
-class SelfAttention_v2(nn.Module):
-    def __init__(self, d_in , d_out , qkv_bias = False):
-        super().__init__()
-        self.W_query = nn.Linear(d_in , d_out , bias = qkv_bias)
-        self.W_key = nn.Linear(d_in , d_out , bias = qkv_bias)
-        self.W_value = nn.Linear(d_in , d_out , bias = qkv_bias)
-    def forward(self,x):
-        keys = self.W_key(x)
-        values = self.W_value(x)
-        queries = self.W_query(x)
-        atten_score = queries @ keys.T
-        atten_weights = torch.softmax(atten_score/keys.shape[-1] ** 0.5 , dim = -1)
-        return atten_weights @ values
-
-class CausalAttention(nn.Module):
-    def __init__(self, d_in , d_out , context_length ,dropout_rate, qkv_bias = False ):
-        super().__init__()
-        self.d_out = d_out
-        self.W_query = nn.Linear(d_in , d_out , bias = qkv_bias)
-        self.W_key = nn.Linear(d_in , d_out , bias = qkv_bias)
-        self.W_value = nn.Linear(d_in , d_out , bias = qkv_bias)
-        self.dropout = torch.nn.Dropout(dropout_rate)
-        self.register_buffer('mask' ,torch.triu(torch.ones(context_length, context_length), diagonal=1) )
-    def forward(self,x):
-        b , num_tokens , d_in = x.shape
-        keys = self.W_key(x)
-        values = self.W_value(x)
-        queries = self.W_query(x)
-        atten_score = queries @ keys.transpose(1,2)
-        atten_score = atten_score.masked_fill_(self.mask.bool()[:num_tokens, :num_tokens], -torch.inf)
-        atten_weights = torch.softmax(atten_score/keys.shape[-1] ** 0.5 , dim = -1)
-        atten_weights = self.dropout(atten_weights)
-        return atten_weights @ values
-
-class MultiHeadAttentionWrapper(nn.Module):
-    def __init__(self, d_in , d_out , context_length, dropout , num_heads , qkv_bias = False):
-        super().__init__()
-        self.heads = nn.ModuleList(
-            [CausalAttention(d_in , d_out , context_length, dropout , qkv_bias)
-             for _ in range(num_heads)])
-    def forward(self , x):
-        return torch.cat( [head(x) for head in self.heads], dim = -1)
-
-class MultiHeadAttention(nn.Module):
-    def __init__(self , d_in , d_out , context_length , dropout , num_heads , qkv_bias = False):
-        super().__init__()
-        assert(d_out % num_heads == 0), "d_out must be divisible by num_heads"
-        self.d_out = d_out
-        self.num_heads = num_heads
-        self.head_dim = d_out // num_heads
-        self.W_query = nn.Linear(d_in , d_out , bias = qkv_bias)
-        self.W_key = nn.Linear(d_in , d_out , bias = qkv_bias)
-        self.W_value = nn.Linear(d_in , d_out , bias = qkv_bias)
-        self.dropout = nn.Dropout(dropout)
-        self.out_proj = nn.Linear(d_out , d_out)
-        self.register_buffer("mask", torch.triu(torch.ones(context_length , context_length), diagonal=1))
-    def forward(self , x, key_padding_mask=None):
-        b , num_token , d_in = x.shape
-        keys = self.W_key(x)
-        values = self.W_value(x)
-        queries = self.W_query(x)
-        keys = keys.view(b , num_token , self.num_heads , self.head_dim )
-        values = values.view(b , num_token , self.num_heads , self.head_dim )
-        queries = queries.view(b , num_token , self.num_heads , self.head_dim )
-        keys = keys.transpose(1,2)
-        values = values.transpose(1,2)
-        queries = queries.transpose(1,2)
-        atten_score = queries @ keys.transpose(2,3)
-        mask_bool = self.mask.bool()[:num_token , :num_token]
-        atten_score.masked_fill_(mask_bool, -torch.inf)
-        if key_padding_mask is not None:  # not in the seed: reference for nabla's masked forward
-            atten_score.masked_fill_(key_padding_mask.view(b, 1, 1, num_token), -torch.inf)
-        atten_weights = torch.softmax(atten_score/keys.shape[-1] ** 0.5 , dim = -1)
-        self.last_weights = atten_weights
-        atten_weights = self.dropout(atten_weights)
-        context_vec = atten_weights @ values
-        context_vec = context_vec.transpose(1,2)
-        context_vec = context_vec.contiguous().view(b , num_token , self.d_out)
-        return self.out_proj(context_vec)
+from torchref import (CausalAttention, MultiHeadAttention, MultiHeadAttentionWrapper,
+                      SelfAttention_v1, SelfAttention_v2)
 
 
 inputs = torch.tensor(

@@ -39,59 +39,25 @@ with SGD, Adam or AdamW (foreach=False: PyTorch's single-tensor update, the
 one nabla reproduces). They hold x, y, init.param.<name>, losses (20) (loss
 before each step) and final.param.<name>.
 
-The safetensors files are written here with json and struct (the
-safetensors package is not needed): 8-byte little-endian header length, the
-JSON header padded with spaces to a multiple of 8, then the tensors' bytes.
+The safetensors files are written by tools/torchref.py's write_safetensors,
+with json and struct (the safetensors package is not needed): 8-byte
+little-endian header length, the JSON header padded with spaces to a multiple
+of 8, then the tensors' bytes.
 """
-import json
 import math
 import os
-import struct
 import zlib
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from torchref import (CausalAttention, MultiHeadAttention, MultiHeadAttentionWrapper,
+                      SelfAttention_v1, SelfAttention_v2, write_safetensors)
+
 DTYPES = (("f64", torch.float64), ("f32", torch.float32))
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OUT_DIR = os.path.join(ROOT, "tests", "fixtures", "parity")
-
-
-# ---- safetensors writer ------------------------------------------------------
-
-ST_DTYPES = {
-    torch.float64: ("F64", "<d"), torch.float32: ("F32", "<f"),
-    torch.int64: ("I64", "<q"), torch.bool: ("BOOL", "<B"),
-}
-
-
-def tensor_bytes(t):
-    code = ST_DTYPES[t.dtype][1]
-    vals = t.detach().contiguous().reshape(-1).tolist()
-    if t.dtype == torch.bool:
-        vals = [int(v) for v in vals]
-    return b"".join(struct.pack(code, v) for v in vals)
-
-
-def write_safetensors(path, tensors, metadata):
-    """tensors: list of (name, tensor) in file order; metadata: str -> str."""
-    header = {"__metadata__": {k: str(v) for k, v in metadata.items()}}
-    blobs = []
-    offset = 0
-    for name, t in tensors:
-        data = tensor_bytes(t)
-        header[name] = {"dtype": ST_DTYPES[t.dtype][0], "shape": list(t.shape),
-                        "data_offsets": [offset, offset + len(data)]}
-        blobs.append(data)
-        offset += len(data)
-    text = json.dumps(header, separators=(",", ":")).encode("utf-8")
-    text += b" " * (-len(text) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(text)))
-        f.write(text)
-        for b in blobs:
-            f.write(b)
 
 
 # ---- random inputs -----------------------------------------------------------
@@ -355,112 +321,9 @@ def op_cases():
 
 
 # ---- modules ---------------------------------------------------------------------
-# The seed notebook's attention classes (shared/seeds/004), as in
-# tools/gen_attention_refs.py, with the key-padding mask nabla adds to its
-# masked forwards (True = padding, masked like nn.MultiheadAttention).
-
-class SelfAttention_v1(nn.Module):
-    def __init__(self, d_in, d_out):
-        super().__init__()
-        self.W_query = nn.Parameter(torch.rand(d_in, d_out))
-        self.W_key = nn.Parameter(torch.rand(d_in, d_out))
-        self.W_value = nn.Parameter(torch.rand(d_in, d_out))
-
-    def forward(self, x):
-        keys = x @ self.W_key
-        values = x @ self.W_value
-        queries = x @ self.W_query
-        scores = queries @ keys.T
-        weights = torch.softmax(scores / keys.shape[-1] ** 0.5, dim=-1)
-        return weights @ values
-
-
-class SelfAttention_v2(nn.Module):
-    def __init__(self, d_in, d_out, qkv_bias=False):
-        super().__init__()
-        self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
-        self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
-        self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
-
-    def forward(self, x):
-        keys = self.W_key(x)
-        values = self.W_value(x)
-        queries = self.W_query(x)
-        scores = queries @ keys.T
-        weights = torch.softmax(scores / keys.shape[-1] ** 0.5, dim=-1)
-        return weights @ values
-
-
-class CausalAttention(nn.Module):
-    def __init__(self, d_in, d_out, context_length, dropout_rate, qkv_bias=False):
-        super().__init__()
-        self.d_out = d_out
-        self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
-        self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
-        self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
-        self.dropout = torch.nn.Dropout(dropout_rate)
-        self.register_buffer("mask", torch.triu(torch.ones(context_length, context_length),
-                                                diagonal=1))
-
-    def forward(self, x, key_padding_mask=None):
-        b, num_tokens, d_in = x.shape
-        keys = self.W_key(x)
-        values = self.W_value(x)
-        queries = self.W_query(x)
-        scores = queries @ keys.transpose(1, 2)
-        scores = scores.masked_fill(self.mask.bool()[:num_tokens, :num_tokens], -torch.inf)
-        if key_padding_mask is not None:
-            scores = scores.masked_fill(key_padding_mask.view(b, 1, num_tokens), -torch.inf)
-        weights = torch.softmax(scores / keys.shape[-1] ** 0.5, dim=-1)
-        self.last_weights = weights
-        weights = self.dropout(weights)
-        return weights @ values
-
-
-class MultiHeadAttentionWrapper(nn.Module):
-    def __init__(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):
-        super().__init__()
-        self.heads = nn.ModuleList(
-            [CausalAttention(d_in, d_out, context_length, dropout, qkv_bias)
-             for _ in range(num_heads)])
-
-    def forward(self, x):
-        return torch.cat([head(x) for head in self.heads], dim=-1)
-
-
-class MultiHeadAttention(nn.Module):
-    def __init__(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):
-        super().__init__()
-        assert d_out % num_heads == 0, "d_out must be divisible by num_heads"
-        self.d_out = d_out
-        self.num_heads = num_heads
-        self.head_dim = d_out // num_heads
-        self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
-        self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
-        self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
-        self.dropout = nn.Dropout(dropout)
-        self.out_proj = nn.Linear(d_out, d_out)
-        self.register_buffer("mask", torch.triu(torch.ones(context_length, context_length),
-                                                diagonal=1))
-
-    def forward(self, x, key_padding_mask=None):
-        b, num_tokens, d_in = x.shape
-        keys = self.W_key(x)
-        values = self.W_value(x)
-        queries = self.W_query(x)
-        keys = keys.view(b, num_tokens, self.num_heads, self.head_dim).transpose(1, 2)
-        values = values.view(b, num_tokens, self.num_heads, self.head_dim).transpose(1, 2)
-        queries = queries.view(b, num_tokens, self.num_heads, self.head_dim).transpose(1, 2)
-        scores = queries @ keys.transpose(2, 3)
-        scores = scores.masked_fill(self.mask.bool()[:num_tokens, :num_tokens], -torch.inf)
-        if key_padding_mask is not None:
-            scores = scores.masked_fill(key_padding_mask.view(b, 1, 1, num_tokens), -torch.inf)
-        weights = torch.softmax(scores / keys.shape[-1] ** 0.5, dim=-1)
-        self.last_weights = weights
-        weights = self.dropout(weights)
-        context = (weights @ values).transpose(1, 2)
-        context = context.contiguous().view(b, num_tokens, self.d_out)
-        return self.out_proj(context)
+# The seed notebook's attention classes come from tools/torchref.py, with the
+# key-padding mask nabla adds to its masked forwards (True = padding, masked
+# like nn.MultiheadAttention) and the weights kept in last_weights.
 
 
 def module_case(case, name, make, args, make_inputs, forward=None, extra_outs=None,

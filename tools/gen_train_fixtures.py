@@ -28,86 +28,19 @@ with dropout 0 and PyTorch's single-tensor optimizers (foreach=False), whose
 update order nabla follows. A f32 run converts the file's values to f32
 first (model.float(), x.float()), as nabla-train --dtype f32 does.
 
-The safetensors files are written with json and struct only (the safetensors
-package is not needed); see write_safetensors.
+The model is the seed notebook's MultiHeadAttention and the files are written
+with json and struct only (the safetensors package is not needed), both from
+tools/torchref.py.
 """
-import json
 import os
-import struct
 import sys
 
 import torch
-import torch.nn as nn
 import torch.nn.functional as F
 
+from torchref import MultiHeadAttention, write_safetensors
+
 STEPS = 50
-
-
-class MultiHeadAttention(nn.Module):
-    """The seed notebook's class (shared/seeds/004), as written there."""
-
-    def __init__(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):
-        super().__init__()
-        assert (d_out % num_heads == 0), "d_out must be divisible by num_heads"
-        self.d_out = d_out
-        self.num_heads = num_heads
-        self.head_dim = d_out // num_heads
-        self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
-        self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
-        self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
-        self.dropout = nn.Dropout(dropout)
-        self.out_proj = nn.Linear(d_out, d_out)
-        self.register_buffer("mask", torch.triu(torch.ones(context_length, context_length),
-                                                diagonal=1))
-
-    def forward(self, x):
-        b, num_token, d_in = x.shape
-        keys = self.W_key(x)
-        values = self.W_value(x)
-        queries = self.W_query(x)
-        keys = keys.view(b, num_token, self.num_heads, self.head_dim)
-        values = values.view(b, num_token, self.num_heads, self.head_dim)
-        queries = queries.view(b, num_token, self.num_heads, self.head_dim)
-        keys = keys.transpose(1, 2)
-        values = values.transpose(1, 2)
-        queries = queries.transpose(1, 2)
-        atten_score = queries @ keys.transpose(2, 3)
-        mask_bool = self.mask.bool()[:num_token, :num_token]
-        atten_score.masked_fill_(mask_bool, -torch.inf)
-        atten_weights = torch.softmax(atten_score / keys.shape[-1] ** 0.5, dim=-1)
-        atten_weights = self.dropout(atten_weights)
-        context_vec = atten_weights @ values
-        context_vec = context_vec.transpose(1, 2)
-        context_vec = context_vec.contiguous().view(b, num_token, self.d_out)
-        return self.out_proj(context_vec)
-
-
-# ---- safetensors with the standard library ---------------------------------------
-ST_DTYPES = {torch.float32: ("F32", "f"), torch.float64: ("F64", "d"),
-             torch.int64: ("I64", "q"), torch.bool: ("BOOL", "?")}
-
-
-def write_safetensors(path, tensors, metadata=None):
-    """Writes {name: tensor} (F32, F64, I64, BOOL) and {str: str} metadata."""
-    header, blobs, offset = {}, [], 0
-    if metadata:
-        header["__metadata__"] = dict(metadata)
-    for name, t in tensors.items():
-        t = t.detach().cpu().contiguous()
-        dtype, fmt = ST_DTYPES[t.dtype]
-        values = t.reshape(-1).tolist()
-        blob = struct.pack("<%d%s" % (len(values), fmt), *values)
-        header[name] = {"dtype": dtype, "shape": list(t.shape),
-                        "data_offsets": [offset, offset + len(blob)]}
-        blobs.append(blob)
-        offset += len(blob)
-    text = json.dumps(header, separators=(",", ":")).encode("utf-8")
-    text += b" " * (-(8 + len(text)) % 8)  # data starts 8-byte aligned
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(text)))
-        f.write(text)
-        for blob in blobs:
-            f.write(blob)
 
 
 # ---- the runs ------------------------------------------------------------------------

@@ -10,7 +10,7 @@ BUILD_DIR holds bin/nabla-train (default: $NB_BUILD_DIR, else ./build next
 to tools/). The checks:
 
   1. Bits, PyTorch -> nabla -> PyTorch. A MultiHeadAttention's state_dict
-     and data are written by save_safetensors (in F64, and in F32);
+     (the seed notebook's class, from tools/torchref.py) and data are written by save_safetensors (in F64, and in F32);
      nabla-train reads them and runs one SGD step with lr 0, which leaves
      the parameters exactly as they were, and writes OUT; load_safetensors
      must give back every parameter bit for bit, in the same dtype.
@@ -32,11 +32,14 @@ import sys
 import tempfile
 
 import torch
-import torch.nn as nn
 import torch.nn.functional as F
+
+from torchref import MultiHeadAttention
 
 
 # ---- the documented snippets (keep in sync with the README) -------------------------
+# These two stay here rather than in tools/torchref.py: this script tests the
+# README's stdlib-only snippet itself, so it must run exactly that text.
 def save_safetensors(path, tensors, metadata=None):
     """Writes {name: tensor} (float32, float64, int64, bool) and optional
     {str: str} metadata as a safetensors file. Standard library + torch."""
@@ -76,33 +79,6 @@ def load_safetensors(path):
         tensors[name] = t.reshape(info["shape"])
     return tensors, metadata
 # ---------------------------------------------------------------------------------------
-
-
-class MultiHeadAttention(nn.Module):
-    """The seed notebook's class (shared/seeds/004)."""
-
-    def __init__(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):
-        super().__init__()
-        assert d_out % num_heads == 0
-        self.d_out, self.num_heads, self.head_dim = d_out, num_heads, d_out // num_heads
-        self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
-        self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
-        self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
-        self.dropout = nn.Dropout(dropout)
-        self.out_proj = nn.Linear(d_out, d_out)
-        self.register_buffer("mask", torch.triu(torch.ones(context_length, context_length),
-                                                diagonal=1))
-
-    def forward(self, x):
-        b, t, _ = x.shape
-        q = self.W_query(x).view(b, t, self.num_heads, self.head_dim).transpose(1, 2)
-        k = self.W_key(x).view(b, t, self.num_heads, self.head_dim).transpose(1, 2)
-        v = self.W_value(x).view(b, t, self.num_heads, self.head_dim).transpose(1, 2)
-        scores = q @ k.transpose(2, 3)
-        scores.masked_fill_(self.mask.bool()[:t, :t], -torch.inf)
-        w = self.dropout(torch.softmax(scores / k.shape[-1] ** 0.5, dim=-1))
-        ctx = (w @ v).transpose(1, 2).contiguous().view(b, t, self.d_out)
-        return self.out_proj(ctx)
 
 
 FAILURES = []
