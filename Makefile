@@ -24,16 +24,19 @@ CFLAGS ?= -O2 -g
 B := build
 
 NB_CFLAGS := -std=c11 -D_POSIX_C_SOURCE=200809L -Wall -Wextra -Iinclude
+# The library's sources are grouped by layer (core -> tape -> ops -> nn, train,
+# io, check); each includes src/nb_internal.h.
+LIB_CFLAGS := -Isrc
 NB_LIBS := -lm -pthread
 CJSON_CFLAGS := $(shell pkg-config --cflags libcjson 2>/dev/null)
 CJSON_LIBS := $(shell pkg-config --libs libcjson 2>/dev/null || echo -lcjson)
 CHECK_CFLAGS = $(shell pkg-config --cflags check 2>/dev/null)
 CHECK_LIBS = $(shell pkg-config --libs check 2>/dev/null)
 
-SRC := $(sort $(wildcard src/*.c))
+SRC := $(sort $(wildcard src/*/*.c))
 OBJ := $(SRC:src/%.c=$(B)/obj/%.o)
 PIC_OBJ := $(SRC:src/%.c=$(B)/pic/%.o)
-HDR := include/nabla.h $(wildcard include/nabla/*.h) src/nb_internal.h
+HDR := include/nabla.h $(wildcard include/nabla/*.h) src/nb_internal.h $(wildcard src/*/*.h)
 EXAMPLES := $(patsubst examples/%.c,$(B)/examples/%,$(wildcard examples/*.c))
 TOOLS := $(patsubst tools/%.c,$(B)/bin/%,$(wildcard tools/*.c))
 # Code shared by the tools and the tests (the parity checker); not in the library.
@@ -61,11 +64,11 @@ deps: $(DEPS_OK)
 
 $(B)/obj/%.o: src/%.c $(HDR) | $(DEPS_OK)
 	@mkdir -p $(dir $@)
-	$(CC) $(NB_CFLAGS) $(CJSON_CFLAGS) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
+	$(CC) $(NB_CFLAGS) $(LIB_CFLAGS) $(CJSON_CFLAGS) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
 
 $(B)/pic/%.o: src/%.c $(HDR) | $(DEPS_OK)
 	@mkdir -p $(dir $@)
-	$(CC) $(NB_CFLAGS) $(CJSON_CFLAGS) -fPIC $(CPPFLAGS) $(CFLAGS) -c $< -o $@
+	$(CC) $(NB_CFLAGS) $(LIB_CFLAGS) $(CJSON_CFLAGS) -fPIC $(CPPFLAGS) $(CFLAGS) -c $< -o $@
 
 $(LIB_A): $(OBJ)
 	@rm -f $@

@@ -135,7 +135,7 @@ typedef void (*nb_range_fn)(void *arg, int64_t begin, int64_t end);
  * only over independent outputs so results do not depend on the count. */
 NB_HIDDEN void nb_parallel_for(int64_t n, int64_t min_per_thread, nb_range_fn fn, void *arg);
 
-/* ---- kernels shared by ops (ops_matmul.c) --------------------------------- */
+/* ---- kernels shared by ops (ops/matmul.c) --------------------------------- */
 /* c (rows, cols) += a (rows, inner) @ b (inner, cols), or c = a @ b when
  * !add (c is then not read, so it may be uninitialised). c is contiguous
  * (rows `cols` apart); a's element (i, p) is a[i * ars + p * acs] and b's

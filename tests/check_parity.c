@@ -1,6 +1,6 @@
 /* check_parity.c - nabla computes what PyTorch computes. Every fixture in
  * tests/fixtures/parity (written by tools/gen_fixtures.py with torch) is
- * replayed through src/parity.c, the same code `nabla-parity` prints its
+ * replayed through tools/support/parity.c, the same code `nabla-parity` prints its
  * table with: outputs and gradients of every op and module, and 20-step
  * training trajectories of the seeds' MultiHeadAttention with SGD, Adam and
  * AdamW, in float64 and float32. The error measure and tolerances are

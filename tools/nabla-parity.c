@@ -3,7 +3,7 @@
  *     nabla-parity [--by-op] [fixture-dir]   (default tests/fixtures/parity)
  *
  * Replays every *.safetensors fixture written by tools/gen_fixtures.py (the
- * same replay as the Check suite `parity`, in src/parity.c) and prints one
+ * same replay as the Check suite `parity`, in tools/support/parity.c) and prints one
  * row per op/module case and dtype with the largest relative error of its
  * outputs and of its gradients, then the training trajectories (per-step
  * losses, final weights). An error is max |nabla - torch| over the largest

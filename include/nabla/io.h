@@ -105,7 +105,7 @@ nb_status nb_load_safetensors_meta(nb_ctx *ctx, const char *path, nb_tensor_list
                                    const char **values);
 
 /* ========================================================================
- * Training checkpoints (src/checkpoint.c): a whole training state in one
+ * Training checkpoints (src/io/checkpoint.c): a whole training state in one
  * safetensors file, for exact resumption.
  *
  * A checkpoint holds

@@ -1,4 +1,4 @@
-/* ops_reduce.c - sum and mean over everything, sum_dim, mean_dim, max_dim.
+/* ops/reduce.c - sum and mean over everything, sum_dim, mean_dim, max_dim.
  *
  * A reduction over dim d sees its input as (outer, n, inner): outer is the
  * product of the dims before d, n = shape[d], inner the product of the dims

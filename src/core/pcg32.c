@@ -1,4 +1,4 @@
-/* pcg32.c - the PCG32 generator, written from M. E. O'Neill's published
+/* core/pcg32.c - the PCG32 generator, written from M. E. O'Neill's published
  * algorithm (PCG: A Family of Simple Fast Space-Efficient Statistically Good
  * Algorithms for Random Number Generation, 2014): a 64-bit LCG whose output
  * is permuted by xorshift-high then a random rotation (XSH-RR). Checked

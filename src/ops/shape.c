@@ -1,4 +1,4 @@
-/* ops_shape.c - transpose, permute, reshape, contiguous, concat, split.
+/* ops/shape.c - transpose, permute, reshape, contiguous, concat, split.
  *
  * nabla tensors are always contiguous, so transpose and permute copy; one
  * strided copy serves both, and its backward is the same copy through the

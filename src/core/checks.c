@@ -1,4 +1,4 @@
-/* checks.c - input validation and broadcasting rules shared by the ops.
+/* core/checks.c - input validation and broadcasting rules shared by the ops.
  * Every message names the op, the shapes and what was expected. */
 #include "nb_internal.h"
 

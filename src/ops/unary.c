@@ -1,4 +1,4 @@
-/* ops_unary.c - elementwise ops of one tensor: neg, scale, add_scalar, exp,
+/* ops/unary.c - elementwise ops of one tensor: neg, scale, add_scalar, exp,
  * log, sqrt, pow, tanh, sigmoid, relu, gelu.
  *
  * Every op here maps x (any shape) to y (the same shape), element by element,

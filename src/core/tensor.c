@@ -1,4 +1,4 @@
-/* tensor.c - creating tensors, element access, views and gradients of
+/* core/tensor.c - creating tensors, element access, views and gradients of
  * leaves. Printing lives in print.c. */
 #include "nb_internal.h"
 

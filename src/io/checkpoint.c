@@ -1,4 +1,4 @@
-/* checkpoint.c - whole training states (parameters, optimizer state, extra
+/* io/checkpoint.c - whole training states (parameters, optimizer state, extra
  * state such as the dropout rng) in one safetensors file, for exact resume.
  * The layout and the rules are in nabla/io.h.
  *

@@ -1,4 +1,4 @@
-/* context.c - the context: an arena that owns a step's tensors, the sticky
+/* core/context.c - the context: an arena that owns a step's tensors, the sticky
  * error, and the switches (grad mode, creation site). */
 #include "nb_internal.h"
 

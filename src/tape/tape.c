@@ -1,4 +1,4 @@
-/* tape.c - recording ops and running backward.
+/* tape/tape.c - recording ops and running backward.
  *
  * Nodes are appended in creation order and linked newest-first. Creation
  * order is a topological order (an op's inputs exist before it), so walking

@@ -1,4 +1,4 @@
-/* ops_nn.c - the neural-network ops: linear, dropout, embedding, layer_norm.
+/* ops/nn.c - the neural-network ops: linear, dropout, embedding, layer_norm.
  *
  * Each op is fused: one forward kernel and one backward rule instead of a
  * chain of elementwise ops, so a training step records one node per layer
@@ -42,7 +42,7 @@ static bool check_named_inputs(nb_ctx *ctx, const char *op, int n, nb_tensor *co
  * linear: y (R, O) = x (R, K) @ w (O, K)^T + b (O), where R is the product
  * of x's leading dims, K = in_features, O = out_features.
  *
- * All three products run on the matmul kernel (nb_gemm_<T>, ops_matmul.c),
+ * All three products run on the matmul kernel (nb_gemm_<T>, ops/matmul.c),
  * with the transposed operands read through strides:
  *
  *   forward  y  = b + x @ w^T    w^T: w read with strides (1, K)

@@ -1,4 +1,4 @@
-/* ops_softmax.c - softmax and log_softmax along the last dim.
+/* ops/softmax.c - softmax and log_softmax along the last dim.
  *
  * Both subtract the row max before exponentiating, so logits like 1000 do not
  * overflow. A row that is entirely -inf (a fully masked query) has no finite

@@ -1,4 +1,4 @@
-/* ops_matmul.c - the matrix product, batched with broadcasting.
+/* ops/matmul.c - the matrix product, batched with broadcasting.
  *
  * One kernel serves the forward and both halves of the backward:
  *

@@ -1,4 +1,4 @@
-/* ops_loss.c - cross_entropy and mse_loss, each returning a 0-dim mean.
+/* ops/loss.c - cross_entropy and mse_loss, each returning a 0-dim mean.
  *
  * cross_entropy is fused: it never builds the log-softmax tensor. Per row it
  * keeps only the log-sum-exp and the target, which is all its backward needs

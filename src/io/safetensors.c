@@ -1,4 +1,4 @@
-/* safetensors.c - saving and loading named tensor lists as safetensors files
+/* io/safetensors.c - saving and loading named tensor lists as safetensors files
  * (the layout is described in nabla/io.h).
  *
  * Loading validates the whole header against the file's size before it

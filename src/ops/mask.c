@@ -1,4 +1,4 @@
-/* ops_mask.c - masked_fill and causal_fill: set chosen elements to a constant
+/* ops/mask.c - masked_fill and causal_fill: set chosen elements to a constant
  * (usually -inf before a softmax). The gradient passes through the elements
  * that were kept and is zero at the filled ones, which no longer depend on
  * the input. */

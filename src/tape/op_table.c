@@ -1,4 +1,4 @@
-/* op_table.c - every op's name and arity, indexed by nb_op. Adding an op to
+/* tape/op_table.c - every op's name and arity, indexed by nb_op. Adding an op to
  * the enum without a row here fails to compile. */
 #include "nb_internal.h"
 

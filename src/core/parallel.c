@@ -1,4 +1,4 @@
-/* parallel.c - a small fixed pool of worker threads for the heavy kernels
+/* core/parallel.c - a small fixed pool of worker threads for the heavy kernels
  * (linear, matmul).
  *
  * nb_parallel_for splits [0, n) into one contiguous range per thread. Every

@@ -1,5 +1,5 @@
-/* nn_internal.h - checks shared by the module files (nn_layers.c,
- * nn_attention.c); defined in nn_layers.c, hidden from users. Each records
+/* nn_internal.h - checks shared by the module files (layers.c,
+ * attention.c); defined in layers.c, hidden from users. Each records
  * its error naming the module as PyTorch names the class (`cls`). */
 #ifndef NB_NN_INTERNAL_H
 #define NB_NN_INTERNAL_H

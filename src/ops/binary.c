@@ -1,11 +1,11 @@
-/* ops_binary.c - add, sub, mul, div with numpy/PyTorch broadcasting.
+/* ops/binary.c - add, sub, mul, div with numpy/PyTorch broadcasting.
  *
  * Shapes are padded to 4 dims on the left; an input's stride is 0 along a
  * dim it broadcasts, so one 4-deep loop serves every shape pair. The same
  * loop runs backward, where `+=` into a stride-0 position is exactly the sum
  * over the broadcast dims that broadcasting's gradient needs.
  *
- * As in ops_unary.c, one driver does the checks, the broadcast shape, the
+ * As in unary.c, one driver does the checks, the broadcast shape, the
  * output and the recording, and each op is one BINARY_OP line giving its
  * forward formula and what its backward adds to each input's gradient, side
  * by side. */

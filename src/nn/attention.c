@@ -1,4 +1,4 @@
-/* nn_attention.c - the attention modules of seed notebook 004, op for op:
+/* nn/attention.c - the attention modules of seed notebook 004, op for op:
  * SelfAttention_v1 and _v2 on one sequence (T, d_in), CausalAttention, the
  * MultiHeadAttentionWrapper of CausalAttention heads, and the
  * weight-split MultiHeadAttention on batches (B, T, d_in).

@@ -1,4 +1,4 @@
-/* optim.c - SGD, Adam and AdamW with PyTorch's exact update order, their
+/* train/optim.c - SGD, Adam and AdamW with PyTorch's exact update order, their
  * checkpointable state, and gradient clipping.
  *
  * An optimizer lives entirely in its own context: the struct, the copy of

@@ -1,4 +1,4 @@
-/* print.c - printing tensors the way PyTorch does, so a walkthrough in C
+/* core/print.c - printing tensors the way PyTorch does, so a walkthrough in C
  * shows the same text as the notebook it follows:
  *   tensor([[0.4421, 0.5931, 0.5790],
  *           [0.4419, 0.6515, 0.5683]])
