@@ -52,6 +52,7 @@ PC := $(B)/nabla.pc
 DEPS_OK := $(B)/.deps-ok
 
 .PHONY: all lib deps test demo gradcheck memcheck bench install uninstall clean
+.PHONY: bench-compare bench-gemm
 
 all: lib $(EXAMPLES) $(TOOLS)
 lib: $(LIB_A) $(B)/libnabla.so $(PC)
@@ -132,8 +133,18 @@ gradcheck: $(B)/bin/nabla-gradcheck
 demo: all
 	$(B)/examples/demo_reverse
 
-bench: $(B)/bin/nabla-bench
+# Kernel figures, then training steps of MultiHeadAttention at four sizes,
+# one process per config (so peak RSS is that config's).
+BENCH_CONFIGS := seed small medium large
+bench: $(B)/bin/nabla-bench $(B)/bin/nabla-bench-mha
 	$(B)/bin/nabla-bench
+	@for c in $(BENCH_CONFIGS); do $(B)/bin/nabla-bench-mha --config $$c || exit 1; done
+
+# The same steps against PyTorch (Debian's python3-torch), interleaved per
+# config; prints nabla/PyTorch per config. About 3 minutes.
+bench-compare: $(B)/bin/nabla-bench-mha
+	@sh tools/install-deps.sh python3-torch
+	/usr/bin/python3 tools/bench_compare.py --build $(B)
 
 install: lib
 	install -d $(DESTDIR)$(INCLUDEDIR)/nabla $(DESTDIR)$(LIBDIR) $(DESTDIR)$(PKGCONFIGDIR)
