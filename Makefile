@@ -146,6 +146,17 @@ bench-compare: $(B)/bin/nabla-bench-mha
 	@sh tools/install-deps.sh python3-torch
 	/usr/bin/python3 tools/bench_compare.py --build $(B)
 
+# nabla's float32 gemm against OpenBLAS sgemm (the yardstick only: the
+# library never links OpenBLAS).
+OPENBLAS_INC := /usr/include/x86_64-linux-gnu/openblas-pthread
+$(B)/bench/bench-gemm: tools/bench/bench-gemm.c $(LIB_A) $(HDR)
+	@sh tools/install-deps.sh libopenblas-dev
+	@mkdir -p $(dir $@)
+	$(CC) $(NB_CFLAGS) -Isrc -I$(OPENBLAS_INC) $(CPPFLAGS) $(CFLAGS) $< -o $@ $(LDFLAGS) \
+	  $(LIB_A) -lopenblas $(CJSON_LIBS) $(NB_LIBS)
+bench-gemm: $(B)/bench/bench-gemm
+	$(B)/bench/bench-gemm
+
 install: lib
 	install -d $(DESTDIR)$(INCLUDEDIR)/nabla $(DESTDIR)$(LIBDIR) $(DESTDIR)$(PKGCONFIGDIR)
 	install -m 644 include/nabla.h $(DESTDIR)$(INCLUDEDIR)/
