@@ -42,6 +42,22 @@ void nb_pcg32_fill(nb_pcg32 *rng, uint32_t *out, size_t n) {
     for (; i < n; i++) out[i] = nb_pcg32_next(rng);
 }
 
+/* Jumps the state `delta` steps ahead in O(log delta) multiplies: squares
+ * the step (A, C) -> (A^2, C (A + 1)) and applies it for each set bit. */
+void nb_pcg32_advance(nb_pcg32 *rng, uint64_t delta) {
+    uint64_t acc_mult = 1, acc_plus = 0, cur_mult = PCG_MULT, cur_plus = rng->inc;
+    while (delta) {
+        if (delta & 1) {
+            acc_mult *= cur_mult;
+            acc_plus = acc_plus * cur_mult + cur_plus;
+        }
+        cur_plus = (cur_mult + 1) * cur_plus;
+        cur_mult *= cur_mult;
+        delta >>= 1;
+    }
+    rng->state = acc_mult * rng->state + acc_plus;
+}
+
 void nb_pcg32_seed(nb_pcg32 *rng, uint64_t initstate, uint64_t initseq) {
     rng->state = 0;
     rng->inc = (initseq << 1) | 1u;
