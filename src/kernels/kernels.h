@@ -75,6 +75,8 @@ typedef struct nb_adam_coef {
 
 typedef struct nb_vec_kernels {
     const char *isa; /* "avx512", "avx2" or "portable" */
+    /* the largest of n >= 1 elements, NaN when any is NaN */
+    float (*max)(const float *x, size_t n);
     /* y = exp(x - m) for n elements; returns their sum. */
     float (*exp_sub_sum)(float *y, const float *x, float m, size_t n);
     /* y *= s */
