@@ -91,6 +91,8 @@ typedef struct nb_vec_kernels {
                         size_t n);
     void (*adam)(float *p, const float *g, float *m, float *v, size_t n,
                  const nb_adam_coef *c);
+    /* nb_pcg32_fill: n draws, the bits of nb_pcg32_next, rng left after them */
+    void (*pcg32_fill)(nb_pcg32 *rng, uint32_t *out, size_t n);
 } nb_vec_kernels;
 
 NB_HIDDEN extern const nb_vec_kernels nb_vec_portable;
@@ -99,7 +101,8 @@ NB_HIDDEN extern const nb_vec_kernels nb_vec_avx512;
 NB_HIDDEN extern const nb_vec_kernels nb_vec_avx2;
 #endif
 /* The best set for this CPU (decided once; NB_VEC_PORTABLE=1 in the
- * environment forces the portable one). */
+ * environment forces the portable one). The AVX-512 set needs AVX512F and
+ * AVX512DQ (64-bit multiplies for PCG32). */
 NB_HIDDEN const nb_vec_kernels *nb_vec(void);
 
 #endif

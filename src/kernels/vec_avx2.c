@@ -176,5 +176,5 @@ ATTR static void adam(float *p, const float *g, float *m, float *v, size_t n,
 }
 
 const nb_vec_kernels nb_vec_avx2 = {"avx2", max, exp_sub_sum, scale, softmax_bwd,
-                                    dropout, dropout_bwd, adam};
+                                    dropout, dropout_bwd, adam, nb_pcg32_fill};
 #endif

@@ -118,7 +118,7 @@ static void adam(float *p, const float *g, float *m, float *v, size_t n, const n
 }
 
 const nb_vec_kernels nb_vec_portable = {"portable", max, exp_sub_sum, scale, softmax_bwd,
-                                        dropout, dropout_bwd, adam};
+                                        dropout, dropout_bwd, adam, nb_pcg32_fill};
 
 const nb_vec_kernels *nb_vec(void) {
     static const nb_vec_kernels *best;
@@ -127,7 +127,8 @@ const nb_vec_kernels *nb_vec(void) {
     const char *e = getenv("NB_VEC_PORTABLE");
 #if NB_X86_KERNELS
     if (!(e && e[0] == '1')) {
-        if (__builtin_cpu_supports("avx512f")) k = &nb_vec_avx512;
+        if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq"))
+            k = &nb_vec_avx512;
         else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) k = &nb_vec_avx2;
     }
 #else
