@@ -64,6 +64,10 @@ NB_HIDDEN bool nb_sgemm_packed(const nb_sgemm_kernel *k, float *c, const float *
  * scale without overflow). exp(-inf) = 0, exp(+inf) = inf, NaN stays. */
 NB_HIDDEN float nb_expf_poly(float x);
 
+/* The sum of 16 partial sums (part[k] holding elements k mod 16) in the
+ * fixed tree every build uses: halves added pairwise, 8, 4, 2, 1. */
+NB_HIDDEN float nb_vec_sum16(const float *part);
+
 /* Adam's update of n elements (the common case: no amsgrad, no maximize,
  * no L2 term; AdamW's decay as p *= shrink, 1 for Adam), the same
  * operations in the same order as the scalar loop in train/optim.c:

@@ -35,9 +35,7 @@ ATTR static __m512 exp16(__m512 x) {
 ATTR static float sum16(__m512 v) {
     float s[16];
     _mm512_storeu_ps(s, v);
-    for (int w = 8; w >= 1; w /= 2)
-        for (int i = 0; i < w; i++) s[i] = s[i] + s[i + w];
-    return s[0];
+    return nb_vec_sum16(s);
 }
 
 ATTR static __mmask16 tail_mask(size_t left) {

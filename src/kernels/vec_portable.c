@@ -37,8 +37,7 @@ float nb_expf_poly(float x) {
     return p * s1 * s2;
 }
 
-/* 16 partial sums, element j into part j % 16, combined in a fixed tree. */
-static float sum16(const float *part) {
+float nb_vec_sum16(const float *part) {
     float s[16];
     memcpy(s, part, sizeof s);
     for (int w = 8; w >= 1; w /= 2)
@@ -63,7 +62,7 @@ static float exp_sub_sum(float *y, const float *x, float m, size_t n) {
         y[j] = nb_expf_poly(d);
         part[j % 16] = part[j % 16] + y[j];
     }
-    return sum16(part);
+    return nb_vec_sum16(part);
 }
 
 static void scale(float *y, float s, size_t n) {
@@ -76,7 +75,7 @@ static void softmax_bwd(float *dx, const float *y, const float *dy, size_t n) {
         float t = dy[j] * y[j];
         part[j % 16] = part[j % 16] + t;
     }
-    float dot = sum16(part);
+    float dot = nb_vec_sum16(part);
     for (size_t j = 0; j < n; j++) {
         float t = dy[j] - dot;
         t = y[j] * t;
