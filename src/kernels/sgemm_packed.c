@@ -67,8 +67,16 @@ static void pack_b(float *dst, const float *b0, int64_t brs, int64_t bcs, int64_
             for (int64_t p = 0; p < kc; p++) memcpy(dst + p * nr, bj + p * brs, sizeof(float) * (size_t)nr);
             continue;
         }
-        if (brs == 1) { /* b^T: each column of b is a contiguous row in memory */
-            for (int l = 0; l < w; l++)
+        if (brs == 1) {
+            /* b^T: each column of b is a contiguous row in memory; eight of
+             * them are read side by side, so reads and writes both stream */
+            int l = 0;
+            for (; l + 8 <= w; l += 8) {
+                const float *r0 = bj + l * bcs;
+                for (int64_t p = 0; p < kc; p++)
+                    for (int q = 0; q < 8; q++) dst[p * nr + l + q] = r0[q * bcs + p];
+            }
+            for (; l < w; l++)
                 for (int64_t p = 0; p < kc; p++) dst[p * nr + l] = bj[l * bcs + p];
         } else {
             for (int64_t p = 0; p < kc; p++)

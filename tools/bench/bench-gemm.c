@@ -5,8 +5,8 @@
  * OpenBLAS (Debian's libopenblas-dev) is only the yardstick here; the
  * library never links it. Each case runs nabla's internal nb_gemm_float and
  * cblas_sgemm on the same operands (one thread each) and prints the best
- * GFLOP/s of several timed repetitions (the best is the figure least hurt by
- * other work on the machine), their ratio, and the largest difference of
+ * GFLOP/s of several rounds, alternating between the two and timed in thread
+ * CPU time (the figures least hurt by other work on the machine), their ratio, and the largest difference of
  * the results relative to the largest |C|. The cases: squares 256..1024 and
  * the products of the large MultiHeadAttention config (B 8, T 256, D 512,
  * 8 heads) in the transpositions forward and backward use. */
@@ -49,9 +49,12 @@ static const gemm_case cases[] = {
     {"dk dS^T@q", 256, 64, 256, true, false, 64},
 };
 
+/* The calling thread's CPU time: both gemms run on it alone, and time the
+ * thread spends descheduled (other programs on a shared machine) does not
+ * count against either. */
 static double now(void) {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
