@@ -9,6 +9,15 @@
 
 #define ATTR __attribute__((target("avx2,fma")))
 
+/* nb_vec_sum16's tree over a0 (parts 0..7) and a1 (8..15), in registers. */
+ATTR static float sum16(__m256 a0, __m256 a1) {
+    __m256 s8 = _mm256_add_ps(a0, a1);
+    __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+    __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+    __m128 s1 = _mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1));
+    return _mm_cvtss_f32(s1);
+}
+
 ATTR static __m256 exp8(__m256 x) {
     __m256 xc = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-104.0f)), _mm256_set1_ps(88.8f));
     __m256 n = _mm256_round_ps(_mm256_mul_ps(xc, _mm256_set1_ps(1.44269504088896341f)),
@@ -62,6 +71,7 @@ ATTR static float exp_sub_sum(float *y, const float *x, float m, size_t n) {
         a0 = _mm256_add_ps(a0, e0);
         a1 = _mm256_add_ps(a1, e1);
     }
+    if (j == n) return sum16(a0, a1);
     float part[16];
     _mm256_storeu_ps(part, a0);
     _mm256_storeu_ps(part + 8, a1);
@@ -88,14 +98,19 @@ ATTR static void softmax_bwd(float *dx, const float *y, const float *dy, size_t 
         a1 = _mm256_add_ps(a1, _mm256_mul_ps(_mm256_loadu_ps(dy + j + 8),
                                              _mm256_loadu_ps(y + j + 8)));
     }
-    float part[16];
-    _mm256_storeu_ps(part, a0);
-    _mm256_storeu_ps(part + 8, a1);
-    for (; j < n; j++) {
-        float t = dy[j] * y[j];
-        part[j % 16] = part[j % 16] + t;
+    float dot;
+    if (j == n) {
+        dot = sum16(a0, a1);
+    } else {
+        float part[16];
+        _mm256_storeu_ps(part, a0);
+        _mm256_storeu_ps(part + 8, a1);
+        for (; j < n; j++) {
+            float t = dy[j] * y[j];
+            part[j % 16] = part[j % 16] + t;
+        }
+        dot = nb_vec_sum16(part);
     }
-    float dot = nb_vec_sum16(part);
     __m256 dv = _mm256_set1_ps(dot);
     for (j = 0; j + 8 <= n; j += 8) {
         __m256 t = _mm256_mul_ps(_mm256_loadu_ps(y + j), _mm256_sub_ps(_mm256_loadu_ps(dy + j), dv));

@@ -32,10 +32,15 @@ ATTR static __m512 exp16(__m512 x) {
     return _mm512_mask_mov_ps(y, _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), x);
 }
 
+/* nb_vec_sum16's tree in registers: lanes i and i + w added, w = 8, 4, 2, 1. */
 ATTR static float sum16(__m512 v) {
-    float s[16];
-    _mm512_storeu_ps(s, v);
-    return nb_vec_sum16(s);
+    __m256 lo = _mm512_castps512_ps256(v);
+    __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
+    __m256 s8 = _mm256_add_ps(lo, hi);
+    __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+    __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+    __m128 s1 = _mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1));
+    return _mm_cvtss_f32(s1);
 }
 
 ATTR static __mmask16 tail_mask(size_t left) {
