@@ -138,6 +138,9 @@ static void check_vec_set(const nb_vec_kernels *v) {
         v->scale(a1, 0.37f, n);
         p->scale(a2, 0.37f, n);
         ck_assert(memcmp(a1, a2, n * sizeof(float)) == 0);
+        v->add(a1, y, n);
+        p->add(a2, y, n);
+        ck_assert(memcmp(a1, a2, n * sizeof(float)) == 0);
         memcpy(b1, dy, sizeof b1);
         memcpy(b2, dy, sizeof b2);
         v->softmax_bwd(b1, y, dy, n);

@@ -1,6 +1,6 @@
 /* core/tensor.c - creating tensors, element access, views and gradients of
  * leaves. Printing lives in print.c. */
-#include "nb_internal.h"
+#include "kernels/kernels.h"
 
 #include "nabla/random.h"
 
@@ -271,15 +271,28 @@ bool nb_same_shape(const nb_tensor *a, const nb_tensor *b) {
     return true;
 }
 
-void nb_accumulate(nb_dtype dt, void *dst, const void *src, size_t numel) {
-#define ACC(T)                                                         \
-    {                                                                  \
-        T *d = dst;                                                    \
-        const T *s = src;                                              \
-        for (size_t i = 0; i < numel; i++) d[i] += s[i];               \
+/* dst += src over [lo, hi), on any thread; float through the SIMD add. */
+typedef struct acc_job {
+    nb_dtype dt;
+    void *dst;
+    const void *src;
+    const nb_vec_kernels *vk;
+} acc_job;
+
+static void accumulate_range(void *arg, int64_t lo, int64_t hi) {
+    const acc_job *j = arg;
+    if (j->dt == NB_F32) {
+        j->vk->add((float *)j->dst + lo, (const float *)j->src + lo, (size_t)(hi - lo));
+        return;
     }
-    NB_DISPATCH(dt, ACC);
-#undef ACC
+    double *d = (double *)j->dst + lo;
+    const double *s = (const double *)j->src + lo;
+    for (int64_t i = 0; i < hi - lo; i++) d[i] += s[i];
+}
+
+void nb_accumulate(nb_dtype dt, void *dst, const void *src, size_t numel) {
+    acc_job j = {dt, dst, src, nb_vec()};
+    nb_parallel_for((int64_t)numel, 16384, accumulate_range, &j);
 }
 
 nb_status nb_list_add(nb_tensor_list *l, const char *name, nb_tensor *t) {

@@ -85,6 +85,8 @@ typedef struct nb_vec_kernels {
     float (*exp_sub_sum)(float *y, const float *x, float m, size_t n);
     /* y *= s */
     void (*scale)(float *y, float s, size_t n);
+    /* y += x */
+    void (*add)(float *y, const float *x, size_t n);
     /* dx += y * (dy - dot) where dot = sum y dy (softmax's backward row) */
     void (*softmax_bwd)(float *dx, const float *y, const float *dy, size_t n);
     /* dropout: keep = (bits >> 8) >= threshold; mask = keep; y = keep ? x * s : 0 */

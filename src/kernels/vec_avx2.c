@@ -90,6 +90,13 @@ ATTR static void scale(float *y, float s, size_t n) {
     for (; j < n; j++) y[j] = y[j] * s;
 }
 
+ATTR static void add(float *y, const float *x, size_t n) {
+    size_t j = 0;
+    for (; j + 8 <= n; j += 8)
+        _mm256_storeu_ps(y + j, _mm256_add_ps(_mm256_loadu_ps(y + j), _mm256_loadu_ps(x + j)));
+    for (; j < n; j++) y[j] = y[j] + x[j];
+}
+
 ATTR static void softmax_bwd(float *dx, const float *y, const float *dy, size_t n) {
     __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
     size_t j = 0;
@@ -182,6 +189,6 @@ ATTR static void adam(float *p, const float *g, float *m, float *v, size_t n,
     if (i < n) nb_vec_portable.adam(p + i, g + i, m + i, v + i, n - i, c);
 }
 
-const nb_vec_kernels nb_vec_avx2 = {"avx2", max, exp_sub_sum, scale, softmax_bwd,
+const nb_vec_kernels nb_vec_avx2 = {"avx2", max, exp_sub_sum, scale, add, softmax_bwd,
                                     dropout, dropout_bwd, adam, nb_pcg32_fill};
 #endif

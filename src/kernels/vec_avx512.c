@@ -78,6 +78,14 @@ ATTR static void scale(float *y, float s, size_t n) {
     }
 }
 
+ATTR static void add(float *y, const float *x, size_t n) {
+    for (size_t j = 0; j < n; j += 16) {
+        __mmask16 k = tail_mask(n - j);
+        _mm512_mask_storeu_ps(y + j, k, _mm512_add_ps(_mm512_maskz_loadu_ps(k, y + j),
+                                                      _mm512_maskz_loadu_ps(k, x + j)));
+    }
+}
+
 ATTR static void softmax_bwd(float *dx, const float *y, const float *dy, size_t n) {
     __m512 acc = _mm512_setzero_ps();
     for (size_t j = 0; j < n; j += 16) {
@@ -192,6 +200,6 @@ __attribute__((target("avx512f,avx512dq"))) static void pcg32_fill(nb_pcg32 *rng
     nb_pcg32_fill(rng, out + i, n - i);
 }
 
-const nb_vec_kernels nb_vec_avx512 = {"avx512", max, exp_sub_sum, scale, softmax_bwd,
+const nb_vec_kernels nb_vec_avx512 = {"avx512", max, exp_sub_sum, scale, add, softmax_bwd,
                                       dropout, dropout_bwd, adam, pcg32_fill};
 #endif

@@ -69,6 +69,10 @@ static void scale(float *y, float s, size_t n) {
     for (size_t j = 0; j < n; j++) y[j] = y[j] * s;
 }
 
+static void add(float *y, const float *x, size_t n) {
+    for (size_t j = 0; j < n; j++) y[j] = y[j] + x[j];
+}
+
 static void softmax_bwd(float *dx, const float *y, const float *dy, size_t n) {
     float part[16] = {0};
     for (size_t j = 0; j < n; j++) {
@@ -116,7 +120,7 @@ static void adam(float *p, const float *g, float *m, float *v, size_t n, const n
     }
 }
 
-const nb_vec_kernels nb_vec_portable = {"portable", max, exp_sub_sum, scale, softmax_bwd,
+const nb_vec_kernels nb_vec_portable = {"portable", max, exp_sub_sum, scale, add, softmax_bwd,
                                         dropout, dropout_bwd, adam, nb_pcg32_fill};
 
 const nb_vec_kernels *nb_vec(void) {
