@@ -130,7 +130,7 @@ gradcheck: $(B)/bin/nabla-gradcheck
 	$(B)/bin/nabla-gradcheck
 
 demo: all
-	$(B)/examples/demo_reverse
+	$(B)/examples/demo_reverse --out $(B)/demo
 
 bench: $(B)/bin/nabla-bench
 	$(B)/bin/nabla-bench
