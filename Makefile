@@ -62,11 +62,27 @@ $(DEPS_OK): tools/install-deps.sh
 	@mkdir -p $(B) && touch $@
 deps: $(DEPS_OK)
 
-$(B)/obj/%.o: src/%.c $(HDR) | $(DEPS_OK)
+# Only the targets that need packages install them (before any compiling);
+# plain `make` and `make install` just check for the one build dependency,
+# libcjson-dev, and say how to get it.
+INSTALL_GOALS := test demo memcheck deps
+ifneq ($(filter $(INSTALL_GOALS),$(MAKECMDGOALS)),)
+BUILD_DEPS := $(DEPS_OK)
+else
+BUILD_DEPS := build-deps-check
+endif
+.PHONY: build-deps-check
+build-deps-check:
+	@printf '#include <cjson/cJSON.h>\n' | $(CC) $(CJSON_CFLAGS) $(CPPFLAGS) -E - >/dev/null 2>&1 || { \
+	  echo "nabla: the build needs the Debian package libcjson-dev (cjson/cJSON.h not found)." >&2; \
+	  echo "nabla: install it with 'sudo apt-get install libcjson-dev', or run 'make deps'." >&2; \
+	  exit 1; }
+
+$(B)/obj/%.o: src/%.c $(HDR) | $(BUILD_DEPS)
 	@mkdir -p $(dir $@)
 	$(CC) $(NB_CFLAGS) $(LIB_CFLAGS) $(CJSON_CFLAGS) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
 
-$(B)/pic/%.o: src/%.c $(HDR) | $(DEPS_OK)
+$(B)/pic/%.o: src/%.c $(HDR) | $(BUILD_DEPS)
 	@mkdir -p $(dir $@)
 	$(CC) $(NB_CFLAGS) $(LIB_CFLAGS) $(CJSON_CFLAGS) -fPIC $(CPPFLAGS) $(CFLAGS) -c $< -o $@
 
@@ -98,7 +114,7 @@ $(B)/examples/%: examples/%.c $(LIB_A) $(HDR) $(wildcard examples/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(NB_CFLAGS) $(CPPFLAGS) $(CFLAGS) $< -o $@ $(LDFLAGS) $(LIB_A) $(CJSON_LIBS) $(NB_LIBS)
 
-$(B)/support/%.o: tools/support/%.c $(HDR) $(SUPPORT_HDR) | $(DEPS_OK)
+$(B)/support/%.o: tools/support/%.c $(HDR) $(SUPPORT_HDR) | $(BUILD_DEPS)
 	@mkdir -p $(dir $@)
 	$(CC) $(NB_CFLAGS) -Itools/support $(CPPFLAGS) $(CFLAGS) -c $< -o $@
 
@@ -130,7 +146,7 @@ gradcheck: $(B)/bin/nabla-gradcheck
 	$(B)/bin/nabla-gradcheck
 
 demo: all
-	$(B)/examples/demo_reverse
+	$(B)/examples/demo_reverse --out $(B)/demo
 
 bench: $(B)/bin/nabla-bench
 	$(B)/bin/nabla-bench

@@ -8,17 +8,38 @@
  *
  * It prints the tape (the forward pass, one op a line), then walks backward
  * by hand-readable steps: for each op, newest first, the gradient that
- * arrived at its output and the gradients it sent to its inputs. It also
- * writes the graph as Graphviz (tape.dot, or the file named: `dot -Tsvg` draws it;
- * docs/tape.svg is its picture).
+ * arrived at its output and the gradients it sent to its inputs. With
+ * --dot FILE it also writes the graph as Graphviz (`dot -Tsvg` draws it;
+ * docs/tape.svg is its picture); it writes no file it is not told to.
  *
- *   build/examples/teach_backprop [DOT_FILE] */
+ *   build/examples/teach_backprop [--dot FILE] */
 #include <stdio.h>
+#include <string.h>
 
 #include "nabla.h"
 
+static const char usage[] =
+    "usage: teach_backprop [--dot FILE]\n"
+    "Walks one backward pass of mse_loss(softmax(tanh(x @ W)), target) op by op.\n"
+    "  --dot FILE  also write the tape as a Graphviz graph to FILE\n"
+    "  --help      this text\n";
+
 int main(int argc, char **argv) {
-    const char *dot_path = argc > 1 ? argv[1] : "tape.dot";
+    const char *dot_path = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            fputs(usage, stdout);
+            return 0;
+        }
+        if (!strcmp(argv[i], "--dot") && i + 1 < argc) {
+            dot_path = argv[++i];
+        } else if (!strncmp(argv[i], "--dot=", 6)) {
+            dot_path = argv[i] + 6;
+        } else {
+            fprintf(stderr, "teach_backprop: unexpected argument '%s' (see --help)\n", argv[i]);
+            return 2;
+        }
+    }
     nb_ctx *ctx = nb_ctx_new(0);
     if (!ctx) return 1;
     nb_tensor *x = nb_from_doubles(ctx, NB_F64, NB_SHAPE(2, 3), (double[]){0.5, -1.0, 2.0, 1.5, 0.2, -0.3});
@@ -61,8 +82,10 @@ int main(int argc, char **argv) {
         nb_print_grad(in);
     }
 
-    FILE *f = fopen(dot_path, "w");
-    if (f && nb_tape_dot(ctx, L, f) == NB_OK && fclose(f) == 0)
+    FILE *f = dot_path ? fopen(dot_path, "w") : NULL;
+    if (!dot_path)
+        printf("\n(--dot FILE writes this tape as a Graphviz graph)\n");
+    else if (f && nb_tape_dot(ctx, L, f) == NB_OK && fclose(f) == 0)
         printf("\nwrote %s (render: dot -Tsvg %s -o tape.svg)\n", dot_path, dot_path);
     else
         fprintf(stderr, "could not write %s\n", dot_path);

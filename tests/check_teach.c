@@ -47,7 +47,7 @@ END_TEST
 START_TEST(test_teach_backprop_prints_every_step) {
     const char *dir = getenv("NB_BUILD_DIR");
     char cmd[2048];
-    snprintf(cmd, sizeof cmd, "%s/examples/teach_backprop /dev/null 2>&1",
+    snprintf(cmd, sizeof cmd, "%s/examples/teach_backprop --dot /dev/null 2>&1",
              dir ? dir : NB_SOURCE_DIR "/build");
     FILE *p = popen(cmd, "r");
     ck_assert_ptr_nonnull(p);

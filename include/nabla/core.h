@@ -279,7 +279,12 @@ nb_status nb_tape_dot(const nb_ctx *ctx, const nb_tensor *root, FILE *f);
  * the context, then record it with nb_record. Your backward is called once,
  * when backward reaches the node; it reads nb_node_output(n)->grad and adds
  * (+=) into the buffers nb_grad_buffer() gives for each input (NULL for
- * inputs that need no gradient). */
+ * inputs that need no gradient).
+ *
+ * Implement both float dtypes, f32 and f64: nb_gradcheck runs everything in
+ * f64. The output must have its float inputs' dtype; nb_record refuses
+ * (NB_ERR_DTYPE, "<name>: custom op does not implement f64: ...") an op
+ * that returns f32 for f64 inputs, or the reverse. */
 typedef void (*nb_backward_fn)(nb_ctx *ctx, nb_node *node);
 
 /* Records `out` as the result of `name`(in[0..n_in-1]). Does nothing and
