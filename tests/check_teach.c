@@ -44,6 +44,38 @@ START_TEST(test_tape_dot_draws_ops_tensors_and_grads) {
 }
 END_TEST
 
+/* Defect: parameters were drawn as bare "weight"/"bias". They carry their
+ * state_dict path, nested prefixes included (a GPT's
+ * transformer.h.0.mlp.c_fc.weight). */
+START_TEST(test_tape_dot_names_parameters_by_module_path) {
+    nb_ctx *params = nb_ctx_new(0), *step = nb_ctx_new(0);
+    nb_pcg32 rng;
+    nb_pcg32_seed(&rng, 1, 2);
+    nb_nn_mha mha;
+    ck_assert_int_eq(nb_nn_mha_init(&mha, params, 3, 2, 4, 0.0, 2, true, NB_F64, &rng), NB_OK);
+    nb_tensor *x = nb_normal(step, NB_F64, NB_SHAPE(1, 4, 3), 0, 1, &rng);
+    nb_tensor *y = nb_sum(step, nb_nn_mha_forward(step, &mha, x));
+    ck_assert_ptr_nonnull(y);
+    char *dot = dot_of(step, y);
+    ck_assert_ptr_nonnull(strstr(dot, "{W_query.weight | (2, 3) f64"));
+    ck_assert_ptr_nonnull(strstr(dot, "{out_proj.bias | (2) f64"));
+    ck_assert_ptr_null(strstr(dot, "{weight |"));
+    ck_assert_ptr_null(strstr(dot, "{bias |"));
+    free(dot);
+
+    nb_nn_linear fc;
+    nb_tensor_list mlp = {0}, block = {0}, model = {0};
+    ck_assert_int_eq(nb_nn_linear_init(&fc, params, 2, 3, true, NB_F32, &rng), NB_OK);
+    ck_assert_int_eq(nb_params_add_prefixed(&mlp, params, "c_fc", &fc.params), NB_OK);
+    ck_assert_int_eq(nb_params_add_prefixed(&block, params, "mlp", &mlp), NB_OK);
+    ck_assert_int_eq(nb_params_add_prefixed(&model, params, "transformer.h.0", &block), NB_OK);
+    ck_assert_str_eq(fc.weight->name, "transformer.h.0.mlp.c_fc.weight");
+    ck_assert_str_eq(model.names[1], "transformer.h.0.mlp.c_fc.bias");
+    ck_assert_str_eq(fc.bias->name, model.names[1]);
+    nb_ctx_free(step), nb_ctx_free(params);
+}
+END_TEST
+
 START_TEST(test_teach_backprop_prints_every_step) {
     const char *dir = getenv("NB_BUILD_DIR");
     char cmd[2048];
@@ -71,6 +103,7 @@ Suite *suite_teach(void) {
     TCase *tc = tcase_create("core");
     tcase_set_timeout(tc, 30);
     tcase_add_test(tc, test_tape_dot_draws_ops_tensors_and_grads);
+    tcase_add_test(tc, test_tape_dot_names_parameters_by_module_path);
     tcase_add_test(tc, test_teach_backprop_prints_every_step);
     suite_add_tcase(s, tc);
     return s;
