@@ -6,6 +6,8 @@
 #   make gradcheck  float64 finite-difference check of every op and module
 #   make memcheck   the test suite under valgrind
 #   make bench      speed figures
+#   make test-browser  the tape explorer page clicked through in headless Chromium
+#   make docs       docs/tape.svg redrawn from the current tape (Graphviz)
 #   make install    PREFIX=/usr/local DESTDIR=
 #
 # Your CFLAGS/LDFLAGS/CPPFLAGS are added to ours, not replacing them.
@@ -150,6 +152,13 @@ demo: all
 
 bench: $(B)/bin/nabla-bench
 	$(B)/bin/nabla-bench
+
+# The tape explorer page (nb_tape_html) driven by headless Chromium: every
+# backward step clicked, the gradients shown checked against nabla's.
+.PHONY: test-browser docs
+test-browser: $(DEPS_OK) all
+	@sh tools/install-deps.sh chromium chromium-driver python3-selenium
+	/usr/bin/python3 tools/test_browser.py $(B)
 
 install: lib
 	install -d $(DESTDIR)$(INCLUDEDIR)/nabla $(DESTDIR)$(LIBDIR) $(DESTDIR)$(PKGCONFIGDIR)

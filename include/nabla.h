@@ -40,6 +40,7 @@
  *   nabla/nn.h         modules: Linear, Dropout, Embedding, LayerNorm, attention
  *   nabla/optim.h      SGD, Adam, AdamW, gradient clipping
  *   nabla/io.h         safetensors checkpoints
+ *   nabla/teach.h      the tape explorer page, op formulas
  *
  * Errors: no function aborts or exits on bad input. Ops record the first
  * error on their context and return NULL; later ops on that context do
@@ -55,5 +56,6 @@
 #include "nabla/ops.h"
 #include "nabla/optim.h"
 #include "nabla/random.h"
+#include "nabla/teach.h"
 
 #endif

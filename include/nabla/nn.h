@@ -79,8 +79,10 @@ nb_status nb_params_copy_from(const nb_tensor_list *dst, const nb_tensor_list *s
 
 /* Appends every (name, t) of src to dst as ("<prefix>.<name>", t), the names
  * allocated in pctx: how a module lists its children's parameters (PyTorch's
- * dotted state_dict names). Returns NB_OK or the error (also recorded on
- * pctx, except NB_ERR_NULL for a NULL pctx). */
+ * dotted state_dict names). Each tensor's `name` becomes its new list name,
+ * so the tape's pictures label it with its module path ("out_proj.bias").
+ * Returns NB_OK or the error (also recorded on pctx, except NB_ERR_NULL for a
+ * NULL pctx). */
 nb_status nb_params_add_prefixed(nb_tensor_list *dst, nb_ctx *pctx, const char *prefix,
                                  const nb_tensor_list *src);
 
