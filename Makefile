@@ -54,6 +54,7 @@ PC := $(B)/nabla.pc
 DEPS_OK := $(B)/.deps-ok
 
 .PHONY: all lib deps test demo gradcheck memcheck bench install uninstall clean
+.PHONY: bench-compare bench-gemm
 
 all: lib $(EXAMPLES) $(TOOLS)
 lib: $(LIB_A) $(B)/libnabla.so $(PC)
@@ -150,8 +151,29 @@ gradcheck: $(B)/bin/nabla-gradcheck
 demo: all
 	$(B)/examples/demo_reverse --out $(B)/demo
 
-bench: $(B)/bin/nabla-bench
+# Kernel figures, then training steps of MultiHeadAttention at four sizes,
+# one process per config (so peak RSS is that config's).
+BENCH_CONFIGS := seed small medium large
+bench: $(B)/bin/nabla-bench $(B)/bin/nabla-bench-mha
 	$(B)/bin/nabla-bench
+	@for c in $(BENCH_CONFIGS); do $(B)/bin/nabla-bench-mha --config $$c || exit 1; done
+
+# The same steps against PyTorch (Debian's python3-torch), interleaved per
+# config; prints nabla/PyTorch per config. About 3 minutes.
+bench-compare: $(B)/bin/nabla-bench-mha
+	@sh tools/install-deps.sh python3-torch
+	/usr/bin/python3 tools/bench_compare.py --build $(B)
+
+# nabla's float32 gemm against OpenBLAS sgemm (the yardstick only: the
+# library never links OpenBLAS).
+OPENBLAS_INC := /usr/include/x86_64-linux-gnu/openblas-pthread
+$(B)/bench/bench-gemm: tools/bench/bench-gemm.c $(LIB_A) $(HDR)
+	@sh tools/install-deps.sh libopenblas-dev
+	@mkdir -p $(dir $@)
+	$(CC) $(NB_CFLAGS) -Isrc -I$(OPENBLAS_INC) $(CPPFLAGS) $(CFLAGS) $< -o $@ $(LDFLAGS) \
+	  $(LIB_A) -lopenblas $(CJSON_LIBS) $(NB_LIBS)
+bench-gemm: $(B)/bench/bench-gemm
+	$(B)/bench/bench-gemm
 
 # The tape explorer page (nb_tape_html) driven by headless Chromium: every
 # backward step clicked, the gradients shown checked against nabla's.
