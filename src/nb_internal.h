@@ -160,6 +160,9 @@ NB_HIDDEN void nb_gemm_double(double *c, const double *a, int64_t ars, int64_t a
 /* n draws of nb_pcg32_next into out: the same bits in the same order, and
  * rng ends where n nb_pcg32_next calls leave it, only faster. */
 NB_HIDDEN void nb_pcg32_fill(nb_pcg32 *rng, uint32_t *out, size_t n);
+/* Moves rng delta draws on, as delta nb_pcg32_next calls would, in
+ * O(log delta) steps. */
+NB_HIDDEN void nb_pcg32_advance(nb_pcg32 *rng, uint64_t delta);
 
 /* ---- dtype dispatch ----------------------------------------------------------- */
 /* Runs KERNEL(T) with T = float or double. Each kernel is written once, as a
