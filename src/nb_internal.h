@@ -133,6 +133,14 @@ NB_HIDDEN nb_status nb_io_fail(nb_ctx *ctx, nb_status s, const char *op, const c
 #endif
     ;
 
+/* Failure injection for the file writer (tests/check_io_faults.c): every
+ * fwrite, fflush, fsync, fclose and rename a save makes, and the directory
+ * fsync after it, first calls nb_io_fault(). It counts the calls in
+ * nb_io_fault_calls and, when nb_io_fault_at is n > 0, makes the n-th one
+ * fail with EIO (true = fail). Both are 0 outside tests; not thread-safe. */
+NB_HIDDEN extern long nb_io_fault_at, nb_io_fault_calls;
+NB_HIDDEN bool nb_io_fault(void);
+
 /* ---- threads (parallel.c) ------------------------------------------------- */
 /* Processes indices [begin, end) of a job. */
 typedef void (*nb_range_fn)(void *arg, int64_t begin, int64_t end);
