@@ -187,7 +187,7 @@ typedef struct mod_run {
 static nb_tensor *f_module(nb_ctx *ctx, nb_tensor *const *in, void *user) {
     mod_run *r = user;
     nb_tensor_list *ps = r->c->params(&r->m);
-    for (int k = 0; k < ps->n; k++) *ps->t[k] = *in[1 + k]; /* bind */
+    for (int k = 0; k < ps->n; k++) *nb_list_tensor(ps, k) = *in[1 + k]; /* bind */
     nb_pcg32_seed(r->rng, 99, 7);
     return r->c->forward(ctx, &r->m, in[0]);
 }
@@ -335,9 +335,10 @@ static nb_status check_module(const mod_case *c, nb_pcg32 *rng, nb_ctx *ctx,
     if (st) return st;
     nb_tensor_list *ps = c->params(&run.m);
     c->train(&run.m, c->train_mode);
-    nb_tensor *in[1 + NB_LIST_MAX];
+    nb_tensor **in = nb_ctx_alloc(ctx, (1 + (size_t)ps->n) * sizeof *in);
+    if (!in) return nb_ctx_status(ctx);
     in[0] = draw(ctx, &c->x, rng);
-    for (int k = 0; k < ps->n; k++) in[1 + k] = nb_copy(ctx, ps->t[k], NB_F64);
+    for (int k = 0; k < ps->n; k++) in[1 + k] = nb_copy(ctx, nb_list_tensor(ps, k), NB_F64);
     if (nb_ctx_error(ctx)) return nb_ctx_status(ctx);
     /* check x (when it is float) and every parameter */
     for (int k = 0; k <= ps->n; k++)
