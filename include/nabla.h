@@ -49,6 +49,7 @@
 #define NABLA_H
 
 #include "nabla/core.h"
+#include "nabla/data.h"
 #include "nabla/gradcheck.h"
 #include "nabla/io.h"
 #include "nabla/nn.h"
