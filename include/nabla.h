@@ -38,7 +38,9 @@
  *   nabla/random.h     PCG32, the only source of randomness
  *   nabla/gradcheck.h  finite-difference gradient checks
  *   nabla/nn.h         modules: Linear, Dropout, Embedding, LayerNorm, attention
- *   nabla/optim.h      SGD, Adam, AdamW, gradient clipping
+ *   nabla/optim.h      SGD, Adam, AdamW, gradient clipping, lr schedule, train step
+ *   nabla/gpt.h        a small GPT (GPTModel / nanoGPT layouts), KV cache, sampling
+ *   nabla/data.h       character tokenizer, 90/10 split, random batches
  *   nabla/io.h         safetensors checkpoints
  *
  * Errors: no function aborts or exits on bad input. Ops record the first
@@ -50,6 +52,7 @@
 
 #include "nabla/core.h"
 #include "nabla/data.h"
+#include "nabla/gpt.h"
 #include "nabla/gradcheck.h"
 #include "nabla/io.h"
 #include "nabla/nn.h"
