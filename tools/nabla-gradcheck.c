@@ -163,6 +163,7 @@ typedef union any_module {
     nb_nn_causal_attention ca;
     nb_nn_mha_wrapper wrap;
     nb_nn_mha mha;
+    nb_gpt gpt;
 } any_module;
 
 typedef struct mod_case {
@@ -270,6 +271,33 @@ static nb_tensor *m_mha_padded(nb_ctx *c, any_module *m, nb_tensor *x) {
     return nb_nn_mha_forward_masked(c, &m->mha, x, mask, NULL);
 }
 
+/* GPT (nabla/gpt.h): V 5, block 4, 2 layers, 2 heads, C 4; logits (B, T, 5) */
+static nb_tensor_list *gpt_params(any_module *m) { return &m->gpt.params; }
+static void gpt_train(any_module *m, bool on) { nb_gpt_train(&m->gpt, on); }
+static nb_status i_gpt_any(any_module *m, nb_ctx *p, nb_pcg32 *r, nb_gpt_arch arch, bool bias) {
+    nb_gpt_config cfg = nb_gpt_config_default(arch);
+    cfg.vocab_size = 5, cfg.block_size = 4, cfg.n_layer = 2, cfg.n_head = 2, cfg.n_embd = 4;
+    cfg.dropout = 0.3, cfg.bias = bias, cfg.qkv_bias = bias, cfg.dtype = NB_F64;
+    nb_status st = nb_gpt_init(&m->gpt, p, &cfg, r);
+    /* nanoGPT's std 0.02 and the unit LayerNorms: spread the values out */
+    for (int k = 0; !st && k < m->gpt.params.n; k++)
+        for (size_t i = 0; i < m->gpt.params.t[k]->numel; i++)
+            nb_set(m->gpt.params.t[k], i, 2.0 * nb_pcg32_double(r) - 1.0);
+    return st;
+}
+static nb_status i_gptmodel(any_module *m, nb_ctx *p, nb_pcg32 *r) {
+    return i_gpt_any(m, p, r, NB_GPT_GPTMODEL, true);
+}
+static nb_status i_nanogpt(any_module *m, nb_ctx *p, nb_pcg32 *r) {
+    return i_gpt_any(m, p, r, NB_GPT_NANOGPT, true);
+}
+static nb_status i_nanogpt_nobias(any_module *m, nb_ctx *p, nb_pcg32 *r) {
+    return i_gpt_any(m, p, r, NB_GPT_NANOGPT, false);
+}
+static nb_tensor *m_gpt(nb_ctx *c, any_module *m, nb_tensor *x) {
+    return nb_gpt_forward(c, &m->gpt, x);
+}
+
 #define MOD(T) T##_params, T##_train
 static const mod_case modules[] = {
     {"Linear", "(2,3,4) -> 3, bias", i_linear, m_linear, MOD(linear), {IN_UNIFORM, S3(2, 3, 4)}},
@@ -285,6 +313,10 @@ static const mod_case modules[] = {
     {"MultiHeadAttn", "(2,4,4) 2 heads eval", i_mha, m_mha, MOD(mha), {IN_UNIFORM, S3(2, 4, 4)}},
     {"MultiHeadAttn", "(2,4,4) 2 heads train, fixed mask", i_mha, m_mha, MOD(mha), {IN_UNIFORM, S3(2, 4, 4)}, true},
     {"MultiHeadAttn", "(2,4,4) key padding mask, eval", i_mha, m_mha_padded, MOD(mha), {IN_UNIFORM, S3(2, 4, 4)}},
+    {"GPTModel", "ids (2,3), qkv_bias, eval", i_gptmodel, m_gpt, MOD(gpt), {IN_CLASSES, S2(2, 3), 5}},
+    {"GPTModel", "ids (2,4), train, p=0.3 fixed masks", i_gptmodel, m_gpt, MOD(gpt), {IN_CLASSES, S2(2, 4), 5}, true},
+    {"nanoGPT", "ids (2,3), bias, tied head, eval", i_nanogpt, m_gpt, MOD(gpt), {IN_CLASSES, S2(2, 3), 5}},
+    {"nanoGPT", "ids (2,4), no bias, train, fixed masks", i_nanogpt_nobias, m_gpt, MOD(gpt), {IN_CLASSES, S2(2, 4), 5}, true},
 };
 
 static nb_tensor *draw(nb_ctx *ctx, const in_spec *s, nb_pcg32 *rng);

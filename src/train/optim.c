@@ -30,6 +30,7 @@ struct nb_optim {
     nb_tensor_list params; /* copied from the caller */
     param_state *st;       /* params.n records */
     int64_t steps;         /* nb_optim_step calls */
+    bool *no_decay;        /* params.n flags (nb_adamw_new_groups) or NULL: weight_decay 0 */
     nb_ctx *ctx;           /* owns all of the above */
     char err[NB_ERRMSG];
 };
@@ -215,6 +216,21 @@ nb_optim *nb_adamw_new(const nb_tensor_list *params, nb_adam_opts o, nb_ctx *err
     return adam_new(OPT_ADAMW, params, o, err_ctx);
 }
 
+/* nanoGPT's two groups: parameters with fewer than 2 dims get no decay. */
+nb_optim *nb_adamw_new_groups(const nb_tensor_list *params, nb_adam_opts o, bool decay_1d,
+                              nb_ctx *err_ctx) {
+    nb_optim *opt = adam_new(OPT_ADAMW, params, o, err_ctx);
+    if (!opt || decay_1d) return opt;
+    opt->no_decay = nb_ctx_alloc(opt->ctx, (size_t)opt->params.n * sizeof *opt->no_decay + 1);
+    if (!opt->no_decay) {
+        nb_ctx_fail(err_ctx, NB_ERR_MEMORY, "adamw: out of memory");
+        nb_optim_free(opt);
+        return NULL;
+    }
+    for (int i = 0; i < opt->params.n; i++) opt->no_decay[i] = opt->params.t[i]->ndim < 2;
+    return opt;
+}
+
 void nb_optim_free(nb_optim *o) {
     if (o) nb_ctx_free(o->ctx);
 }
@@ -364,7 +380,9 @@ nb_status nb_optim_step(nb_optim *o) {
             sgd_update(&o->sgd, p, ps, first);
         } else {
             ps->step++;
-            adam_update(&o->adam, o->kind == OPT_ADAMW, p, ps);
+            nb_adam_opts ao = o->adam;
+            if (o->no_decay && o->no_decay[i]) ao.weight_decay = 0.0;
+            adam_update(&ao, o->kind == OPT_ADAMW, p, ps);
         }
     }
     o->steps++;
