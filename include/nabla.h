@@ -40,6 +40,7 @@
  *   nabla/nn.h         modules: Linear, Dropout, Embedding, LayerNorm, attention
  *   nabla/optim.h      SGD, Adam, AdamW, gradient clipping, lr schedule, train step
  *   nabla/gpt.h        a small GPT (GPTModel / nanoGPT layouts), KV cache, sampling
+ *   nabla/data.h       character tokenizer, 90/10 split, random batches
  *   nabla/io.h         safetensors checkpoints
  *   nabla/teach.h      the tape explorer page, op formulas
  *
@@ -51,6 +52,7 @@
 #define NABLA_H
 
 #include "nabla/core.h"
+#include "nabla/data.h"
 #include "nabla/gpt.h"
 #include "nabla/gradcheck.h"
 #include "nabla/io.h"

@@ -141,6 +141,16 @@ NB_HIDDEN nb_status nb_io_fail(nb_ctx *ctx, nb_status s, const char *op, const c
 NB_HIDDEN extern long nb_io_fault_at, nb_io_fault_calls;
 NB_HIDDEN bool nb_io_fault(void);
 
+/* ---- UTF-8 (utf8.c) ------------------------------------------------------ */
+/* Decodes the code point at s[0..n) (n >= 1) into *cp and returns its
+ * length in bytes (1..4), or 0 when s does not start with a valid sequence
+ * (overlong forms, surrogates, code points past U+10FFFF and truncated
+ * sequences are invalid). */
+NB_HIDDEN size_t nb_utf8_next(const unsigned char *s, size_t n, uint32_t *cp);
+/* Writes cp (a valid code point) as UTF-8 to out (room for 4 bytes);
+ * returns the number of bytes written. */
+NB_HIDDEN size_t nb_utf8_put(uint32_t cp, char *out);
+
 /* ---- threads (parallel.c) ------------------------------------------------- */
 /* Processes indices [begin, end) of a job. */
 typedef void (*nb_range_fn)(void *arg, int64_t begin, int64_t end);
