@@ -200,12 +200,12 @@ START_TEST(test_teach_backprop_prints_every_step) {
     ck_assert_int_eq(pclose(p), 0);
     ck_assert_ptr_nonnull(strstr(out, "#0   matmul        (2, 3), (3, 2)* -> (2, 2)  at examples/teach_backprop.c:"));
     ck_assert_ptr_nonnull(strstr(out, "#3   mse_loss"));
-    ck_assert_ptr_nonnull(strstr(out, "L = tensor(0.5709)"));
+    ck_assert_ptr_nonnull(strstr(out, "L = tensor(0.5709, dtype=torch.float64)"));
     ck_assert_ptr_nonnull(strstr(out, "grad sent to W:\ntensor([[ 0.1786, -0.1534],\n"
                                       "        [ 0.0540, -0.0919],\n"
-                                      "        [-0.0951,  0.1714]])"));
+                                      "        [-0.0951,  0.1714]], dtype=torch.float64)"));
     ck_assert_ptr_nonnull(strstr(out, "grad sent to h:\ntensor([[-0.1198,  0.1198],\n"
-                                      "        [ 0.1479, -0.1479]])"));
+                                      "        [ 0.1479, -0.1479]], dtype=torch.float64)"));
 }
 END_TEST
 

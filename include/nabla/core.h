@@ -192,9 +192,25 @@ bool nb_same_shape(const nb_tensor *a, const nb_tensor *b);
  * for NULL. */
 char *nb_shape_str(const nb_tensor *t, char *buf, size_t n);
 
-/* Prints like PyTorch: "tensor([[0.4421, 0.5931], ...])" with 4 decimals,
- * nested brackets and aligned columns. `nb_print` adds a newline. */
+/* Prints exactly as PyTorch 1.13 prints t.detach(): "tensor([[0.4421, 0.5931],
+ * ...])" with 4 decimals, aligned columns and nested brackets; "2." when
+ * every value is whole; scientific notation ("tensor([1.0000e-10,
+ * 1.0000e+00])") when PyTorch uses it; past 1000 elements the first and
+ * last 3 of each long dim with "..."; ", dtype=torch.float64" for f64.
+ * `nb_print` adds a newline. NULL prints "None". */
 void nb_fprint(FILE *f, const nb_tensor *t);
+/* torch.set_printoptions: digits after the point (default 4), how many
+ * elements print in full (1000), items at each end of a summarized dim (3),
+ * characters per line (80), and scientific notation: NB_SCI_AUTO (PyTorch's
+ * None: chosen from the values), 0 never, 1 always. A negative precision,
+ * threshold, edgeitems or linewidth keeps the current value (PyTorch's
+ * None); sci_mode is always set, as in PyTorch. Process-wide, like
+ * PyTorch's; not thread-safe. nb_reset_printoptions restores the defaults
+ * (torch.set_printoptions(profile="default")). */
+#define NB_SCI_AUTO (-1)
+void nb_set_printoptions(int precision, int64_t threshold, int edgeitems, int linewidth,
+                         int sci_mode);
+void nb_reset_printoptions(void);
 void nb_print(const nb_tensor *t);
 /* Prints the gradient the same way ("None" when there is none). */
 void nb_print_grad(const nb_tensor *t);
