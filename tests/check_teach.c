@@ -187,6 +187,52 @@ START_TEST(test_teach_backprop_writes_only_what_it_is_told) {
 }
 END_TEST
 
+/* Runs an example with arguments; its stdout (static buffer) and status. */
+static const char *example_output(const char *cmd, int *status) {
+    const char *dir = getenv("NB_BUILD_DIR");
+    char line[2048];
+    snprintf(line, sizeof line, "%s/examples/%s 2>&1", dir ? dir : NB_SOURCE_DIR "/build", cmd);
+    FILE *p = popen(line, "r");
+    ck_assert_ptr_nonnull(p);
+    static char out[65536];
+    size_t n = fread(out, 1, sizeof out - 1, p);
+    out[n] = '\0';
+    *status = pclose(p);
+    return out;
+}
+
+/* micrograd's neuron: every value and gradient teach_scalar prints is
+ * PyTorch's (tests/fixtures/teach_scalar.txt, tools/gen_teach_fixtures.py),
+ * and each chain-rule step is spelled out with its numbers. */
+START_TEST(test_teach_scalar_matches_pytorch) {
+    int st;
+    const char *out = example_output("teach_scalar", &st);
+    ck_assert_int_eq(st, 0);
+    ck_assert_ptr_nonnull(strstr(out, "  o        = tanh(n)        = tanh(0.8814) = 0.7071\n"));
+    ck_assert_ptr_nonnull(strstr(out, "  n.grad        = o.grad · (1 - o²)   = 1 · (1 - 0.7071²) = 0.5000   (tanh)\n"));
+    ck_assert_ptr_nonnull(strstr(out, "  x1.grad       = w1 · x1w1.grad      = -3 · 0.5000 = -1.5000"));
+    ck_assert_ptr_nonnull(strstr(out, "  w2.grad       = x2 · x2w2.grad      = 0 · 0.5000 = 0.0000\n"));
+    FILE *f = fopen(NB_SOURCE_DIR "/tests/fixtures/teach_scalar.txt", "r");
+    ck_assert_ptr_nonnull(f);
+    char line[256], name[32], want[64];
+    int rows = 0;
+    while (fgets(line, sizeof line, f)) {
+        double value, grad;
+        if (line[0] == '#' || sscanf(line, "%31s %lf %lf", name, &value, &grad) != 3) continue;
+        snprintf(want, sizeof want, "\n  %-9s value ", name);
+        const char *at = strstr(out, want);
+        ck_assert_msg(at != NULL, "teach_scalar prints no line for %s", name);
+        double v, g;
+        ck_assert_int_eq(sscanf(at + strlen(want), "%lf  grad %lf", &v, &g), 2);
+        ck_assert_double_eq_tol(v, value, 1e-14);
+        ck_assert_double_eq_tol(g, grad, 1e-14);
+        rows++;
+    }
+    fclose(f);
+    ck_assert_int_eq(rows, 10);
+}
+END_TEST
+
 START_TEST(test_teach_backprop_prints_every_step) {
     const char *dir = getenv("NB_BUILD_DIR");
     char cmd[2048];
@@ -219,6 +265,7 @@ Suite *suite_teach(void) {
     tcase_add_test(tc, test_every_op_has_a_formula);
     tcase_add_test(tc, test_teach_backprop_prints_every_step);
     tcase_add_test(tc, test_teach_backprop_writes_only_what_it_is_told);
+    tcase_add_test(tc, test_teach_scalar_matches_pytorch);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -28,7 +28,7 @@ CASES = [
     ("examples/teach_backprop", ["--model=lecture"]),
     ("examples/teach_backprop", ["--model=attention"]),
     ("examples/teach_backprop", ["--model=gpt"]),
-    # ("examples/teach_scalar", []),
+    ("examples/teach_scalar", []),
 ]
 NUM = re.compile(r"-?inf|nan|-?\d+(?:\.\d*)?(?:e[-+]?\d+)?")
 

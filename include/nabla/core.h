@@ -272,8 +272,11 @@ nb_status nb_backward(nb_ctx *ctx, nb_tensor *out, const nb_tensor *grad_out);
 
 /* Anomaly mode (PyTorch's detect_anomaly): after each local rule, checks
  * the gradients it produced; the first NaN or inf stops the backward with an
- * error naming the op, its tape index and its creation site. Returns the
- * previous setting. */
+ * error naming the op, its tape index and its creation site. The forward
+ * pass is checked too: a recorded op (custom ones included) whose inputs are
+ * all finite but whose output is not fails with an error naming the op, its
+ * creation site and the input shapes (masked_fill and causal_fill, whose
+ * -inf is the caller's, are exempt). Returns the previous setting. */
 bool nb_set_detect_anomaly(nb_ctx *ctx, bool on);
 
 /* Number of nodes on the tape. */
