@@ -50,4 +50,53 @@ NB_HIDDEN bool nb_sgemm_packed(const nb_sgemm_kernel *k, float *c, const float *
                                int64_t acs, const float *b, int64_t brs, int64_t bcs,
                                int64_t rows, int64_t inner, int64_t cols, bool add);
 
+/* ---- float32 elementwise kernels (vec_*.c) --------------------------------
+ * Each has an AVX-512, an AVX2 + FMA and a portable build, all computing
+ * every element by the same formula (the portable one with fmaf), chosen
+ * once per process. Sums over a row are kept in 16 partial sums combined in
+ * a fixed order, so a row's result does not depend on where a thread's
+ * range begins. */
+
+/* exp(x) for float, within 2 ulp of libm's expf over the normal range:
+ * n = round(x log2 e), r = x - n ln 2 (in two parts), a degree-7
+ * polynomial for exp(r), times 2^n (in two factors, so 2^-150 .. 2^128
+ * scale without overflow). exp(-inf) = 0, exp(+inf) = inf, NaN stays. */
+NB_HIDDEN float nb_expf_poly(float x);
+
+/* Adam's update of n elements (the common case: no amsgrad, no maximize,
+ * no L2 term; AdamW's decay as p *= shrink, 1 for Adam), the same
+ * operations in the same order as the scalar loop in train/optim.c:
+ *   p = p * shrink; m = m b1 + (1-b1) g; v = v b2 + (1-b2) g g;
+ *   p = p + neg_step * m / (sqrt(v) / bc2s + eps). */
+typedef struct nb_adam_coef {
+    float shrink, b1, one_b1, b2, one_b2, bc2s, eps, neg_step;
+} nb_adam_coef;
+
+typedef struct nb_vec_kernels {
+    const char *isa; /* "avx512", "avx2" or "portable" */
+    /* y = exp(x - m) for n elements; returns their sum. */
+    float (*exp_sub_sum)(float *y, const float *x, float m, size_t n);
+    /* y *= s */
+    void (*scale)(float *y, float s, size_t n);
+    /* dx += y * (dy - dot) where dot = sum y dy (softmax's backward row) */
+    void (*softmax_bwd)(float *dx, const float *y, const float *dy, size_t n);
+    /* dropout: keep = (bits >> 8) >= threshold; mask = keep; y = keep ? x * s : 0 */
+    void (*dropout)(float *y, unsigned char *mask, const float *x, const uint32_t *bits,
+                    uint32_t threshold, float s, size_t n);
+    /* dx += mask ? dy * s : 0 */
+    void (*dropout_bwd)(float *dx, const unsigned char *mask, const float *dy, float s,
+                        size_t n);
+    void (*adam)(float *p, const float *g, float *m, float *v, size_t n,
+                 const nb_adam_coef *c);
+} nb_vec_kernels;
+
+NB_HIDDEN extern const nb_vec_kernels nb_vec_portable;
+#if NB_X86_KERNELS
+NB_HIDDEN extern const nb_vec_kernels nb_vec_avx512;
+NB_HIDDEN extern const nb_vec_kernels nb_vec_avx2;
+#endif
+/* The best set for this CPU (decided once; NB_VEC_PORTABLE=1 in the
+ * environment forces the portable one). */
+NB_HIDDEN const nb_vec_kernels *nb_vec(void);
+
 #endif
