@@ -59,6 +59,7 @@ int main(int argc, char **argv) {
      * out_proj, a Linear(2, 2) with bias. */
     nb_nn_mha mha;
     nb_nn_mha_init(&mha, params, 3, 2, 6, 0.0, 2, false, NB_F32, &rng);
+    mha.use_fused = false; /* the seed's ops one by one, each on the tape */
     load(ctx, &mha.params, 5, ref_mha_names, ref_mha_params);
     printf("\nMultiHeadAttention(d_in=3, d_out=2, num_heads=2) parameters:\n");
     print_params(&mha.params);

@@ -331,6 +331,107 @@ START_TEST(test_errors_name_the_inputs) {
 }
 END_TEST
 
+/* ---- the modules' fused path ------------------------------------------------- */
+
+/* MultiHeadAttention (d_in 5, d_out 6, 3 heads, qkv_bias) on x (2, 40, 5):
+ * output and every parameter's gradient, fused vs composed. */
+typedef struct mha_run {
+    double out[2 * 40 * 6];
+    double grads[8][64];
+} mha_run;
+
+static void mha_step(nb_nn_mha *m, nb_tensor *x, const nb_tensor *kpm, bool fused, mha_run *r) {
+    nb_ctx *c = nb_ctx_new(0);
+    m->use_fused = fused;
+    nb_params_zero_grad(&m->params);
+    nb_tensor *y = nb_nn_mha_forward_masked(c, m, x, kpm, NULL);
+    ck_assert_ptr_nonnull(y);
+    ck_assert_int_eq(nb_backward(c, nb_sum(c, nb_mul(c, y, y)), NULL), NB_OK);
+    for (size_t i = 0; i < y->numel; i++) r->out[i] = nb_get(y, i);
+    for (int k = 0; k < m->params.n; k++)
+        for (size_t i = 0; i < m->params.t[k]->numel; i++)
+            r->grads[k][i] = nb_grad_get(m->params.t[k], i);
+    /* the fused path records one sdpa node and no softmax */
+    bool has_sdpa = false, has_softmax = false;
+    for (nb_node *n = c->tape; n; n = n->prev) {
+        has_sdpa |= n->op == NB_OP_SDPA;
+        has_softmax |= n->op == NB_OP_SOFTMAX;
+    }
+    ck_assert(has_sdpa == fused && has_softmax == !fused);
+    nb_ctx_free(c);
+}
+
+START_TEST(test_mha_fused_matches_composed) {
+    nb_ctx *p = nb_ctx_new(0);
+    nb_pcg32 rng;
+    nb_pcg32_seed(&rng, 21, 1);
+    nb_nn_mha m;
+    ck_assert_int_eq(nb_nn_mha_init(&m, p, 5, 6, 40, 0.2, 3, true, NB_F64, &rng), NB_OK);
+    ck_assert(m.use_fused);
+    nb_nn_mha_train(&m, false);
+    nb_tensor *x = nb_normal(p, NB_F64, NB_SHAPE(2, 40, 5), 0, 1, &rng);
+    uint8_t pad[80] = {0};
+    for (int j = 30; j < 40; j++) pad[40 + j] = 1;
+    pad[3] = 1;
+    nb_tensor *kpm = nb_from_data(p, NB_BOOL, NB_SHAPE(2, 40), pad);
+    static mha_run a, b;
+    for (int masked = 0; masked < 2; masked++) {
+        mha_step(&m, x, masked ? kpm : NULL, true, &a);
+        mha_step(&m, x, masked ? kpm : NULL, false, &b);
+        ck_assert_double_le(max_diff(a.out, b.out, 480), 1e-12);
+        for (int k = 0; k < m.params.n; k++)
+            ck_assert_double_le(max_diff(a.grads[k], b.grads[k], m.params.t[k]->numel), 1e-12);
+    }
+    nb_ctx_free(p);
+}
+END_TEST
+
+/* Train mode: the fused module's output is the composed ops with the mask
+ * nb_sdpa_dropout_mask gives for the seed drawn from the Dropout's rng (two
+ * draws, high word first); CausalAttention the same with one head. */
+START_TEST(test_fused_dropout_seed_from_module_rng) {
+    nb_ctx *p = nb_ctx_new(0), *c = nb_ctx_new(0);
+    nb_pcg32 rng;
+    nb_pcg32_seed(&rng, 22, 1);
+    nb_nn_mha m;
+    nb_nn_causal_attention ca;
+    ck_assert_int_eq(nb_nn_mha_init(&m, p, 4, 6, 8, 0.3, 2, false, NB_F64, &rng), NB_OK);
+    ck_assert_int_eq(nb_nn_causal_attention_init(&ca, p, 4, 3, 8, 0.3, false, NB_F64, &rng),
+                     NB_OK);
+    nb_tensor *x = nb_normal(p, NB_F64, NB_SHAPE(2, 8, 4), 0, 1, &rng);
+    for (int which = 0; which < 2; which++) {
+        nb_pcg32_seed(&rng, 5, 6);
+        nb_tensor *y = which ? nb_nn_causal_attention_forward(c, &ca, x)
+                             : nb_nn_mha_forward(c, &m, x);
+        nb_pcg32_seed(&rng, 5, 6);
+        uint64_t seed = (uint64_t)nb_pcg32_next(&rng) << 32;
+        seed |= nb_pcg32_next(&rng);
+        int64_t heads = which ? 1 : 2, hd = 3;
+        sdpa_case s = {2, 8, 8, heads, hd, hd, true, 0.3, seed, NULL};
+        nb_nn_linear *lin[3] = {&m.W_query, &m.W_key, &m.W_value};
+        if (which) lin[0] = &ca.W_query, lin[1] = &ca.W_key, lin[2] = &ca.W_value;
+        nb_tensor *in[3];
+        for (int k = 0; k < 3; k++)
+            in[k] = nb_view(c, nb_nn_linear_forward(c, lin[k], x), NB_SHAPE(2, 8, heads, hd));
+        nb_tensor *want = composed(c, in, &s);
+        s.p = 0;
+        nb_tensor *no_drop = composed(c, in, &s);
+        if (!which) want = nb_nn_linear_forward(c, &m.out_proj, want);
+        if (!which) no_drop = nb_nn_linear_forward(c, &m.out_proj, no_drop);
+        ck_assert_ptr_nonnull(no_drop);
+        ck_assert_int_eq(y->numel, want->numel);
+        double moved = 0;
+        for (size_t i = 0; i < y->numel; i++) {
+            ck_assert_double_eq_tol(nb_get(y, i), nb_get(want, i), 1e-12);
+            moved = fmax(moved, fabs(nb_get(y, i) - nb_get(no_drop, i)));
+        }
+        ck_assert_double_gt(moved, 1e-3); /* dropout acted */
+    }
+    nb_ctx_free(c);
+    nb_ctx_free(p);
+}
+END_TEST
+
 Suite *suite_sdpa(void) {
     Suite *s = suite_create("sdpa");
     TCase *tc = tcase_create("sdpa");
@@ -344,6 +445,8 @@ Suite *suite_sdpa(void) {
     tcase_add_test(tc, test_same_bits_one_and_two_threads);
     tcase_add_test(tc, test_memory_is_linear_in_t);
     tcase_add_test(tc, test_errors_name_the_inputs);
+    tcase_add_test(tc, test_mha_fused_matches_composed);
+    tcase_add_test(tc, test_fused_dropout_seed_from_module_rng);
     suite_add_tcase(s, tc);
     return s;
 }

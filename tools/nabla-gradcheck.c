@@ -89,6 +89,9 @@ F1(f_linear, nb_linear(c, in[0], in[1], in[2]))
 F1(f_linear_nobias, nb_linear(c, in[0], in[1], NULL))
 F1(f_embedding, nb_embedding(c, in[0], in[1]))
 F1(f_layer_norm, nb_layer_norm(c, in[0], in[1], in[2], 1e-5))
+F1(f_sdpa_causal, nb_sdpa(c, in[0], in[1], in[2], NULL, true, 0.6, 0.0, 0))
+F1(f_sdpa_masked, nb_sdpa(c, in[0], in[1], in[2], in[3], true, 0.6, 0.0, 0))
+F1(f_sdpa_dropout, nb_sdpa(c, in[0], in[1], in[2], NULL, false, 0.6, 0.3, 2024)) /* fixed mask */
 
 static nb_tensor *f_split(nb_ctx *c, nb_tensor *const *in, void *u) {
     (void)u;
@@ -149,6 +152,10 @@ static const gc_case cases[] = {
     {"dropout", "(4,5) p=0.4 fixed mask", f_dropout, 1, {{IN_UNIFORM, S2(4, 5)}}},
     {"embedding", "W(6,3) ids (2,4)", f_embedding, 2, {{IN_UNIFORM, S2(6, 3)}, {IN_CLASSES, S2(2, 4), 6}}},
     {"layer_norm", "(2,3,5) affine", f_layer_norm, 3, {{IN_UNIFORM, S3(2, 3, 5)}, {IN_UNIFORM, S1(5)}, {IN_UNIFORM, S1(5)}}},
+    {"sdpa", "q,k (2,5,2,3) v (2,5,2,4) causal", f_sdpa_causal, 3, {{IN_UNIFORM, S4(2, 5, 2, 3)}, {IN_UNIFORM, S4(2, 5, 2, 3)}, {IN_UNIFORM, S4(2, 5, 2, 4)}}},
+    {"sdpa", "causal + key padding mask (2,5)", f_sdpa_masked, 4, {{IN_UNIFORM, S4(2, 5, 2, 3)}, {IN_UNIFORM, S4(2, 5, 2, 3)}, {IN_UNIFORM, S4(2, 5, 2, 4)}, {IN_MASK, S2(2, 5)}}},
+    {"sdpa", "Tq 4, Tk 6, dropout 0.3 fixed seed", f_sdpa_dropout, 3, {{IN_UNIFORM, S4(2, 4, 2, 3)}, {IN_UNIFORM, S4(2, 6, 2, 3)}, {IN_UNIFORM, S4(2, 6, 2, 2)}}},
+    {"sdpa", "(1,70,2,4) causal, 3 query tiles", f_sdpa_causal, 3, {{IN_UNIFORM, S4(1, 70, 2, 4)}, {IN_UNIFORM, S4(1, 70, 2, 4)}, {IN_UNIFORM, S4(1, 70, 2, 4)}}, true},
 };
 
 
@@ -261,6 +268,11 @@ static nb_tensor *m_wrapper(nb_ctx *c, any_module *m, nb_tensor *x) {
 static nb_tensor *m_mha(nb_ctx *c, any_module *m, nb_tensor *x) {
     return nb_nn_mha_forward(c, &m->mha, x);
 }
+/* the composed ops (matmul, causal_fill, softmax, dropout, matmul) */
+static nb_tensor *m_mha_composed(nb_ctx *c, any_module *m, nb_tensor *x) {
+    m->mha.use_fused = false;
+    return nb_nn_mha_forward(c, &m->mha, x);
+}
 /* key padding: batch 1 masks its last key, so one query row is fully masked */
 static nb_tensor *m_mha_padded(nb_ctx *c, any_module *m, nb_tensor *x) {
     const uint8_t pad[2 * 4] = {0, 0, 0, 0, 1, 0, 0, 1};
@@ -310,6 +322,8 @@ static const mod_case modules[] = {
     {"MultiHeadAttn", "(2,4,4) 2 heads eval", i_mha, m_mha, MOD(mha), {IN_UNIFORM, S3(2, 4, 4)}},
     {"MultiHeadAttn", "(2,4,4) 2 heads train, fixed mask", i_mha, m_mha, MOD(mha), {IN_UNIFORM, S3(2, 4, 4)}, true},
     {"MultiHeadAttn", "(2,4,4) key padding mask, eval", i_mha, m_mha_padded, MOD(mha), {IN_UNIFORM, S3(2, 4, 4)}},
+    {"MultiHeadAttn", "(2,4,4) padded, train, fixed mask", i_mha, m_mha_padded, MOD(mha), {IN_UNIFORM, S3(2, 4, 4)}, true},
+    {"MultiHeadAttn", "composed ops, train, fixed mask", i_mha, m_mha_composed, MOD(mha), {IN_UNIFORM, S3(2, 4, 4)}, true},
     {"GPTModel", "ids (2,3), qkv_bias, eval", i_gptmodel, m_gpt, MOD(gpt), {IN_CLASSES, S2(2, 3), 5}},
     {"GPTModel", "ids (2,4), train, p=0.3 fixed masks", i_gptmodel, m_gpt, MOD(gpt), {IN_CLASSES, S2(2, 4), 5}, true},
     {"nanoGPT", "ids (2,3), bias, tied head, eval", i_nanogpt, m_gpt, MOD(gpt), {IN_CLASSES, S2(2, 3), 5}},
