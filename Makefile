@@ -2,6 +2,7 @@
 #
 #   make            libnabla.a, libnabla.so, nabla.pc, examples, tools
 #   make test       the Check suite (installs Debian packages it needs first)
+#   make test-slow  the big tests (a 124M GPT checkpoint with AdamW state)
 #   make demo       trains the tiny attention model
 #   make gradcheck  float64 finite-difference check of every op and module
 #   make memcheck   the test suite under valgrind
@@ -58,6 +59,7 @@ DEPS_OK := $(B)/.deps-ok
 .PHONY: all lib deps test demo gradcheck memcheck bench install uninstall clean
 .PHONY: bench-compare bench-gemm
 .PHONY: fuzz fuzz-seeds soak
+.PHONY: test-slow
 
 all: lib $(EXAMPLES) $(TOOLS)
 lib: $(LIB_A) $(B)/libnabla.so $(PC)
@@ -142,6 +144,16 @@ $(TEST_BIN): $(TEST_SRC) $(B)/tests/suites.h $(LIB_A) $(SUPPORT_OBJ) $(HDR) $(SU
 # through NB_BUILD_DIR.
 test: $(DEPS_OK) all $(TEST_BIN)
 	NB_BUILD_DIR=$(abspath $(B)) $(TEST_BIN)
+
+# Tests too big for `make test` (tests/slow/): the 124M GPT checkpoint with
+# AdamW state (~5 GB of memory, a 2 GB temporary file).
+$(B)/tests/check_slow: $(wildcard tests/slow/*.c) $(LIB_A) $(HDR)
+	@mkdir -p $(dir $@)
+	$(CC) $(NB_CFLAGS) $(CHECK_CFLAGS) $(CPPFLAGS) $(CFLAGS) $(wildcard tests/slow/*.c) -o $@ \
+	  $(LDFLAGS) $(LIB_A) $(CHECK_LIBS) $(CJSON_LIBS) $(NB_LIBS)
+
+test-slow: $(DEPS_OK) $(B)/tests/check_slow
+	$(B)/tests/check_slow
 
 memcheck: $(DEPS_OK) all $(TEST_BIN)
 	@command -v valgrind >/dev/null || sh tools/install-deps.sh valgrind

@@ -132,7 +132,8 @@ static void run_parity(const char *run, nb_dtype dt, double loss_tol, double w_t
     /* final weights: every state_dict entry (lm_head.weight too) */
     double worst = 0;
     for (int i = 0; i < m.state_dict.n; i++) {
-        const nb_tensor *a = m.state_dict.t[i], *b = nb_list_get(&want, m.state_dict.names[i]);
+        const nb_tensor *a = nb_list_tensor(&m.state_dict, i),
+                        *b = nb_list_get(&want, nb_list_name(&m.state_dict, i));
         ck_assert_msg(b && b->numel == a->numel, "%s: %s missing", run, m.state_dict.names[i]);
         for (size_t j = 0; j < a->numel; j++) {
             if (dt == NB_F32 && key_bias(&m, m.state_dict.names[i], j)) continue;
@@ -388,7 +389,10 @@ START_TEST(test_accumulation_equals_big_batch) {
     nb_gpt m;
     ck_assert_int_eq(nb_gpt_init(&m, p, &c, &rng), NB_OK);
     int64_t x[8 * 5], y[8 * 5];
-    for (int i = 0; i < 40; i++) x[i] = nb_pcg32_bounded(&rng, 11), y[i] = nb_pcg32_bounded(&rng, 11);
+    for (int i = 0; i < 40; i++) {
+        x[i] = nb_pcg32_bounded(&rng, 11);
+        y[i] = nb_pcg32_bounded(&rng, 11);
+    }
     /* lr 0: the step leaves the weights alone and the grads readable */
     nb_optim *opt = nb_adamw_new(&m.params, nb_adamw_defaults(0.0), p);
     double grads1[4][2000];

@@ -290,8 +290,8 @@ static nb_status i_gpt_any(any_module *m, nb_ctx *p, nb_pcg32 *r, nb_gpt_arch ar
     nb_status st = nb_gpt_init(&m->gpt, p, &cfg, r);
     /* nanoGPT's std 0.02 and the unit LayerNorms: spread the values out */
     for (int k = 0; !st && k < m->gpt.params.n; k++)
-        for (size_t i = 0; i < m->gpt.params.t[k]->numel; i++)
-            nb_set(m->gpt.params.t[k], i, 2.0 * nb_pcg32_double(r) - 1.0);
+        for (size_t i = 0; i < nb_list_tensor(&m->gpt.params, k)->numel; i++)
+            nb_set(nb_list_tensor(&m->gpt.params, k), i, 2.0 * nb_pcg32_double(r) - 1.0);
     return st;
 }
 static nb_status i_gptmodel(any_module *m, nb_ctx *p, nb_pcg32 *r) {

@@ -39,8 +39,8 @@ static nb_status check_config(nb_ctx *pctx, const nb_gpt_config *c, const nb_pcg
     if (c->n_embd % c->n_head)
         return nb_ctx_fail(pctx, NB_ERR_VALUE, "%s: n_embd %lld is not divisible by n_head %d",
                            CLS, (long long)c->n_embd, c->n_head);
-    if (c->n_layer > 10000 || c->n_embd > (INT64_C(1) << 24) || c->vocab_size > (INT64_C(1) << 31) ||
-        c->block_size > (INT64_C(1) << 24))
+    if (c->n_layer > 10000 || c->n_embd > (INT64_C(1) << 24) ||
+        c->vocab_size > (INT64_C(1) << 31) || c->block_size > (INT64_C(1) << 24))
         return nb_ctx_fail(pctx, NB_ERR_SIZE, "%s: config too large (n_layer %d, n_embd %lld, "
                            "vocab_size %lld, block_size %lld)", CLS, c->n_layer,
                            (long long)c->n_embd, (long long)c->vocab_size,
@@ -135,13 +135,14 @@ static nb_status build_gptmodel_block(builder *b, int i, nb_gpt_block *blk) {
     if (st) return st;
     blk->att.dropout.rng = m->rng; /* dropout masks come from the model's rng */
     for (int k = 0; k < blk->att.params.n; k++) {
-        nb_tensor *t = blk->att.params.t[k];
+        nb_tensor *t = nb_list_tensor(&blk->att.params, k);
         if (!b->rng) memset(t->data, 0, t->numel * nb_dtype_size(t->dtype));
         if (c->no_grad) {
             t->requires_grad = false;
             t->grad = NULL;
         }
-        const char *nm = name_of(b, "trf_blocks.%d.att.%s", i, blk->att.params.names[k]);
+        const char *nm = name_of(b, "trf_blocks.%d.att.%s", i,
+                                 nb_list_name(&blk->att.params, k));
         if (!nm || nb_list_add(&m->params, nm, t) || nb_list_add(&m->state_dict, nm, t))
             return nb_ctx_fail(b->pctx, NB_ERR_VALUE, "%s: cannot list block %d", CLS, i);
         t->name = nm;
@@ -224,13 +225,22 @@ NB_HIDDEN nb_status nb_gpt_init_impl(nb_gpt *m, nb_ctx *pctx, const nb_gpt_confi
     if (!m->blocks) return nb_ctx_status(pctx);
     builder b = {m, pctx, draw};
     st = cfg->arch == NB_GPT_GPTMODEL ? build_gptmodel(&b) : build_nanogpt(&b);
-    if (st) return st;
+    if (st) {
+        nb_gpt_free(m);
+        return st;
+    }
     m->training = true;
     return NB_OK;
 }
 
 nb_status nb_gpt_init(nb_gpt *m, nb_ctx *pctx, const nb_gpt_config *cfg, nb_pcg32 *rng) {
     return nb_gpt_init_impl(m, pctx, cfg, rng, rng);
+}
+
+void nb_gpt_free(nb_gpt *m) {
+    if (!m) return;
+    nb_list_free(&m->params);
+    nb_list_free(&m->state_dict);
 }
 
 void nb_gpt_train(nb_gpt *m, bool on) {
@@ -409,8 +419,9 @@ nb_status nb_gpt_config_from_state_dict(const nb_tensor_list *sd, int n_head,
     const char *blk = nano ? "transformer.h.%d.ln_1.weight" : "trf_blocks.%d.norm1.scale";
     int L = 0;
     while (L < 100000 && has(sd, blk, L)) L++;
-    if (L == 0) return nb_ctx_fail(err, NB_ERR_FORMAT, "%s: no transformer block (%s)", fn,
-                                   nano ? "transformer.h.0.ln_1.weight" : "trf_blocks.0.norm1.scale");
+    if (L == 0)
+        return nb_ctx_fail(err, NB_ERR_FORMAT, "%s: no transformer block (%s)", fn,
+                           nano ? "transformer.h.0.ln_1.weight" : "trf_blocks.0.norm1.scale");
     c.n_layer = L;
     c.bias = nano ? nb_list_get(sd, "transformer.ln_f.bias") != NULL : true;
     c.qkv_bias = !nano && has(sd, "trf_blocks.%d.att.W_query.bias", 0);

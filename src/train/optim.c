@@ -236,7 +236,7 @@ nb_optim *nb_adamw_new_groups(const nb_tensor_list *params, nb_adam_opts o, bool
         nb_optim_free(opt);
         return NULL;
     }
-    for (int i = 0; i < opt->params.n; i++) opt->no_decay[i] = opt->params.t[i]->ndim < 2;
+    for (int i = 0; i < opt->params.n; i++) opt->no_decay[i] = nb_list_tensor(&opt->params, i)->ndim < 2;
     return opt;
 }
 
