@@ -2,10 +2,11 @@
 #
 #   make            libnabla.a, libnabla.so, nabla.pc, examples, tools
 #   make test       the Check suite (installs Debian packages it needs first)
-#   make demo       trains the tiny attention model
+#   make demo       trains a character-level GPT on Debian's fortunes, samples it
+#   make demo-reverse  trains the tiny attention model to reverse digits
 #   make gradcheck  float64 finite-difference check of every op and module
 #   make memcheck   the test suite under valgrind
-#   make bench      speed figures
+#   make bench      speed figures (bench-gpt: nabla-gpt vs PyTorch's GPT)
 #   make install    PREFIX=/usr/local DESTDIR=
 #
 # Your CFLAGS/LDFLAGS/CPPFLAGS are added to ours, not replacing them.
@@ -51,7 +52,7 @@ LIB_SO := $(B)/libnabla.so.$(VERSION)
 PC := $(B)/nabla.pc
 DEPS_OK := $(B)/.deps-ok
 
-.PHONY: all lib deps test demo gradcheck memcheck bench install uninstall clean
+.PHONY: all lib deps test demo demo-reverse bench-gpt gradcheck memcheck bench install uninstall clean
 
 all: lib $(EXAMPLES) $(TOOLS)
 lib: $(LIB_A) $(B)/libnabla.so $(PC)
@@ -129,11 +130,20 @@ memcheck: $(DEPS_OK) all $(TEST_BIN)
 gradcheck: $(B)/bin/nabla-gradcheck
 	$(B)/bin/nabla-gradcheck
 
-demo: all
+demo: $(DEPS_OK) $(B)/bin/nabla-gpt
+	@sh tools/install-deps.sh fortunes
+	sh tools/gpt-demo.sh $(B)
+
+demo-reverse: all
 	$(B)/examples/demo_reverse
 
 bench: $(B)/bin/nabla-bench
 	$(B)/bin/nabla-bench
+	@$(MAKE) --no-print-directory bench-gpt
+
+bench-gpt: $(DEPS_OK) $(B)/bin/nabla-gpt
+	@sh tools/install-deps.sh python3-torch
+	sh tools/bench-gpt.sh $(B)
 
 install: lib
 	install -d $(DESTDIR)$(INCLUDEDIR)/nabla $(DESTDIR)$(LIBDIR) $(DESTDIR)$(PKGCONFIGDIR)
