@@ -3,12 +3,13 @@
 #   make            libnabla.a, libnabla.so, nabla.pc, examples, tools
 #   make test       the Check suite (installs Debian packages it needs first)
 #   make test-slow  the big tests (a 124M GPT checkpoint with AdamW state)
-#   make demo       trains the tiny attention model
+#   make demo       trains a character-level GPT on Debian's fortunes, samples it
+#   make demo-reverse  trains the tiny attention model to reverse digits
 #   make gradcheck  float64 finite-difference check of every op and module
 #   make memcheck   the test suite under valgrind
 #   make fuzz       libFuzzer campaign over the file loaders (FUZZ_SECONDS=60 in all)
 #   make soak       20,000-step training at 1 and 2 threads: RSS, speed, resume
-#   make bench      speed figures
+#   make bench      speed figures (bench-gpt: nabla-gpt vs PyTorch's GPT)
 #   make test-browser  the tape explorer page clicked through in headless Chromium
 #   make docs       docs/tape.svg redrawn from the current tape (Graphviz)
 #   make install    PREFIX=/usr/local DESTDIR=
@@ -60,6 +61,7 @@ DEPS_OK := $(B)/.deps-ok
 .PHONY: bench-compare bench-gemm
 .PHONY: fuzz fuzz-seeds soak
 .PHONY: test-slow
+.PHONY: demo-reverse bench-gpt
 
 all: lib $(EXAMPLES) $(TOOLS)
 lib: $(LIB_A) $(B)/libnabla.so $(PC)
@@ -163,7 +165,11 @@ memcheck: $(DEPS_OK) all $(TEST_BIN)
 gradcheck: $(B)/bin/nabla-gradcheck
 	$(B)/bin/nabla-gradcheck
 
-demo: all
+demo: $(DEPS_OK) $(B)/bin/nabla-gpt
+	@sh tools/install-deps.sh fortunes
+	sh tools/gpt-demo.sh $(B)
+
+demo-reverse: all
 	$(B)/examples/demo_reverse --out $(B)/demo
 
 # Kernel figures, then training steps of MultiHeadAttention at four sizes,
@@ -172,6 +178,11 @@ BENCH_CONFIGS := seed small medium large
 bench: $(B)/bin/nabla-bench $(B)/bin/nabla-bench-mha
 	$(B)/bin/nabla-bench
 	@for c in $(BENCH_CONFIGS); do $(B)/bin/nabla-bench-mha --config $$c || exit 1; done
+	@$(MAKE) --no-print-directory bench-gpt
+
+bench-gpt: $(DEPS_OK) $(B)/bin/nabla-gpt
+	@sh tools/install-deps.sh python3-torch
+	sh tools/bench-gpt.sh $(B)
 
 # The same steps against PyTorch (Debian's python3-torch), interleaved per
 # config; prints nabla/PyTorch per config. About 3 minutes.
