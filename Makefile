@@ -261,3 +261,38 @@ uninstall:
 
 clean:
 	rm -rf $(B)
+
+# ---- MPI data parallelism (optional; tools/mpi/, README "Training on several
+# processes with MPI"). libnabla stays free of MPI: only nabla-gpt-mpi and its
+# test programs are built with mpicc. The target installs Open MPI.
+.PHONY: mpi test-mpi bench-mpi
+MPICC ?= mpicc
+MPI_DEPS := $(B)/.mpi-deps-ok
+MPI_SRC := $(wildcard tools/mpi/*.c)
+MPI_HDR := $(wildcard tools/mpi/*.h)
+$(MPI_DEPS): tools/install-deps.sh
+	@sh tools/install-deps.sh openmpi-bin libopenmpi-dev
+	@mkdir -p $(B) && touch $@
+
+$(B)/bin/nabla-gpt-mpi: tools/nabla-gpt.c $(MPI_SRC) $(MPI_HDR) $(LIB_A) $(SUPPORT_OBJ) $(HDR) $(SUPPORT_HDR) | $(MPI_DEPS)
+	@mkdir -p $(dir $@)
+	$(MPICC) $(NB_CFLAGS) -DNB_GPT_MPI -Itools/support -Itools/mpi $(CPPFLAGS) $(CFLAGS) \
+	  tools/nabla-gpt.c $(MPI_SRC) -o $@ $(LDFLAGS) $(SUPPORT_OBJ) $(LIB_A) $(CJSON_LIBS) $(NB_LIBS)
+
+$(B)/mpi/mpi_unit: tests/mpi/mpi_unit.c tools/mpi/nb_mpi.c tools/mpi/nb_mpi.h $(LIB_A) $(HDR) | $(MPI_DEPS)
+	@mkdir -p $(dir $@)
+	$(MPICC) $(NB_CFLAGS) -Itools/mpi $(CPPFLAGS) $(CFLAGS) tests/mpi/mpi_unit.c tools/mpi/nb_mpi.c \
+	  -o $@ $(LDFLAGS) $(LIB_A) $(CJSON_LIBS) $(NB_LIBS)
+
+$(B)/mpi/st_compare: tests/mpi/st_compare.c $(LIB_A) $(HDR)
+	@mkdir -p $(dir $@)
+	$(CC) $(NB_CFLAGS) $(CPPFLAGS) $(CFLAGS) $< -o $@ $(LDFLAGS) $(LIB_A) $(CJSON_LIBS) $(NB_LIBS)
+
+mpi: $(B)/bin/nabla-gpt-mpi $(B)/mpi/mpi_unit $(B)/mpi/st_compare
+
+test-mpi: mpi $(B)/bin/nabla-gpt
+	sh tests/mpi/test_mpi.sh $(B)
+
+bench-mpi: mpi $(B)/bin/nabla-gpt
+	@sh tools/install-deps.sh fortunes
+	sh tools/bench-mpi.sh $(B)

@@ -37,7 +37,7 @@ static int float_entry(const nb_tensor *t) { return t && (t->dtype == NB_F32 || 
 
 int nb_mpi_bcast(nb_mpi *m, const nb_tensor_list *l, bool grads) {
     for (int i = 0; i < l->n; i++) {
-        nb_tensor *t = l->t[i];
+        nb_tensor *t = nb_list_tensor(l, i);
         void *p = entry_buf(t, grads);
         if (!p) return 1; /* every rank has the same layout, so all return here */
         /* Tensors larger than INT_MAX bytes go in pieces. */
@@ -59,7 +59,7 @@ typedef struct cursor {
 } cursor;
 
 static void cursor_skip(cursor *c) {
-    while (c->i < c->l->n && (!float_entry(c->l->t[c->i]) || c->off >= c->l->t[c->i]->numel)) {
+    while (c->i < c->l->n && (!float_entry(nb_list_tensor(c->l, c->i)) || c->off >= nb_list_tensor(c->l, c->i)->numel)) {
         c->i++;
         c->off = 0;
     }
@@ -71,7 +71,7 @@ static void cursor_move(cursor *c, double *buf, size_t len, bool store) {
     size_t done = 0;
     while (done < len) {
         cursor_skip(c);
-        nb_tensor *t = c->l->t[c->i];
+        nb_tensor *t = nb_list_tensor(c->l, c->i);
         size_t take = t->numel - c->off;
         if (take > len - done) take = len - done;
         void *p = entry_buf(t, c->grads);
@@ -130,7 +130,7 @@ static int average_bucket(nb_mpi *m, cursor *rd, cursor *wr, size_t len) {
 int nb_mpi_average(nb_mpi *m, const nb_tensor_list *l, bool grads) {
     size_t total = 0;
     for (int i = 0; i < l->n; i++)
-        if (float_entry(l->t[i])) total += l->t[i]->numel;
+        if (float_entry(nb_list_tensor(l, i))) total += nb_list_tensor(l, i)->numel;
     if (m->size == 1) return 0;
     size_t bucket = NB_MPI_BUCKET / sizeof(double);
     cursor rd = {l, grads, 0, 0}, wr = {l, grads, 0, 0};
@@ -144,7 +144,7 @@ int nb_mpi_average(nb_mpi *m, const nb_tensor_list *l, bool grads) {
 uint64_t nb_mpi_hash(const nb_tensor_list *l) {
     uint64_t h = 1469598103934665603ull;
     for (int i = 0; i < l->n; i++) {
-        const nb_tensor *t = l->t[i];
+        const nb_tensor *t = nb_list_tensor(l, i);
         if (!t || !t->data) continue;
         const unsigned char *p = t->data;
         size_t bytes = t->numel * nb_dtype_size(t->dtype);
