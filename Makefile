@@ -122,6 +122,7 @@ $(TEST_BIN): $(TEST_SRC) $(B)/tests/suites.h $(LIB_A) $(SUPPORT_OBJ) $(HDR) $(SU
 # through NB_BUILD_DIR.
 test: $(DEPS_OK) all $(TEST_BIN)
 	NB_BUILD_DIR=$(abspath $(B)) $(TEST_BIN)
+	python3 tools/matrix_coverage.py
 
 memcheck: $(DEPS_OK) all $(TEST_BIN)
 	@command -v valgrind >/dev/null || sh tools/install-deps.sh valgrind
