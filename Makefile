@@ -175,6 +175,12 @@ fuzz-seeds: $(LIB_A)
 	rm -rf tests/fuzz/seeds/safetensors tests/fuzz/seeds/checkpoint
 	$(B)/fuzz/make_seeds tests/fuzz/seeds
 
+# Leaks, slow-downs and resume bugs over 20,000 steps (several minutes).
+SOAK_STEPS ?= 20000
+soak: $(B)/bin/nabla-soak
+	$(B)/bin/nabla-soak --steps $(SOAK_STEPS) --threads 1
+	$(B)/bin/nabla-soak --steps $(SOAK_STEPS) --threads 2
+
 install: lib
 	install -d $(DESTDIR)$(INCLUDEDIR)/nabla $(DESTDIR)$(LIBDIR) $(DESTDIR)$(PKGCONFIGDIR)
 	install -m 644 include/nabla.h $(DESTDIR)$(INCLUDEDIR)/
