@@ -119,6 +119,14 @@ NB_HIDDEN nb_tensor *nb_view_of(nb_ctx *ctx, nb_tensor *src, int ndim, const int
 NB_HIDDEN bool nb_list_valid(const nb_tensor_list *l);
 NB_HIDDEN nb_status nb_list_append(nb_tensor_list *l, const char *name, nb_tensor *t);
 
+/* Does the optimizer update exactly these tensors under these names
+ * (train/optim.c, for checkpoints)? why[] names the first difference. */
+NB_HIDDEN bool nb_optim_matches(const nb_optim *o, const nb_tensor_list *params, char *why,
+                                size_t n);
+
+/* Can v be converted to int64_t (truncating) without undefined behaviour? */
+NB_HIDDEN bool nb_fits_i64(double v);
+
 /* Adds src (numel elements of dt) into dst. */
 NB_HIDDEN void nb_accumulate(nb_dtype dt, void *dst, const void *src, size_t numel);
 

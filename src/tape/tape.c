@@ -18,6 +18,17 @@ static nb_node *record(nb_ctx *ctx, int op, const char *name, nb_tensor *out, in
                        nb_tensor *const *in, nb_backward_fn backward) {
     if (!nb_ctx_ok(ctx) || !out || !ctx->grad_enabled || !any_requires_grad(n_in, in))
         return NULL;
+    if (out->node) {
+        nb_ctx_fail(ctx, NB_ERR_STATE, "%s: its output was already recorded by op #%d '%s'; "
+                    "an output belongs to one node", name, out->node->index, out->node->name);
+        return NULL;
+    }
+    for (int i = 0; i < n_in; i++)
+        if (in[i] == out) {
+            nb_ctx_fail(ctx, NB_ERR_VALUE, "%s: input %d is the output itself (a cycle)", name,
+                        i + 1);
+            return NULL;
+        }
     nb_node *n = nb_ctx_alloc(ctx, sizeof *n);
     if (!n) return NULL;
     n->in = n->in_small;
@@ -170,13 +181,13 @@ bool nb_set_detect_anomaly(nb_ctx *ctx, bool on) {
     return prev;
 }
 
-void nb_tape_print(const nb_ctx *ctx, FILE *f) {
-    if (!ctx || !f) return;
+nb_status nb_tape_print(const nb_ctx *ctx, FILE *f) {
+    if (!ctx || !f) return NB_ERR_NULL;
     /* The list runs newest-first; print oldest-first. */
     int n = ctx->tape_len;
     fprintf(f, "tape: %d node%s\n", n, n == 1 ? "" : "s");
     const nb_node **order = malloc((size_t)(n ? n : 1) * sizeof *order);
-    if (!order) return;
+    if (!order) return NB_ERR_MEMORY;
     for (const nb_node *node = ctx->tape; node; node = node->prev) order[node->index] = node;
     for (int k = 0; k < n; k++) {
         const nb_node *node = order[k];
@@ -190,4 +201,5 @@ void nb_tape_print(const nb_ctx *ctx, FILE *f) {
         fputc('\n', f);
     }
     free(order);
+    return fflush(f) != 0 || ferror(f) ? NB_ERR_IO : NB_OK;
 }
