@@ -146,6 +146,7 @@ $(TEST_BIN): $(TEST_SRC) $(B)/tests/suites.h $(LIB_A) $(SUPPORT_OBJ) $(HDR) $(SU
 # through NB_BUILD_DIR.
 test: $(DEPS_OK) all $(TEST_BIN)
 	NB_BUILD_DIR=$(abspath $(B)) $(TEST_BIN)
+	python3 tools/matrix_coverage.py
 
 # Tests too big for `make test` (tests/slow/): the 124M GPT checkpoint with
 # AdamW state (~5 GB of memory, a 2 GB temporary file).
@@ -244,6 +245,12 @@ fuzz-seeds: $(LIB_A)
 	  $(LIB_A) $(CJSON_LIBS) $(NB_LIBS)
 	rm -rf tests/fuzz/seeds/safetensors tests/fuzz/seeds/checkpoint
 	$(B)/fuzz/make_seeds tests/fuzz/seeds
+
+# Leaks, slow-downs and resume bugs over 20,000 steps (several minutes).
+SOAK_STEPS ?= 20000
+soak: $(B)/bin/nabla-soak
+	$(B)/bin/nabla-soak --steps $(SOAK_STEPS) --threads 1
+	$(B)/bin/nabla-soak --steps $(SOAK_STEPS) --threads 2
 
 install: lib
 	install -d $(DESTDIR)$(INCLUDEDIR)/nabla $(DESTDIR)$(LIBDIR) $(DESTDIR)$(PKGCONFIGDIR)

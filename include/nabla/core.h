@@ -75,7 +75,8 @@ void nb_ctx_free(nb_ctx *ctx);
  * Tensors of this context must not be used afterwards. */
 void nb_ctx_reset(nb_ctx *ctx);
 
-/* The first error's message, or NULL when there is none (or ctx is NULL). */
+/* The first error's message, or NULL when there is none ("NULL context"
+ * for a NULL ctx). */
 const char *nb_ctx_error(const nb_ctx *ctx);
 /* The first error's status, NB_OK when none; NB_ERR_NULL for a NULL ctx. */
 nb_status nb_ctx_status(const nb_ctx *ctx);
