@@ -14,7 +14,6 @@
  *   skipped; ```sh and unlabelled blocks are never run. */
 #include "check_nabla.h"
 
-#include <sys/wait.h>
 #include <unistd.h>
 
 #define README NB_SOURCE_DIR "/README.md"
@@ -26,11 +25,6 @@ typedef struct block {
     char *code;    /* the lines inside the fence */
     char *expect;  /* the ```text block after it, or NULL */
 } block;
-
-static const char *build_dir(void) {
-    const char *dir = getenv("NB_BUILD_DIR");
-    return dir && *dir ? dir : NB_SOURCE_DIR "/build";
-}
 
 static char *read_file(const char *path, size_t *len) {
     FILE *f = fopen(path, "rb");
@@ -111,21 +105,8 @@ static int parse_readme(block *out, int max) {
     return n;
 }
 
-/* Runs cmd; returns its exit status, its stdout in *out. */
-static int run(const char *cmd, char **out) {
-    FILE *p = popen(cmd, "r");
-    ck_assert_ptr_nonnull(p);
-    size_t len = 0;
-    FILE *m = open_memstream(out, &len);
-    int ch;
-    while ((ch = fgetc(p)) != EOF) fputc(ch, m);
-    fclose(m);
-    int st = pclose(p);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
 static void run_c_block(const block *b, const char *dir, int k) {
-    char src[600], exe[600], cmd[2400];
+    char src[700], exe[700], cmd[2600];
     snprintf(src, sizeof src, "%s/block%d.c", dir, k);
     snprintf(exe, sizeof exe, "%s/block%d", dir, k);
     write_file(src, b->code);
@@ -133,13 +114,13 @@ static void run_c_block(const block *b, const char *dir, int k) {
     snprintf(cmd, sizeof cmd,
              "%s -std=c11 -Wall -Wextra -Werror -I'%s/include' '%s' -o '%s' '%s/libnabla.a' "
              "-lcjson -lm -pthread 2>&1",
-             cc, NB_SOURCE_DIR, src, exe, build_dir());
+             cc, NB_SOURCE_DIR, src, exe, nb_test_build_dir());
     char *out = NULL;
-    int st = run(cmd, &out);
+    int st = nb_test_run(cmd, &out);
     ck_assert_msg(st == 0, "README.md:%d: the ```c block does not compile:\n%s", b->line, out);
     free(out);
     snprintf(cmd, sizeof cmd, "cd '%s' && timeout 60 '%s'", dir, exe);
-    st = run(cmd, &out);
+    st = nb_test_run(cmd, &out);
     ck_assert_msg(st == 0, "README.md:%d: the ```c block exited %d; it printed:\n%s", b->line, st,
                   out);
     if (b->expect)
@@ -152,7 +133,7 @@ static void run_c_block(const block *b, const char *dir, int k) {
 /* An empty <build>/<name>: the blocks' sources, programs and files go there
  * (left for inspection when a block fails, replaced by the next run). */
 static void scratch_dir(char *dir, size_t n, const char *name) {
-    snprintf(dir, n, "%s/%s", build_dir(), name);
+    snprintf(dir, n, "%s/%s", nb_test_build_dir(), name);
     char cmd[700];
     snprintf(cmd, sizeof cmd, "rm -rf '%s' && mkdir -p '%s'", dir, dir);
     ck_assert_int_eq(system(cmd), 0);
@@ -202,9 +183,9 @@ START_TEST(test_readme_python_blocks_run_in_order) {
         snprintf(cmd, sizeof cmd,
                  "cd '%s' && ln -s '%s' build && OMP_NUM_THREADS=1 timeout 300 /usr/bin/python3 "
                  "readme.py 2>&1",
-                 dir, build_dir());
+                 dir, nb_test_build_dir());
         char *out = NULL;
-        int st = run(cmd, &out);
+        int st = nb_test_run(cmd, &out);
         snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
         ck_assert_int_eq(system(cmd), 0);
         ck_assert_msg(st == 0, "the README's Python blocks failed (exit %d):\n%s", st, out);
