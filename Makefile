@@ -135,7 +135,7 @@ $(TEST_BIN): $(TEST_SRC) $(B)/tests/suites.h $(LIB_A) $(SUPPORT_OBJ) $(HDR) $(SU
 # The suites that run built programs (examples, nabla-train) find them
 # through NB_BUILD_DIR.
 test: $(DEPS_OK) all $(TEST_BIN)
-	NB_BUILD_DIR=$(abspath $(B)) $(TEST_BIN)
+	NB_BUILD_DIR=$(abspath $(B)) NB_CC="$(CC)" $(TEST_BIN)
 
 memcheck: $(DEPS_OK) all $(TEST_BIN)
 	@command -v valgrind >/dev/null || sh tools/install-deps.sh valgrind
