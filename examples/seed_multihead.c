@@ -21,7 +21,8 @@
 static void print_params(const nb_tensor_list *params) {
     char s[64];
     for (int i = 0; i < params->n; i++)
-        printf("  %-24s %s\n", params->names[i], nb_shape_str(params->t[i], s, sizeof s));
+        printf("  %-24s %s\n", nb_list_name(params, i),
+               nb_shape_str(nb_list_tensor(params, i), s, sizeof s));
 }
 
 int main(int argc, char **argv) {
@@ -58,6 +59,7 @@ int main(int argc, char **argv) {
      * out_proj, a Linear(2, 2) with bias. */
     nb_nn_mha mha;
     nb_nn_mha_init(&mha, params, 3, 2, 6, 0.0, 2, false, NB_F32, &rng);
+    mha.use_fused = false; /* the seed's ops one by one, each on the tape */
     load(ctx, &mha.params, 5, ref_mha_names, ref_mha_params);
     printf("\nMultiHeadAttention(d_in=3, d_out=2, num_heads=2) parameters:\n");
     print_params(&mha.params);

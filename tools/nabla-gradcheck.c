@@ -89,6 +89,9 @@ F1(f_linear, nb_linear(c, in[0], in[1], in[2]))
 F1(f_linear_nobias, nb_linear(c, in[0], in[1], NULL))
 F1(f_embedding, nb_embedding(c, in[0], in[1]))
 F1(f_layer_norm, nb_layer_norm(c, in[0], in[1], in[2], 1e-5))
+F1(f_sdpa_causal, nb_sdpa(c, in[0], in[1], in[2], NULL, true, 0.6, 0.0, 0))
+F1(f_sdpa_masked, nb_sdpa(c, in[0], in[1], in[2], in[3], true, 0.6, 0.0, 0))
+F1(f_sdpa_dropout, nb_sdpa(c, in[0], in[1], in[2], NULL, false, 0.6, 0.3, 2024)) /* fixed mask */
 
 static nb_tensor *f_split(nb_ctx *c, nb_tensor *const *in, void *u) {
     (void)u;
@@ -149,6 +152,10 @@ static const gc_case cases[] = {
     {"dropout", "(4,5) p=0.4 fixed mask", f_dropout, 1, {{IN_UNIFORM, S2(4, 5)}}},
     {"embedding", "W(6,3) ids (2,4)", f_embedding, 2, {{IN_UNIFORM, S2(6, 3)}, {IN_CLASSES, S2(2, 4), 6}}},
     {"layer_norm", "(2,3,5) affine", f_layer_norm, 3, {{IN_UNIFORM, S3(2, 3, 5)}, {IN_UNIFORM, S1(5)}, {IN_UNIFORM, S1(5)}}},
+    {"sdpa", "q,k (2,5,2,3) v (2,5,2,4) causal", f_sdpa_causal, 3, {{IN_UNIFORM, S4(2, 5, 2, 3)}, {IN_UNIFORM, S4(2, 5, 2, 3)}, {IN_UNIFORM, S4(2, 5, 2, 4)}}},
+    {"sdpa", "causal + key padding mask (2,5)", f_sdpa_masked, 4, {{IN_UNIFORM, S4(2, 5, 2, 3)}, {IN_UNIFORM, S4(2, 5, 2, 3)}, {IN_UNIFORM, S4(2, 5, 2, 4)}, {IN_MASK, S2(2, 5)}}},
+    {"sdpa", "Tq 4, Tk 6, dropout 0.3 fixed seed", f_sdpa_dropout, 3, {{IN_UNIFORM, S4(2, 4, 2, 3)}, {IN_UNIFORM, S4(2, 6, 2, 3)}, {IN_UNIFORM, S4(2, 6, 2, 2)}}},
+    {"sdpa", "(1,70,2,4) causal, 3 query tiles", f_sdpa_causal, 3, {{IN_UNIFORM, S4(1, 70, 2, 4)}, {IN_UNIFORM, S4(1, 70, 2, 4)}, {IN_UNIFORM, S4(1, 70, 2, 4)}}, true},
 };
 
 
@@ -162,6 +169,7 @@ typedef union any_module {
     nb_nn_causal_attention ca;
     nb_nn_mha_wrapper wrap;
     nb_nn_mha mha;
+    nb_gpt gpt;
 } any_module;
 
 typedef struct mod_case {
@@ -260,11 +268,43 @@ static nb_tensor *m_wrapper(nb_ctx *c, any_module *m, nb_tensor *x) {
 static nb_tensor *m_mha(nb_ctx *c, any_module *m, nb_tensor *x) {
     return nb_nn_mha_forward(c, &m->mha, x);
 }
+/* the composed ops (matmul, causal_fill, softmax, dropout, matmul) */
+static nb_tensor *m_mha_composed(nb_ctx *c, any_module *m, nb_tensor *x) {
+    m->mha.use_fused = false;
+    return nb_nn_mha_forward(c, &m->mha, x);
+}
 /* key padding: batch 1 masks its last key, so one query row is fully masked */
 static nb_tensor *m_mha_padded(nb_ctx *c, any_module *m, nb_tensor *x) {
     const uint8_t pad[2 * 4] = {0, 0, 0, 0, 1, 0, 0, 1};
     nb_tensor *mask = nb_from_data(c, NB_BOOL, NB_SHAPE(2, 4), pad);
     return nb_nn_mha_forward_masked(c, &m->mha, x, mask, NULL);
+}
+
+/* GPT (nabla/gpt.h): V 5, block 4, 2 layers, 2 heads, C 4; logits (B, T, 5) */
+static nb_tensor_list *gpt_params(any_module *m) { return &m->gpt.params; }
+static void gpt_train(any_module *m, bool on) { nb_gpt_train(&m->gpt, on); }
+static nb_status i_gpt_any(any_module *m, nb_ctx *p, nb_pcg32 *r, nb_gpt_arch arch, bool bias) {
+    nb_gpt_config cfg = nb_gpt_config_default(arch);
+    cfg.vocab_size = 5, cfg.block_size = 4, cfg.n_layer = 2, cfg.n_head = 2, cfg.n_embd = 4;
+    cfg.dropout = 0.3, cfg.bias = bias, cfg.qkv_bias = bias, cfg.dtype = NB_F64;
+    nb_status st = nb_gpt_init(&m->gpt, p, &cfg, r);
+    /* nanoGPT's std 0.02 and the unit LayerNorms: spread the values out */
+    for (int k = 0; !st && k < m->gpt.params.n; k++)
+        for (size_t i = 0; i < nb_list_tensor(&m->gpt.params, k)->numel; i++)
+            nb_set(nb_list_tensor(&m->gpt.params, k), i, 2.0 * nb_pcg32_double(r) - 1.0);
+    return st;
+}
+static nb_status i_gptmodel(any_module *m, nb_ctx *p, nb_pcg32 *r) {
+    return i_gpt_any(m, p, r, NB_GPT_GPTMODEL, true);
+}
+static nb_status i_nanogpt(any_module *m, nb_ctx *p, nb_pcg32 *r) {
+    return i_gpt_any(m, p, r, NB_GPT_NANOGPT, true);
+}
+static nb_status i_nanogpt_nobias(any_module *m, nb_ctx *p, nb_pcg32 *r) {
+    return i_gpt_any(m, p, r, NB_GPT_NANOGPT, false);
+}
+static nb_tensor *m_gpt(nb_ctx *c, any_module *m, nb_tensor *x) {
+    return nb_gpt_forward(c, &m->gpt, x);
 }
 
 #define MOD(T) T##_params, T##_train
@@ -282,6 +322,12 @@ static const mod_case modules[] = {
     {"MultiHeadAttn", "(2,4,4) 2 heads eval", i_mha, m_mha, MOD(mha), {IN_UNIFORM, S3(2, 4, 4)}},
     {"MultiHeadAttn", "(2,4,4) 2 heads train, fixed mask", i_mha, m_mha, MOD(mha), {IN_UNIFORM, S3(2, 4, 4)}, true},
     {"MultiHeadAttn", "(2,4,4) key padding mask, eval", i_mha, m_mha_padded, MOD(mha), {IN_UNIFORM, S3(2, 4, 4)}},
+    {"MultiHeadAttn", "(2,4,4) padded, train, fixed mask", i_mha, m_mha_padded, MOD(mha), {IN_UNIFORM, S3(2, 4, 4)}, true},
+    {"MultiHeadAttn", "composed ops, train, fixed mask", i_mha, m_mha_composed, MOD(mha), {IN_UNIFORM, S3(2, 4, 4)}, true},
+    {"GPTModel", "ids (2,3), qkv_bias, eval", i_gptmodel, m_gpt, MOD(gpt), {IN_CLASSES, S2(2, 3), 5}},
+    {"GPTModel", "ids (2,4), train, p=0.3 fixed masks", i_gptmodel, m_gpt, MOD(gpt), {IN_CLASSES, S2(2, 4), 5}, true},
+    {"nanoGPT", "ids (2,3), bias, tied head, eval", i_nanogpt, m_gpt, MOD(gpt), {IN_CLASSES, S2(2, 3), 5}},
+    {"nanoGPT", "ids (2,4), no bias, train, fixed masks", i_nanogpt_nobias, m_gpt, MOD(gpt), {IN_CLASSES, S2(2, 4), 5}, true},
 };
 
 static nb_tensor *draw(nb_ctx *ctx, const in_spec *s, nb_pcg32 *rng);

@@ -14,10 +14,43 @@ static bool any_requires_grad(int n_in, nb_tensor *const *in) {
     return false;
 }
 
+/* The first non-finite element of t, or -1. */
+static ptrdiff_t first_non_finite(const nb_tensor *t) {
+    for (size_t i = 0; i < t->numel; i++)
+        if (!isfinite(nb_get(t, i))) return (ptrdiff_t)i;
+    return -1;
+}
+
+/* Anomaly mode, forward: an op whose inputs are all finite must not produce
+ * a NaN or inf (the fills are exempt: their value is the caller's, as -inf
+ * for a causal mask). Reports the op, its creation site and input shapes. */
+static bool forward_ok(nb_ctx *ctx, int op, const char *name, const nb_tensor *out, int n_in,
+                       nb_tensor *const *in) {
+    if (op == NB_OP_MASKED_FILL || op == NB_OP_CAUSAL_FILL) return true;
+    ptrdiff_t bad = first_non_finite(out);
+    if (bad < 0) return true;
+    char shapes[256] = "", s[64];
+    for (int i = 0; i < n_in; i++) {
+        if (in[i] && first_non_finite(in[i]) >= 0) return true; /* passed on, not made */
+        size_t len = strlen(shapes);
+        snprintf(shapes + len, sizeof shapes - len, "%s%s", i ? ", " : "",
+                 in[i] ? nb_shape_str(in[i], s, sizeof s) : "None");
+    }
+    double v = nb_get(out, (size_t)bad);
+    nb_ctx_fail(ctx, NB_ERR_VALUE,
+                "anomaly: forward of op #%d '%s' (created at %s:%d) produced %s at element %td "
+                "of its output %s from finite inputs %s",
+                ctx->tape_len, name, ctx->site_file ? ctx->site_file : "?", ctx->site_line,
+                isnan(v) ? "nan" : v > 0 ? "inf" : "-inf", bad, nb_shape_str(out, s, sizeof s),
+                shapes);
+    return false;
+}
+
 static nb_node *record(nb_ctx *ctx, int op, const char *name, nb_tensor *out, int n_in,
                        nb_tensor *const *in, nb_backward_fn backward) {
     if (!nb_ctx_ok(ctx) || !out || !ctx->grad_enabled || !any_requires_grad(n_in, in))
         return NULL;
+    if (ctx->detect_anomaly && !forward_ok(ctx, op, name, out, n_in, in)) return NULL;
     nb_node *n = nb_ctx_alloc(ctx, sizeof *n);
     if (!n) return NULL;
     n->in = n->in_small;
