@@ -75,7 +75,7 @@ deps: $(DEPS_OK)
 # Only the targets that need packages install them (before any compiling);
 # plain `make` and `make install` just check for the one build dependency,
 # libcjson-dev, and say how to get it.
-INSTALL_GOALS := test demo memcheck deps
+INSTALL_GOALS := test test-slow test-browser demo memcheck bench-gpt deps
 ifneq ($(filter $(INSTALL_GOALS),$(MAKECMDGOALS)),)
 BUILD_DEPS := $(DEPS_OK)
 else
@@ -145,7 +145,7 @@ $(TEST_BIN): $(TEST_SRC) $(B)/tests/suites.h $(LIB_A) $(SUPPORT_OBJ) $(HDR) $(SU
 # The suites that run built programs (examples, nabla-train) find them
 # through NB_BUILD_DIR.
 test: $(DEPS_OK) all $(TEST_BIN)
-	NB_BUILD_DIR=$(abspath $(B)) $(TEST_BIN)
+	NB_BUILD_DIR=$(abspath $(B)) NB_CC="$(CC)" $(TEST_BIN)
 	python3 tools/matrix_coverage.py
 
 # Tests too big for `make test` (tests/slow/): the 124M GPT checkpoint with
