@@ -233,6 +233,33 @@ START_TEST(test_teach_scalar_matches_pytorch) {
 }
 END_TEST
 
+/* The custom-op example: SiLU's values (torch.nn.functional.silu([-2, 0, 2])
+ * = [-0.2384, 0, 1.7616]) in both dtypes, gradcheck passing the right rule
+ * and naming the planted wrong one, and training that works. */
+START_TEST(test_custom_op_silu_example) {
+    int st;
+    const char *out = example_output("custom_op_silu", &st);
+    ck_assert_msg(st == 0, "custom_op_silu failed:\n%s", out);
+    ck_assert_ptr_nonnull(strstr(out, "tensor([-0.2384,  0.0000,  1.7616])\ntensor([-0.2384,  0.0000,  1.7616])\n"));
+    ck_assert_ptr_nonnull(strstr(out, "gradcheck silu: passed\n"));
+    ck_assert_ptr_nonnull(strstr(out, "gradcheck silu_wrong (the planted bug): failed, blamed op #0 "
+                                      "'silu_wrong' at examples/custom_op_silu.c:"));
+    const char *at = strstr(out, "training: loss went from ");
+    ck_assert_ptr_nonnull(at);
+    double first, last;
+    ck_assert_int_eq(sscanf(at, "training: loss went from %lf to %lf", &first, &last), 2);
+    ck_assert_double_gt(first, 0.1);
+    ck_assert_double_lt(last, first / 10);
+    out = example_output("custom_op_silu --help", &st);
+    ck_assert_int_eq(st, 0);
+    ck_assert_ptr_nonnull(strstr(out, "usage: custom_op_silu"));
+    example_output("custom_op_silu --bogus", &st);
+    ck_assert_int_eq(WEXITSTATUS(st), 2);
+    example_output("teach_scalar --bogus", &st);
+    ck_assert_int_eq(WEXITSTATUS(st), 2);
+}
+END_TEST
+
 START_TEST(test_teach_backprop_prints_every_step) {
     const char *dir = getenv("NB_BUILD_DIR");
     char cmd[2048];
@@ -266,6 +293,7 @@ Suite *suite_teach(void) {
     tcase_add_test(tc, test_teach_backprop_prints_every_step);
     tcase_add_test(tc, test_teach_backprop_writes_only_what_it_is_told);
     tcase_add_test(tc, test_teach_scalar_matches_pytorch);
+    tcase_add_test(tc, test_custom_op_silu_example);
     suite_add_tcase(s, tc);
     return s;
 }

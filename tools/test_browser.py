@@ -29,6 +29,7 @@ CASES = [
     ("examples/teach_backprop", ["--model=attention"]),
     ("examples/teach_backprop", ["--model=gpt"]),
     ("examples/teach_scalar", []),
+    ("examples/custom_op_silu", []),
 ]
 NUM = re.compile(r"-?inf|nan|-?\d+(?:\.\d*)?(?:e[-+]?\d+)?")
 
