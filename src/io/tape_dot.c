@@ -26,9 +26,9 @@ static void dot_values(FILE *f, const nb_tensor *t, const void *buf) {
     fputs(t->numel > n ? ", ...]" : "]", f);
 }
 
-static void dot_tensor(FILE *f, const nb_tensor *t, const nb_tensor *root) {
+static void dot_tensor(FILE *f, const nb_tensor *t, size_t id, const nb_tensor *root) {
     char s[64];
-    fprintf(f, "  t%p [shape=record%s, label=\"{", (const void *)t,
+    fprintf(f, "  t%zu [shape=record%s, label=\"{", id,
             t == root ? ", style=bold" : t->node ? "" : ", style=filled, fillcolor=\"#eef5ff\"");
     if (t->name) fprintf(f, "%s | ", t->name);
     fprintf(f, "%s %s | data ", nb_shape_str(t, s, sizeof s), nb_dtype_name(t->dtype));
@@ -40,10 +40,12 @@ static void dot_tensor(FILE *f, const nb_tensor *t, const nb_tensor *root) {
     fputs("}\"];\n", f);
 }
 
-static bool seen_before(const void **seen, size_t n, const void *p) {
+/* The position of p in seen[0..n), or n when it is not there. Tensors are
+ * named by it (t0, t1, ...), so the same tape gives the same file. */
+static size_t seen_at(const void **seen, size_t n, const void *p) {
     for (size_t i = 0; i < n; i++)
-        if (seen[i] == p) return true;
-    return false;
+        if (seen[i] == p) return i;
+    return n;
 }
 
 nb_status nb_tape_dot(const nb_ctx *ctx, const nb_tensor *root, FILE *f) {
@@ -64,13 +66,13 @@ nb_status nb_tape_dot(const nb_ctx *ctx, const nb_tensor *root, FILE *f) {
         const nb_node *node = order[k];
         if (root && root->node && node->index > root->node->index) continue;
         for (int i = 0; i < node->n_in; i++)
-            if (!seen_before(seen, count, node->in[i])) {
+            if (seen_at(seen, count, node->in[i]) == count) {
                 seen[count++] = node->in[i];
-                dot_tensor(f, node->in[i], root);
+                dot_tensor(f, node->in[i], count - 1, root);
             }
-        if (!seen_before(seen, count, node->out)) {
+        if (seen_at(seen, count, node->out) == count) {
             seen[count++] = node->out;
-            dot_tensor(f, node->out, root);
+            dot_tensor(f, node->out, count - 1, root);
         }
         fprintf(f, "  op%d [shape=ellipse, label=\"#%d %s", node->index, node->index, node->name);
         if (node->file) {
@@ -79,8 +81,8 @@ nb_status nb_tape_dot(const nb_ctx *ctx, const nb_tensor *root, FILE *f) {
         }
         fputs("\"];\n", f);
         for (int i = 0; i < node->n_in; i++)
-            fprintf(f, "  t%p -> op%d;\n", (const void *)node->in[i], node->index);
-        fprintf(f, "  op%d -> t%p;\n", node->index, (const void *)node->out);
+            fprintf(f, "  t%zu -> op%d;\n", seen_at(seen, count, node->in[i]), node->index);
+        fprintf(f, "  op%d -> t%zu;\n", node->index, seen_at(seen, count, node->out));
     }
     fputs("}\n", f);
     free(order), free(seen);
