@@ -58,25 +58,26 @@ SILU_WRONG_BACKWARD(float)
 SILU_WRONG_BACKWARD(double)
 
 /* The rules nb_backward calls: read the output's gradient, add into the
- * input's (NULL when it needs none). */
-static void silu_backward(nb_ctx *ctx, nb_node *node) {
+ * input's (NULL when it needs none), in the input's dtype. */
+typedef void (*silu_rule_float)(float *dx, const float *dy, const float *x, size_t n);
+typedef void (*silu_rule_double)(double *dx, const double *dy, const double *x, size_t n);
+
+static void run_rule(nb_ctx *ctx, nb_node *node, silu_rule_float f32, silu_rule_double f64) {
     nb_tensor *x = nb_node_input(node, 0), *y = nb_node_output(node);
     void *dx = nb_grad_buffer(ctx, x);
     if (!dx) return;
     if (x->dtype == NB_F32)
-        silu_backward_float(dx, y->grad, x->data, x->numel);
+        f32(dx, y->grad, x->data, x->numel);
     else
-        silu_backward_double(dx, y->grad, x->data, x->numel);
+        f64(dx, y->grad, x->data, x->numel);
+}
+
+static void silu_backward(nb_ctx *ctx, nb_node *node) {
+    run_rule(ctx, node, silu_backward_float, silu_backward_double);
 }
 
 static void silu_wrong_backward(nb_ctx *ctx, nb_node *node) {
-    nb_tensor *x = nb_node_input(node, 0), *y = nb_node_output(node);
-    void *dx = nb_grad_buffer(ctx, x);
-    if (!dx) return;
-    if (x->dtype == NB_F32)
-        silu_wrong_backward_float(dx, y->grad, x->data, x->numel);
-    else
-        silu_wrong_backward_double(dx, y->grad, x->data, x->numel);
+    run_rule(ctx, node, silu_wrong_backward_float, silu_wrong_backward_double);
 }
 
 /* silu(x): x any shape, F32 or F64 -> same shape and dtype. Errors go on ctx
@@ -173,19 +174,8 @@ static bool train(nb_ctx *params, const teach_outputs *out) {
 
 int main(int argc, char **argv) {
     teach_outputs out = {0};
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--help")) {
-            fputs(usage, stdout);
-            return 0;
-        }
-        if (outputs_flag(&out, argv[i])) continue;
-        fprintf(stderr, "custom_op_silu: unknown argument '%s'\n%s", argv[i], usage);
-        return 2;
-    }
-    if (!outputs_valid(&out)) {
-        fprintf(stderr, "custom_op_silu: an output flag needs a file name\n%s", usage);
-        return 2;
-    }
+    int status = parse_args(argc, argv, "custom_op_silu", usage, &out, NULL, NULL);
+    if (status >= 0) return status;
     nb_ctx *ctx = nb_ctx_new(0), *params = nb_ctx_new(0);
     if (!ctx || !params) return 1;
     /* the same op in both dtypes */

@@ -7,14 +7,22 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static char *dot_of(const nb_ctx *ctx, const nb_tensor *root) {
+static nb_status dot_view(nb_ctx *ctx, const nb_tensor *root, FILE *f) {
+    return nb_tape_dot(ctx, root, f);
+}
+
+/* What a view function writes, as a string (free it). */
+static char *view_of(nb_status (*view)(nb_ctx *, const nb_tensor *, FILE *), nb_ctx *ctx,
+                     const nb_tensor *root) {
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
-    ck_assert_int_eq(nb_tape_dot(ctx, root, f), NB_OK);
+    ck_assert_int_eq(view(ctx, root, f), NB_OK);
     fclose(f);
     return buf;
 }
+
+static char *dot_of(nb_ctx *ctx, const nb_tensor *root) { return view_of(dot_view, ctx, root); }
 
 START_TEST(test_tape_dot_draws_ops_tensors_and_grads) {
     nb_ctx *ctx = nb_ctx_new(0);
@@ -64,6 +72,14 @@ START_TEST(test_tape_dot_names_parameters_by_module_path) {
     ck_assert_ptr_null(strstr(dot, "{weight |"));
     ck_assert_ptr_null(strstr(dot, "{bias |"));
     free(dot);
+    char *trace = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&trace, &len);
+    nb_tape_print(step, f);
+    fclose(f);
+    ck_assert_ptr_nonnull(strstr(trace, "linear        (1, 4, 3), W_query.weight (2, 3)*, W_query.bias (2)* -> (1, 4, 2)"));
+    ck_assert_ptr_nonnull(strstr(trace, "out_proj.weight (2, 2)*, out_proj.bias (2)*"));
+    free(trace);
 
     nb_nn_linear fc;
     nb_tensor_list mlp = {0}, block = {0}, model = {0};
@@ -78,15 +94,6 @@ START_TEST(test_tape_dot_names_parameters_by_module_path) {
 }
 END_TEST
 
-static char *html_of(nb_ctx *ctx, const nb_tensor *root) {
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&buf, &len);
-    ck_assert_int_eq(nb_tape_html(ctx, root, f), NB_OK);
-    fclose(f);
-    return buf;
-}
-
 /* The page is self-contained, carries every op's rule, and what each step
  * sends is the local rule's share: for y = x * x + x, mul sends 2x·dout
  * (once, x being both inputs) and add sends dout; x's own gradient is left
@@ -97,7 +104,7 @@ START_TEST(test_tape_html_is_self_contained_and_steps) {
     x->name = "x";
     nb_tensor *s = nb_sum(ctx, nb_add(ctx, nb_mul(ctx, x, x), x));
     ck_assert_int_eq(nb_backward(ctx, s, NULL), NB_OK);
-    char *page = html_of(ctx, s);
+    char *page = view_of(nb_tape_html, ctx, s);
     ck_assert_ptr_nonnull(strstr(page, "<!DOCTYPE html>"));
     ck_assert_ptr_null(strstr(page, "<script src"));
     ck_assert_ptr_null(strstr(page, "<link"));
@@ -114,7 +121,7 @@ START_TEST(test_tape_html_is_self_contained_and_steps) {
     free(page);
     /* nothing reached by backward: no steps, still a page */
     nb_tensor *y = nb_exp(ctx, x);
-    page = html_of(ctx, y);
+    page = view_of(nb_tape_html, ctx, y);
     ck_assert_ptr_null(strstr(page, "\"index\":3,\"op\":\"exp\",\"formula\":\"dx = dout · out  (out = exp(x))\",\"site\":null,\"inputs\":[0],\"out\":4,\"sends\""));
     ck_assert_ptr_nonnull(strstr(page, "\"index\":3,\"op\":\"exp\""));
     free(page);
@@ -319,7 +326,7 @@ START_TEST(test_teach_backprop_prints_every_step) {
     size_t n = fread(out, 1, sizeof out - 1, p);
     out[n] = '\0';
     ck_assert_int_eq(pclose(p), 0);
-    ck_assert_ptr_nonnull(strstr(out, "#0   matmul        (2, 3), (3, 2)* -> (2, 2)  at examples/teach_backprop.c:"));
+    ck_assert_ptr_nonnull(strstr(out, "#0   matmul        x (2, 3), W (3, 2)* -> a (2, 2)  at examples/teach_backprop.c:"));
     ck_assert_ptr_nonnull(strstr(out, "#3   mse_loss"));
     ck_assert_ptr_nonnull(strstr(out, "L = tensor(0.5709)"));
     ck_assert_ptr_nonnull(strstr(out, "grad sent to W:\ntensor([[ 0.1786, -0.1534],\n"

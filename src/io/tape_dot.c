@@ -3,7 +3,7 @@
  * values and gradient, one ellipse per op, arrows in the forward direction.
  *
  *   nb_tape_dot(ctx, loss, f);      then:  dot -Tsvg tape.dot -o tape.svg */
-#include "nb_internal.h"
+#include "tape_json.h"
 
 #include <stdlib.h>
 
@@ -16,13 +16,7 @@ static void dot_values(FILE *f, const nb_tensor *t, const void *buf) {
     }
     size_t n = t->numel < DOT_SHOW ? t->numel : DOT_SHOW;
     fputc('[', f);
-    for (size_t i = 0; i < n; i++) {
-        double v = t->dtype == NB_F32   ? ((const float *)buf)[i]
-                   : t->dtype == NB_F64 ? ((const double *)buf)[i]
-                   : t->dtype == NB_I64 ? (double)((const int64_t *)buf)[i]
-                                        : (double)((const uint8_t *)buf)[i];
-        fprintf(f, i ? ", %.4f" : "%.4f", v);
-    }
+    for (size_t i = 0; i < n; i++) fprintf(f, i ? ", %.4f" : "%.4f", nb_buf_get(t, buf, i));
     fputs(t->numel > n ? ", ...]" : "]", f);
 }
 
