@@ -14,8 +14,9 @@ static nb_status dot_view(nb_ctx *ctx, const nb_tensor *root, FILE *f) {
 /* What a view function writes, as a string (free it). */
 static char *view_of(nb_status (*view)(nb_ctx *, const nb_tensor *, FILE *), nb_ctx *ctx,
                      const nb_tensor *root) {
-    char *buf = NULL;
-    size_t len = 0;
+    static char *buf; /* static: gcc takes a local's address for a dangling pointer */
+    static size_t len;
+    buf = NULL, len = 0;
     FILE *f = open_memstream(&buf, &len);
     ck_assert_int_eq(view(ctx, root, f), NB_OK);
     fclose(f);
@@ -125,6 +126,17 @@ START_TEST(test_tape_html_is_self_contained_and_steps) {
     ck_assert_ptr_null(strstr(page, "\"index\":3,\"op\":\"exp\",\"formula\":\"dx = dout · out  (out = exp(x))\",\"site\":null,\"inputs\":[0],\"out\":4,\"sends\""));
     ck_assert_ptr_nonnull(strstr(page, "\"index\":3,\"op\":\"exp\""));
     free(page);
+    /* a big tensor is summarized: its first 64 values and min, max, mean */
+    nb_tensor *big = nb_requires_grad(nb_zeros(ctx, NB_F64, NB_SHAPE(10, 10)));
+    for (size_t i = 0; i < 100; i++) nb_set(big, i, (double)i);
+    nb_tensor *m = nb_mean(ctx, big);
+    ck_assert_int_eq(nb_backward(ctx, m, NULL), NB_OK);
+    page = view_of(nb_tape_json, ctx, m);
+    ck_assert_ptr_nonnull(strstr(page, ",62,63],\"grad\":[0.01,"));
+    ck_assert_ptr_nonnull(strstr(page, "\"truncated\":true,\"data_stats\":[0,99,49.5],\"grad_stats\":[0.01,0.01,0.01"));
+    ck_assert_ptr_null(strstr(page, "\"sends\"")); /* the JSON alone has no steps */
+    free(page);
+    ck_assert_int_eq(nb_tape_json(NULL, s, stdout), NB_ERR_NULL);
     ck_assert_int_eq(nb_tape_html(NULL, s, stdout), NB_ERR_NULL);
     ck_assert_int_eq(nb_tape_html(ctx, s, NULL), NB_ERR_NULL);
     FILE *ro = fopen("/dev/null", "r"); /* writes fail: ferror */
