@@ -252,6 +252,13 @@ soak: $(B)/bin/nabla-soak
 	$(B)/bin/nabla-soak --steps $(SOAK_STEPS) --threads 1
 	$(B)/bin/nabla-soak --steps $(SOAK_STEPS) --threads 2
 
+# docs/tape.svg, the README's picture: the lecture tape of teach_backprop,
+# top to bottom, scaled by Graphviz to at most 8 in (576 pt, 768 px) wide.
+docs: $(DEPS_OK) $(B)/examples/teach_backprop
+	@command -v dot >/dev/null || sh tools/install-deps.sh graphviz
+	$(B)/examples/teach_backprop --dot=$(B)/tape.dot --force >/dev/null
+	dot -Tsvg -Gsize=8,20 $(B)/tape.dot -o docs/tape.svg
+
 install: lib
 	install -d $(DESTDIR)$(INCLUDEDIR)/nabla $(DESTDIR)$(LIBDIR) $(DESTDIR)$(PKGCONFIGDIR)
 	install -m 644 include/nabla.h $(DESTDIR)$(INCLUDEDIR)/

@@ -295,9 +295,11 @@ bool nb_set_detect_anomaly(nb_ctx *ctx, bool on);
 
 /* Number of nodes on the tape. */
 int nb_tape_len(const nb_ctx *ctx);
-/* Prints the tape, one node a line: index, op, input and output shapes,
- * creation site. For teaching and debugging. NB_OK, NB_ERR_NULL,
- * NB_ERR_MEMORY or NB_ERR_IO (a write failed; f is flushed to find out). */
+/* Prints the tape, one node a line: index, op, input and output shapes
+ * (after the tensor's name when it has one: parameters show their module
+ * path, "W_query.weight (2, 3)*"), creation site. For teaching and
+ * debugging. NB_OK, NB_ERR_NULL, NB_ERR_MEMORY or NB_ERR_IO (a write
+ * failed; f is flushed to find out). */
 nb_status nb_tape_print(const nb_ctx *ctx, FILE *f);
 /* Writes the tape as a Graphviz digraph (render with `dot -Tsvg`): a box per
  * tensor with its shape, first values and gradient, an ellipse per op with

@@ -246,10 +246,14 @@ nb_status nb_tape_print(const nb_ctx *ctx, FILE *f) {
         const nb_node *node = order[k];
         char s[64];
         fprintf(f, "  #%-3d %-14s", node->index, node->name);
-        for (int i = 0; i < node->n_in; i++)
-            fprintf(f, "%s%s%s", i ? ", " : "", nb_shape_str(node->in[i], s, sizeof s),
-                    node->in[i]->requires_grad ? "*" : "");
-        fprintf(f, " -> %s", nb_shape_str(node->out, s, sizeof s));
+        /* named tensors (parameters by module path) show their name */
+        for (int i = 0; i < node->n_in; i++) {
+            const nb_tensor *t = node->in[i];
+            fprintf(f, "%s%s%s%s%s", i ? ", " : "", t->name ? t->name : "", t->name ? " " : "",
+                    nb_shape_str(t, s, sizeof s), t->requires_grad ? "*" : "");
+        }
+        fprintf(f, " -> %s%s%s", node->out->name ? node->out->name : "",
+                node->out->name ? " " : "", nb_shape_str(node->out, s, sizeof s));
         if (node->file) fprintf(f, "  at %s:%d", node->file, node->line);
         fputc('\n', f);
     }
