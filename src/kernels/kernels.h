@@ -13,13 +13,14 @@
 #endif
 
 /* ---- float32 gemm micro-kernels (sgemm_*.c) -------------------------------
- * c (MR, NR) = or += a (MR, kc) @ b (kc, NR), where a is packed column by
- * column (a[p * MR + r]) and b row by row (b[p * NR + l]), both zero-padded
- * to the full tile; c's rows are ldc apart. Each c element is one FMA chain
+ * c (MR, NR) = or += a (MR, kc) @ b (kc, NR), where a's element (r, p) is
+ * a[r * ars + p * acs] (in place, or packed with ars 1, acs MR) and b is
+ * packed row by row (b[p * NR + l]), zero-padded to NR; c's rows are ldc
+ * apart. Each c element is one FMA chain
  * over p = 0..kc-1 from zero, then stored in or added to c: every kernel
  * (and the unpacked gemm in ops/matmul.c) gives the same bits. */
-typedef void (*nb_sgemm_ukr)(int64_t kc, const float *a, const float *b, float *c, int64_t ldc,
-                             bool add);
+typedef void (*nb_sgemm_ukr)(int64_t kc, const float *a, int64_t ars, int64_t acs,
+                             const float *b, float *c, int64_t ldc, bool add);
 
 typedef struct nb_sgemm_kernel {
     int mr, nr;
@@ -29,12 +30,12 @@ typedef struct nb_sgemm_kernel {
 #if NB_X86_KERNELS
 #define NB_SGEMM_AVX512_MR 8
 #define NB_SGEMM_AVX512_NR 32
-NB_HIDDEN void nb_sgemm_ukr_avx512(int64_t kc, const float *a, const float *b, float *c,
-                                   int64_t ldc, bool add);
+NB_HIDDEN void nb_sgemm_ukr_avx512(int64_t kc, const float *a, int64_t ars, int64_t acs,
+                                   const float *b, float *c, int64_t ldc, bool add);
 #define NB_SGEMM_AVX2_MR 6
 #define NB_SGEMM_AVX2_NR 16
-NB_HIDDEN void nb_sgemm_ukr_avx2(int64_t kc, const float *a, const float *b, float *c,
-                                 int64_t ldc, bool add);
+NB_HIDDEN void nb_sgemm_ukr_avx2(int64_t kc, const float *a, int64_t ars, int64_t acs,
+                                 const float *b, float *c, int64_t ldc, bool add);
 #endif
 
 /* The kernel for this CPU (AVX-512, else AVX2 + FMA), or NULL when it has
@@ -42,9 +43,9 @@ NB_HIDDEN void nb_sgemm_ukr_avx2(int64_t kc, const float *a, const float *b, flo
 NB_HIDDEN const nb_sgemm_kernel *nb_sgemm_kernel_best(void);
 
 /* c (rows, cols) (+)= a @ b as nb_gemm_float does (same strides, same
- * bits), blocked and packed for kernel k: panels of b (kc, nc) and slivers
- * of a (MR, kc) are copied into per-thread buffers kept for the thread's
- * life. kc is NB_GEMM_KC, the same inner block as the unpacked gemm. */
+ * bits), blocked and packed for kernel k: panels of b (kc, nc), and the
+ * last sliver of a when it has fewer than MR rows, are copied into
+ * per-thread buffers kept for the thread's life. kc is NB_GEMM_KC, the same inner block as the unpacked gemm. */
 #define NB_GEMM_KC 256
 NB_HIDDEN bool nb_sgemm_packed(const nb_sgemm_kernel *k, float *c, const float *a, int64_t ars,
                                int64_t acs, const float *b, int64_t brs, int64_t bcs,
@@ -74,6 +75,8 @@ typedef struct nb_adam_coef {
 
 typedef struct nb_vec_kernels {
     const char *isa; /* "avx512", "avx2" or "portable" */
+    /* the largest of n >= 1 elements, NaN when any is NaN */
+    float (*max)(const float *x, size_t n);
     /* y = exp(x - m) for n elements; returns their sum. */
     float (*exp_sub_sum)(float *y, const float *x, float m, size_t n);
     /* y *= s */

@@ -40,6 +40,25 @@ static float sum16(const float *part) {
     return s[0];
 }
 
+ATTR static float max(const float *x, size_t n) {
+    __m256 m = _mm256_set1_ps(x[0]), nan_ = _mm256_setzero_ps();
+    size_t j = 0;
+    for (; j + 8 <= n; j += 8) {
+        __m256 v = _mm256_loadu_ps(x + j);
+        nan_ = _mm256_or_ps(nan_, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+        m = _mm256_max_ps(m, v);
+    }
+    float part[8], r = x[0];
+    _mm256_storeu_ps(part, m);
+    bool any_nan = _mm256_movemask_ps(nan_) != 0;
+    for (int l = 0; l < 8; l++) r = part[l] > r ? part[l] : r;
+    for (; j < n; j++) {
+        r = x[j] > r ? x[j] : r;
+        any_nan |= isnan(x[j]);
+    }
+    return any_nan ? NAN : r;
+}
+
 ATTR static float exp_sub_sum(float *y, const float *x, float m, size_t n) {
     __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps(), mv = _mm256_set1_ps(m);
     size_t j = 0;
@@ -156,6 +175,6 @@ ATTR static void adam(float *p, const float *g, float *m, float *v, size_t n,
     if (i < n) nb_vec_portable.adam(p + i, g + i, m + i, v + i, n - i, c);
 }
 
-const nb_vec_kernels nb_vec_avx2 = {"avx2", exp_sub_sum, scale, softmax_bwd,
+const nb_vec_kernels nb_vec_avx2 = {"avx2", max, exp_sub_sum, scale, softmax_bwd,
                                     dropout, dropout_bwd, adam};
 #endif

@@ -44,6 +44,18 @@ ATTR static __mmask16 tail_mask(size_t left) {
     return left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1);
 }
 
+ATTR static float max(const float *x, size_t n) {
+    __m512 m = _mm512_set1_ps(x[0]);
+    __mmask16 nan_ = 0;
+    for (size_t j = 0; j < n; j += 16) {
+        __mmask16 k = tail_mask(n - j);
+        __m512 v = _mm512_mask_loadu_ps(m, k, x + j); /* lanes past the end repeat m */
+        nan_ |= _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+        m = _mm512_max_ps(m, v);
+    }
+    return nan_ ? NAN : _mm512_reduce_max_ps(m);
+}
+
 ATTR static float exp_sub_sum(float *y, const float *x, float m, size_t n) {
     __m512 acc = _mm512_setzero_ps(), mv = _mm512_set1_ps(m);
     for (size_t j = 0; j < n; j += 16) {
@@ -132,6 +144,6 @@ ATTR static void adam(float *p, const float *g, float *m, float *v, size_t n,
     }
 }
 
-const nb_vec_kernels nb_vec_avx512 = {"avx512", exp_sub_sum, scale, softmax_bwd,
+const nb_vec_kernels nb_vec_avx512 = {"avx512", max, exp_sub_sum, scale, softmax_bwd,
                                       dropout, dropout_bwd, adam};
 #endif

@@ -46,6 +46,16 @@ static float sum16(const float *part) {
     return s[0];
 }
 
+static float max(const float *x, size_t n) {
+    float m = x[0];
+    bool nan_ = false;
+    for (size_t j = 0; j < n; j++) {
+        m = x[j] > m ? x[j] : m;
+        nan_ |= isnan(x[j]);
+    }
+    return nan_ ? NAN : m;
+}
+
 static float exp_sub_sum(float *y, const float *x, float m, size_t n) {
     float part[16] = {0};
     for (size_t j = 0; j < n; j++) {
@@ -107,7 +117,7 @@ static void adam(float *p, const float *g, float *m, float *v, size_t n, const n
     }
 }
 
-const nb_vec_kernels nb_vec_portable = {"portable", exp_sub_sum, scale, softmax_bwd,
+const nb_vec_kernels nb_vec_portable = {"portable", max, exp_sub_sum, scale, softmax_bwd,
                                         dropout, dropout_bwd, adam};
 
 const nb_vec_kernels *nb_vec(void) {

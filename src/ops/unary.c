@@ -12,7 +12,7 @@
  * run in float for f32 tensors and in double for f64, as PyTorch's CPU kernels
  * do. log and sqrt of negative numbers give NaN, as in PyTorch; that is a
  * value, not an error. */
-#include "nb_internal.h"
+#include "kernels/kernels.h"
 
 #include <tgmath.h>
 
@@ -105,8 +105,31 @@ nb_tensor *nb_add_scalar(nb_ctx *ctx, nb_tensor *a, double s) {
 
 /* ---- exp: y = e^x;  dy/dx = e^x = y (reuses the saved output) --------------- */
 UNARY_OP(exp, y = exp(x), d = y)
+
+/* float exp through the SIMD polynomial (kernels/vec_*.c, within 2 ulp of
+ * expf), split over threads; double through the loop above. */
+typedef struct exp_job {
+    const float *x;
+    float *y;
+    const nb_vec_kernels *vk;
+} exp_job;
+
+static void exp_range(void *arg, int64_t lo, int64_t hi) {
+    const exp_job *j = arg;
+    j->vk->exp_sub_sum(j->y + lo, j->x + lo, 0.0f, (size_t)(hi - lo));
+}
+
+static void exp_forward_fast(const nb_tensor *a, nb_tensor *out, double p_) {
+    if (a->dtype != NB_F32) {
+        exp_forward(a, out, p_);
+        return;
+    }
+    exp_job j = {a->data, out->data, nb_vec()};
+    nb_parallel_for((int64_t)a->numel, 16384, exp_range, &j);
+}
+
 nb_tensor *nb_exp(nb_ctx *ctx, nb_tensor *a) {
-    return unary(ctx, NB_OP_EXP, a, 0, exp_forward, exp_backward, NULL);
+    return unary(ctx, NB_OP_EXP, a, 0, exp_forward_fast, exp_backward, NULL);
 }
 
 /* ---- log: y = ln x;  dy/dx = 1 / x (reuses the input) ----------------------- */
