@@ -10,6 +10,7 @@
 #   make fuzz       libFuzzer campaign over the file loaders (FUZZ_SECONDS=60 in all)
 #   make soak       20,000-step training at 1 and 2 threads: RSS, speed, resume
 #   make bench      speed figures (bench-gpt: nabla-gpt vs PyTorch's GPT)
+#   make bench-attention  the fused attention op against the composed ops
 #   make test-browser  the tape explorer page clicked through in headless Chromium
 #   make docs       docs/tape.svg redrawn from the current tape (Graphviz)
 #   make install    PREFIX=/usr/local DESTDIR=
@@ -58,7 +59,7 @@ PC := $(B)/nabla.pc
 DEPS_OK := $(B)/.deps-ok
 
 .PHONY: all lib deps test demo gradcheck memcheck bench install uninstall clean
-.PHONY: bench-compare bench-gemm
+.PHONY: bench-compare bench-gemm bench-attention
 .PHONY: fuzz fuzz-seeds soak
 .PHONY: test-slow
 .PHONY: demo-reverse bench-gpt
@@ -190,6 +191,13 @@ bench-gpt: $(DEPS_OK) $(B)/bin/nabla-gpt
 bench-compare: $(B)/bin/nabla-bench-mha
 	@sh tools/install-deps.sh python3-torch
 	/usr/bin/python3 tools/bench_compare.py --build $(B)
+
+# The fused attention op (nb_sdpa) against the composed ops, and
+# MultiHeadAttention steps on both paths, at the medium and large configs, 1
+# and 2 threads, interleaved. About a minute.
+bench-attention: $(B)/bin/nabla-bench-attention
+	$(B)/bin/nabla-bench-attention --threads 1
+	$(B)/bin/nabla-bench-attention --threads 2
 
 # nabla's float32 gemm against OpenBLAS sgemm (the yardstick only: the
 # library never links OpenBLAS).

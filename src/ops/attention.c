@@ -25,8 +25,10 @@
  * order, so results are the same bits on any thread count. */
 #include "nb_internal.h"
 
-#define SDPA_BQ 32 /* query rows per tile */
-#define SDPA_BK 32 /* keys per tile */
+#include "kernels/kernels.h"
+
+#define SDPA_BQ 64 /* query rows per tile */
+#define SDPA_BK 64 /* keys per tile */
 
 /* One call: sizes, data, and what the masks hide. */
 typedef struct sdpa_job {
@@ -47,9 +49,11 @@ typedef struct sdpa_job {
     void *gq, *gk, *gv;  /* backward: the inputs' gradients, or NULL */
 } sdpa_job;
 
-/* Whether key j is hidden from query i of batch b. */
-static inline bool key_hidden(const sdpa_job *J, int64_t b, int64_t i, int64_t j) {
-    return (J->causal && j > i) || (J->pad && J->pad[b * J->Tk + j]);
+/* How many keys of [j0, j0 + bk) the causal mask lets query i see: the
+ * first ones, up to key i. */
+static inline int64_t causal_limit(const sdpa_job *J, int64_t i, int64_t j0, int64_t bk) {
+    int64_t lim = J->causal ? i - j0 + 1 : bk;
+    return lim < 0 ? 0 : lim > bk ? bk : lim;
 }
 
 /* Whether some query of [i0, i0 + bq) sees some key of [j0, j0 + bk). */
@@ -81,9 +85,11 @@ static void set_dropout(sdpa_job *J, double p, uint64_t seed) {
 }
 
 #define SDPA_T float
+#define SDPA_IS_FLOAT 1
 #include "attention_tiles.h"
 #undef SDPA_T
 #define SDPA_T double
+#define SDPA_IS_FLOAT 0
 #include "attention_tiles.h"
 #undef SDPA_T
 

@@ -1,6 +1,6 @@
 /* ops/attention_tiles.h - the tile kernels of nb_sdpa for one element type,
  * included by ops/attention.c once with SDPA_T float and once with double.
- * The types and helpers they use (sdpa_job, SDPA_BQ, SDPA_BK, key_hidden,
+ * The types and helpers they use (sdpa_job, SDPA_BQ, SDPA_BK, causal_limit,
  * tile_visible, keep_row) are defined there.
  *
  * Notation for head (b, h): Q (Tq, hd), K (Tk, hd), V (Tk, hdv), rows
@@ -15,6 +15,45 @@
 #define SDPA_GEMM SDPA_CAT(nb_gemm, SDPA_T)
 #define SDPA_EXP(x) _Generic((SDPA_T)0, float: expf, default: exp)(x)
 #define SDPA_LOG(x) _Generic((SDPA_T)0, float: logf, default: log)(x)
+
+/* x[c] = exp(x[c] - m) over a row of scores whose max is m, -inf giving 0;
+ * returns the sum. The SIMD kernel (its fixed order of partial sums) for
+ * float, libm's exp for double. */
+static inline SDPA_T SDPA_FN(exp_shifted)(SDPA_T *x, int64_t n, SDPA_T m) {
+#if SDPA_IS_FLOAT
+    return nb_vec()->exp_sub_sum(x, x, m, (size_t)n);
+#else
+    double sum = 0;
+    for (int64_t c = 0; c < n; c++) {
+        x[c] = x[c] == -INFINITY ? 0 : exp(x[c] - m);
+        sum += x[c];
+    }
+    return sum;
+#endif
+}
+
+/* Row r's scores x (bk) scaled, with keys at and after `lim` (causal) and
+ * padded ones (colbias -inf, else 0) set to -inf. Returns the row max, NaN
+ * if the row holds a NaN. */
+static inline SDPA_T SDPA_FN(mask_row)(SDPA_T *x, int64_t bk, int64_t lim, SDPA_T scale,
+                                       const SDPA_T *colbias) {
+    SDPA_T mx = -INFINITY;
+    bool nan_ = false;
+    for (int64_t c = 0; c < lim; c++) {
+        x[c] = x[c] * scale + colbias[c];
+        mx = x[c] > mx ? x[c] : mx;
+        nan_ |= isnan(x[c]);
+    }
+    for (int64_t c = lim; c < bk; c++) x[c] = -INFINITY;
+    return nan_ ? (SDPA_T)NAN : mx;
+}
+
+/* colbias for keys [j0, j0 + bk) of batch b: -inf for padding, else 0. */
+static inline void SDPA_FN(pad_bias)(const sdpa_job *J, int64_t b, int64_t j0, int64_t bk,
+                                     SDPA_T *colbias) {
+    for (int64_t c = 0; c < bk; c++)
+        colbias[c] = J->pad && J->pad[b * J->Tk + j0 + c] ? (SDPA_T)-INFINITY : (SDPA_T)0;
+}
 
 /* ---- forward: one query tile, all its visible key tiles -----------------------
  * Online softmax over the key tiles, per query row r with running max m and
@@ -35,7 +74,7 @@ static void SDPA_FN(sdpa_forward_tile)(const sdpa_job *J, int64_t b, int64_t h, 
     const T *v = (const T *)J->v + b * Tk * ldv + h * hdv;
     T *acc = (T *)J->acc + ((b * H + h) * Tq + i0) * hdv;
     const T scale = (T)J->scale, keep_scale = (T)J->keep_scale;
-    T s[SDPA_BQ * SDPA_BK], m[SDPA_BQ], l[SDPA_BQ];
+    T s[SDPA_BQ * SDPA_BK], m[SDPA_BQ], l[SDPA_BQ], colbias[SDPA_BK];
     uint8_t keep[SDPA_BK];
     memset(acc, 0, (size_t)(bq * hdv) * sizeof(T));
     for (int64_t r = 0; r < bq; r++) m[r] = -INFINITY, l[r] = 0;
@@ -44,22 +83,16 @@ static void SDPA_FN(sdpa_forward_tile)(const sdpa_job *J, int64_t b, int64_t h, 
         if (!tile_visible(J, b, i0, bq, j0, bk)) continue;
         /* s (bq, bk) = Q_tile @ K_tile^T */
         SDPA_GEMM(s, q, ldq, 1, k + j0 * ldq, 1, ldq, bq, hd, bk, false);
+        SDPA_FN(pad_bias)(J, b, j0, bk, colbias);
         for (int64_t r = 0; r < bq; r++) {
-            T *x = s + r * bk, mx = -INFINITY;
-            for (int64_t c = 0; c < bk; c++) {
-                x[c] = key_hidden(J, b, i0 + r, j0 + c) ? (T)-INFINITY : x[c] * scale;
-                mx = x[c] > mx ? x[c] : mx;
-            }
-            T m_new = mx > m[r] ? mx : m[r];
+            T *x = s + r * bk;
+            T mx = SDPA_FN(mask_row)(x, bk, causal_limit(J, i0 + r, j0, bk), scale, colbias);
+            T m_new = mx > m[r] || isnan(mx) ? mx : m[r];
             if (m_new == -INFINITY) { /* nothing visible yet in this row */
                 memset(x, 0, (size_t)bk * sizeof(T));
                 continue;
             }
-            T alpha = SDPA_EXP(m[r] - m_new), sum = 0;
-            for (int64_t c = 0; c < bk; c++) {
-                x[c] = x[c] == -INFINITY ? (T)0 : SDPA_EXP(x[c] - m_new);
-                sum += x[c];
-            }
+            T alpha = SDPA_EXP(m[r] - m_new), sum = SDPA_FN(exp_shifted)(x, bk, m_new);
             l[r] = l[r] * alpha + sum;
             m[r] = m_new;
             if (alpha != 1)
@@ -104,7 +137,7 @@ static void SDPA_FN(sdpa_backward_head)(const sdpa_job *J, int64_t b, int64_t h)
     T *dq = (T *)J->acc + (b * H + h) * (Tq * hd + Tk * hd + Tk * hdv);
     T *dk = dq + Tq * hd, *dv = dk + Tk * hd;
     const T scale = (T)J->scale, keep_scale = (T)J->keep_scale;
-    T p[SDPA_BQ * SDPA_BK], dp[SDPA_BQ * SDPA_BK], dd[SDPA_BQ];
+    T p[SDPA_BQ * SDPA_BK], dp[SDPA_BQ * SDPA_BK], dd[SDPA_BQ], colbias[SDPA_BK];
     uint8_t keep[SDPA_BK];
     memset(dq, 0, (size_t)(Tq * hd + Tk * hd + Tk * hdv) * sizeof(T));
     for (int64_t i0 = 0; i0 < Tq; i0 += SDPA_BQ) {
@@ -120,11 +153,15 @@ static void SDPA_FN(sdpa_backward_head)(const sdpa_job *J, int64_t b, int64_t h)
             if (!tile_visible(J, b, i0, bq, j0, bk)) continue;
             SDPA_GEMM(p, qt, ldq, 1, k + j0 * ldq, 1, ldq, bq, hd, bk, false);   /* Q K^T */
             SDPA_GEMM(dp, dot, ldv, 1, v + j0 * ldv, 1, ldv, bq, hdv, bk, false); /* dO V^T */
+            SDPA_FN(pad_bias)(J, b, j0, bk, colbias);
             for (int64_t r = 0; r < bq; r++) {
                 T *pr = p + r * bk, *dpr = dp + r * bk, L = lse[i0 + r];
-                for (int64_t c = 0; c < bk; c++)
-                    pr[c] = L == -INFINITY || key_hidden(J, b, i0 + r, j0 + c)
-                                ? (T)0 : SDPA_EXP(pr[c] * scale - L);
+                if (L == -INFINITY) { /* the query sees nothing: P = 0 */
+                    memset(pr, 0, (size_t)bk * sizeof(T));
+                } else {
+                    SDPA_FN(mask_row)(pr, bk, causal_limit(J, i0 + r, j0, bk), scale, colbias);
+                    SDPA_FN(exp_shifted)(pr, bk, L);
+                }
                 if (J->dropout) {
                     keep_row(J, b, h, i0 + r, j0, bk, keep);
                     for (int64_t c = 0; c < bk; c++) {
@@ -158,3 +195,4 @@ static void SDPA_FN(sdpa_backward_head)(const sdpa_job *J, int64_t b, int64_t h)
 #undef SDPA_GEMM
 #undef SDPA_EXP
 #undef SDPA_LOG
+#undef SDPA_IS_FLOAT
