@@ -425,6 +425,64 @@ START_TEST(test_accumulation_equals_big_batch) {
 }
 END_TEST
 
+static nb_status failing_sync(const nb_tensor_list *params, void *user) {
+    (void)params, (void)user;
+    return NB_ERR_IO;
+}
+
+static nb_tensor *null_loss(nb_ctx *ctx, int micro, void *user) {
+    (void)ctx, (void)micro, (void)user;
+    return NULL;
+}
+
+/* a failing sync hook or loss stops the step before the update */
+START_TEST(test_train_step_errors) {
+    nb_ctx *p = nb_ctx_new(0), *s = nb_ctx_new(0);
+    nb_pcg32 rng;
+    nb_pcg32_seed(&rng, 5, 1);
+    nb_gpt_config c = tiny_config(NB_GPT_GPTMODEL, NB_F64);
+    nb_gpt m;
+    ck_assert_int_eq(nb_gpt_init(&m, p, &c, &rng), NB_OK);
+    int64_t x[10] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, y[10] = {2, 3, 4, 5, 6, 7, 8, 9, 10, 0};
+    accum a = {&m, x, y, 2, 5};
+    nb_optim *opt = nb_adamw_new(&m.params, nb_adamw_defaults(0.1), p);
+    double before = nb_get(m.wte, 0);
+    nb_train_step st = {opt, &m.params, 1, 1.0, 0.1, accum_loss, &a, failing_sync, NULL};
+    ck_assert_int_eq(nb_train_step_run(s, &st, NULL), NB_ERR_IO);
+    ck_assert_error_has(s, "train_step: grad_sync failed");
+    ck_assert_double_eq(nb_get(m.wte, 0), before);
+    ck_assert_int_eq(nb_optim_step_count(opt), 0);
+    nb_ctx_clear_error(s);
+    st.grad_sync = NULL, st.loss_fn = null_loss;
+    ck_assert_int_eq(nb_train_step_run(s, &st, NULL), NB_ERR_STATE);
+    ck_assert_error_has(s, "loss_fn returned NULL for micro-batch 0");
+    nb_ctx_clear_error(s);
+    st.loss_fn = accum_loss, st.accum_steps = 0;
+    ck_assert_int_eq(nb_train_step_run(s, &st, NULL), NB_ERR_VALUE);
+    nb_ctx_clear_error(s);
+    st.accum_steps = 1;
+    nb_step_result r;
+    ck_assert_int_eq(nb_train_step_run(s, &st, &r), NB_OK);
+    ck_assert_double_ne(nb_get(m.wte, 0), before);
+    ck_assert_double_gt(r.grad_norm, 0);
+    ck_assert_double_eq_tol(r.loss, log(11.0), 1.5); /* an untrained model's loss */
+    ck_assert_int_eq(nb_optim_step_count(opt), 1);
+    nb_optim_free(opt);
+    /* no_grad: no gradient buffers, nothing recorded */
+    c.no_grad = true;
+    ck_assert_int_eq(nb_gpt_init(&m, p, &c, &rng), NB_OK);
+    for (int i = 0; i < m.params.n; i++) {
+        ck_assert_ptr_null(nb_list_tensor(&m.params, i)->grad);
+        ck_assert(!nb_list_tensor(&m.params, i)->requires_grad);
+    }
+    nb_ctx_reset(s);
+    ck_assert_ptr_nonnull(nb_gpt_forward(s, &m, ids_from(s, 2, 5, x)));
+    ck_assert_int_eq(nb_tape_len(s), 0);
+    nb_ctx_free(s);
+    nb_ctx_free(p);
+}
+END_TEST
+
 START_TEST(test_lr_schedule_formula) {
     nb_lr_schedule s = {6e-4, true, 10, 100, 6e-5};
     ck_assert_double_eq(nb_lr_at(&s, 0), 6e-4 * 1 / 11);
@@ -581,6 +639,7 @@ Suite *suite_gpt(void) {
     suite_add_tcase(s, tm);
     TCase *tt = tcase_create("training");
     tcase_add_test(tt, test_accumulation_equals_big_batch);
+    tcase_add_test(tt, test_train_step_errors);
     tcase_add_test(tt, test_lr_schedule_formula);
     tcase_add_test(tt, test_adamw_groups);
     suite_add_tcase(s, tt);
