@@ -315,7 +315,13 @@ static void cache_vs_full(nb_gpt_arch arch) {
     nb_tensor *y = nb_gpt_forward_cached(s, &m, kv, ids_from(s, 2, 1, seq));
     ck_assert_ptr_null(y);
     ck_assert_error_has(s, "T <= 0");
+    nb_ctx_reset(s);
+    /* a cache for another batch size */
+    nb_gpt_cache_reset(kv);
+    ck_assert_ptr_null(nb_gpt_forward_cached(s, &m, kv, ids_from(s, 1, 2, seq)));
+    ck_assert_error_has(s, "ids batch 1, cache batch 2");
     nb_gpt_cache_free(kv);
+    ck_assert_ptr_null(nb_gpt_cache_new(&m, 0, s));
     ck_assert(m.training); /* restored */
     nb_ctx_free(s);
     nb_ctx_free(p);
@@ -553,6 +559,15 @@ START_TEST(test_config_from_state_dict) {
     nb_gpt m;
     ck_assert_int_eq(nb_gpt_from_state_dict(&m, p, &sd2, 3, 0.0, NB_F32, NULL), NB_ERR_VALUE);
     ck_assert_error_has(p, "n_embd 8 is not divisible by n_head 3");
+    nb_ctx_clear_error(p);
+    /* nanoGPT: lm_head.weight must be wte's values (tied) */
+    nb_tensor_list sd3 = {0};
+    ck_assert_int_eq(nb_load_safetensors(f, GPT_DIR "init_nanogpt_bias.safetensors", &sd3), NB_OK);
+    ck_assert_int_eq(nb_gpt_from_state_dict(&m, p, &sd3, 2, 0.0, NB_F64, NULL), NB_OK);
+    ck_assert_double_eq(nb_get(m.wte, 5), nb_get(nb_list_get(&sd3, "lm_head.weight"), 5));
+    nb_set(nb_list_get(&sd3, "lm_head.weight"), 5, 0.5);
+    ck_assert_int_eq(nb_gpt_load_state_dict(&m, &sd3), NB_ERR_FORMAT);
+    ck_assert_error_has(p, "lm_head.weight differs from transformer.wte.weight at 5");
     nb_ctx_clear_error(p);
     /* a list that is no GPT */
     nb_tensor_list bad = {0};
