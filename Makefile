@@ -2,7 +2,6 @@
 #
 #   make            libnabla.a, libnabla.so, nabla.pc, examples, tools
 #   make test       the Check suite (installs Debian packages it needs first)
-#   make test-slow  the big tests (a 124M GPT checkpoint with AdamW state)
 #   make demo       trains the tiny attention model
 #   make gradcheck  float64 finite-difference check of every op and module
 #   make memcheck   the test suite under valgrind
@@ -52,7 +51,7 @@ LIB_SO := $(B)/libnabla.so.$(VERSION)
 PC := $(B)/nabla.pc
 DEPS_OK := $(B)/.deps-ok
 
-.PHONY: all lib deps test test-slow demo gradcheck memcheck bench install uninstall clean
+.PHONY: all lib deps test demo gradcheck memcheck bench install uninstall clean
 
 all: lib $(EXAMPLES) $(TOOLS)
 lib: $(LIB_A) $(B)/libnabla.so $(PC)
@@ -129,6 +128,7 @@ $(B)/tests/check_slow: $(wildcard tests/slow/*.c) $(LIB_A) $(HDR)
 	$(CC) $(NB_CFLAGS) $(CHECK_CFLAGS) $(CPPFLAGS) $(CFLAGS) $(wildcard tests/slow/*.c) -o $@ \
 	  $(LDFLAGS) $(LIB_A) $(CHECK_LIBS) $(CJSON_LIBS) $(NB_LIBS)
 
+.PHONY: test-slow
 test-slow: $(DEPS_OK) $(B)/tests/check_slow
 	$(B)/tests/check_slow
 
