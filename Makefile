@@ -122,6 +122,17 @@ $(TEST_BIN): $(TEST_SRC) $(B)/tests/suites.h $(LIB_A) $(SUPPORT_OBJ) $(HDR) $(SU
 test: $(DEPS_OK) all $(TEST_BIN)
 	NB_BUILD_DIR=$(abspath $(B)) $(TEST_BIN)
 
+# Tests too big for `make test` (tests/slow/): the 124M GPT checkpoint with
+# AdamW state (~5 GB of memory, a 2 GB temporary file).
+$(B)/tests/check_slow: $(wildcard tests/slow/*.c) $(LIB_A) $(HDR)
+	@mkdir -p $(dir $@)
+	$(CC) $(NB_CFLAGS) $(CHECK_CFLAGS) $(CPPFLAGS) $(CFLAGS) $(wildcard tests/slow/*.c) -o $@ \
+	  $(LDFLAGS) $(LIB_A) $(CHECK_LIBS) $(CJSON_LIBS) $(NB_LIBS)
+
+.PHONY: test-slow
+test-slow: $(DEPS_OK) $(B)/tests/check_slow
+	$(B)/tests/check_slow
+
 memcheck: $(DEPS_OK) all $(TEST_BIN)
 	@command -v valgrind >/dev/null || sh tools/install-deps.sh valgrind
 	CK_FORK=no CK_DEFAULT_TIMEOUT=600 NB_MEMCHECK=1 NB_BUILD_DIR=$(abspath $(B)) valgrind --leak-check=full \

@@ -305,7 +305,7 @@ int main(int argc, char **argv) {
         return 1;
     }
     size_t n_weights = 0;
-    for (int i = 0; i < m.params.n; i++) n_weights += m.params.t[i]->numel;
+    for (int i = 0; i < m.params.n; i++) n_weights += nb_list_tensor(&m.params, i)->numel;
     printf("nabla demo: reverse %d digits with causal multi-head attention\n", n);
     printf("  model: d_model %d, %d heads, %zu weights; %s lr %g, batch %d, dropout %g, seed %llu\n",
            c.d_model, c.heads, n_weights, c.optim, c.lr, B, c.dropout,

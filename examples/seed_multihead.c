@@ -19,7 +19,8 @@
 static void print_params(const nb_tensor_list *params) {
     char s[64];
     for (int i = 0; i < params->n; i++)
-        printf("  %-24s %s\n", params->names[i], nb_shape_str(params->t[i], s, sizeof s));
+        printf("  %-24s %s\n", nb_list_name(params, i),
+               nb_shape_str(nb_list_tensor(params, i), s, sizeof s));
 }
 
 int main(void) {

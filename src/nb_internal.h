@@ -113,6 +113,12 @@ NB_HIDDEN void nb_shape4(int ndim, const int64_t *shape, int64_t *shape4);
 /* A tensor header whose data points at `data` (a view); grad separate. */
 NB_HIDDEN nb_tensor *nb_view_of(nb_ctx *ctx, nb_tensor *src, int ndim, const int64_t *shape);
 
+/* Lists (core/list.c): is l usable (n within its storage)? And an append
+ * with no checks on name (may be NULL) or duplicates: NB_ERR_VALUE for a
+ * corrupt list, NB_ERR_MEMORY/NB_ERR_SIZE when it cannot grow. */
+NB_HIDDEN bool nb_list_valid(const nb_tensor_list *l);
+NB_HIDDEN nb_status nb_list_append(nb_tensor_list *l, const char *name, nb_tensor *t);
+
 /* Adds src (numel elements of dt) into dst. */
 NB_HIDDEN void nb_accumulate(nb_dtype dt, void *dst, const void *src, size_t numel);
 

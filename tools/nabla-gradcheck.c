@@ -187,7 +187,7 @@ typedef struct mod_run {
 static nb_tensor *f_module(nb_ctx *ctx, nb_tensor *const *in, void *user) {
     mod_run *r = user;
     nb_tensor_list *ps = r->c->params(&r->m);
-    for (int k = 0; k < ps->n; k++) *ps->t[k] = *in[1 + k]; /* bind */
+    for (int k = 0; k < ps->n; k++) *nb_list_tensor(ps, k) = *in[1 + k]; /* bind */
     nb_pcg32_seed(r->rng, 99, 7);
     return r->c->forward(ctx, &r->m, in[0]);
 }
@@ -281,8 +281,8 @@ static nb_status i_gpt_any(any_module *m, nb_ctx *p, nb_pcg32 *r, nb_gpt_arch ar
     nb_status st = nb_gpt_init(&m->gpt, p, &cfg, r);
     /* nanoGPT's std 0.02 and the unit LayerNorms: spread the values out */
     for (int k = 0; !st && k < m->gpt.params.n; k++)
-        for (size_t i = 0; i < m->gpt.params.t[k]->numel; i++)
-            nb_set(m->gpt.params.t[k], i, 2.0 * nb_pcg32_double(r) - 1.0);
+        for (size_t i = 0; i < nb_list_tensor(&m->gpt.params, k)->numel; i++)
+            nb_set(nb_list_tensor(&m->gpt.params, k), i, 2.0 * nb_pcg32_double(r) - 1.0);
     return st;
 }
 static nb_status i_gptmodel(any_module *m, nb_ctx *p, nb_pcg32 *r) {
@@ -335,9 +335,10 @@ static nb_status check_module(const mod_case *c, nb_pcg32 *rng, nb_ctx *ctx,
     if (st) return st;
     nb_tensor_list *ps = c->params(&run.m);
     c->train(&run.m, c->train_mode);
-    nb_tensor *in[1 + NB_LIST_MAX];
+    nb_tensor **in = nb_ctx_alloc(ctx, (1 + (size_t)ps->n) * sizeof *in);
+    if (!in) return nb_ctx_status(ctx);
     in[0] = draw(ctx, &c->x, rng);
-    for (int k = 0; k < ps->n; k++) in[1 + k] = nb_copy(ctx, ps->t[k], NB_F64);
+    for (int k = 0; k < ps->n; k++) in[1 + k] = nb_copy(ctx, nb_list_tensor(ps, k), NB_F64);
     if (nb_ctx_error(ctx)) return nb_ctx_status(ctx);
     /* check x (when it is float) and every parameter */
     for (int k = 0; k <= ps->n; k++)

@@ -202,20 +202,41 @@ void nb_print_grad(const nb_tensor *t);
 /* ------------------------------------------------------------------------
  * Named tensor lists: a module's parameters under PyTorch's state_dict
  * names, an optimizer's parameters and state, a checkpoint's contents. The
- * list does not own the names or tensors (they usually live in a context). */
-#define NB_LIST_MAX 256
+ * list does not own the names or tensors (they usually live in a context).
+ *
+ * A list has no fixed capacity. Start it empty with `nb_tensor_list l = {0};`.
+ * The first NB_LIST_MAX entries are kept in the struct itself; entries
+ * beyond them go to heap storage that nb_list_free releases. A list that
+ * never held more than NB_LIST_MAX entries owns no heap storage, so not
+ * calling nb_list_free on it leaks nothing. Read entries with
+ * nb_list_name(l, i) and nb_list_tensor(l, i), which work for every i < n;
+ * the arrays names[i] and t[i] hold only entries i < NB_LIST_MAX. A struct
+ * copy of a grown list shares the original's heap storage: free only one. */
+#define NB_LIST_MAX 256 /* entries kept inside the struct */
 
 typedef struct nb_tensor_list {
-    int n;
-    const char *names[NB_LIST_MAX];
+    int n;                          /* entries, 0 <= n <= NB_LIST_MAX + more_cap */
+    const char *names[NB_LIST_MAX]; /* entries 0..NB_LIST_MAX-1 */
     nb_tensor *t[NB_LIST_MAX];
+    int more_cap;                   /* heap entries allocated past NB_LIST_MAX */
+    const char **more_names;        /* entries NB_LIST_MAX.., more_cap of them */
+    nb_tensor **more_t;
 } nb_tensor_list;
 
-/* Appends (name, t). NB_ERR_NULL for NULL arguments, NB_ERR_SIZE when full,
- * NB_ERR_VALUE when the name is already there. */
+/* Appends (name, t). NB_ERR_NULL for NULL arguments, NB_ERR_VALUE when the
+ * name is already there or the list is corrupt (n negative or past its
+ * storage), NB_ERR_MEMORY when the heap storage cannot grow, NB_ERR_SIZE
+ * past INT_MAX entries. The list is unchanged on failure. */
 nb_status nb_list_add(nb_tensor_list *l, const char *name, nb_tensor *t);
-/* The tensor called `name`, or NULL. */
+/* The tensor called `name`, or NULL (also for a NULL or corrupt list). */
 nb_tensor *nb_list_get(const nb_tensor_list *l, const char *name);
+/* Entry i's name and tensor; NULL when i is outside 0..n-1 or l is NULL or
+ * corrupt. */
+const char *nb_list_name(const nb_tensor_list *l, int i);
+nb_tensor *nb_list_tensor(const nb_tensor_list *l, int i);
+/* Releases the list's heap storage (if it has any) and empties it (n = 0).
+ * The names and tensors are not touched. NULL is a no-op. */
+void nb_list_free(nb_tensor_list *l);
 
 /* ------------------------------------------------------------------------
  * The tape and backward.

@@ -136,6 +136,12 @@ typedef struct nb_gpt {
  * n_embd 10 is not divisible by n_head 4"). */
 nb_status nb_gpt_init(nb_gpt *m, nb_ctx *pctx, const nb_gpt_config *cfg, nb_pcg32 *rng);
 
+/* Releases the heap storage of m's lists (params and state_dict grow past
+ * NB_LIST_MAX entries onto the heap, see nb_list_free); the tensors live in
+ * pctx and go with it. Call it before freeing pctx, or before a second init
+ * of the same struct; a no-op for small models and NULL. */
+void nb_gpt_free(nb_gpt *m);
+
 /* nb_gpt_config_from_state_dict + nb_gpt_init(rng NULL) + copying every
  * tensor of the state_dict (converted to cfg dtype `dt`). dropout_rng as
  * init's rng (for dropout only). On error the status is returned and

@@ -23,7 +23,9 @@
  * and rng when nothing is drawn (LayerNorm, GELU). On bad arguments init
  * records the error on pctx ("MultiHeadAttention: d_out 5 is not divisible
  * by num_heads 2") and returns its status; a NULL pctx gives NB_ERR_NULL.
- * Init clears *m first. Nothing needs freeing: everything lives in pctx.
+ * Init clears *m first. Nothing needs freeing: everything lives in pctx
+ * (a params list never passes NB_LIST_MAX entries for these modules; a list
+ * you grow past that with nb_params_add_prefixed needs nb_list_free).
  *
  * params. Every module fills `params` with its parameters under PyTorch's
  * named_parameters() names and order ("W_query.weight", "out_proj.bias",

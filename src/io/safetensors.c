@@ -20,6 +20,7 @@
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -145,6 +146,17 @@ static int find_duplicate(const char *const *s, size_t n, const char **dup) {
     return found;
 }
 
+/* find_duplicate over a list's names (all non-NULL). */
+static int list_duplicate(const nb_tensor_list *l, const char **dup) {
+    if (l->n <= NB_LIST_MAX) return find_duplicate(l->names, (size_t)l->n, dup);
+    const char **names = malloc((size_t)l->n * sizeof *names);
+    if (!names) return -1;
+    for (int i = 0; i < l->n; i++) names[i] = nb_list_name(l, i);
+    int found = find_duplicate(names, (size_t)l->n, dup);
+    free(names);
+    return found;
+}
+
 /* Shared with checkpoint.c (nb_internal.h). */
 nb_status nb_io_fail(nb_ctx *ctx, nb_status s, const char *op, const char *path,
                      const char *fmt, ...) {
@@ -221,12 +233,11 @@ static nb_status save_check_args(nb_ctx *ctx, const char *path, const nb_tensor_
                                  const char *const *values) {
     if (!path) return nb_ctx_fail(ctx, NB_ERR_NULL, SAVE ": path is NULL");
     if (!list) return nb_io_fail(ctx, NB_ERR_NULL, SAVE, path, "list is NULL");
-    if (list->n < 0 || list->n > NB_LIST_MAX)
-        return nb_io_fail(ctx, NB_ERR_VALUE, SAVE, path, "list has n = %d, expected 0..%d",
-                          list->n, NB_LIST_MAX);
+    if (!nb_list_valid(list))
+        return nb_io_fail(ctx, NB_ERR_VALUE, SAVE, path, "list is corrupt (n = %d)", list->n);
     for (int i = 0; i < list->n; i++) {
-        const char *name = list->names[i];
-        const nb_tensor *t = list->t[i];
+        const char *name = nb_list_name(list, i);
+        const nb_tensor *t = nb_list_tensor(list, i);
         if (!name) return nb_io_fail(ctx, NB_ERR_NULL, SAVE, path, "entry %d has a NULL name", i);
         if (!t) return nb_io_fail(ctx, NB_ERR_NULL, SAVE, path, "tensor '%s' is NULL", name);
         if (!name[0])
@@ -248,7 +259,7 @@ static nb_status save_check_args(nb_ctx *ctx, const char *path, const nb_tensor_
             return nb_io_fail(ctx, NB_ERR_NULL, SAVE, path, "tensor '%s' has no data", name);
     }
     const char *dup = NULL;
-    int found = find_duplicate(list->names, (size_t)list->n, &dup);
+    int found = list_duplicate(list, &dup);
     if (found < 0) return nb_io_fail(ctx, NB_ERR_MEMORY, SAVE, path, "out of memory");
     if (found) return nb_io_fail(ctx, NB_ERR_VALUE, SAVE, path, "duplicate tensor name '%s'", dup);
 
@@ -287,10 +298,10 @@ static void build_header(st_buf *b, const nb_tensor_list *list, int n_meta,
     }
     uint64_t offset = 0;
     for (int i = 0; i < list->n; i++) {
-        const nb_tensor *t = list->t[i];
+        const nb_tensor *t = nb_list_tensor(list, i);
         uint64_t bytes = (uint64_t)t->numel * nb_dtype_size(t->dtype);
         if (i) buf_str(b, ",");
-        buf_json_string(b, list->names[i]);
+        buf_json_string(b, nb_list_name(list, i));
         buf_str(b, ":{\"dtype\":\"");
         buf_str(b, st_dtypes[t->dtype].name);
         buf_str(b, "\",\"shape\":[");
@@ -389,7 +400,7 @@ nb_status nb_save_safetensors(nb_ctx *ctx, const char *path, const nb_tensor_lis
     unsigned char size8[8];
     for (int k = 0; k < 8; k++) size8[k] = (unsigned char)((uint64_t)hdr.len >> (8 * k));
     bool ok = fwrite(size8, 1, 8, f) == 8 && fwrite(hdr.p, 1, hdr.len, f) == hdr.len;
-    for (int i = 0; ok && i < list->n; i++) ok = write_tensor(f, list->t[i]);
+    for (int i = 0; ok && i < list->n; i++) ok = write_tensor(f, nb_list_tensor(list, i));
     ok = ok && fflush(f) == 0 && fsync(fileno(f)) == 0;
     if (ok) {
         int rc = fclose(f);
@@ -638,9 +649,8 @@ nb_status nb_load_safetensors_meta(nb_ctx *ctx, const char *path, nb_tensor_list
     if (!nb_ctx_ok(ctx)) return nb_ctx_status(ctx);
     if (!path) return nb_ctx_fail(ctx, NB_ERR_NULL, LOAD ": path is NULL");
     if (!out) return nb_io_fail(ctx, NB_ERR_NULL, LOAD, path, "out is NULL");
-    if (out->n < 0 || out->n > NB_LIST_MAX)
-        return nb_io_fail(ctx, NB_ERR_VALUE, LOAD, path, "out has n = %d, expected 0..%d", out->n,
-                          NB_LIST_MAX);
+    if (!nb_list_valid(out))
+        return nb_io_fail(ctx, NB_ERR_VALUE, LOAD, path, "out is corrupt (n = %d)", out->n);
     if (max_meta < 0)
         return nb_io_fail(ctx, NB_ERR_VALUE, LOAD, path, "max_meta is %d, expected >= 0", max_meta);
     if (max_meta > 0 && (!keys || !values))
@@ -754,10 +764,10 @@ nb_status nb_load_safetensors_meta(nb_ctx *ctx, const char *path, nb_tensor_list
     }
     cJSON_ArrayForEach(item, root) if (strcmp(item->string, ST_META_KEY) == 0) meta = item;
     size_t n_tensors = n_keys - (meta != NULL);
-    if (n_tensors > (size_t)(NB_LIST_MAX - out->n)) {
+    if (n_tensors > (size_t)(INT_MAX - out->n)) {
         st = nb_io_fail(ctx, NB_ERR_SIZE, LOAD, path,
                         "the file has %zu tensors but the list has room for %d", n_tensors,
-                        NB_LIST_MAX - out->n);
+                        INT_MAX - out->n);
         goto done;
     }
     if (meta && (st = check_metadata(ctx, path, meta))) goto done;
@@ -800,8 +810,13 @@ nb_status nb_load_safetensors_meta(nb_ctx *ctx, const char *path, nb_tensor_list
             n_file++;
         }
     }
-    for (int i = 0; i < n; i++) nb_list_add(out, ts[i]->name, ts[i]);
-    if (n_meta) *n_meta = n_file;
+    const int n0 = out->n;
+    for (int i = 0; i < n && !st; i++)
+        if (nb_list_append(out, ts[i]->name, ts[i])) {
+            out->n = n0;
+            st = nb_io_fail(ctx, NB_ERR_MEMORY, LOAD, path, "out of memory for the list");
+        }
+    if (n_meta && !st) *n_meta = n_file;
 
 done:
     free(ts);

@@ -39,8 +39,8 @@ static nb_status check_config(nb_ctx *pctx, const nb_gpt_config *c, const nb_pcg
     if (c->n_embd % c->n_head)
         return nb_ctx_fail(pctx, NB_ERR_VALUE, "%s: n_embd %lld is not divisible by n_head %d",
                            CLS, (long long)c->n_embd, c->n_head);
-    if (c->n_layer > 10000 || c->n_embd > (INT64_C(1) << 24) || c->vocab_size > (INT64_C(1) << 31) ||
-        c->block_size > (INT64_C(1) << 24))
+    if (c->n_layer > 10000 || c->n_embd > (INT64_C(1) << 24) ||
+        c->vocab_size > (INT64_C(1) << 31) || c->block_size > (INT64_C(1) << 24))
         return nb_ctx_fail(pctx, NB_ERR_SIZE, "%s: config too large (n_layer %d, n_embd %lld, "
                            "vocab_size %lld, block_size %lld)", CLS, c->n_layer,
                            (long long)c->n_embd, (long long)c->vocab_size,
@@ -135,13 +135,14 @@ static nb_status build_gptmodel_block(builder *b, int i, nb_gpt_block *blk) {
     if (st) return st;
     blk->att.dropout.rng = m->rng; /* dropout masks come from the model's rng */
     for (int k = 0; k < blk->att.params.n; k++) {
-        nb_tensor *t = blk->att.params.t[k];
+        nb_tensor *t = nb_list_tensor(&blk->att.params, k);
         if (!b->rng) memset(t->data, 0, t->numel * nb_dtype_size(t->dtype));
         if (c->no_grad) {
             t->requires_grad = false;
             t->grad = NULL;
         }
-        const char *nm = name_of(b, "trf_blocks.%d.att.%s", i, blk->att.params.names[k]);
+        const char *nm = name_of(b, "trf_blocks.%d.att.%s", i,
+                                 nb_list_name(&blk->att.params, k));
         if (!nm || nb_list_add(&m->params, nm, t) || nb_list_add(&m->state_dict, nm, t))
             return nb_ctx_fail(b->pctx, NB_ERR_VALUE, "%s: cannot list block %d", CLS, i);
         t->name = nm;
@@ -224,13 +225,22 @@ NB_HIDDEN nb_status nb_gpt_init_impl(nb_gpt *m, nb_ctx *pctx, const nb_gpt_confi
     if (!m->blocks) return nb_ctx_status(pctx);
     builder b = {m, pctx, draw};
     st = cfg->arch == NB_GPT_GPTMODEL ? build_gptmodel(&b) : build_nanogpt(&b);
-    if (st) return st;
+    if (st) {
+        nb_gpt_free(m);
+        return st;
+    }
     m->training = true;
     return NB_OK;
 }
 
 nb_status nb_gpt_init(nb_gpt *m, nb_ctx *pctx, const nb_gpt_config *cfg, nb_pcg32 *rng) {
     return nb_gpt_init_impl(m, pctx, cfg, rng, rng);
+}
+
+void nb_gpt_free(nb_gpt *m) {
+    if (!m) return;
+    nb_list_free(&m->params);
+    nb_list_free(&m->state_dict);
 }
 
 void nb_gpt_train(nb_gpt *m, bool on) {
@@ -287,11 +297,54 @@ NB_HIDDEN nb_tensor *nb_gpt_dropout(nb_ctx *ctx, nb_gpt *m, nb_tensor *x) {
     return nb_dropout(ctx, x, m->cfg.dropout, true, m->rng);
 }
 
+/* ---- the linear layers ---------------------------------------------------------- */
+
+/* y = x @ w^T + b for x (..., in), w (out, in), b (out) or NULL. Without
+ * grad recording and with at most FEW_ROWS rows (sampling: one new token
+ * per sequence), each output is a dot product along a contiguous row of w:
+ * linear's gemm would first repack w^T, which for one row costs more than
+ * the product. Otherwise nb_linear (recorded, with its backward). */
+enum { FEW_ROWS = 8 };
+
+#define DOT_ROWS(T)                                                                 \
+    {                                                                               \
+        const T *xp = x->data, *wp = w->data, *bp = b ? b->data : NULL;            \
+        T *yp = y->data;                                                            \
+        for (int64_t r = 0; r < rows; r++)                                          \
+            for (int64_t o = 0; o < out; o++) {                                     \
+                const T *xr = xp + r * in, *wr = wp + o * in;                       \
+                T acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};                                \
+                int64_t k = 0;                                                      \
+                for (; k + 8 <= in; k += 8)                                         \
+                    for (int l = 0; l < 8; l++) acc[l] += xr[k + l] * wr[k + l];    \
+                T sum = ((acc[0] + acc[4]) + (acc[1] + acc[5])) +                   \
+                        ((acc[2] + acc[6]) + (acc[3] + acc[7]));                    \
+                for (; k < in; k++) sum += xr[k] * wr[k];                           \
+                yp[r * out + o] = bp ? sum + bp[o] : sum;                           \
+            }                                                                       \
+    }
+
+NB_HIDDEN nb_tensor *nb_gpt_linear(nb_ctx *ctx, nb_tensor *x, nb_tensor *w, nb_tensor *b) {
+    if (!nb_ctx_ok(ctx) || !x || !w || nb_is_grad_enabled(ctx) || x->dtype != w->dtype ||
+        (b && b->dtype != w->dtype) || x->shape[x->ndim - 1] != w->shape[1] || w->ndim != 2)
+        return nb_linear(ctx, x, w, b);
+    const int64_t in = w->shape[1], out = w->shape[0], rows = (int64_t)x->numel / in;
+    if (rows > FEW_ROWS) return nb_linear(ctx, x, w, b);
+    int64_t shape[NB_MAX_DIMS];
+    memcpy(shape, x->shape, sizeof shape);
+    shape[x->ndim - 1] = out;
+    nb_tensor *y = nb_empty(ctx, x->dtype, x->ndim, shape);
+    if (!y) return NULL;
+    NB_DISPATCH(x->dtype, DOT_ROWS);
+    return y;
+}
+#undef DOT_ROWS
+
 /* nanoGPT's CausalSelfAttention: c_attn, split q, k, v, heads, causal
  * softmax(q k^T / sqrt(hd)), attn_dropout, @ v, merge, c_proj. h (B, T, C). */
 static nb_tensor *nano_attention(nb_ctx *ctx, nb_gpt *m, nb_gpt_block *blk, nb_tensor *h) {
     int64_t b = h->shape[0], t = h->shape[1], C = m->cfg.n_embd, H = m->cfg.n_head, hd = C / H;
-    nb_tensor *qkv = nb_linear(ctx, h, blk->c_attn_w, blk->c_attn_b); /* (B, T, 3C) */
+    nb_tensor *qkv = nb_gpt_linear(ctx, h, blk->c_attn_w, blk->c_attn_b); /* (B, T, 3C) */
     nb_tensor *part[3] = {NULL, NULL, NULL};
     if (nb_split(ctx, qkv, 2, 3, (const int64_t[]){C, C, C}, part)) return NULL;
     for (int k = 0; k < 3; k++) /* (B, H, T, hd) */
@@ -301,7 +354,7 @@ static nb_tensor *nano_attention(nb_ctx *ctx, nb_gpt *m, nb_gpt_block *blk, nb_t
     att = nb_gpt_dropout(ctx, m, nb_softmax(ctx, att));
     nb_tensor *y = nb_matmul(ctx, att, part[2]); /* (B, H, T, hd) */
     y = nb_view(ctx, nb_transpose(ctx, y, 1, 2), NB_SHAPE(b, t, C));
-    return nb_linear(ctx, y, blk->c_proj_w, blk->c_proj_b);
+    return nb_gpt_linear(ctx, y, blk->c_proj_w, blk->c_proj_b);
 }
 
 /* The attention of a block: the one place that picks the attention code. */
@@ -312,8 +365,8 @@ static nb_tensor *attention(nb_ctx *ctx, nb_gpt *m, nb_gpt_block *blk, nb_tensor
 
 NB_HIDDEN nb_tensor *nb_gpt_mlp(nb_ctx *ctx, nb_gpt *m, nb_gpt_block *blk, nb_tensor *h) {
     nb_gelu_approx g = m->cfg.arch == NB_GPT_GPTMODEL ? NB_GELU_TANH : NB_GELU_NONE;
-    nb_tensor *f = nb_gelu(ctx, nb_linear(ctx, h, blk->fc_w, blk->fc_b), g);
-    return nb_linear(ctx, f, blk->proj_w, blk->proj_b);
+    nb_tensor *f = nb_gelu(ctx, nb_gpt_linear(ctx, h, blk->fc_w, blk->fc_b), g);
+    return nb_gpt_linear(ctx, f, blk->proj_w, blk->proj_b);
 }
 
 NB_HIDDEN nb_tensor *nb_gpt_block_forward(nb_ctx *ctx, nb_gpt *m, int i, nb_tensor *x,
@@ -328,7 +381,7 @@ NB_HIDDEN nb_tensor *nb_gpt_block_forward(nb_ctx *ctx, nb_gpt *m, int i, nb_tens
 
 NB_HIDDEN nb_tensor *nb_gpt_head(nb_ctx *ctx, nb_gpt *m, nb_tensor *x) {
     x = nb_layer_norm(ctx, x, m->lnf_w, m->lnf_b, 1e-5);
-    return nb_linear(ctx, x, m->head, NULL); /* (B, T, V) */
+    return nb_gpt_linear(ctx, x, m->head, NULL); /* (B, T, V) */
 }
 
 nb_tensor *nb_gpt_forward(nb_ctx *ctx, nb_gpt *m, const nb_tensor *ids) {
@@ -409,8 +462,9 @@ nb_status nb_gpt_config_from_state_dict(const nb_tensor_list *sd, int n_head,
     const char *blk = nano ? "transformer.h.%d.ln_1.weight" : "trf_blocks.%d.norm1.scale";
     int L = 0;
     while (L < 100000 && has(sd, blk, L)) L++;
-    if (L == 0) return nb_ctx_fail(err, NB_ERR_FORMAT, "%s: no transformer block (%s)", fn,
-                                   nano ? "transformer.h.0.ln_1.weight" : "trf_blocks.0.norm1.scale");
+    if (L == 0)
+        return nb_ctx_fail(err, NB_ERR_FORMAT, "%s: no transformer block (%s)", fn,
+                           nano ? "transformer.h.0.ln_1.weight" : "trf_blocks.0.norm1.scale");
     c.n_layer = L;
     c.bias = nano ? nb_list_get(sd, "transformer.ln_f.bias") != NULL : true;
     c.qkv_bias = !nano && has(sd, "trf_blocks.%d.att.W_query.bias", 0);

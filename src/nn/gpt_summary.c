@@ -7,7 +7,7 @@
 int64_t nb_gpt_num_params(const nb_gpt *m, bool count_tied) {
     if (!m || !m->wte) return 0;
     int64_t n = 0;
-    for (int i = 0; i < m->params.n; i++) n += (int64_t)m->params.t[i]->numel;
+    for (int i = 0; i < m->params.n; i++) n += (int64_t)nb_list_tensor(&m->params, i)->numel;
     if (count_tied && m->head != m->wte) n -= (int64_t)m->head->numel;
     return n;
 }
@@ -54,20 +54,21 @@ void nb_gpt_summary(const nb_gpt *m, FILE *f) {
     for (int i = 0; i < m->state_dict.n;) {
         char mod[160], mod2[160];
         int blk, blk2;
-        module_of(m->state_dict.names[i], mod, sizeof mod, &blk);
+        module_of(nb_list_name(&m->state_dict, i), mod, sizeof mod, &blk);
         int64_t cnt = 0;
         char shapes[64] = "";
         int j = i;
         for (; j < m->state_dict.n; j++) {
-            module_of(m->state_dict.names[j], mod2, sizeof mod2, &blk2);
+            module_of(nb_list_name(&m->state_dict, j), mod2, sizeof mod2, &blk2);
             if (strcmp(mod, mod2)) break;
-            cnt += (int64_t)m->state_dict.t[j]->numel;
+            cnt += (int64_t)nb_list_tensor(&m->state_dict, j)->numel;
             size_t used = strlen(shapes);
             snprintf(shapes + used, sizeof shapes - used, "%s%s", used ? " " : "",
-                     nb_shape_str(m->state_dict.t[j], s, sizeof s));
+                     nb_shape_str(nb_list_tensor(&m->state_dict, j), s, sizeof s));
         }
         if (blk >= 0) blocks_total += cnt;
-        bool tied = !strcmp(m->state_dict.names[i], "lm_head.weight") && m->head == m->wte;
+        bool tied =
+            !strcmp(nb_list_name(&m->state_dict, i), "lm_head.weight") && m->head == m->wte;
         if (blk <= 0)
             fprintf(f, "%-36s %-22s %14s%s\n", mod, shapes, commas(cnt, a),
                     tied ? " (tied to transformer.wte)" : "");
