@@ -76,7 +76,8 @@ deps: $(DEPS_OK)
 # Only the targets that need packages install them (before any compiling);
 # plain `make` and `make install` just check for the one build dependency,
 # libcjson-dev, and say how to get it.
-INSTALL_GOALS := test test-slow test-browser demo memcheck bench-gpt deps
+INSTALL_GOALS := test test-slow test-browser test-asan test-tsan test-mpi mpi demo demo-reverse \
+  memcheck bench bench-gpt bench-compare bench-gemm bench-mpi fuzz soak docs gradcheck deps
 ifneq ($(filter $(INSTALL_GOALS),$(MAKECMDGOALS)),)
 BUILD_DEPS := $(DEPS_OK)
 else

@@ -414,6 +414,7 @@ Suite *suite_examples(void) {
     tcase_add_test(tc, test_seed_multihead);
     tcase_add_test(tc, test_seed_sky_is_blue);
     tcase_add_test(tc, test_seed_gpt);
+    tcase_add_test(tc, test_gradcheck_module);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -471,6 +471,15 @@ static int bench_gpt_sample(nb_gpt_arch arch, int n_layer, int n_head, int64_t n
     return st != NB_OK;
 }
 
+static const char usage[] =
+    "usage: nabla-bench [FILTER]\n"
+    "Times each kernel (forward, forward+backward, GFLOP/s), the elementwise kernels\n"
+    "against memcpy (GB/s), one training step of the demo model and GPT sampling with\n"
+    "and without the KV cache; FILTER keeps the cases whose name contains it (e.g.\n"
+    "matmul, elementwise, \"demo step\", \"gpt sample\"). Prints a table on stdout;\n"
+    "writes no files.\n"
+    "  --help  this text\n";
+
 int main(int argc, char **argv) {
     const char *filter = NULL;
     for (int i = 1; i < argc; i++) {
@@ -490,6 +499,7 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         if (!filter || strstr(cases[i].name, filter)) status |= bench_one(&cases[i]);
     if (!filter || strstr("demo step", filter)) status |= bench_demo_step();
+    if (!filter || strstr("elementwise", filter)) status |= bench_elementwise();
     if (!filter || strstr("gpt sample", filter)) {
         status |= bench_gpt_sample(NB_GPT_NANOGPT, 4, 4, 128, 64, 65,
                                    "nanoGPT 4/4/128, T 64, V 65");
