@@ -5,6 +5,9 @@
 #   make demo       trains the tiny attention model
 #   make gradcheck  float64 finite-difference check of every op and module
 #   make memcheck   the test suite under valgrind
+#   make test-asan  suite, examples, gradcheck under ASan+UBSan (clang), in build/asan
+#   make test-tsan  the threaded ops and the demo at 2 threads under TSan, in build/tsan
+#   make debug      NB_DEBUG build in build/debug (use-after-reset checks) + suite
 #   make fuzz       libFuzzer campaign over the file loaders (FUZZ_SECONDS=60 in all)
 #   make soak       20,000-step training at 1 and 2 threads: RSS, speed, resume
 #   make bench      speed figures
@@ -14,6 +17,7 @@
 
 VERSION := $(shell sed -n 's/^\#define NB_VERSION "\(.*\)"/\1/p' include/nabla/core.h)
 SOMAJOR := $(firstword $(subst ., ,$(VERSION)))
+comma := ,
 
 PREFIX ?= /usr/local
 LIBDIR ?= $(PREFIX)/lib
@@ -26,6 +30,11 @@ CFLAGS ?= -O2 -g
 B := build
 
 NB_CFLAGS := -std=c11 -D_POSIX_C_SOURCE=200809L -Wall -Wextra -Iinclude
+# NB_DEBUG=1: every op checks that its tensors were made since their
+# context's last reset (see nb_ctx_reset).
+ifeq ($(NB_DEBUG),1)
+NB_CFLAGS += -DNB_DEBUG=1
+endif
 # The library's sources are grouped by layer (core -> tape -> ops -> nn, train,
 # io, check); each includes src/nb_internal.h.
 LIB_CFLAGS := -Isrc
@@ -53,7 +62,8 @@ LIB_SO := $(B)/libnabla.so.$(VERSION)
 PC := $(B)/nabla.pc
 DEPS_OK := $(B)/.deps-ok
 
-.PHONY: all lib deps test demo gradcheck memcheck bench install uninstall clean fuzz fuzz-seeds soak
+.PHONY: all lib deps test demo gradcheck memcheck bench install uninstall clean test-asan \
+	test-tsan debug fuzz fuzz-seeds soak
 
 all: lib $(EXAMPLES) $(TOOLS)
 lib: $(LIB_A) $(B)/libnabla.so $(PC)
@@ -128,6 +138,43 @@ memcheck: $(DEPS_OK) all $(TEST_BIN)
 	@command -v valgrind >/dev/null || sh tools/install-deps.sh valgrind
 	CK_FORK=no CK_DEFAULT_TIMEOUT=600 NB_MEMCHECK=1 NB_BUILD_DIR=$(abspath $(B)) valgrind --leak-check=full \
 	  --errors-for-leak-kinds=definite,indirect,possible --error-exitcode=1 $(TEST_BIN)
+
+# ---- sanitizer and debug builds, each in its own directory under $(B) ----
+# clang with the sanitizer runtimes (installed when a probe program does not
+# link). ASan also poisons the arena's free space and redzones (context.c).
+ASAN_FLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined \
+	-fno-sanitize-recover=all
+TSAN_FLAGS := -O1 -g -fsanitize=thread
+SAN_ENV := ASAN_OPTIONS=detect_leaks=1:detect_stack_use_after_return=1:exitcode=86 \
+	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:exitcode=86 \
+	TSAN_OPTIONS=halt_on_error=1:exitcode=86
+define san_probe
+	@mkdir -p $(B)
+	@printf 'int main(void) { return 0; }\n' > $(B)/san-probe.c
+	@clang $(1) $(B)/san-probe.c -o $(B)/san-probe 2>/dev/null || \
+	  sh tools/install-deps.sh clang libclang-rt-14-dev
+	@rm -f $(B)/san-probe $(B)/san-probe.c
+endef
+
+test-asan: $(DEPS_OK)
+	$(call san_probe,-fsanitize=address$(comma)undefined)
+	$(MAKE) --no-print-directory B=$(B)/asan CC=clang CFLAGS="$(ASAN_FLAGS)" \
+	  LDFLAGS="$(ASAN_FLAGS)" all $(B)/asan/tests/check_nabla
+	$(SAN_ENV) NB_BUILD_DIR=$(abspath $(B)/asan) $(B)/asan/tests/check_nabla
+	$(SAN_ENV) sh tools/run-examples.sh $(B)/asan
+	$(SAN_ENV) $(B)/asan/bin/nabla-gradcheck
+
+test-tsan: $(DEPS_OK)
+	$(call san_probe,-fsanitize=thread)
+	$(MAKE) --no-print-directory B=$(B)/tsan CC=clang CFLAGS="$(TSAN_FLAGS)" \
+	  LDFLAGS="$(TSAN_FLAGS)" $(B)/tsan/examples/demo_reverse $(B)/tsan/tests/check_nabla
+	$(SAN_ENV) CK_RUN_SUITE=threads NB_BUILD_DIR=$(abspath $(B)/tsan) $(B)/tsan/tests/check_nabla
+	$(SAN_ENV) $(B)/tsan/examples/demo_reverse --steps 60 --threads 2 --out $(B)/tsan/demo
+
+debug: $(DEPS_OK)
+	$(MAKE) --no-print-directory B=$(B)/debug NB_DEBUG=1 CFLAGS="-O0 -g" all \
+	  $(B)/debug/tests/check_nabla
+	NB_BUILD_DIR=$(abspath $(B)/debug) $(B)/debug/tests/check_nabla
 
 gradcheck: $(B)/bin/nabla-gradcheck
 	$(B)/bin/nabla-gradcheck

@@ -72,7 +72,14 @@ nb_ctx *nb_ctx_new(size_t reserve);
 void nb_ctx_free(nb_ctx *ctx);
 
 /* Forgets every tensor and the tape, keeps the memory, clears the error.
- * Tensors of this context must not be used afterwards. */
+ * Tensors of this context must not be used afterwards. A library built with
+ * NB_DEBUG=1 (`make debug`) catches such use: every tensor carries a stamp
+ * of its context's reset count, reset overwrites the last step's memory and
+ * keeps it out of use for one step, and every op (and nb_get, nb_set,
+ * nb_copy, nb_backward, nb_record) refuses a tensor made before the last
+ * reset with NB_ERR_STATE ("used after its context was reset"); nb_get
+ * gives NaN. Older tensors point at freed memory: `make test-asan` reports
+ * those. */
 void nb_ctx_reset(nb_ctx *ctx);
 
 /* The first error's message, or NULL when there is none ("NULL context"
@@ -139,6 +146,7 @@ typedef struct nb_tensor {
     nb_node *node;              /* the op that made it; NULL for leaves */
     nb_ctx *owner;              /* the context whose arena holds it */
     const char *name;           /* optional label for printing and graphs */
+    uint32_t stamp;             /* which reset of owner made it (see nb_ctx_reset) */
 } nb_tensor;
 
 /* Shape arguments are (ndim, const int64_t *shape). NB_SHAPE(2, 3) expands to

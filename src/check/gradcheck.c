@@ -178,9 +178,12 @@ static nb_status check_fast(gc *g, const nb_gradcheck_opts *o, double *worst) {
         if (!y) return eval_failed(g);
         nb_tensor *v = nb_normal(g->work, NB_F64, y->ndim, y->shape, 0.0, 1.0, &rng);
         if (!v) return eval_failed(g);
-        double *vd = malloc(y->numel * sizeof *vd);
+        /* y lives in g->work, which the evaluations below reset: keep what
+         * is needed of it */
+        const size_t ynumel = y->numel;
+        double *vd = malloc(ynumel * sizeof *vd);
         if (!vd) return fail(g, NB_ERR_MEMORY, "out of memory");
-        memcpy(vd, v->data, y->numel * sizeof *vd);
+        memcpy(vd, v->data, ynumel * sizeof *vd);
         for (int i = 0; i < g->n_in; i++) nb_zero_grad(g->x[i]);
         if (y->requires_grad && nb_backward(g->work, y, v) != NB_OK) {
             free(vd);
@@ -201,7 +204,8 @@ static nb_status check_fast(gc *g, const nb_gradcheck_opts *o, double *worst) {
             nb_tensor *yy = eval(g, false);
             f[s] = 0.0;
             if (yy)
-                for (size_t j = 0; j < yy->numel; j++) f[s] += ((double *)yy->data)[j] * vd[j];
+                for (size_t j = 0; j < yy->numel && j < ynumel; j++)
+                    f[s] += ((double *)yy->data)[j] * vd[j];
             for (int i = 0; i < n; i++)
                 if (u[i])
                     for (size_t k = 0; k < u[i]->numel; k++)
@@ -213,7 +217,7 @@ static nb_status check_fast(gc *g, const nb_gradcheck_opts *o, double *worst) {
         }
         bool became_worst =
             compare(g, analytic, (f[0] - f[1]) / (2 * o->eps), -1, (size_t)d, 0, o, worst);
-        if (became_worst && !keep_direction(g, u, n, vd, y->numel)) {
+        if (became_worst && !keep_direction(g, u, n, vd, ynumel)) {
             free(vd);
             return fail(g, NB_ERR_MEMORY, "out of memory");
         }

@@ -17,6 +17,7 @@ static bool check_named_inputs(nb_ctx *ctx, const char *op, int n, nb_tensor *co
             return false;
         }
     }
+    if (!nb_check_live(ctx, op, n, (const nb_tensor *const *)in)) return false;
     for (int i = 0; i < n; i++) {
         if (!in[i]) continue;
         char s[64], s0[64];
@@ -333,6 +334,7 @@ nb_tensor *nb_embedding(nb_ctx *ctx, nb_tensor *weight, const nb_tensor *ids) {
         nb_ctx_fail(ctx, NB_ERR_NULL, "%s: ids is NULL", op);
         return NULL;
     }
+    if (!nb_check_live(ctx, op, 1, &ids)) return NULL;
     if (weight->ndim != 2) {
         nb_ctx_fail(ctx, NB_ERR_SHAPE,
                     "%s: weight %s has %d dims, expected 2 (num_embeddings, embedding_dim)", op,

@@ -18,6 +18,10 @@ static nb_node *record(nb_ctx *ctx, int op, const char *name, nb_tensor *out, in
                        nb_tensor *const *in, nb_backward_fn backward) {
     if (!nb_ctx_ok(ctx) || !out || !ctx->grad_enabled || !any_requires_grad(n_in, in))
         return NULL;
+    const nb_tensor *o = out;
+    if (!nb_check_live(ctx, name, 1, &o) ||
+        !nb_check_live(ctx, name, n_in, (const nb_tensor *const *)in))
+        return NULL;
     if (out->node) {
         nb_ctx_fail(ctx, NB_ERR_STATE, "%s: its output was already recorded by op #%d '%s'; "
                     "an output belongs to one node", name, out->node->index, out->node->name);
@@ -128,6 +132,8 @@ nb_status nb_backward(nb_ctx *ctx, nb_tensor *out, const nb_tensor *grad_out) {
     if (ctx->status != NB_OK) return ctx->status;
     char s[64], s2[64];
     if (!out) return nb_ctx_fail(ctx, NB_ERR_NULL, "backward: output is NULL");
+    const nb_tensor *both[2] = {out, grad_out};
+    if (!nb_check_live(ctx, "backward", 2, both)) return ctx->status;
     if (!out->requires_grad)
         return nb_ctx_fail(ctx, NB_ERR_STATE,
                            "backward: output %s does not require grad (no input was marked "
