@@ -275,7 +275,10 @@ test-browser: $(DEPS_OK) all
 FUZZ_SECONDS ?= 60
 FUZZ_CC := clang
 FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=undefined -g -O1
-FUZZ_NAMES := $(patsubst tests/fuzz/fuzz_%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
+# A target whose comment names a missing file (" * fuzz-needs: FILE") is skipped.
+FUZZ_ALL := $(patsubst tests/fuzz/fuzz_%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
+fuzz_needs = $(shell sed -n 's/^ \* fuzz-needs: //p' tests/fuzz/fuzz_$(1).c)
+FUZZ_NAMES := $(foreach n,$(FUZZ_ALL),$(if $(call fuzz_needs,$(n)),$(if $(wildcard $(call fuzz_needs,$(n))),$(n)),$(n)))
 FUZZ_BINS := $(FUZZ_NAMES:%=$(B)/fuzz/fuzz_%)
 FUZZ_OBJ := $(SRC:src/%.c=$(B)/fuzz/obj/%.o)
 FUZZ_DEPS := $(B)/.fuzz-deps-ok
@@ -290,7 +293,7 @@ $(B)/fuzz/obj/%.o: src/%.c $(HDR) | $(DEPS_OK) $(FUZZ_DEPS)
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(NB_CFLAGS) $(LIB_CFLAGS) $(CJSON_CFLAGS) $(FUZZ_SAN) -fsanitize=fuzzer-no-link -c $< -o $@
 
-$(B)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_input.h $(FUZZ_OBJ)
+$(B)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(wildcard tests/fuzz/*.h) $(FUZZ_OBJ)
 	$(FUZZ_CC) $(NB_CFLAGS) -D_GNU_SOURCE -Itests/fuzz $(FUZZ_SAN) -fsanitize=fuzzer $< $(FUZZ_OBJ) \
 	  -o $@ $(CJSON_LIBS) $(NB_LIBS)
 

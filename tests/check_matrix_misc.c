@@ -264,6 +264,7 @@ START_TEST(test_files) {
     expect_fail(ctx, nb_load_safetensors(ctx, NULL, &out), NB_ERR_NULL, "load_safetensors");
     expect_fail(ctx, nb_load_safetensors(ctx, pathb, &out), NB_ERR_IO, "load_safetensors");
     expect_fail(ctx, nb_load_safetensors(ctx, dir, &out), NB_ERR_IO, "load_safetensors");
+    expect_fail(ctx, nb_load_safetensors(ctx, "/dev/zero", &out), NB_ERR_IO, "load_safetensors");
     int n_meta = 7;
     expect_any(ctx, nb_load_safetensors_meta(ctx, path, &out, -1, &n_meta, NULL, NULL),
                "load_safetensors");
