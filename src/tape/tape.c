@@ -172,8 +172,8 @@ static bool check_anomaly(nb_ctx *ctx, const nb_node *n) {
         char s[64];
         nb_ctx_fail(ctx, NB_ERR_VALUE,
                     "anomaly: backward of op #%d '%s' (created at %s:%d) produced a non-finite "
-                    "gradient for input %d %s",
-                    n->index, n->name, n->file ? n->file : "?", n->line, i + 1,
+                    "gradient for its input %d %s",
+                    n->index, n->name, n->file ? n->file : "?", n->line, i, /* 0-based, as gradcheck */
                     nb_shape_str(t, s, sizeof s));
         return false;
     }
