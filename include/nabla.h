@@ -38,7 +38,9 @@
  *   nabla/random.h     PCG32, the only source of randomness
  *   nabla/gradcheck.h  finite-difference gradient checks
  *   nabla/nn.h         modules: Linear, Dropout, Embedding, LayerNorm, attention
- *   nabla/optim.h      SGD, Adam, AdamW, gradient clipping
+ *   nabla/optim.h      SGD, Adam, AdamW, gradient clipping, lr schedule, train step
+ *   nabla/gpt.h        a small GPT (GPTModel / nanoGPT layouts), KV cache, sampling
+ *   nabla/data.h       character tokenizer, 90/10 split, random batches
  *   nabla/io.h         safetensors checkpoints
  *   nabla/teach.h      the tape explorer page, op formulas
  *
@@ -50,6 +52,8 @@
 #define NABLA_H
 
 #include "nabla/core.h"
+#include "nabla/data.h"
+#include "nabla/gpt.h"
 #include "nabla/gradcheck.h"
 #include "nabla/io.h"
 #include "nabla/nn.h"

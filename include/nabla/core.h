@@ -192,9 +192,25 @@ bool nb_same_shape(const nb_tensor *a, const nb_tensor *b);
  * for NULL. */
 char *nb_shape_str(const nb_tensor *t, char *buf, size_t n);
 
-/* Prints like PyTorch: "tensor([[0.4421, 0.5931], ...])" with 4 decimals,
- * nested brackets and aligned columns. `nb_print` adds a newline. */
+/* Prints exactly as PyTorch 1.13 prints t.detach(): "tensor([[0.4421, 0.5931],
+ * ...])" with 4 decimals, aligned columns and nested brackets; "2." when
+ * every value is whole; scientific notation ("tensor([1.0000e-10,
+ * 1.0000e+00])") when PyTorch uses it; past 1000 elements the first and
+ * last 3 of each long dim with "..."; ", dtype=torch.float64" for f64.
+ * `nb_print` adds a newline. NULL prints "None". */
 void nb_fprint(FILE *f, const nb_tensor *t);
+/* torch.set_printoptions: digits after the point (default 4), how many
+ * elements print in full (1000), items at each end of a summarized dim (3),
+ * characters per line (80), and scientific notation: NB_SCI_AUTO (PyTorch's
+ * None: chosen from the values), 0 never, 1 always. A negative precision,
+ * threshold, edgeitems or linewidth keeps the current value (PyTorch's
+ * None); sci_mode is always set, as in PyTorch. Process-wide, like
+ * PyTorch's; not thread-safe. nb_reset_printoptions restores the defaults
+ * (torch.set_printoptions(profile="default")). */
+#define NB_SCI_AUTO (-1)
+void nb_set_printoptions(int precision, int64_t threshold, int edgeitems, int linewidth,
+                         int sci_mode);
+void nb_reset_printoptions(void);
 void nb_print(const nb_tensor *t);
 /* Prints the gradient the same way ("None" when there is none). */
 void nb_print_grad(const nb_tensor *t);
@@ -202,20 +218,41 @@ void nb_print_grad(const nb_tensor *t);
 /* ------------------------------------------------------------------------
  * Named tensor lists: a module's parameters under PyTorch's state_dict
  * names, an optimizer's parameters and state, a checkpoint's contents. The
- * list does not own the names or tensors (they usually live in a context). */
-#define NB_LIST_MAX 256
+ * list does not own the names or tensors (they usually live in a context).
+ *
+ * A list has no fixed capacity. Start it empty with `nb_tensor_list l = {0};`.
+ * The first NB_LIST_MAX entries are kept in the struct itself; entries
+ * beyond them go to heap storage that nb_list_free releases. A list that
+ * never held more than NB_LIST_MAX entries owns no heap storage, so not
+ * calling nb_list_free on it leaks nothing. Read entries with
+ * nb_list_name(l, i) and nb_list_tensor(l, i), which work for every i < n;
+ * the arrays names[i] and t[i] hold only entries i < NB_LIST_MAX. A struct
+ * copy of a grown list shares the original's heap storage: free only one. */
+#define NB_LIST_MAX 256 /* entries kept inside the struct */
 
 typedef struct nb_tensor_list {
-    int n;
-    const char *names[NB_LIST_MAX];
+    int n;                          /* entries, 0 <= n <= NB_LIST_MAX + more_cap */
+    const char *names[NB_LIST_MAX]; /* entries 0..NB_LIST_MAX-1 */
     nb_tensor *t[NB_LIST_MAX];
+    int more_cap;                   /* heap entries allocated past NB_LIST_MAX */
+    const char **more_names;        /* entries NB_LIST_MAX.., more_cap of them */
+    nb_tensor **more_t;
 } nb_tensor_list;
 
-/* Appends (name, t). NB_ERR_NULL for NULL arguments, NB_ERR_SIZE when full,
- * NB_ERR_VALUE when the name is already there. */
+/* Appends (name, t). NB_ERR_NULL for NULL arguments, NB_ERR_VALUE when the
+ * name is already there or the list is corrupt (n negative or past its
+ * storage), NB_ERR_MEMORY when the heap storage cannot grow, NB_ERR_SIZE
+ * past INT_MAX entries. The list is unchanged on failure. */
 nb_status nb_list_add(nb_tensor_list *l, const char *name, nb_tensor *t);
-/* The tensor called `name`, or NULL. */
+/* The tensor called `name`, or NULL (also for a NULL or corrupt list). */
 nb_tensor *nb_list_get(const nb_tensor_list *l, const char *name);
+/* Entry i's name and tensor; NULL when i is outside 0..n-1 or l is NULL or
+ * corrupt. */
+const char *nb_list_name(const nb_tensor_list *l, int i);
+nb_tensor *nb_list_tensor(const nb_tensor_list *l, int i);
+/* Releases the list's heap storage (if it has any) and empties it (n = 0).
+ * The names and tensors are not touched. NULL is a no-op. */
+void nb_list_free(nb_tensor_list *l);
 
 /* ------------------------------------------------------------------------
  * The tape and backward.
@@ -263,7 +300,12 @@ nb_status nb_tape_dot(const nb_ctx *ctx, const nb_tensor *root, FILE *f);
  * the context, then record it with nb_record. Your backward is called once,
  * when backward reaches the node; it reads nb_node_output(n)->grad and adds
  * (+=) into the buffers nb_grad_buffer() gives for each input (NULL for
- * inputs that need no gradient). */
+ * inputs that need no gradient).
+ *
+ * Implement both float dtypes, f32 and f64: nb_gradcheck runs everything in
+ * f64. The output must have its float inputs' dtype; nb_record refuses
+ * (NB_ERR_DTYPE, "<name>: custom op does not implement f64: ...") an op
+ * that returns f32 for f64 inputs, or the reverse. */
 typedef void (*nb_backward_fn)(nb_ctx *ctx, nb_node *node);
 
 /* Records `out` as the result of `name`(in[0..n_in-1]). Does nothing and

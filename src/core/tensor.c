@@ -281,20 +281,3 @@ void nb_accumulate(nb_dtype dt, void *dst, const void *src, size_t numel) {
     NB_DISPATCH(dt, ACC);
 #undef ACC
 }
-
-nb_status nb_list_add(nb_tensor_list *l, const char *name, nb_tensor *t) {
-    if (!l || !name || !t) return NB_ERR_NULL;
-    if (nb_list_get(l, name)) return NB_ERR_VALUE;
-    if (l->n >= NB_LIST_MAX) return NB_ERR_SIZE;
-    l->names[l->n] = name;
-    l->t[l->n] = t;
-    l->n++;
-    return NB_OK;
-}
-
-nb_tensor *nb_list_get(const nb_tensor_list *l, const char *name) {
-    if (!l || !name) return NULL;
-    for (int i = 0; i < l->n; i++)
-        if (l->names[i] && strcmp(l->names[i], name) == 0) return l->t[i];
-    return NULL;
-}

@@ -44,6 +44,8 @@ static const char *const formulas[] = {
     [NB_OP_EMBEDDING] = "dW[id] += dout's row, for each id",
     [NB_OP_LAYER_NORM] = ("g = dout · γ;  dx = (g - mean(g) - x̂ · mean(g · x̂)) / σ;  "
                           "dγ = Σ dout · x̂;  dβ = Σ dout"),
+    [NB_OP_SDPA] = ("P = softmax(q·kᵀ·scale, masked);  dv = Pᵀ @ dout,  dP = dout @ vᵀ,  "
+                    "dS = P · (dP - Σ dout · out),  dq = dS @ k · scale,  dk = dSᵀ @ q · scale"),
     [NB_OP_CUSTOM] = "the user's backward function (nb_record)",
 };
 _Static_assert(sizeof(formulas) / sizeof(formulas[0]) == NB_OP_COUNT,

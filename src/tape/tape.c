@@ -80,6 +80,25 @@ nb_node *nb_record_op(nb_ctx *ctx, nb_op op, nb_tensor *out, int n_in, nb_tensor
     return record(ctx, op, nb_op_name(op), out, n_in, in, backward);
 }
 
+/* A custom op computes in its inputs' dtype: a float output beside float
+ * inputs of another dtype means the op lacks that dtype (often float64,
+ * which gradcheck runs in), and the next op would only see "mixed dtypes". */
+static bool same_float_dtype(nb_ctx *ctx, const char *name, const nb_tensor *out, int n_in,
+                             nb_tensor *const *in) {
+    if (out->dtype != NB_F32 && out->dtype != NB_F64) return true;
+    for (int i = 0; i < n_in; i++) {
+        if ((in[i]->dtype != NB_F32 && in[i]->dtype != NB_F64) || in[i]->dtype == out->dtype)
+            continue;
+        nb_ctx_fail(ctx, NB_ERR_DTYPE,
+                    "%s: custom op does not implement %s: given %s inputs it returned %s "
+                    "(gradcheck runs every function in f64; see nabla/gradcheck.h)",
+                    name, nb_dtype_name(in[i]->dtype), nb_dtype_name(in[i]->dtype),
+                    nb_dtype_name(out->dtype));
+        return false;
+    }
+    return true;
+}
+
 nb_node *nb_record(nb_ctx *ctx, const char *name, nb_tensor *out, int n_in,
                    nb_tensor *const *in, nb_backward_fn backward, void *userdata) {
     if (!nb_ctx_ok(ctx)) return NULL;
@@ -98,6 +117,7 @@ nb_node *nb_record(nb_ctx *ctx, const char *name, nb_tensor *out, int n_in,
                     name);
         return NULL;
     }
+    if (!same_float_dtype(ctx, name, out, n_in, in)) return NULL;
     nb_node *n = record(ctx, NB_OP_CUSTOM, name, out, n_in, in, backward);
     if (n) n->userdata = userdata;
     return n;
