@@ -91,6 +91,23 @@ START_TEST(test_tape_dot_names_parameters_by_module_path) {
     ck_assert_str_eq(fc.weight->name, "transformer.h.0.mlp.c_fc.weight");
     ck_assert_str_eq(model.names[1], "transformer.h.0.mlp.c_fc.bias");
     ck_assert_str_eq(fc.bias->name, model.names[1]);
+
+    /* nanoGPT's layout, drawn: the full path on every parameter */
+    nb_gpt_config cfg = nb_gpt_config_default(NB_GPT_NANOGPT);
+    cfg.vocab_size = 5, cfg.block_size = 4, cfg.n_layer = 1, cfg.n_head = 2, cfg.n_embd = 4;
+    cfg.dtype = NB_F64;
+    nb_gpt gpt;
+    ck_assert_int_eq(nb_gpt_init(&gpt, params, &cfg, &rng), NB_OK);
+    nb_ctx_reset(step);
+    nb_tensor *ids = nb_from_doubles(step, NB_I64, NB_SHAPE(1, 3), (double[]){1, 4, 2});
+    nb_tensor *tg = nb_from_doubles(step, NB_I64, NB_SHAPE(1, 3), (double[]){4, 2, 0});
+    nb_tensor *loss = nb_gpt_loss(step, &gpt, ids, tg, NULL);
+    ck_assert_int_eq(nb_backward(step, loss, NULL), NB_OK);
+    dot = dot_of(step, loss);
+    ck_assert_ptr_nonnull(strstr(dot, "{transformer.h.0.mlp.c_fc.weight | (16, 4) f64"));
+    ck_assert_ptr_nonnull(strstr(dot, "{transformer.h.0.attn.c_attn.weight | (12, 4) f64"));
+    free(dot);
+    nb_gpt_free(&gpt);
     nb_ctx_free(step), nb_ctx_free(params);
 }
 END_TEST
@@ -252,7 +269,7 @@ START_TEST(test_teach_scalar_matches_pytorch) {
 END_TEST
 
 /* The custom-op example: SiLU's values (torch.nn.functional.silu([-2, 0, 2])
- * = [-0.2384, 0, 1.7616]) in both dtypes, gradcheck passing the right rule
+ * = [-0.2384, 0, 1.7616], PyTorch's repr in both) in both dtypes, gradcheck passing the right rule
  * and naming the planted wrong one, and training that works. */
 START_TEST(test_custom_op_silu_example) {
     int st;
