@@ -118,7 +118,13 @@ static void check_vec_set(const nb_vec_kernels *v) {
         if (n > 3) x[3] = -INFINITY;
         fill(y, n, &r, 0, 1);
         fill(dy, n, &r, -1, 1);
-        nb_pcg32_fill(&r, bits, n);
+        nb_pcg32 r1 = r, r2 = r;
+        v->pcg32_fill(&r1, bits, n);
+        p->pcg32_fill(&r2, bits, 0); /* nothing drawn, nothing changed */
+        ck_assert_uint_eq(r2.state, r.state);
+        for (size_t i = 0; i < n; i++) ck_assert_uint_eq(bits[i], nb_pcg32_next(&r2));
+        ck_assert_uint_eq(r1.state, r2.state);
+        r = r1;
         if (n > 0) {
             float m1 = v->max(x, n), m2 = p->max(x, n);
             ck_assert(memcmp(&m1, &m2, sizeof m1) == 0);

@@ -13,7 +13,7 @@
  *
  *   config=NAME threads=N ms_per_step=X peak_rss_mb=Y minflt_per_step=Z
  *
- * peak_rss_mb is the process's peak resident set (getrusage), so one config
+ * peak_rss_mb is the process's peak resident set (VmHWM), so one config
  * per process; minflt_per_step counts minor page faults per timed step,
  * near 0 once the arenas hold their peak; cpu_ms_per_step is the CPU time
  * of all threads per step (with one thread, a figure less disturbed than
@@ -74,10 +74,22 @@ static double cpu_seconds(void) {
            1e-6 * (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
 }
 
+/* The peak resident set in MB: VmHWM of /proc/self/status, which starts
+ * afresh at exec (getrusage's ru_maxrss would include the parent's before
+ * exec); ru_maxrss where /proc is missing. */
 static double peak_rss_mb(void) {
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    return (double)ru.ru_maxrss / 1024.0; /* ru_maxrss is in KiB on Linux */
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long kb = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "VmHWM: %ld kB", &kb) == 1) break;
+    if (f) fclose(f);
+    if (kb < 0) {
+        struct rusage ru;
+        getrusage(RUSAGE_SELF, &ru);
+        kb = ru.ru_maxrss; /* KiB on Linux */
+    }
+    return (double)kb / 1024.0;
 }
 
 typedef struct bench {

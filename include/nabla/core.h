@@ -109,12 +109,15 @@ bool nb_is_grad_enabled(const nb_ctx *ctx);
 void nb_ctx_set_site(nb_ctx *ctx, const char *file, int line);
 #define NB_HERE(ctx) nb_ctx_set_site((ctx), __FILE__, __LINE__)
 
-/* Worker threads for the heaviest kernel (linear), process-wide; 1
- * (the default) runs everything on the calling thread. Results are
- * bit-identical for every thread count: work is split only over independent
- * outputs. Returns the count now in use (it may be lower if threads could not
- * be started). Call nb_set_num_threads(1) before exit to join the workers.
- * Not for use from several threads at once. */
+/* Worker threads for the heavy kernels (matmul and linear, softmax, the
+ * elementwise ops, dropout, the optimizers), process-wide, in a persistent
+ * pool; 1 runs everything on the calling thread. Without a call, the first
+ * use reads the NB_NUM_THREADS environment variable (1 when unset).
+ * Results are bit-identical for every thread count: work is split only over
+ * independent outputs, and small tensors stay on the caller. Returns the
+ * count now in use (it may be lower if threads could not be started). Call
+ * nb_set_num_threads(1) before exit to join the workers. Not for use from
+ * several threads at once. */
 int nb_set_num_threads(int n);
 int nb_get_num_threads(void);
 

@@ -64,6 +64,10 @@ NB_HIDDEN bool nb_sgemm_packed(const nb_sgemm_kernel *k, float *c, const float *
  * scale without overflow). exp(-inf) = 0, exp(+inf) = inf, NaN stays. */
 NB_HIDDEN float nb_expf_poly(float x);
 
+/* The sum of 16 partial sums (part[k] holding elements k mod 16) in the
+ * fixed tree every build uses: halves added pairwise, 8, 4, 2, 1. */
+NB_HIDDEN float nb_vec_sum16(const float *part);
+
 /* Adam's update of n elements (the common case: no amsgrad, no maximize,
  * no L2 term; AdamW's decay as p *= shrink, 1 for Adam), the same
  * operations in the same order as the scalar loop in train/optim.c:
@@ -91,6 +95,8 @@ typedef struct nb_vec_kernels {
                         size_t n);
     void (*adam)(float *p, const float *g, float *m, float *v, size_t n,
                  const nb_adam_coef *c);
+    /* nb_pcg32_fill: n draws, the bits of nb_pcg32_next, rng left after them */
+    void (*pcg32_fill)(nb_pcg32 *rng, uint32_t *out, size_t n);
 } nb_vec_kernels;
 
 NB_HIDDEN extern const nb_vec_kernels nb_vec_portable;
@@ -99,7 +105,8 @@ NB_HIDDEN extern const nb_vec_kernels nb_vec_avx512;
 NB_HIDDEN extern const nb_vec_kernels nb_vec_avx2;
 #endif
 /* The best set for this CPU (decided once; NB_VEC_PORTABLE=1 in the
- * environment forces the portable one). */
+ * environment forces the portable one). The AVX-512 set needs AVX512F and
+ * AVX512DQ (64-bit multiplies for PCG32). */
 NB_HIDDEN const nb_vec_kernels *nb_vec(void);
 
 #endif

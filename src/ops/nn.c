@@ -255,7 +255,7 @@ static void dropout_forward_range(void *arg, int64_t lo, int64_t hi) {
     uint32_t bits[256];
     for (int64_t i0 = lo; i0 < hi; i0 += 256) {
         size_t n = hi - i0 < 256 ? (size_t)(hi - i0) : 256;
-        nb_pcg32_fill(&rng, bits, n);
+        j->vk->pcg32_fill(&rng, bits, n);
         if (j->dt == NB_F32) {
             j->vk->dropout((float *)j->y + i0, j->mask + i0, (const float *)j->x + i0, bits,
                            j->threshold, (float)j->scale, n);
