@@ -38,6 +38,7 @@ typedef struct sdpa_job {
     void *o;                            /* (B, Tq, H * hdv) */
     void *lse;                          /* (B, H, Tq): m + log(l) per query row */
     void *acc;                          /* scratch, see the kernels */
+    void *kt;                           /* forward: K^T per head (B, H, hd, Tk) */
     const uint8_t *pad;                 /* (B, Tk), true = padding; NULL for none */
     bool causal;
     double scale;
@@ -104,6 +105,20 @@ static void forward_range(void *arg, int64_t begin, int64_t end) {
     }
 }
 
+static void transpose_range(void *arg, int64_t begin, int64_t end) {
+    const sdpa_job *J = arg;
+    int64_t ld = J->H * J->hd, per_head = J->hd * J->Tk;
+    for (int64_t bh = begin; bh < end; bh++) {
+        int64_t b = bh / J->H, h = bh % J->H, off = b * J->Tk * ld + h * J->hd;
+        if (J->dtype == NB_F32)
+            transpose_float((float *)J->kt + bh * per_head, (const float *)J->k + off, ld, J->Tk,
+                            J->hd);
+        else
+            transpose_double((double *)J->kt + bh * per_head, (const double *)J->k + off, ld,
+                             J->Tk, J->hd);
+    }
+}
+
 static void backward_range(void *arg, int64_t begin, int64_t end) {
     const sdpa_job *J = arg;
     for (int64_t bh = begin; bh < end; bh++) {
@@ -152,7 +167,7 @@ static void sdpa_backward(nb_ctx *ctx, nb_node *n) {
     J.gk = nb_grad_buffer(ctx, k);
     J.gv = nb_grad_buffer(ctx, v);
     if (!J.gq && !J.gk && !J.gv) return;
-    size_t per_head = (size_t)(J.Tq * J.hd + J.Tk * J.hd + J.Tk * J.hdv);
+    size_t per_head = (size_t)(J.Tq * J.hd + 2 * J.Tk * J.hd + 2 * J.Tk * J.hdv);
     J.acc = nb_ctx_alloc_raw(ctx, (size_t)(J.B * J.H) * per_head * nb_dtype_size(q->dtype));
     if (!J.acc) return;
     nb_parallel_for(J.B * J.H, min_items(J.Tq * J.Tk * (2 * J.hd + 3 * J.hdv)), backward_range,
@@ -234,8 +249,10 @@ nb_tensor *nb_sdpa(nb_ctx *ctx, nb_tensor *q, nb_tensor *k, nb_tensor *v,
     size_t es = nb_dtype_size(q->dtype);
     J.lse = out ? nb_ctx_alloc_raw(ctx, (size_t)(J.B * J.H * J.Tq) * es) : NULL;
     J.acc = J.lse ? nb_ctx_alloc_raw(ctx, out->numel * es) : NULL; /* (B, H, Tq, hdv) */
-    if (!J.acc) return NULL;
+    J.kt = J.acc ? nb_ctx_alloc_raw(ctx, k->numel * es) : NULL;
+    if (!J.kt) return NULL;
     J.o = out->data;
+    nb_parallel_for(J.B * J.H, min_items(J.Tk * J.hd * 16), transpose_range, &J);
     nb_parallel_for(J.B * J.H * J.nqt, min_items(SDPA_BQ * J.Tk * (J.hd + J.hdv)), forward_range,
                     &J);
     nb_tensor *in[3] = {q, k, v};
