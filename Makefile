@@ -2,10 +2,16 @@
 #
 #   make            libnabla.a, libnabla.so, nabla.pc, examples, tools
 #   make test       the Check suite (installs Debian packages it needs first)
-#   make demo       trains the tiny attention model
+#   make test-slow  the big tests (a 124M GPT checkpoint with AdamW state)
+#   make demo       trains a character-level GPT on Debian's fortunes, samples it
+#   make demo-reverse  trains the tiny attention model to reverse digits
 #   make gradcheck  float64 finite-difference check of every op and module
 #   make memcheck   the test suite under valgrind
-#   make bench      speed figures
+#   make fuzz       libFuzzer campaign over the file loaders (FUZZ_SECONDS=60 in all)
+#   make soak       20,000-step training at 1 and 2 threads: RSS, speed, resume
+#   make bench      speed figures (bench-gpt: nabla-gpt vs PyTorch's GPT)
+#   make test-browser  the tape explorer page clicked through in headless Chromium
+#   make docs       docs/tape.svg redrawn from the current tape (Graphviz)
 #   make install    PREFIX=/usr/local DESTDIR=
 #
 # Your CFLAGS/LDFLAGS/CPPFLAGS are added to ours, not replacing them.
@@ -52,6 +58,10 @@ PC := $(B)/nabla.pc
 DEPS_OK := $(B)/.deps-ok
 
 .PHONY: all lib deps test demo gradcheck memcheck bench install uninstall clean
+.PHONY: bench-compare bench-gemm
+.PHONY: fuzz fuzz-seeds soak
+.PHONY: test-slow
+.PHONY: demo-reverse bench-gpt
 
 all: lib $(EXAMPLES) $(TOOLS)
 lib: $(LIB_A) $(B)/libnabla.so $(PC)
@@ -62,11 +72,27 @@ $(DEPS_OK): tools/install-deps.sh
 	@mkdir -p $(B) && touch $@
 deps: $(DEPS_OK)
 
-$(B)/obj/%.o: src/%.c $(HDR) | $(DEPS_OK)
+# Only the targets that need packages install them (before any compiling);
+# plain `make` and `make install` just check for the one build dependency,
+# libcjson-dev, and say how to get it.
+INSTALL_GOALS := test test-slow test-browser demo memcheck bench-gpt deps
+ifneq ($(filter $(INSTALL_GOALS),$(MAKECMDGOALS)),)
+BUILD_DEPS := $(DEPS_OK)
+else
+BUILD_DEPS := build-deps-check
+endif
+.PHONY: build-deps-check
+build-deps-check:
+	@printf '#include <cjson/cJSON.h>\n' | $(CC) $(CJSON_CFLAGS) $(CPPFLAGS) -E - >/dev/null 2>&1 || { \
+	  echo "nabla: the build needs the Debian package libcjson-dev (cjson/cJSON.h not found)." >&2; \
+	  echo "nabla: install it with 'sudo apt-get install libcjson-dev', or run 'make deps'." >&2; \
+	  exit 1; }
+
+$(B)/obj/%.o: src/%.c $(HDR) | $(BUILD_DEPS)
 	@mkdir -p $(dir $@)
 	$(CC) $(NB_CFLAGS) $(LIB_CFLAGS) $(CJSON_CFLAGS) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
 
-$(B)/pic/%.o: src/%.c $(HDR) | $(DEPS_OK)
+$(B)/pic/%.o: src/%.c $(HDR) | $(BUILD_DEPS)
 	@mkdir -p $(dir $@)
 	$(CC) $(NB_CFLAGS) $(LIB_CFLAGS) $(CJSON_CFLAGS) -fPIC $(CPPFLAGS) $(CFLAGS) -c $< -o $@
 
@@ -98,7 +124,7 @@ $(B)/examples/%: examples/%.c $(LIB_A) $(HDR) $(wildcard examples/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(NB_CFLAGS) $(CPPFLAGS) $(CFLAGS) $< -o $@ $(LDFLAGS) $(LIB_A) $(CJSON_LIBS) $(NB_LIBS)
 
-$(B)/support/%.o: tools/support/%.c $(HDR) $(SUPPORT_HDR) | $(DEPS_OK)
+$(B)/support/%.o: tools/support/%.c $(HDR) $(SUPPORT_HDR) | $(BUILD_DEPS)
 	@mkdir -p $(dir $@)
 	$(CC) $(NB_CFLAGS) -Itools/support $(CPPFLAGS) $(CFLAGS) -c $< -o $@
 
@@ -119,7 +145,8 @@ $(TEST_BIN): $(TEST_SRC) $(B)/tests/suites.h $(LIB_A) $(SUPPORT_OBJ) $(HDR) $(SU
 # The suites that run built programs (examples, nabla-train) find them
 # through NB_BUILD_DIR.
 test: $(DEPS_OK) all $(TEST_BIN)
-	NB_BUILD_DIR=$(abspath $(B)) $(TEST_BIN)
+	NB_BUILD_DIR=$(abspath $(B)) NB_CC="$(CC)" $(TEST_BIN)
+	python3 tools/matrix_coverage.py
 
 # Tests too big for `make test` (tests/slow/): the 124M GPT checkpoint with
 # AdamW state (~5 GB of memory, a 2 GB temporary file).
@@ -128,7 +155,6 @@ $(B)/tests/check_slow: $(wildcard tests/slow/*.c) $(LIB_A) $(HDR)
 	$(CC) $(NB_CFLAGS) $(CHECK_CFLAGS) $(CPPFLAGS) $(CFLAGS) $(wildcard tests/slow/*.c) -o $@ \
 	  $(LDFLAGS) $(LIB_A) $(CHECK_LIBS) $(CJSON_LIBS) $(NB_LIBS)
 
-.PHONY: test-slow
 test-slow: $(DEPS_OK) $(B)/tests/check_slow
 	$(B)/tests/check_slow
 
@@ -140,11 +166,91 @@ memcheck: $(DEPS_OK) all $(TEST_BIN)
 gradcheck: $(B)/bin/nabla-gradcheck
 	$(B)/bin/nabla-gradcheck
 
-demo: all
-	$(B)/examples/demo_reverse
+demo: $(DEPS_OK) $(B)/bin/nabla-gpt
+	@sh tools/install-deps.sh fortunes
+	sh tools/gpt-demo.sh $(B)
 
-bench: $(B)/bin/nabla-bench
+demo-reverse: all
+	$(B)/examples/demo_reverse --out $(B)/demo
+
+# Kernel figures, then training steps of MultiHeadAttention at four sizes,
+# one process per config (so peak RSS is that config's).
+BENCH_CONFIGS := seed small medium large
+bench: $(B)/bin/nabla-bench $(B)/bin/nabla-bench-mha
 	$(B)/bin/nabla-bench
+	@for c in $(BENCH_CONFIGS); do $(B)/bin/nabla-bench-mha --config $$c || exit 1; done
+	@$(MAKE) --no-print-directory bench-gpt
+
+bench-gpt: $(DEPS_OK) $(B)/bin/nabla-gpt
+	@sh tools/install-deps.sh python3-torch
+	sh tools/bench-gpt.sh $(B)
+
+# The same steps against PyTorch (Debian's python3-torch), interleaved per
+# config; prints nabla/PyTorch per config. About 3 minutes.
+bench-compare: $(B)/bin/nabla-bench-mha
+	@sh tools/install-deps.sh python3-torch
+	/usr/bin/python3 tools/bench_compare.py --build $(B)
+
+# nabla's float32 gemm against OpenBLAS sgemm (the yardstick only: the
+# library never links OpenBLAS).
+OPENBLAS_INC := /usr/include/x86_64-linux-gnu/openblas-pthread
+$(B)/bench/bench-gemm: tools/bench/bench-gemm.c $(LIB_A) $(HDR)
+	@sh tools/install-deps.sh libopenblas-dev
+	@mkdir -p $(dir $@)
+	$(CC) $(NB_CFLAGS) -Isrc -I$(OPENBLAS_INC) $(CPPFLAGS) $(CFLAGS) $< -o $@ $(LDFLAGS) \
+	  $(LIB_A) -lopenblas $(CJSON_LIBS) $(NB_LIBS)
+bench-gemm: $(B)/bench/bench-gemm
+	$(B)/bench/bench-gemm
+
+# The tape explorer page (nb_tape_html) driven by headless Chromium: every
+# backward step clicked, the gradients shown checked against nabla's.
+.PHONY: test-browser docs
+test-browser: $(DEPS_OK) all
+	@sh tools/install-deps.sh chromium chromium-driver python3-selenium
+	/usr/bin/python3 tools/test_browser.py $(B)
+
+# ---- fuzzing (tests/fuzz/README.md) ------------------------------------------
+# Each tests/fuzz/fuzz_<name>.c is a libFuzzer target, built with clang
+# against the library compiled with ASan and UBSan; run.sh splits
+# FUZZ_SECONDS between them.
+FUZZ_SECONDS ?= 60
+FUZZ_CC := clang
+FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=undefined -g -O1
+FUZZ_NAMES := $(patsubst tests/fuzz/fuzz_%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
+FUZZ_BINS := $(FUZZ_NAMES:%=$(B)/fuzz/fuzz_%)
+FUZZ_OBJ := $(SRC:src/%.c=$(B)/fuzz/obj/%.o)
+FUZZ_DEPS := $(B)/.fuzz-deps-ok
+.SECONDARY: $(FUZZ_OBJ)
+
+$(FUZZ_DEPS): tools/install-deps.sh
+	@command -v $(FUZZ_CC) >/dev/null || sh tools/install-deps.sh clang
+	@sh tools/install-deps.sh libfuzzer-14-dev
+	@mkdir -p $(B) && touch $@
+
+$(B)/fuzz/obj/%.o: src/%.c $(HDR) | $(DEPS_OK) $(FUZZ_DEPS)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(NB_CFLAGS) $(LIB_CFLAGS) $(CJSON_CFLAGS) $(FUZZ_SAN) -fsanitize=fuzzer-no-link -c $< -o $@
+
+$(B)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_input.h $(FUZZ_OBJ)
+	$(FUZZ_CC) $(NB_CFLAGS) -D_GNU_SOURCE -Itests/fuzz $(FUZZ_SAN) -fsanitize=fuzzer $< $(FUZZ_OBJ) \
+	  -o $@ $(CJSON_LIBS) $(NB_LIBS)
+
+fuzz: $(FUZZ_BINS)
+	sh tests/fuzz/run.sh $(FUZZ_SECONDS) $(B) $(FUZZ_NAMES)
+
+# Rewrites the committed seed corpora (tests/fuzz/seeds/) from make_seeds.c.
+fuzz-seeds: $(LIB_A)
+	@mkdir -p $(B)/fuzz
+	$(CC) $(NB_CFLAGS) -Itests/fuzz $(CFLAGS) tests/fuzz/make_seeds.c -o $(B)/fuzz/make_seeds \
+	  $(LIB_A) $(CJSON_LIBS) $(NB_LIBS)
+	rm -rf tests/fuzz/seeds/safetensors tests/fuzz/seeds/checkpoint
+	$(B)/fuzz/make_seeds tests/fuzz/seeds
+
+# Leaks, slow-downs and resume bugs over 20,000 steps (several minutes).
+SOAK_STEPS ?= 20000
+soak: $(B)/bin/nabla-soak
+	$(B)/bin/nabla-soak --steps $(SOAK_STEPS) --threads 1
+	$(B)/bin/nabla-soak --steps $(SOAK_STEPS) --threads 2
 
 install: lib
 	install -d $(DESTDIR)$(INCLUDEDIR)/nabla $(DESTDIR)$(LIBDIR) $(DESTDIR)$(PKGCONFIGDIR)
@@ -162,3 +268,38 @@ uninstall:
 
 clean:
 	rm -rf $(B)
+
+# ---- MPI data parallelism (optional; tools/mpi/, README "Training on several
+# processes with MPI"). libnabla stays free of MPI: only nabla-gpt-mpi and its
+# test programs are built with mpicc. The target installs Open MPI.
+.PHONY: mpi test-mpi bench-mpi
+MPICC ?= mpicc
+MPI_DEPS := $(B)/.mpi-deps-ok
+MPI_SRC := $(wildcard tools/mpi/*.c)
+MPI_HDR := $(wildcard tools/mpi/*.h)
+$(MPI_DEPS): tools/install-deps.sh
+	@sh tools/install-deps.sh openmpi-bin libopenmpi-dev
+	@mkdir -p $(B) && touch $@
+
+$(B)/bin/nabla-gpt-mpi: tools/nabla-gpt.c $(MPI_SRC) $(MPI_HDR) $(LIB_A) $(SUPPORT_OBJ) $(HDR) $(SUPPORT_HDR) | $(MPI_DEPS)
+	@mkdir -p $(dir $@)
+	$(MPICC) $(NB_CFLAGS) -DNB_GPT_MPI -Itools/support -Itools/mpi $(CPPFLAGS) $(CFLAGS) \
+	  tools/nabla-gpt.c $(MPI_SRC) -o $@ $(LDFLAGS) $(SUPPORT_OBJ) $(LIB_A) $(CJSON_LIBS) $(NB_LIBS)
+
+$(B)/mpi/mpi_unit: tests/mpi/mpi_unit.c tools/mpi/nb_mpi.c tools/mpi/nb_mpi.h $(LIB_A) $(HDR) | $(MPI_DEPS)
+	@mkdir -p $(dir $@)
+	$(MPICC) $(NB_CFLAGS) -Itools/mpi $(CPPFLAGS) $(CFLAGS) tests/mpi/mpi_unit.c tools/mpi/nb_mpi.c \
+	  -o $@ $(LDFLAGS) $(LIB_A) $(CJSON_LIBS) $(NB_LIBS)
+
+$(B)/mpi/st_compare: tests/mpi/st_compare.c $(LIB_A) $(HDR)
+	@mkdir -p $(dir $@)
+	$(CC) $(NB_CFLAGS) $(CPPFLAGS) $(CFLAGS) $< -o $@ $(LDFLAGS) $(LIB_A) $(CJSON_LIBS) $(NB_LIBS)
+
+mpi: $(B)/bin/nabla-gpt-mpi $(B)/mpi/mpi_unit $(B)/mpi/st_compare
+
+test-mpi: mpi $(B)/bin/nabla-gpt
+	sh tests/mpi/test_mpi.sh $(B)
+
+bench-mpi: mpi $(B)/bin/nabla-gpt
+	@sh tools/install-deps.sh fortunes
+	sh tools/bench-mpi.sh $(B)

@@ -40,7 +40,9 @@
  *   nabla/nn.h         modules: Linear, Dropout, Embedding, LayerNorm, attention
  *   nabla/optim.h      SGD, Adam, AdamW, gradient clipping, lr schedule, train step
  *   nabla/gpt.h        a small GPT (GPTModel / nanoGPT layouts), KV cache, sampling
+ *   nabla/data.h       character tokenizer, 90/10 split, random batches
  *   nabla/io.h         safetensors checkpoints
+ *   nabla/teach.h      the tape explorer page, op formulas
  *
  * Errors: no function aborts or exits on bad input. Ops record the first
  * error on their context and return NULL; later ops on that context do
@@ -50,6 +52,7 @@
 #define NABLA_H
 
 #include "nabla/core.h"
+#include "nabla/data.h"
 #include "nabla/gpt.h"
 #include "nabla/gradcheck.h"
 #include "nabla/io.h"
@@ -57,5 +60,6 @@
 #include "nabla/ops.h"
 #include "nabla/optim.h"
 #include "nabla/random.h"
+#include "nabla/teach.h"
 
 #endif

@@ -338,8 +338,27 @@ static int bench_gpt_sample(nb_gpt_arch arch, int n_layer, int n_head, int64_t n
     return st != NB_OK;
 }
 
+static const char usage[] =
+    "usage: nabla-bench [FILTER]\n"
+    "Times each kernel (forward, forward+backward, GFLOP/s) and one training step\n"
+    "of the demo model, and GPT sampling with and without the KV cache; FILTER\n"
+    "keeps the cases whose name contains it (e.g. matmul, \"gpt sample\",\n"
+    "\"demo step\"). Prints a table on stdout; writes no files.\n"
+    "  --help  this text\n";
+
 int main(int argc, char **argv) {
-    const char *filter = argc > 1 ? argv[1] : NULL;
+    const char *filter = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            fputs(usage, stdout);
+            return 0;
+        }
+        if (argv[i][0] == '-' || filter) {
+            fprintf(stderr, "nabla-bench: unexpected argument '%s' (see --help)\n", argv[i]);
+            return 2;
+        }
+        filter = argv[i];
+    }
     printf("%-16s %-4s %-34s %10s %8s %12s %8s\n", "case", "type", "shapes", "fwd us",
            "GFLOP/s", "fwd+bwd us", "GFLOP/s");
     int status = 0;

@@ -136,6 +136,11 @@ void nb_ctx_clear_error(nb_ctx *ctx) {
 nb_status nb_ctx_fail(nb_ctx *ctx, nb_status s, const char *fmt, ...) {
     if (!ctx || ctx->status != NB_OK) return s;
     ctx->status = s;
+    if (!fmt) {
+        snprintf(ctx->errmsg, sizeof ctx->errmsg, "%s (no message: format was NULL)",
+                 nb_status_str(s));
+        return s;
+    }
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(ctx->errmsg, sizeof ctx->errmsg, fmt, ap);

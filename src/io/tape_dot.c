@@ -84,5 +84,6 @@ nb_status nb_tape_dot(const nb_ctx *ctx, const nb_tensor *root, FILE *f) {
     }
     fputs("}\n", f);
     free(order), free(seen);
-    return ferror(f) ? NB_ERR_IO : NB_OK;
+    /* A write error may only show when the buffer is flushed. */
+    return fflush(f) != 0 || ferror(f) ? NB_ERR_IO : NB_OK;
 }
