@@ -167,7 +167,6 @@ $(B)/tests/check_slow: $(wildcard tests/slow/*.c) $(LIB_A) $(HDR)
 	$(CC) $(NB_CFLAGS) $(CHECK_CFLAGS) $(CPPFLAGS) $(CFLAGS) $(wildcard tests/slow/*.c) -o $@ \
 	  $(LDFLAGS) $(LIB_A) $(CHECK_LIBS) $(CJSON_LIBS) $(NB_LIBS)
 
-.PHONY: test-slow
 test-slow: $(DEPS_OK) $(B)/tests/check_slow
 	$(B)/tests/check_slow
 
