@@ -188,10 +188,10 @@ static int model_from_init(run *r) {
     if (nb_load_safetensors_meta(r->pctx, r->f->init, &sd, 64, &n_meta, keys, values))
         return gpt_fail(r->prog, "--init: %s", nb_ctx_error(r->pctx));
     vocab_from_meta(r, n_meta < 64 ? n_meta : 64, keys, values);
-    if (nb_gpt_from_state_dict(&r->gpt, r->pctx, &sd, (int)r->f->n_head, r->f->dropout,
-                               gpt_flags_dtype(r->f), &r->rng_model))
-        return gpt_fail(r->prog, "--init=%s: %s", r->f->init, nb_ctx_error(r->pctx));
-    return 0;
+    nb_status st = nb_gpt_from_state_dict(&r->gpt, r->pctx, &sd, (int)r->f->n_head,
+                                          r->f->dropout, gpt_flags_dtype(r->f), &r->rng_model);
+    nb_list_free(&sd);
+    return st ? gpt_fail(r->prog, "--init=%s: %s", r->f->init, nb_ctx_error(r->pctx)) : 0;
 }
 
 static int build_model(run *r) {
@@ -357,6 +357,7 @@ static int resume_vocab(run *r) {
         return GPT_EXIT_USAGE;
     }
     vocab_from_meta(r, n < 16 ? n : 16, keys, values);
+    nb_list_free(&l);
     nb_ctx_free(tmp);
     return 0;
 }
@@ -446,6 +447,7 @@ int gpt_train_run(const gpt_flags *f, const char *prog, const gpt_train_hooks *h
     if (log && fclose(log) && !st) st = gpt_fail(prog, "%s: write failed", r->path_log);
     if (!st && r->hooks.rank == 0) st = save_outputs(r);
     nb_optim_free(r->opt);
+    nb_gpt_free(&r->gpt);
     nb_ctx_free(r->sctx), nb_ctx_free(r->pctx);
     free(r);
     return st;
