@@ -427,19 +427,72 @@ static int bench_demo_step(void) {
     return status;
 }
 
+/* ---- GPT sampling: tokens/s with and without the KV cache ---------------------- */
+
+/* Tokens per second of nb_gpt_generate from a one-token prompt up to the
+ * context length (so the cache never re-fills), over at least
+ * BENCH_SECONDS. */
+static double gpt_tok_per_s(nb_gpt *m, bool cache, int64_t new_tokens, nb_status *st) {
+    int64_t prompt = 1, out[1024 + 1], n_out;
+    nb_gpt_sample_opts o = nb_gpt_sample_defaults();
+    o.max_new_tokens = new_tokens, o.top_k = 10, o.use_cache = cache;
+    long tokens = 0;
+    double t0 = now(), t = t0;
+    while (!*st && (t - t0 < BENCH_SECONDS || tokens == 0)) {
+        *st = nb_gpt_generate(m, &prompt, 1, &o, out, &n_out, NULL);
+        tokens += (long)(n_out - 1);
+        o.seed++;
+        t = now();
+    }
+    return (double)tokens / (t - t0);
+}
+
+static int bench_gpt_sample(nb_gpt_arch arch, int n_layer, int n_head, int64_t n_embd,
+                            int64_t block, int64_t vocab, const char *what) {
+    nb_ctx *params = nb_ctx_new(0);
+    nb_pcg32 rng;
+    nb_pcg32_seed(&rng, 1337, 1);
+    nb_gpt_config cfg = nb_gpt_config_default(arch);
+    cfg.n_layer = n_layer, cfg.n_head = n_head, cfg.n_embd = n_embd, cfg.block_size = block;
+    cfg.vocab_size = vocab, cfg.dropout = 0, cfg.no_grad = true;
+    nb_gpt m;
+    nb_status st = nb_gpt_init(&m, params, &cfg, &rng);
+    if (!st) {
+        int64_t n = block - 1 < 255 ? block - 1 : 255;
+        double with = gpt_tok_per_s(&m, true, n, &st);
+        double without = st ? 0 : gpt_tok_per_s(&m, false, n, &st);
+        if (!st)
+            printf("%-16s %-4s %-34s %10.0f tok/s with the KV cache, %.0f without (x%.1f)\n",
+                   "gpt sample", "f32", what, with, without, with / without);
+    }
+    if (st) fprintf(stderr, "nabla-bench: gpt sample: %s\n", nb_ctx_error(params));
+    nb_gpt_free(&m);
+    nb_ctx_free(params);
+    return st != NB_OK;
+}
+
+static const char usage[] =
+    "usage: nabla-bench [FILTER]\n"
+    "Times each kernel (forward, forward+backward, GFLOP/s), the elementwise kernels\n"
+    "against memcpy (GB/s), one training step of the demo model and GPT sampling with\n"
+    "and without the KV cache; FILTER keeps the cases whose name contains it (e.g.\n"
+    "matmul, elementwise, \"demo step\", \"gpt sample\"). Prints a table on stdout;\n"
+    "writes no files.\n"
+    "  --help  this text\n";
+
 int main(int argc, char **argv) {
-    if (argc > 1 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
-        printf("usage: nabla-bench [FILTER]\n"
-               "  Speed of the hot ops (microseconds, GFLOP/s), the elementwise kernels\n"
-               "  against memcpy (GB/s) and the demo's training step; FILTER keeps the\n"
-               "  cases whose name contains it (\"elementwise\" for those lines).\n");
-        return 0;
+    const char *filter = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            fputs(usage, stdout);
+            return 0;
+        }
+        if (argv[i][0] == '-' || filter) {
+            fprintf(stderr, "nabla-bench: unexpected argument '%s' (see --help)\n", argv[i]);
+            return 2;
+        }
+        filter = argv[i];
     }
-    if (argc > 2 || (argc > 1 && argv[1][0] == '-')) {
-        fprintf(stderr, "nabla-bench: unknown option '%s' (try --help)\n", argv[1]);
-        return 2;
-    }
-    const char *filter = argc > 1 ? argv[1] : NULL;
     printf("%-16s %-4s %-34s %10s %8s %12s %8s\n", "case", "type", "shapes", "fwd us",
            "GFLOP/s", "fwd+bwd us", "GFLOP/s");
     int status = 0;
@@ -447,5 +500,11 @@ int main(int argc, char **argv) {
         if (!filter || strstr(cases[i].name, filter)) status |= bench_one(&cases[i]);
     if (!filter || strstr("demo step", filter)) status |= bench_demo_step();
     if (!filter || strstr("elementwise", filter)) status |= bench_elementwise();
+    if (!filter || strstr("gpt sample", filter)) {
+        status |= bench_gpt_sample(NB_GPT_NANOGPT, 4, 4, 128, 64, 65,
+                                   "nanoGPT 4/4/128, T 64, V 65");
+        status |= bench_gpt_sample(NB_GPT_GPTMODEL, 12, 12, 768, 32, 50257,
+                                   "GPTModel 124M, T 32");
+    }
     return status;
 }

@@ -239,7 +239,7 @@ static int check_inputs(const args *a, const nb_tensor_list *init, const nb_tens
         !need(init, a->init, "out_proj.bias", 1, (int64_t[]){*d_out}))
         return EXIT_USAGE;
     for (int i = 0; i < init->n; i++) {
-        const char *n = init->names[i];
+        const char *n = nb_list_name(init, i);
         bool known = !strcmp(n, "mask") || !strcmp(n, "loss") ||
                      !strcmp(n, "out_proj.weight") || !strcmp(n, "out_proj.bias");
         for (int k = 0; k < 3 && !known; k++) {
@@ -305,22 +305,22 @@ static int train(const args *a, nb_nn_mha *mha, nb_optim *opt, nb_tensor *x, nb_
     return rc;
 }
 
-static int run(const args *a, nb_ctx *ctx) {
-    nb_tensor_list init = {0}, data = {0};
-    int rc = load(ctx, "--init", a->init, &init);
-    if (!rc) rc = load(ctx, "--data", a->data, &data);
+/* run with the --init and --data lists (empty; the caller frees them). */
+static int run_with(const args *a, nb_ctx *ctx, nb_tensor_list *init, nb_tensor_list *data) {
+    int rc = load(ctx, "--init", a->init, init);
+    if (!rc) rc = load(ctx, "--data", a->data, data);
     int64_t d_in = 0, d_out = 0;
-    if (!rc) rc = check_inputs(a, &init, &data, &d_in, &d_out);
+    if (!rc) rc = check_inputs(a, init, data, &d_in, &d_out);
     if (rc) return rc;
-    nb_tensor *x = nb_copy(ctx, nb_list_get(&data, "x"), a->dt);
-    nb_tensor *y = nb_copy(ctx, nb_list_get(&data, "y"), a->dt);
+    nb_tensor *x = nb_copy(ctx, nb_list_get(data, "x"), a->dt);
+    nb_tensor *y = nb_copy(ctx, nb_list_get(data, "y"), a->dt);
     nb_pcg32 rng; /* draws the initial weights, which INIT then replaces */
     nb_pcg32_seed(&rng, 0, 0);
     nb_nn_mha mha;
     if (!x || !y ||
         nb_nn_mha_init(&mha, ctx, d_in, d_out, x->shape[1], 0.0, (int)a->heads, a->qkv_bias,
                        a->dt, &rng) ||
-        nb_params_copy_from(&mha.params, &init))
+        nb_params_copy_from(&mha.params, init))
         return fail("%s", nb_ctx_error(ctx));
     nb_optim *opt = make_optimizer(a, &mha.params, ctx);
     if (!opt) return fail("%s", nb_ctx_error(ctx));
@@ -345,6 +345,14 @@ static int run(const args *a, nb_ctx *ctx) {
            nb_dtype_name(a->dt), nb_get(losses, 0), nb_get(losses, (size_t)a->steps - 1),
            a->out);
     return 0;
+}
+
+static int run(const args *a, nb_ctx *ctx) {
+    nb_tensor_list init = {0}, data = {0};
+    int rc = run_with(a, ctx, &init, &data);
+    nb_list_free(&init);
+    nb_list_free(&data);
+    return rc;
 }
 
 int main(int argc, char **argv) {

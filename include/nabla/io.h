@@ -23,6 +23,7 @@
  *   nb_tensor_list loaded = {0};
  *   if (nb_load_safetensors(ctx, "model.safetensors", &loaded) == NB_OK)
  *       w2 = nb_list_get(&loaded, "fc.weight");
+ *   nb_list_free(&loaded); // only needed past NB_LIST_MAX tensors; harmless
  *
  * Both functions return NB_OK or an error status; the error (with a message
  * naming the file and what is wrong) is also recorded on `ctx`. Like every
@@ -58,8 +59,8 @@ extern "C" {
  *                 string;
  *   NB_ERR_VALUE  an empty, duplicate, reserved ("__metadata__") or non-UTF-8
  *                 name or metadata key/value, a duplicate metadata key, a
- *                 negative n_meta or list->n outside 0..NB_LIST_MAX, or a
- *                 header over NB_SAFETENSORS_MAX_HEADER bytes;
+ *                 negative n_meta, a corrupt list (n negative or past its
+ *                 storage), or a header over NB_SAFETENSORS_MAX_HEADER bytes;
  *   NB_ERR_DTYPE, NB_ERR_SIZE  a tensor with an invalid dtype or ndim;
  *   NB_ERR_IO     the OS refused (the message includes strerror's text). */
 nb_status nb_save_safetensors(nb_ctx *ctx, const char *path, const nb_tensor_list *list,
@@ -90,8 +91,9 @@ nb_status nb_save_safetensors(nb_ctx *ctx, const char *path, const nb_tensor_lis
  *                  names, a "__metadata__" that is not an object of strings,
  *                  a BOOL byte other than 0 or 1. JSON numbers must be exact
  *                  non-negative integers no larger than 2^53;
- *   NB_ERR_SIZE    `out` has no room for the file's tensors;
- *   NB_ERR_VALUE   a name in the file is already in `out`;
+ *   NB_ERR_SIZE    `out` would pass INT_MAX entries;
+ *   NB_ERR_VALUE   a name in the file is already in `out`, or `out` is
+ *                  corrupt (n negative or past its storage);
  *   NB_ERR_MEMORY  out of memory. */
 nb_status nb_load_safetensors(nb_ctx *ctx, const char *path, nb_tensor_list *out);
 
@@ -151,8 +153,9 @@ typedef struct nb_optim nb_optim; /* nabla/optim.h */
  * (a parameter or extra name that is empty, duplicated, or a parameter name
  * starting with the reserved "state." or "extra."; a caller metadata key
  * that is "format", "nabla_version", "optimizer" or starts with
- * "optimizer."), NB_ERR_SIZE (more than NB_LIST_MAX entries in all), and
- * those of nb_optim_state and nb_save_safetensors. */
+ * "optimizer."; a corrupt list; an optimizer that is not built over exactly
+ * the tensors of params under the same names), NB_ERR_MEMORY, and those of
+ * nb_optim_state and nb_save_safetensors. Lists of any length work. */
 nb_status nb_save_checkpoint(nb_ctx *ctx, const char *path, const nb_tensor_list *params,
                              nb_optim *opt, const nb_tensor_list *extra, int n_meta,
                              const char *const *keys, const char *const *values);
@@ -177,8 +180,10 @@ nb_status nb_save_checkpoint(nb_ctx *ctx, const char *path, const nb_tensor_list
  * corrupt or truncated, ...); NB_ERR_FORMAT when the file lacks
  * "format": "nabla-checkpoint-1"; NB_ERR_VALUE for a missing parameter or
  * extra entry, a file saved without an optimizer (or with another kind)
- * when opt is given; NB_ERR_SHAPE, NB_ERR_DTYPE for entries that do not
- * fit; and those of nb_optim_load_state. */
+ * when opt is given, or an opt not built over exactly the tensors of params;
+ * NB_ERR_SHAPE, NB_ERR_DTYPE for entries that do not fit; and those of
+ * nb_optim_load_state. Paths that are not regular files (a FIFO, a device
+ * such as /dev/zero, a directory) are NB_ERR_IO, without blocking. */
 nb_status nb_load_checkpoint(nb_ctx *ctx, const char *path, const nb_tensor_list *params,
                              nb_optim *opt, const nb_tensor_list *extra);
 

@@ -107,12 +107,12 @@ static nb_status save_check_args(nb_ctx *ctx, const char *path, const nb_tensor_
     for (int l = 0; l < 2; l++) {
         const char *what = l ? "extra" : "params";
         if (!lists[l]) continue;
-        if (lists[l]->n < 0 || lists[l]->n > NB_LIST_MAX)
-            return nb_io_fail(ctx, NB_ERR_VALUE, SAVE, path, "%s has n = %d, expected 0..%d", what,
-                              lists[l]->n, NB_LIST_MAX);
+        if (!nb_list_valid(lists[l]))
+            return nb_io_fail(ctx, NB_ERR_VALUE, SAVE, path, "%s is corrupt (n = %d)", what,
+                              lists[l]->n);
         for (int i = 0; i < lists[l]->n; i++) {
-            const char *name = lists[l]->names[i];
-            if (!name || !lists[l]->t[i])
+            const char *name = nb_list_name(lists[l], i);
+            if (!name || !nb_list_tensor(lists[l], i))
                 return nb_io_fail(ctx, NB_ERR_NULL, SAVE, path, "%s entry %d has a NULL %s", what,
                                   i, name ? "tensor" : "name");
             if (!name[0])
@@ -140,34 +140,42 @@ static nb_status save_check_args(nb_ctx *ctx, const char *path, const nb_tensor_
     return NB_OK;
 }
 
+/* The optimizer's state is saved and loaded under its parameters' names,
+ * so it must be built over the very tensors given as params. */
+static nb_status check_optim_params(nb_ctx *ctx, const char *op, const char *path,
+                                    const nb_optim *opt, const nb_tensor_list *params) {
+    char why[256];
+    if (!opt || nb_optim_matches(opt, params, why, sizeof why)) return NB_OK;
+    return nb_io_fail(ctx, NB_ERR_VALUE, op, path, "the optimizer was built over other tensors "
+                      "than params: %s", why);
+}
+
 /* Appends (name, t) to the gathered list, with a message on failure. */
 static nb_status gather(nb_ctx *ctx, const char *path, nb_tensor_list *all, const char *name,
                         nb_tensor *t) {
     nb_status s = nb_list_add(all, name, t);
-    if (s == NB_ERR_SIZE)
-        return nb_io_fail(ctx, s, SAVE, path, "more than %d tensors in all at '%s'", NB_LIST_MAX,
-                          name);
-    if (s) return nb_io_fail(ctx, s, SAVE, path, "duplicate name '%s'", name);
+    if (s == NB_ERR_VALUE) return nb_io_fail(ctx, s, SAVE, path, "duplicate name '%s'", name);
+    if (s) return nb_io_fail(ctx, s, SAVE, path, "cannot gather '%s': %s", name, nb_status_str(s));
     return NB_OK;
 }
 
-/* Does the work of nb_save_checkpoint with the private context tmp. */
-static nb_status save_with(nb_ctx *ctx, nb_ctx *tmp, const char *path,
+/* Does the work of nb_save_checkpoint with the private context tmp,
+ * gathering everything into `all` (empty; the caller frees it). */
+static nb_status save_with(nb_ctx *ctx, nb_ctx *tmp, nb_tensor_list *all, const char *path,
                            const nb_tensor_list *params, nb_optim *opt,
                            const nb_tensor_list *extra, int n_meta, const char *const *keys,
                            const char *const *values) {
-    nb_tensor_list all = {0};
     nb_status s = NB_OK;
     for (int i = 0; i < params->n && !s; i++)
-        s = gather(ctx, path, &all, params->names[i], params->t[i]);
+        s = gather(ctx, path, all, nb_list_name(params, i), nb_list_tensor(params, i));
     if (s) return s;
-    if (opt && nb_optim_state(opt, tmp, &all)) return forward_error(ctx, tmp, SAVE);
+    if (opt && nb_optim_state(opt, tmp, all)) return forward_error(ctx, tmp, SAVE);
     for (int i = 0; extra && i < extra->n && !s; i++) {
-        size_t len = strlen(CK_EXTRA) + strlen(extra->names[i]) + 1;
+        size_t len = strlen(CK_EXTRA) + strlen(nb_list_name(extra, i)) + 1;
         char *name = nb_ctx_alloc(tmp, len);
         if (!name) return forward_error(ctx, tmp, SAVE);
-        snprintf(name, len, CK_EXTRA "%s", extra->names[i]);
-        s = gather(ctx, path, &all, name, extra->t[i]);
+        snprintf(name, len, CK_EXTRA "%s", nb_list_name(extra, i));
+        s = gather(ctx, path, all, name, nb_list_tensor(extra, i));
     }
     if (s) return s;
 
@@ -189,7 +197,7 @@ static nb_status save_with(nb_ctx *ctx, nb_ctx *tmp, const char *path,
         mk[own.n + i] = keys[i];
         mv[own.n + i] = values[i];
     }
-    s = nb_save_safetensors(tmp, path, &all, (int)total, mk, mv);
+    s = nb_save_safetensors(tmp, path, all, (int)total, mk, mv);
     free(mk);
     free(mv);
     return s ? forward_error(ctx, tmp, SAVE) : NB_OK;
@@ -201,10 +209,13 @@ nb_status nb_save_checkpoint(nb_ctx *ctx, const char *path, const nb_tensor_list
     if (!nb_ctx_ok(ctx)) return nb_ctx_status(ctx);
     if (!path) return nb_ctx_fail(ctx, NB_ERR_NULL, SAVE ": path is NULL");
     nb_status s = save_check_args(ctx, path, params, extra, n_meta, keys, values);
+    if (!s) s = check_optim_params(ctx, SAVE, path, opt, params);
     if (s) return s;
     nb_ctx *tmp = nb_ctx_new(0);
     if (!tmp) return nb_io_fail(ctx, NB_ERR_MEMORY, SAVE, path, "out of memory");
-    s = save_with(ctx, tmp, path, params, opt, extra, n_meta, keys, values);
+    nb_tensor_list all = {0};
+    s = save_with(ctx, tmp, &all, path, params, opt, extra, n_meta, keys, values);
+    nb_list_free(&all);
     nb_ctx_free(tmp);
     return s;
 }
@@ -263,32 +274,32 @@ static nb_status load_check(nb_ctx *ctx, const char *path, const nb_tensor_list 
                               "given is '%s'", saved, mine);
     }
     for (int i = 0; i < params->n; i++) {
-        const char *name = params->names[i];
-        if (!name || !params->t[i])
+        const char *name = nb_list_name(params, i);
+        if (!name || !nb_list_tensor(params, i))
             return nb_io_fail(ctx, NB_ERR_NULL, LOAD, path, "params entry %d has a NULL %s", i,
                               name ? "tensor" : "name");
         const nb_tensor *src = nb_list_get(file, name);
         if (!src)
             return nb_io_fail(ctx, NB_ERR_VALUE, LOAD, path,
                               "parameter '%s' is missing from the checkpoint", name);
-        nb_status s = check_fit(ctx, path, "parameter", name, params->t[i], src, false);
+        nb_status s = check_fit(ctx, path, "parameter", name, nb_list_tensor(params, i), src, false);
         if (s) return s;
     }
     for (int i = 0; extra && i < extra->n; i++) {
-        const char *name = extra->names[i];
-        if (!name || !extra->t[i])
+        const char *name = nb_list_name(extra, i);
+        if (!name || !nb_list_tensor(extra, i))
             return nb_io_fail(ctx, NB_ERR_NULL, LOAD, path, "extra entry %d has a NULL %s", i,
                               name ? "tensor" : "name");
         extra_src[i] = NULL;
         for (int j = 0; j < file->n && !extra_src[i]; j++)
-            if (starts_with(file->names[j], CK_EXTRA) &&
-                !strcmp(file->names[j] + strlen(CK_EXTRA), name))
-                extra_src[i] = file->t[j];
+            if (starts_with(nb_list_name(file, j), CK_EXTRA) &&
+                !strcmp(nb_list_name(file, j) + strlen(CK_EXTRA), name))
+                extra_src[i] = nb_list_tensor(file, j);
         if (!extra_src[i])
             return nb_io_fail(ctx, NB_ERR_VALUE, LOAD, path,
                               "extra state '%s' (entry '" CK_EXTRA "%s') is missing from the "
                               "checkpoint", name, name);
-        nb_status s = check_fit(ctx, path, "extra state", name, extra->t[i], extra_src[i], true);
+        nb_status s = check_fit(ctx, path, "extra state", name, nb_list_tensor(extra, i), extra_src[i], true);
         if (s) return s;
     }
     return NB_OK;
@@ -301,16 +312,21 @@ nb_status nb_load_checkpoint(nb_ctx *ctx, const char *path, const nb_tensor_list
     if (!params) return nb_io_fail(ctx, NB_ERR_NULL, LOAD, path, "params is NULL");
     const nb_tensor_list *lists[2] = {params, extra};
     for (int l = 0; l < 2; l++)
-        if (lists[l] && (lists[l]->n < 0 || lists[l]->n > NB_LIST_MAX))
-            return nb_io_fail(ctx, NB_ERR_VALUE, LOAD, path, "%s has n = %d, expected 0..%d",
-                              l ? "extra" : "params", lists[l]->n, NB_LIST_MAX);
+        if (lists[l] && !nb_list_valid(lists[l]))
+            return nb_io_fail(ctx, NB_ERR_VALUE, LOAD, path, "%s is corrupt (n = %d)",
+                              l ? "extra" : "params", lists[l]->n);
+    nb_status s = check_optim_params(ctx, LOAD, path, opt, params);
+    if (s) return s;
     nb_ctx *tmp = nb_ctx_new(0);
     if (!tmp) return nb_io_fail(ctx, NB_ERR_MEMORY, LOAD, path, "out of memory");
     nb_tensor_list file = {0};
     const char *mk[CK_READ_META], *mv[CK_READ_META];
-    const nb_tensor *extra_src[NB_LIST_MAX];
+    const nb_tensor **extra_src = malloc((extra && extra->n ? (size_t)extra->n : 1) *
+                                         sizeof *extra_src);
     int n_meta = 0;
-    nb_status s = nb_load_safetensors_meta(tmp, path, &file, CK_READ_META, &n_meta, mk, mv);
+    s = extra_src ? NB_OK : nb_io_fail(ctx, NB_ERR_MEMORY, LOAD, path, "out of memory");
+    if (s) goto done;
+    s = nb_load_safetensors_meta(tmp, path, &file, CK_READ_META, &n_meta, mk, mv);
     if (s) {
         s = forward_error(ctx, tmp, LOAD);
         goto done;
@@ -325,17 +341,19 @@ nb_status nb_load_checkpoint(nb_ctx *ctx, const char *path, const nb_tensor_list
         goto done;
     }
     for (int i = 0; i < params->n; i++) {
-        nb_tensor *d = params->t[i];
-        const nb_tensor *src = nb_list_get(&file, params->names[i]);
+        nb_tensor *d = nb_list_tensor(params, i);
+        const nb_tensor *src = nb_list_get(&file, nb_list_name(params, i));
         if (d->dtype == src->dtype)
             memcpy(d->data, src->data, d->numel * nb_dtype_size(d->dtype));
         else
             for (size_t k = 0; k < d->numel; k++) nb_set(d, k, nb_get(src, k));
     }
     for (int i = 0; extra && i < extra->n; i++)
-        memcpy(extra->t[i]->data, extra_src[i]->data,
+        memcpy(nb_list_tensor(extra, i)->data, extra_src[i]->data,
                extra_src[i]->numel * nb_dtype_size(extra_src[i]->dtype));
 done:
+    free(extra_src);
+    nb_list_free(&file);
     nb_ctx_free(tmp);
     return s;
 }

@@ -20,6 +20,7 @@
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -111,32 +112,10 @@ static void widen_to_f32(void *data, size_t numel, bool bf16) {
 /* Where s[0..n) stops being UTF-8 (overlong forms, surrogates and code
  * points past U+10FFFF count as invalid), or n when it is all valid. */
 static size_t utf8_invalid_at(const unsigned char *s, size_t n) {
-    size_t i = 0;
-    while (i < n) {
-        unsigned c = s[i];
-        size_t len;
-        uint32_t cp, min;
-        if (c < 0x80) {
-            i++;
-            continue;
-        } else if ((c & 0xe0) == 0xc0) {
-            len = 2, cp = c & 0x1f, min = 0x80;
-        } else if ((c & 0xf0) == 0xe0) {
-            len = 3, cp = c & 0x0f, min = 0x800;
-        } else if ((c & 0xf8) == 0xf0) {
-            len = 4, cp = c & 0x07, min = 0x10000;
-        } else {
-            return i;
-        }
-        if (n - i < len) return i;
-        for (size_t k = 1; k < len; k++) {
-            if ((s[i + k] & 0xc0) != 0x80) return i;
-            cp = cp << 6 | (s[i + k] & 0x3fu);
-        }
-        if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return i;
-        i += len;
-    }
-    return n;
+    size_t i = 0, len;
+    uint32_t cp;
+    while (i < n && (len = nb_utf8_next(s + i, n - i, &cp)) != 0) i += len;
+    return i;
 }
 
 static bool utf8_valid(const char *s) {
@@ -167,6 +146,17 @@ static int find_duplicate(const char *const *s, size_t n, const char **dup) {
     return found;
 }
 
+/* find_duplicate over a list's names (all non-NULL). */
+static int list_duplicate(const nb_tensor_list *l, const char **dup) {
+    if (l->n <= NB_LIST_MAX) return find_duplicate(l->names, (size_t)l->n, dup);
+    const char **names = malloc((size_t)l->n * sizeof *names);
+    if (!names) return -1;
+    for (int i = 0; i < l->n; i++) names[i] = nb_list_name(l, i);
+    int found = find_duplicate(names, (size_t)l->n, dup);
+    free(names);
+    return found;
+}
+
 /* Shared with checkpoint.c (nb_internal.h). */
 nb_status nb_io_fail(nb_ctx *ctx, nb_status s, const char *op, const char *path,
                      const char *fmt, ...) {
@@ -180,6 +170,33 @@ nb_status nb_io_fail(nb_ctx *ctx, nb_status s, const char *op, const char *path,
 
 /* ---- saving ------------------------------------------------------------------ */
 #define SAVE "save_safetensors"
+
+long nb_io_fault_at, nb_io_fault_calls;
+
+bool nb_io_fault(void) {
+    if (++nb_io_fault_calls != nb_io_fault_at) return false;
+    errno = EIO;
+    return true;
+}
+
+/* The writer's system calls, each behind the failure-injection hook. */
+static bool io_write(FILE *f, const void *p, size_t n) {
+    return !nb_io_fault() && fwrite(p, 1, n, f) == n;
+}
+static bool io_flush_sync(FILE *f) {
+    return !nb_io_fault() && fflush(f) == 0 && !nb_io_fault() && fsync(fileno(f)) == 0;
+}
+static bool io_close(FILE *f) {
+    if (nb_io_fault()) {
+        fclose(f);
+        errno = EIO;
+        return false;
+    }
+    return fclose(f) == 0;
+}
+static bool io_rename(const char *from, const char *to) {
+    return !nb_io_fault() && rename(from, to) == 0;
+}
 
 /* A growing byte buffer for the header; `oom` makes later appends no-ops. */
 typedef struct st_buf {
@@ -243,12 +260,11 @@ static nb_status save_check_args(nb_ctx *ctx, const char *path, const nb_tensor_
                                  const char *const *values) {
     if (!path) return nb_ctx_fail(ctx, NB_ERR_NULL, SAVE ": path is NULL");
     if (!list) return nb_io_fail(ctx, NB_ERR_NULL, SAVE, path, "list is NULL");
-    if (list->n < 0 || list->n > NB_LIST_MAX)
-        return nb_io_fail(ctx, NB_ERR_VALUE, SAVE, path, "list has n = %d, expected 0..%d",
-                          list->n, NB_LIST_MAX);
+    if (!nb_list_valid(list))
+        return nb_io_fail(ctx, NB_ERR_VALUE, SAVE, path, "list is corrupt (n = %d)", list->n);
     for (int i = 0; i < list->n; i++) {
-        const char *name = list->names[i];
-        const nb_tensor *t = list->t[i];
+        const char *name = nb_list_name(list, i);
+        const nb_tensor *t = nb_list_tensor(list, i);
         if (!name) return nb_io_fail(ctx, NB_ERR_NULL, SAVE, path, "entry %d has a NULL name", i);
         if (!t) return nb_io_fail(ctx, NB_ERR_NULL, SAVE, path, "tensor '%s' is NULL", name);
         if (!name[0])
@@ -270,7 +286,7 @@ static nb_status save_check_args(nb_ctx *ctx, const char *path, const nb_tensor_
             return nb_io_fail(ctx, NB_ERR_NULL, SAVE, path, "tensor '%s' has no data", name);
     }
     const char *dup = NULL;
-    int found = find_duplicate(list->names, (size_t)list->n, &dup);
+    int found = list_duplicate(list, &dup);
     if (found < 0) return nb_io_fail(ctx, NB_ERR_MEMORY, SAVE, path, "out of memory");
     if (found) return nb_io_fail(ctx, NB_ERR_VALUE, SAVE, path, "duplicate tensor name '%s'", dup);
 
@@ -309,10 +325,10 @@ static void build_header(st_buf *b, const nb_tensor_list *list, int n_meta,
     }
     uint64_t offset = 0;
     for (int i = 0; i < list->n; i++) {
-        const nb_tensor *t = list->t[i];
+        const nb_tensor *t = nb_list_tensor(list, i);
         uint64_t bytes = (uint64_t)t->numel * nb_dtype_size(t->dtype);
         if (i) buf_str(b, ",");
-        buf_json_string(b, list->names[i]);
+        buf_json_string(b, nb_list_name(list, i));
         buf_str(b, ":{\"dtype\":\"");
         buf_str(b, st_dtypes[t->dtype].name);
         buf_str(b, "\",\"shape\":[");
@@ -334,7 +350,7 @@ static void build_header(st_buf *b, const nb_tensor_list *list, int n_meta,
 /* Writes t's elements little-endian (BOOL as 0/1 bytes). */
 static bool write_tensor(FILE *f, const nb_tensor *t) {
     size_t width = nb_dtype_size(t->dtype), bytes = t->numel * width;
-    if (host_is_little_endian() && t->dtype != NB_BOOL) return fwrite(t->data, 1, bytes, f) == bytes;
+    if (host_is_little_endian() && t->dtype != NB_BOOL) return io_write(f, t->data, bytes);
     unsigned char chunk[4096]; /* a multiple of every element width */
     const unsigned char *src = t->data;
     for (size_t done = 0; done < bytes;) {
@@ -344,7 +360,7 @@ static bool write_tensor(FILE *f, const nb_tensor *t) {
             for (size_t i = 0; i < n; i++) chunk[i] = chunk[i] != 0;
         else
             swap_elements(chunk, n, width);
-        if (fwrite(chunk, 1, n, f) != n) return false;
+        if (!io_write(f, chunk, n)) return false;
         done += n;
     }
     return true;
@@ -369,7 +385,7 @@ static void sync_parent_dir(const char *path) {
     int fd = open(dir, O_RDONLY);
     free(dir);
     if (fd >= 0) {
-        (void)fsync(fd);
+        if (!nb_io_fault()) (void)fsync(fd);
         close(fd);
     }
 }
@@ -410,20 +426,19 @@ nb_status nb_save_safetensors(nb_ctx *ctx, const char *path, const nb_tensor_lis
     }
     unsigned char size8[8];
     for (int k = 0; k < 8; k++) size8[k] = (unsigned char)((uint64_t)hdr.len >> (8 * k));
-    bool ok = fwrite(size8, 1, 8, f) == 8 && fwrite(hdr.p, 1, hdr.len, f) == hdr.len;
-    for (int i = 0; ok && i < list->n; i++) ok = write_tensor(f, list->t[i]);
-    ok = ok && fflush(f) == 0 && fsync(fileno(f)) == 0;
+    bool ok = io_write(f, size8, 8) && io_write(f, hdr.p, hdr.len);
+    for (int i = 0; ok && i < list->n; i++) ok = write_tensor(f, nb_list_tensor(list, i));
+    ok = ok && io_flush_sync(f);
     if (ok) {
-        int rc = fclose(f);
+        ok = io_close(f);
         f = NULL;
-        ok = rc == 0;
     }
     if (!ok) {
         st = nb_io_fail(ctx, NB_ERR_IO, SAVE, path, "writing '%s' failed: %s", tmp,
                         strerror(errno));
         goto remove_tmp;
     }
-    if (rename(tmp, path) != 0) {
+    if (!io_rename(tmp, path)) {
         st = nb_io_fail(ctx, NB_ERR_IO, SAVE, path, "cannot rename '%s' over it: %s", tmp,
                         strerror(errno));
         goto remove_tmp;
@@ -653,6 +668,41 @@ static nb_status read_tensors(nb_ctx *ctx, const char *path, FILE *f, const st_e
     return NB_OK;
 }
 
+/* Opens path for reading if it is a regular file. The open does not block
+ * (O_NONBLOCK: a FIFO with no writer would otherwise hang it) and the type
+ * is checked on the descriptor, so FIFOs, devices such as /dev/zero and
+ * directories are refused before anything is read. */
+static FILE *open_regular(nb_ctx *ctx, const char *path, struct stat *sb, nb_status *st) {
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
+        *st = nb_io_fail(ctx, NB_ERR_IO, LOAD, path, "cannot open: %s", strerror(errno));
+        return NULL;
+    }
+    if (fstat(fd, sb) != 0) {
+        *st = nb_io_fail(ctx, NB_ERR_IO, LOAD, path, "cannot stat: %s", strerror(errno));
+        close(fd);
+        return NULL;
+    }
+    if (!S_ISREG(sb->st_mode)) {
+        *st = nb_io_fail(ctx, NB_ERR_IO, LOAD, path, "not a regular file (%s)",
+                         S_ISDIR(sb->st_mode)    ? "a directory"
+                         : S_ISFIFO(sb->st_mode) ? "a FIFO"
+                         : S_ISCHR(sb->st_mode)  ? "a character device"
+                         : S_ISBLK(sb->st_mode)  ? "a block device"
+                         : S_ISSOCK(sb->st_mode) ? "a socket"
+                                                 : "not a file");
+        close(fd);
+        return NULL;
+    }
+    int flags = fcntl(fd, F_GETFL);
+    FILE *f = flags < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) < 0 ? NULL : fdopen(fd, "rb");
+    if (!f) {
+        *st = nb_io_fail(ctx, NB_ERR_IO, LOAD, path, "cannot open: %s", strerror(errno));
+        close(fd);
+    }
+    return f;
+}
+
 nb_status nb_load_safetensors_meta(nb_ctx *ctx, const char *path, nb_tensor_list *out,
                                    int max_meta, int *n_meta, const char **keys,
                                    const char **values) {
@@ -660,9 +710,8 @@ nb_status nb_load_safetensors_meta(nb_ctx *ctx, const char *path, nb_tensor_list
     if (!nb_ctx_ok(ctx)) return nb_ctx_status(ctx);
     if (!path) return nb_ctx_fail(ctx, NB_ERR_NULL, LOAD ": path is NULL");
     if (!out) return nb_io_fail(ctx, NB_ERR_NULL, LOAD, path, "out is NULL");
-    if (out->n < 0 || out->n > NB_LIST_MAX)
-        return nb_io_fail(ctx, NB_ERR_VALUE, LOAD, path, "out has n = %d, expected 0..%d", out->n,
-                          NB_LIST_MAX);
+    if (!nb_list_valid(out))
+        return nb_io_fail(ctx, NB_ERR_VALUE, LOAD, path, "out is corrupt (n = %d)", out->n);
     if (max_meta < 0)
         return nb_io_fail(ctx, NB_ERR_VALUE, LOAD, path, "max_meta is %d, expected >= 0", max_meta);
     if (max_meta > 0 && (!keys || !values))
@@ -675,17 +724,9 @@ nb_status nb_load_safetensors_meta(nb_ctx *ctx, const char *path, nb_tensor_list
     st_entry *entries = NULL;
     const char **names = NULL;
     nb_tensor **ts = NULL;
-    FILE *f = fopen(path, "rb");
     struct stat sb;
-    if (!f) return nb_io_fail(ctx, NB_ERR_IO, LOAD, path, "cannot open: %s", strerror(errno));
-    if (fstat(fileno(f), &sb) != 0) {
-        st = nb_io_fail(ctx, NB_ERR_IO, LOAD, path, "cannot stat: %s", strerror(errno));
-        goto done;
-    }
-    if (!S_ISREG(sb.st_mode)) {
-        st = nb_io_fail(ctx, NB_ERR_IO, LOAD, path, "not a regular file");
-        goto done;
-    }
+    FILE *f = open_regular(ctx, path, &sb, &st);
+    if (!f) return st;
     uint64_t file_len = (uint64_t)sb.st_size;
     if (file_len < 8) {
         st = nb_io_fail(ctx, NB_ERR_FORMAT, LOAD, path,
@@ -776,10 +817,10 @@ nb_status nb_load_safetensors_meta(nb_ctx *ctx, const char *path, nb_tensor_list
     }
     cJSON_ArrayForEach(item, root) if (strcmp(item->string, ST_META_KEY) == 0) meta = item;
     size_t n_tensors = n_keys - (meta != NULL);
-    if (n_tensors > (size_t)(NB_LIST_MAX - out->n)) {
+    if (n_tensors > (size_t)(INT_MAX - out->n)) {
         st = nb_io_fail(ctx, NB_ERR_SIZE, LOAD, path,
                         "the file has %zu tensors but the list has room for %d", n_tensors,
-                        NB_LIST_MAX - out->n);
+                        INT_MAX - out->n);
         goto done;
     }
     if (meta && (st = check_metadata(ctx, path, meta))) goto done;
@@ -822,8 +863,13 @@ nb_status nb_load_safetensors_meta(nb_ctx *ctx, const char *path, nb_tensor_list
             n_file++;
         }
     }
-    for (int i = 0; i < n; i++) nb_list_add(out, ts[i]->name, ts[i]);
-    if (n_meta) *n_meta = n_file;
+    const int n0 = out->n;
+    for (int i = 0; i < n && !st; i++)
+        if (nb_list_append(out, ts[i]->name, ts[i])) {
+            out->n = n0;
+            st = nb_io_fail(ctx, NB_ERR_MEMORY, LOAD, path, "out of memory for the list");
+        }
+    if (n_meta && !st) *n_meta = n_file;
 
 done:
     free(ts);

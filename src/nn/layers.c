@@ -8,43 +8,45 @@
 /* ---- parameter lists -------------------------------------------------------- */
 
 void nb_params_zero_grad(const nb_tensor_list *params) {
-    if (!params) return;
-    for (int i = 0; i < params->n; i++) nb_zero_grad(params->t[i]);
+    if (!nb_list_valid(params)) return;
+    for (int i = 0; i < params->n; i++) nb_zero_grad(nb_list_tensor(params, i));
 }
 
 nb_status nb_params_copy_from(const nb_tensor_list *dst, const nb_tensor_list *src) {
     const char *name = "params_copy_from";
-    if (!dst || !src) {
-        if (dst && dst->n > 0 && dst->t[0])
-            return nb_ctx_fail(dst->t[0]->owner, NB_ERR_NULL, "%s: source list is NULL", name);
-        return NB_ERR_NULL;
-    }
+    const nb_tensor *first = nb_list_tensor(dst, 0);
+    nb_ctx *ctx = first ? first->owner : NULL;
+    if (!dst || !src) return ctx ? nb_ctx_fail(ctx, NB_ERR_NULL, "%s: source list is NULL", name)
+                                 : NB_ERR_NULL;
+    if (!nb_list_valid(dst) || !nb_list_valid(src))
+        return nb_ctx_fail(ctx, NB_ERR_VALUE, "%s: the %s list is corrupt (n = %d)", name,
+                           nb_list_valid(dst) ? "source" : "destination",
+                           nb_list_valid(dst) ? src->n : dst->n);
     if (dst->n == 0) return NB_OK;
-    nb_ctx *ctx = dst->t[0] ? dst->t[0]->owner : NULL;
     /* Validate everything before copying anything. */
     for (int i = 0; i < dst->n; i++) {
-        nb_tensor *d = dst->t[i];
-        if (!d || !dst->names[i])
+        nb_tensor *d = nb_list_tensor(dst, i);
+        if (!d || !nb_list_name(dst, i))
             return nb_ctx_fail(ctx, NB_ERR_NULL, "%s: destination entry %d is NULL", name, i);
-        nb_tensor *s = nb_list_get(src, dst->names[i]);
+        nb_tensor *s = nb_list_get(src, nb_list_name(dst, i));
         if (!s)
             return nb_ctx_fail(ctx, NB_ERR_VALUE, "%s: no tensor named '%s' in the source "
-                               "(it has %d tensors)", name, dst->names[i], src->n);
+                               "(it has %d tensors)", name, nb_list_name(dst, i), src->n);
         char sd[64], ss[64];
         if (!nb_same_shape(d, s))
             return nb_ctx_fail(ctx, NB_ERR_SHAPE, "%s: '%s' has shape %s here but %s in the "
-                               "source", name, dst->names[i], nb_shape_str(d, sd, sizeof sd),
+                               "source", name, nb_list_name(dst, i), nb_shape_str(d, sd, sizeof sd),
                                nb_shape_str(s, ss, sizeof ss));
         bool df = d->dtype == NB_F32 || d->dtype == NB_F64;
         bool sf = s->dtype == NB_F32 || s->dtype == NB_F64;
         if (df != sf || (!df && d->dtype != s->dtype))
             return nb_ctx_fail(ctx, NB_ERR_DTYPE, "%s: '%s' is %s here but %s in the source",
-                               name, dst->names[i], nb_dtype_name(d->dtype),
+                               name, nb_list_name(dst, i), nb_dtype_name(d->dtype),
                                nb_dtype_name(s->dtype));
     }
     for (int i = 0; i < dst->n; i++) {
-        nb_tensor *d = dst->t[i];
-        const nb_tensor *s = nb_list_get(src, dst->names[i]);
+        nb_tensor *d = nb_list_tensor(dst, i);
+        const nb_tensor *s = nb_list_get(src, nb_list_name(dst, i));
         if (d == s) continue;
         if (d->dtype == s->dtype)
             memmove(d->data, s->data, d->numel * nb_dtype_size(d->dtype));
@@ -60,15 +62,27 @@ nb_status nb_params_add_prefixed(nb_tensor_list *dst, nb_ctx *pctx, const char *
     if (!dst || !prefix || !src)
         return nb_ctx_fail(pctx, NB_ERR_NULL, "params_add_prefixed: %s is NULL",
                            !dst ? "dst" : !prefix ? "prefix" : "src");
+    if (!nb_list_valid(dst) || !nb_list_valid(src))
+        return nb_ctx_fail(pctx, NB_ERR_VALUE, "params_add_prefixed: %s is corrupt (n = %d)",
+                           nb_list_valid(dst) ? "src" : "dst", nb_list_valid(dst) ? src->n : dst->n);
     for (int i = 0; i < src->n; i++) {
-        size_t len = strlen(prefix) + 1 + strlen(src->names[i]) + 1;
+        if (!nb_list_name(src, i))
+            return nb_ctx_fail(pctx, NB_ERR_NULL, "params_add_prefixed: entry %d of src has a "
+                               "NULL name", i);
+        size_t len = strlen(prefix) + 1 + strlen(nb_list_name(src, i)) + 1;
         char *s = nb_ctx_alloc(pctx, len);
         if (!s) return nb_ctx_status(pctx);
-        snprintf(s, len, "%s.%s", prefix, src->names[i]);
-        nb_status st = nb_list_add(dst, s, src->t[i]);
+        snprintf(s, len, "%s.%s", prefix, nb_list_name(src, i));
+        nb_status st = nb_list_add(dst, s, nb_list_tensor(src, i));
+        /* The tensor takes its module path, as state_dict names it, so tape
+         * pictures show "out_proj.bias" rather than a bare "bias"; nested
+         * modules prefix again on the way out, giving the full path. */
+        if (!st) nb_list_tensor(src, i)->name = s;
         if (st == NB_ERR_SIZE)
             return nb_ctx_fail(pctx, st, "params_add_prefixed: the list is full (%d tensors)",
-                               NB_LIST_MAX);
+                               dst->n);
+        if (st == NB_ERR_MEMORY)
+            return nb_ctx_fail(pctx, st, "params_add_prefixed: out of memory at '%s'", s);
         if (st == NB_ERR_VALUE)
             return nb_ctx_fail(pctx, st, "params_add_prefixed: '%s' is already in the list", s);
         if (st) return nb_ctx_fail(pctx, st, "params_add_prefixed: entry %d of src is NULL", i);

@@ -8,6 +8,7 @@
 #include "kernels/kernels.h"
 
 #include <stdarg.h>
+#include <stdlib.h>
 
 typedef enum opt_kind { OPT_SGD, OPT_ADAM, OPT_ADAMW } opt_kind;
 
@@ -30,6 +31,7 @@ struct nb_optim {
     nb_tensor_list params; /* copied from the caller */
     param_state *st;       /* params.n records */
     int64_t steps;         /* nb_optim_step calls */
+    bool *no_decay;        /* params.n flags (nb_adamw_new_groups) or NULL: weight_decay 0 */
     nb_ctx *ctx;           /* owns all of the above */
     char err[NB_ERRMSG];
 };
@@ -108,7 +110,8 @@ static nb_status check_adam_opts(nb_ctx *err, const char *name, const nb_adam_op
 /* Name of parameter i for messages and state keys: its list name, or its
  * index when it has none. */
 static const char *param_name(const nb_tensor_list *l, int i, char *buf, size_t n) {
-    if (l->names[i]) return l->names[i];
+    const char *name = nb_list_name(l, i);
+    if (name) return name;
     snprintf(buf, n, "%d", i);
     return buf;
 }
@@ -119,13 +122,13 @@ static const char *param_name(const nb_tensor_list *l, int i, char *buf, size_t 
 
 static nb_status check_params(nb_ctx *err, const char *name, const nb_tensor_list *l) {
     if (!l) return fail(NULL, err, NB_ERR_NULL, "%s: params list is NULL", name);
-    if (l->n <= 0 || l->n > NB_LIST_MAX)
-        return fail(NULL, err, NB_ERR_VALUE, "%s: got %d parameters, expected 1..%d", name,
-                    l->n, NB_LIST_MAX);
+    if (!nb_list_valid(l) || l->n <= 0)
+        return fail(NULL, err, NB_ERR_VALUE, "%s: got %d parameters, expected at least 1", name,
+                    l->n);
     for (int i = 0; i < l->n; i++) {
         char ib[16];
         const char *pn = param_name(l, i, ib, sizeof ib);
-        const nb_tensor *t = l->t[i];
+        const nb_tensor *t = nb_list_tensor(l, i);
         if (strlen(pn) > NAME_MAX_LEN)
             return fail(NULL, err, NB_ERR_VALUE, "%s: parameter %d's name has %zu characters, "
                         "expected at most %d", name, i, strlen(pn), NAME_MAX_LEN);
@@ -144,7 +147,7 @@ static nb_status check_params(nb_ctx *err, const char *name, const nb_tensor_lis
                         "on it first", name, i, pn);
         for (int j = 0; j < i; j++) {
             char jb[16];
-            if (l->t[j] == t)
+            if (nb_list_tensor(l, j) == t)
                 return fail(NULL, err, NB_ERR_VALUE,
                             "%s: parameter %d ('%s') is the same tensor as parameter %d",
                             name, i, pn, j);
@@ -164,7 +167,8 @@ static size_t arena_bytes(const nb_tensor_list *l, int slots) {
 #define ROUND(x) (((x) + a - 1) / a * a)
     size_t total = ROUND(sizeof(nb_optim)) + ROUND((size_t)l->n * sizeof(param_state)) + a;
     for (int i = 0; i < l->n; i++) {
-        size_t bytes = l->t[i]->numel * nb_dtype_size(l->t[i]->dtype);
+        const nb_tensor *t = nb_list_tensor(l, i);
+        size_t bytes = t->numel * nb_dtype_size(t->dtype);
         if (bytes > SIZE_MAX / 8) return 0;
         size_t one = ROUND(sizeof(nb_tensor)) + ROUND(bytes);
         if ((size_t)slots * one > SIZE_MAX / 2 - total) return 0;
@@ -184,9 +188,15 @@ static nb_optim *optim_new(opt_kind kind, const nb_tensor_list *params, int slot
         return NULL;
     }
     o->kind = kind;
-    o->params = *params;
     o->st = st;
     o->ctx = ctx;
+    for (int i = 0; i < params->n; i++) {
+        if (nb_list_append(&o->params, nb_list_name(params, i), nb_list_tensor(params, i))) {
+            nb_optim_free(o);
+            fail(NULL, err, NB_ERR_MEMORY, "%s: out of memory", kind_names[kind]);
+            return NULL;
+        }
+    }
     return o;
 }
 
@@ -215,8 +225,25 @@ nb_optim *nb_adamw_new(const nb_tensor_list *params, nb_adam_opts o, nb_ctx *err
     return adam_new(OPT_ADAMW, params, o, err_ctx);
 }
 
+/* nanoGPT's two groups: parameters with fewer than 2 dims get no decay. */
+nb_optim *nb_adamw_new_groups(const nb_tensor_list *params, nb_adam_opts o, bool decay_1d,
+                              nb_ctx *err_ctx) {
+    nb_optim *opt = adam_new(OPT_ADAMW, params, o, err_ctx);
+    if (!opt || decay_1d) return opt;
+    opt->no_decay = nb_ctx_alloc(opt->ctx, (size_t)opt->params.n * sizeof *opt->no_decay + 1);
+    if (!opt->no_decay) {
+        nb_ctx_fail(err_ctx, NB_ERR_MEMORY, "adamw: out of memory");
+        nb_optim_free(opt);
+        return NULL;
+    }
+    for (int i = 0; i < opt->params.n; i++) opt->no_decay[i] = nb_list_tensor(&opt->params, i)->ndim < 2;
+    return opt;
+}
+
 void nb_optim_free(nb_optim *o) {
-    if (o) nb_ctx_free(o->ctx);
+    if (!o) return;
+    nb_list_free(&o->params);
+    nb_ctx_free(o->ctx);
 }
 
 /* ---- state records ------------------------------------------------------ */
@@ -252,7 +279,7 @@ static nb_tensor **slot(param_state *ps, int s) {
 /* Makes sure parameter i's state tensors exist (their values are set by the
  * caller). They are allocated once and reused after a load_state. */
 static bool alloc_state(nb_optim *o, int i) {
-    const nb_tensor *p = o->params.t[i];
+    const nb_tensor *p = nb_list_tensor(&o->params, i);
     for (int s = 0; s < S_COUNT; s++) {
         nb_tensor **t = slot(&o->st[i], s);
         if (!uses_slot(o, s) || *t) continue;
@@ -379,9 +406,10 @@ nb_status nb_optim_step(nb_optim *o) {
     o->err[0] = '\0';
     /* Allocate all new state first, so running out of memory changes nothing. */
     for (int i = 0; i < o->params.n; i++)
-        if (o->params.t[i]->grad && !o->st[i].live && !alloc_state(o, i)) return NB_ERR_MEMORY;
+        if (nb_list_tensor(&o->params, i)->grad && !o->st[i].live && !alloc_state(o, i))
+            return NB_ERR_MEMORY;
     for (int i = 0; i < o->params.n; i++) {
-        nb_tensor *p = o->params.t[i];
+        nb_tensor *p = nb_list_tensor(&o->params, i);
         param_state *ps = &o->st[i];
         if (!p->grad) continue;
         bool first = !ps->live;
@@ -398,7 +426,9 @@ nb_status nb_optim_step(nb_optim *o) {
             sgd_update(&o->sgd, p, ps, first);
         } else {
             ps->step++;
-            adam_update(&o->adam, o->kind == OPT_ADAMW, p, ps);
+            nb_adam_opts ao = o->adam;
+            if (o->no_decay && o->no_decay[i]) ao.weight_decay = 0.0;
+            adam_update(&ao, o->kind == OPT_ADAMW, p, ps);
         }
     }
     o->steps++;
@@ -407,7 +437,7 @@ nb_status nb_optim_step(nb_optim *o) {
 
 void nb_optim_zero_grad(nb_optim *o) {
     if (!o) return;
-    for (int i = 0; i < o->params.n; i++) nb_zero_grad(o->params.t[i]);
+    for (int i = 0; i < o->params.n; i++) nb_zero_grad(nb_list_tensor(&o->params, i));
 }
 
 void nb_optim_set_lr(nb_optim *o, double lr) {
@@ -452,22 +482,62 @@ typedef struct pending {
     const char *name; /* in the caller's context */
     const nb_tensor *src;
     double step;
+    nb_tensor *copy;
 } pending;
 
-/* Queues one entry after checking that `out` has room and lacks the name. */
+/* Queues one entry after checking that `out` lacks the name. */
 static nb_status queue(nb_optim *o, nb_ctx *ctx, const nb_tensor_list *out, pending *q,
                        int *n, const char *key, const nb_tensor *src, double step) {
-    if (out->n + *n >= NB_LIST_MAX)
-        return fail(o, ctx, NB_ERR_SIZE, "%s state: the output list is full (%d entries) "
-                    "before '%s'", kname(o), NB_LIST_MAX, key);
     if (nb_list_get(out, key))
         return fail(o, ctx, NB_ERR_VALUE, "%s state: the output list already has an entry "
                     "'%s'", kname(o), key);
     char *name = nb_ctx_alloc(ctx, strlen(key) + 1);
     if (!name) return fail(o, NULL, nb_ctx_status(ctx), "%s", nb_ctx_error(ctx));
     memcpy(name, key, strlen(key) + 1);
-    q[*n] = (pending){name, src, step};
+    q[*n] = (pending){name, src, step, NULL};
     (*n)++;
+    return NB_OK;
+}
+
+/* Queues every entry of the state into q (room for them all). */
+static nb_status queue_all(nb_optim *o, nb_ctx *ctx, const nb_tensor_list *out, pending *q,
+                           int *n) {
+    char key[KEY_MAX];
+    nb_status s = NB_OK;
+    for (int i = 0; i < o->params.n && !s; i++) {
+        param_state *ps = &o->st[i];
+        if (!ps->live) continue;
+        if (has_step(o)) {
+            key_name(key, o, i, "step");
+            s = queue(o, ctx, out, q, n, key, NULL, (double)ps->step);
+        }
+        for (int sl = 0; sl < S_COUNT && !s; sl++) {
+            if (!uses_slot(o, sl)) continue;
+            key_name(key, o, i, slot_names[sl]);
+            s = queue(o, ctx, out, q, n, key, *slot(ps, sl), 0);
+        }
+    }
+    return s ? s : queue(o, ctx, out, q, n, STEP_NAME, NULL, (double)o->steps);
+}
+
+/* Copies the queued entries into ctx and appends them; out is unchanged
+ * when that fails. */
+static nb_status append_all(nb_optim *o, nb_ctx *ctx, nb_tensor_list *out, pending *q, int n) {
+    for (int j = 0; j < n; j++) {
+        q[j].copy = q[j].src ? nb_copy(ctx, q[j].src, q[j].src->dtype)
+                             : nb_scalar(ctx, NB_F64, q[j].step);
+        if (!q[j].copy) return fail(o, NULL, nb_ctx_status(ctx), "%s", nb_ctx_error(ctx));
+        q[j].copy->name = q[j].name;
+    }
+    const int n0 = out->n;
+    for (int j = 0; j < n; j++) {
+        nb_status s = nb_list_add(out, q[j].name, q[j].copy);
+        if (s) {
+            out->n = n0;
+            return fail(o, ctx, s, "%s state: cannot append '%s' to the output list (%s)",
+                        kname(o), q[j].name, nb_status_str(s));
+        }
+    }
     return NB_OK;
 }
 
@@ -479,35 +549,17 @@ nb_status nb_optim_state(nb_optim *o, nb_ctx *ctx, nb_tensor_list *out) {
     if (!nb_ctx_ok(ctx))
         return fail(o, NULL, nb_ctx_status(ctx), "%s state: the context already holds an "
                     "error: %s", kname(o), nb_ctx_error(ctx));
+    if (!nb_list_valid(out))
+        return fail(o, ctx, NB_ERR_VALUE, "%s state: the output list is corrupt (n = %d)",
+                    kname(o), out->n);
     /* Queue everything first, so nothing is appended on failure. */
-    pending q[NB_LIST_MAX];
+    pending *q = malloc(((size_t)o->params.n * (S_COUNT + 1) + 1) * sizeof *q);
+    if (!q) return fail(o, ctx, NB_ERR_MEMORY, "%s state: out of memory", kname(o));
     int n = 0;
-    char key[KEY_MAX];
-    nb_status s = NB_OK;
-    for (int i = 0; i < o->params.n && !s; i++) {
-        param_state *ps = &o->st[i];
-        if (!ps->live) continue;
-        if (has_step(o)) {
-            key_name(key, o, i, "step");
-            s = queue(o, ctx, out, q, &n, key, NULL, (double)ps->step);
-        }
-        for (int sl = 0; sl < S_COUNT && !s; sl++) {
-            if (!uses_slot(o, sl)) continue;
-            key_name(key, o, i, slot_names[sl]);
-            s = queue(o, ctx, out, q, &n, key, *slot(ps, sl), 0);
-        }
-    }
-    if (!s) s = queue(o, ctx, out, q, &n, STEP_NAME, NULL, (double)o->steps);
-    if (s) return s;
-    nb_tensor *copies[NB_LIST_MAX];
-    for (int j = 0; j < n; j++) {
-        copies[j] = q[j].src ? nb_copy(ctx, q[j].src, q[j].src->dtype)
-                             : nb_scalar(ctx, NB_F64, q[j].step);
-        if (!copies[j]) return fail(o, NULL, nb_ctx_status(ctx), "%s", nb_ctx_error(ctx));
-        copies[j]->name = q[j].name;
-    }
-    for (int j = 0; j < n; j++) nb_list_add(out, q[j].name, copies[j]);
-    return NB_OK;
+    nb_status s = queue_all(o, ctx, out, q, &n);
+    if (!s) s = append_all(o, ctx, out, q, n);
+    free(q);
+    return s;
 }
 
 /* A step count: an f64 one-element tensor holding a whole number >= 0. */
@@ -544,92 +596,132 @@ static bool is_state_key(const nb_optim *o, const char *rest) {
     return false;
 }
 
+/* What a load found for one parameter, checked but not yet applied. */
+typedef struct loaded_state {
+    const nb_tensor *found[S_COUNT];
+    bool live;
+    int64_t step;
+} loaded_state;
+
+/* Finds and checks parameter i's entries in `state`. */
+static nb_status find_param_state(nb_optim *o, const nb_tensor_list *state, int i,
+                                  loaded_state *ls) {
+    const nb_tensor *p = nb_list_tensor(&o->params, i);
+    const char *present = NULL, *absent = NULL;
+    char key[KEY_MAX];
+    nb_status s;
+    *ls = (loaded_state){0};
+    if (has_step(o)) {
+        key_name(key, o, i, "step");
+        const nb_tensor *t = nb_list_get(state, key);
+        if (t) {
+            if ((s = read_step(o, key, t, &ls->step))) return s;
+            present = "step";
+        } else {
+            absent = "step";
+        }
+    }
+    for (int sl = 0; sl < S_COUNT; sl++) {
+        if (!uses_slot(o, sl)) continue;
+        key_name(key, o, i, slot_names[sl]);
+        const nb_tensor *t = nb_list_get(state, key);
+        if (!t) {
+            if (!absent) absent = slot_names[sl];
+            continue;
+        }
+        if (!present) present = slot_names[sl];
+        if (t->dtype != p->dtype || !nb_same_shape(t, p)) {
+            char tb[64], pb[64];
+            return fail(o, NULL, t->dtype != p->dtype ? NB_ERR_DTYPE : NB_ERR_SHAPE,
+                        "%s load_state: '%s' is %s %s, expected %s %s like its parameter",
+                        kname(o), key, nb_dtype_name(t->dtype), nb_shape_str(t, tb, sizeof tb),
+                        nb_dtype_name(p->dtype), nb_shape_str(p, pb, sizeof pb));
+        }
+        ls->found[sl] = t;
+    }
+    if (present && absent) {
+        char k2[KEY_MAX];
+        key_name(key, o, i, present);
+        key_name(k2, o, i, absent);
+        return fail(o, NULL, NB_ERR_VALUE, "%s load_state: '%s' is present but '%s' is "
+                    "missing", kname(o), key, k2);
+    }
+    ls->live = present != NULL;
+    return NB_OK;
+}
+
+/* Checks everything in `state` into ls (one record per parameter). */
+static nb_status check_state(nb_optim *o, const nb_tensor_list *state, loaded_state *ls) {
+    nb_status s;
+    for (int i = 0; i < o->params.n; i++)
+        if ((s = find_param_state(o, state, i, &ls[i]))) return s;
+    /* Every "state." entry must be one of ours. */
+    for (int j = 0; j < state->n; j++) {
+        const char *nm = nb_list_name(state, j);
+        if (!nm || strncmp(nm, "state.", 6) != 0 || !strcmp(nm, STEP_NAME)) continue;
+        if (!is_state_key(o, nm + 6))
+            return fail(o, NULL, NB_ERR_VALUE, "%s load_state: unexpected entry '%s' (not "
+                        "a state of this optimizer's parameters)", kname(o), nm);
+    }
+    for (int i = 0; i < o->params.n; i++)
+        if (ls[i].live && !alloc_state(o, i)) return NB_ERR_MEMORY;
+    return NB_OK;
+}
+
 nb_status nb_optim_load_state(nb_optim *o, const nb_tensor_list *state) {
     if (!o) return NB_ERR_NULL;
     o->err[0] = '\0';
     if (!state) return fail(o, NULL, NB_ERR_NULL, "%s load_state: state list is NULL", kname(o));
-    const int np = o->params.n;
-    char key[KEY_MAX];
-
+    if (!nb_list_valid(state))
+        return fail(o, NULL, NB_ERR_VALUE, "%s load_state: the state list is corrupt (n = %d)",
+                    kname(o), state->n);
     const nb_tensor *gstep = nb_list_get(state, STEP_NAME);
     int64_t total_steps;
     if (!gstep)
         return fail(o, NULL, NB_ERR_VALUE, "%s load_state: missing '" STEP_NAME "'", kname(o));
     nb_status s = read_step(o, STEP_NAME, gstep, &total_steps);
     if (s) return s;
-
     /* Validate every parameter's entries before changing anything. */
-    const nb_tensor *found[NB_LIST_MAX][S_COUNT];
-    bool live[NB_LIST_MAX];
-    int64_t pstep[NB_LIST_MAX];
-    for (int i = 0; i < np; i++) {
-        const nb_tensor *p = o->params.t[i];
-        const char *present = NULL, *absent = NULL;
-        live[i] = false;
-        pstep[i] = 0;
-        if (has_step(o)) {
-            key_name(key, o, i, "step");
-            const nb_tensor *t = nb_list_get(state, key);
-            if (t) {
-                if ((s = read_step(o, key, t, &pstep[i]))) return s;
-                present = "step";
-            } else {
-                absent = "step";
-            }
-        }
-        for (int sl = 0; sl < S_COUNT; sl++) {
-            found[i][sl] = NULL;
-            if (!uses_slot(o, sl)) continue;
-            key_name(key, o, i, slot_names[sl]);
-            const nb_tensor *t = nb_list_get(state, key);
-            if (!t) {
-                if (!absent) absent = slot_names[sl];
-                continue;
-            }
-            if (!present) present = slot_names[sl];
-            if (t->dtype != p->dtype || !nb_same_shape(t, p)) {
-                char tb[64], pb[64];
-                return fail(o, NULL, t->dtype != p->dtype ? NB_ERR_DTYPE : NB_ERR_SHAPE,
-                            "%s load_state: '%s' is %s %s, expected %s %s like its parameter",
-                            kname(o), key, nb_dtype_name(t->dtype), nb_shape_str(t, tb, sizeof tb),
-                            nb_dtype_name(p->dtype), nb_shape_str(p, pb, sizeof pb));
-            }
-            found[i][sl] = t;
-        }
-        if (present && absent) {
-            char k2[KEY_MAX];
-            key_name(key, o, i, present);
-            key_name(k2, o, i, absent);
-            return fail(o, NULL, NB_ERR_VALUE, "%s load_state: '%s' is present but '%s' is "
-                        "missing", kname(o), key, k2);
-        }
-        live[i] = present != NULL;
-    }
-    /* Every "state." entry must be one of ours. */
-    for (int j = 0; j < state->n; j++) {
-        const char *nm = state->names[j];
-        if (!nm || strncmp(nm, "state.", 6) != 0 || !strcmp(nm, STEP_NAME)) continue;
-        if (!is_state_key(o, nm + 6))
-            return fail(o, NULL, NB_ERR_VALUE, "%s load_state: unexpected entry '%s' (not "
-                        "a state of this optimizer's parameters)", kname(o), nm);
-    }
-    for (int i = 0; i < np; i++)
-        if (live[i] && !alloc_state(o, i)) return NB_ERR_MEMORY;
-    /* Commit. */
-    for (int i = 0; i < np; i++) {
+    loaded_state *ls = malloc((size_t)o->params.n * sizeof *ls);
+    if (!ls) return fail(o, NULL, NB_ERR_MEMORY, "%s load_state: out of memory", kname(o));
+    s = check_state(o, state, ls);
+    for (int i = 0; i < o->params.n && !s; i++) { /* commit */
         param_state *ps = &o->st[i];
-        ps->live = live[i];
-        ps->step = pstep[i];
+        ps->live = ls[i].live;
+        ps->step = ls[i].step;
         for (int sl = 0; sl < S_COUNT; sl++)
-            if (found[i][sl])
-                memmove((*slot(ps, sl))->data, found[i][sl]->data,
-                       found[i][sl]->numel * nb_dtype_size(found[i][sl]->dtype));
+            if (ls[i].found[sl])
+                memmove((*slot(ps, sl))->data, ls[i].found[sl]->data,
+                        ls[i].found[sl]->numel * nb_dtype_size(ls[i].found[sl]->dtype));
     }
-    o->steps = total_steps;
-    return NB_OK;
+    if (!s) o->steps = total_steps;
+    free(ls);
+    return s;
 }
 
 /* ---- what an optimizer is (read by checkpoints and tools) --------------------- */
+/* Does o optimize exactly the tensors of params, under the same names? On
+ * a mismatch, why[] says which parameter differs. */
+bool nb_optim_matches(const nb_optim *o, const nb_tensor_list *params, char *why, size_t n) {
+    if (o->params.n != params->n) {
+        snprintf(why, n, "the optimizer has %d parameters but %d are given", o->params.n,
+                 params->n);
+        return false;
+    }
+    for (int i = 0; i < o->params.n; i++) {
+        char ib[16];
+        const char *pn = param_name(&o->params, i, ib, sizeof ib);
+        const nb_tensor *t = nb_list_get(params, pn);
+        if (t != nb_list_tensor(&o->params, i)) {
+            snprintf(why, n, "the optimizer's parameter '%s' is %s", pn,
+                     t ? "another tensor than the one given under that name"
+                       : "not among the parameters given");
+            return false;
+        }
+    }
+    return true;
+}
+
 const char *nb_optim_kind(const nb_optim *o) { return o ? kname(o) : NULL; }
 
 bool nb_optim_sgd_options(const nb_optim *o, nb_sgd_opts *out) {
@@ -650,10 +742,10 @@ static bool has_float_grad(const nb_tensor *t) {
 }
 
 double nb_clip_grad_norm(const nb_tensor_list *params, double max_norm) {
-    if (!params) return NAN;
+    if (!nb_list_valid(params)) return NAN;
     double sumsq = 0;
     for (int i = 0; i < params->n; i++) {
-        const nb_tensor *t = params->t[i];
+        const nb_tensor *t = nb_list_tensor(params, i);
         if (!has_float_grad(t)) continue;
 #define K(T)                                                        \
     {                                                               \
@@ -668,7 +760,7 @@ double nb_clip_grad_norm(const nb_tensor_list *params, double max_norm) {
     const double coef = max_norm / (total + 1e-6);
     if (coef < 1.0) {
         for (int i = 0; i < params->n; i++) {
-            nb_tensor *t = params->t[i];
+            nb_tensor *t = nb_list_tensor(params, i);
             if (!has_float_grad(t)) continue;
 #define K(T)                                                        \
     {                                                               \
@@ -684,9 +776,9 @@ double nb_clip_grad_norm(const nb_tensor_list *params, double max_norm) {
 }
 
 void nb_clip_grad_value(const nb_tensor_list *params, double clip) {
-    if (!params || !(clip >= 0)) return;
+    if (!nb_list_valid(params) || !(clip >= 0)) return;
     for (int i = 0; i < params->n; i++) {
-        nb_tensor *t = params->t[i];
+        nb_tensor *t = nb_list_tensor(params, i);
         if (!has_float_grad(t)) continue;
 #define K(T)                                                        \
     {                                                               \

@@ -343,6 +343,16 @@ static bool op_layer_norm(run *R, nb_tensor *const *in, int n_in, outs *o) {
     return true;
 }
 
+/* q, k, v[, key_padding_mask]; dropout 0 (PyTorch's mask cannot be replayed) */
+static bool op_sdpa(run *R, nb_tensor *const *in, int n_in, outs *o) {
+    bool causal = arg_b(R, "causal");
+    double scale = arg_f(R, "scale");
+    if (R->bad_arg) return false;
+    put(o, "out", nb_sdpa(R->ctx, in[0], in[1], in[2], n_in > 3 ? in[3] : NULL, causal, scale,
+                          0.0, 0));
+    return true;
+}
+
 /* Fixture op name, accepted input counts, the call. The names are
  * nb_op_name's, plus the composite causal_fill_softmax. */
 static const struct {
@@ -388,6 +398,7 @@ static const struct {
     {"dropout", 1, 1, op_dropout},
     {"embedding", 2, 2, op_embedding},
     {"layer_norm", 1, 3, op_layer_norm},
+    {"sdpa", 3, 4, op_sdpa},
 };
 
 /* ---- modules ------------------------------------------------------------------------ */
@@ -398,12 +409,12 @@ static bool load_params(run *R, const nb_tensor_list *params, const char *prefix
     nb_tensor_list src = {0};
     size_t k = strlen(prefix);
     for (int i = 0; i < R->fix.n; i++) {
-        const char *name = R->fix.names[i];
+        const char *name = nb_list_name(&R->fix, i);
         if (!starts_with(name, prefix)) continue;
         if (!nb_list_get(params, name + k))
             return fail(R, "PyTorch's parameter '%s' has no counterpart in nabla's module",
                         name + k);
-        nb_list_add(&src, name + k, R->fix.t[i]);
+        nb_list_add(&src, name + k, nb_list_tensor(&R->fix, i));
     }
     return nb_params_copy_from(params, &src) == NB_OK; /* the error is on R->ctx */
 }
@@ -648,8 +659,8 @@ static int column_of(const char *name) {
 static void column_scales(run *R) {
     for (int c = 0; c < 2; c++) R->scale[c] = 0;
     for (int i = 0; i < R->fix.n; i++) {
-        const nb_tensor *t = R->fix.t[i];
-        int c = column_of(R->fix.names[i]);
+        const nb_tensor *t = nb_list_tensor(&R->fix, i);
+        int c = column_of(nb_list_name(&R->fix, i));
         if (c < 0 || (t->dtype != NB_F32 && t->dtype != NB_F64)) continue;
         for (size_t k = 0; k < t->numel; k++) {
             double v = fabs(nb_get(t, k));
@@ -804,8 +815,8 @@ static bool run_op_or_module(run *R, bool module) {
 
     /* every reference tensor against nabla's, and nothing left unmatched */
     for (int i = 0; i < R->fix.n; i++) {
-        const char *fname = R->fix.names[i];
-        const nb_tensor *want = R->fix.t[i];
+        const char *fname = nb_list_name(&R->fix, i);
+        const nb_tensor *want = nb_list_tensor(&R->fix, i);
         if (starts_with(fname, "out")) {
             const nb_tensor *got = NULL;
             for (int k = 0; k < o.n; k++)
@@ -828,9 +839,9 @@ static bool run_op_or_module(run *R, bool module) {
             fail(R, "input %d has no reference gradient %s", k, name);
     }
     for (int k = 0; params && k < params->n; k++) {
-        snprintf(name, sizeof name, "grad.param.%s", params->names[k]);
+        snprintf(name, sizeof name, "grad.param.%s", nb_list_name(params, k));
         if (!nb_list_get(&R->fix, name))
-            fail(R, "parameter '%s' has no reference gradient", params->names[k]);
+            fail(R, "parameter '%s' has no reference gradient", nb_list_name(params, k));
     }
     return R->r->passed;
 }
@@ -893,10 +904,10 @@ static bool run_trajectory(run *R) {
         compare(R, "losses", losses, false, want_losses);
         int n_final = 0;
         for (int i = 0; i < R->fix.n; i++)
-            if (starts_with(R->fix.names[i], "final.param.")) {
+            if (starts_with(nb_list_name(&R->fix, i), "final.param.")) {
                 n_final++;
-                compare(R, R->fix.names[i], nb_list_get(&m->params, R->fix.names[i] + 12), false,
-                        R->fix.t[i]);
+                compare(R, nb_list_name(&R->fix, i), nb_list_get(&m->params, nb_list_name(&R->fix, i) + 12), false,
+                        nb_list_tensor(&R->fix, i));
             }
         if (n_final != m->params.n)
             fail(R, "%d final parameters in the fixture, %d in nabla's module", n_final,
@@ -944,6 +955,7 @@ bool nb_parity_run(const char *path, nb_parity_result *r) {
         }
         if (r->passed && r->n_out == 0) fail(&R, "no output was compared");
     }
+    nb_list_free(&R.fix);
     nb_ctx_free(R.ctx);
     return r->passed;
 }
