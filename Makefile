@@ -11,6 +11,8 @@
 #   make soak       20,000-step training at 1 and 2 threads: RSS, speed, resume
 #   make bench      speed figures (bench-gpt: nabla-gpt vs PyTorch's GPT)
 #   make bench-attention  the fused attention op against the composed ops
+#   make bench-compare  MultiHeadAttention training steps, nabla vs PyTorch (~2 min)
+#   make bench-gemm  the float32 matmul vs OpenBLAS sgemm (the yardstick only)
 #   make test-browser  the tape explorer page clicked through in headless Chromium
 #   make docs       docs/tape.svg redrawn from the current tape (Graphviz)
 #   make test-asan  suite, examples, gradcheck under ASan+UBSan (clang), in build/asan
