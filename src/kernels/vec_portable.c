@@ -6,6 +6,7 @@
  * every build. */
 #include "kernels.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 
 #define EXP_LO -104.0f /* exp below is 0 in float */
@@ -123,9 +124,11 @@ static void adam(float *p, const float *g, float *m, float *v, size_t n, const n
 const nb_vec_kernels nb_vec_portable = {"portable", max, exp_sub_sum, scale, add, softmax_bwd,
                                         dropout, dropout_bwd, adam, nb_pcg32_fill};
 
-const nb_vec_kernels *nb_vec(void) {
-    static const nb_vec_kernels *best;
-    if (best) return best;
+/* Chosen once, by whichever thread asks first (pthread_once: workers may). */
+static const nb_vec_kernels *vec_best;
+static pthread_once_t vec_once = PTHREAD_ONCE_INIT;
+
+static void vec_choose(void) {
     const nb_vec_kernels *k = &nb_vec_portable;
     const char *e = getenv("NB_VEC_PORTABLE");
 #if NB_X86_KERNELS
@@ -137,6 +140,10 @@ const nb_vec_kernels *nb_vec(void) {
 #else
     (void)e;
 #endif
-    best = k;
-    return best;
+    vec_best = k;
+}
+
+const nb_vec_kernels *nb_vec(void) {
+    pthread_once(&vec_once, vec_choose);
+    return vec_best;
 }
