@@ -111,7 +111,8 @@ START_TEST(test_random_creation) {
     expect_fail(ctx, !nb_uniform(ctx, NB_F32, NB_SHAPE(3), 0, 1, NULL), NB_ERR_NULL, "uniform");
     expect_fail(ctx, !nb_normal(ctx, NB_F32, NB_SHAPE(3), 0, 1, NULL), NB_ERR_NULL, "normal");
     expect_fail(ctx, !nb_uniform(ctx, NB_F32, NB_SHAPE(3), 2, 1, &rng), NB_ERR_VALUE, "uniform");
-    expect_fail(ctx, !nb_uniform(ctx, NB_F32, NB_SHAPE(3), 0, INFINITY, &rng), NB_ERR_VALUE, "uniform");
+    expect_fail(ctx, !nb_uniform(ctx, NB_F32, NB_SHAPE(3), 0, INFINITY, &rng), NB_ERR_VALUE,
+                "uniform");
     expect_fail(ctx, !nb_uniform(ctx, NB_F32, NB_SHAPE(3), NAN, 1, &rng), NB_ERR_VALUE, "uniform");
     expect_fail(ctx, !nb_normal(ctx, NB_F32, NB_SHAPE(3), 0, -1, &rng), NB_ERR_VALUE, "normal");
     expect_fail(ctx, !nb_normal(ctx, NB_F32, NB_SHAPE(3), 0, NAN, &rng), NB_ERR_VALUE, "normal");
