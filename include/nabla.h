@@ -38,8 +38,11 @@
  *   nabla/random.h     PCG32, the only source of randomness
  *   nabla/gradcheck.h  finite-difference gradient checks
  *   nabla/nn.h         modules: Linear, Dropout, Embedding, LayerNorm, attention
- *   nabla/optim.h      SGD, Adam, AdamW, gradient clipping
+ *   nabla/optim.h      SGD, Adam, AdamW, gradient clipping, lr schedule, train step
+ *   nabla/gpt.h        a small GPT (GPTModel / nanoGPT layouts), KV cache, sampling
+ *   nabla/data.h       character tokenizer, 90/10 split, random batches
  *   nabla/io.h         safetensors checkpoints
+ *   nabla/teach.h      the tape explorer page, op formulas
  *
  * Errors: no function aborts or exits on bad input. Ops record the first
  * error on their context and return NULL; later ops on that context do
@@ -49,11 +52,14 @@
 #define NABLA_H
 
 #include "nabla/core.h"
+#include "nabla/data.h"
+#include "nabla/gpt.h"
 #include "nabla/gradcheck.h"
 #include "nabla/io.h"
 #include "nabla/nn.h"
 #include "nabla/ops.h"
 #include "nabla/optim.h"
 #include "nabla/random.h"
+#include "nabla/teach.h"
 
 #endif

@@ -158,6 +158,16 @@ NB_HIDDEN nb_status nb_io_fail(nb_ctx *ctx, nb_status s, const char *op, const c
 NB_HIDDEN extern long nb_io_fault_at, nb_io_fault_calls;
 NB_HIDDEN bool nb_io_fault(void);
 
+/* ---- UTF-8 (utf8.c) ------------------------------------------------------ */
+/* Decodes the code point at s[0..n) (n >= 1) into *cp and returns its
+ * length in bytes (1..4), or 0 when s does not start with a valid sequence
+ * (overlong forms, surrogates, code points past U+10FFFF and truncated
+ * sequences are invalid). */
+NB_HIDDEN size_t nb_utf8_next(const unsigned char *s, size_t n, uint32_t *cp);
+/* Writes cp (a valid code point) as UTF-8 to out (room for 4 bytes);
+ * returns the number of bytes written. */
+NB_HIDDEN size_t nb_utf8_put(uint32_t cp, char *out);
+
 /* ---- threads (parallel.c) ------------------------------------------------- */
 /* Processes indices [begin, end) of a job. */
 typedef void (*nb_range_fn)(void *arg, int64_t begin, int64_t end);
@@ -185,6 +195,9 @@ NB_HIDDEN void nb_gemm_double(double *c, const double *a, int64_t ars, int64_t a
 /* n draws of nb_pcg32_next into out: the same bits in the same order, and
  * rng ends where n nb_pcg32_next calls leave it, only faster. */
 NB_HIDDEN void nb_pcg32_fill(nb_pcg32 *rng, uint32_t *out, size_t n);
+/* Moves rng delta draws on, as delta nb_pcg32_next calls would, in
+ * O(log delta) steps. */
+NB_HIDDEN void nb_pcg32_advance(nb_pcg32 *rng, uint64_t delta);
 
 /* ---- dtype dispatch ----------------------------------------------------------- */
 /* Runs KERNEL(T) with T = float or double. Each kernel is written once, as a

@@ -210,6 +210,35 @@ START_TEST(test_shapes_and_printing) {
 }
 END_TEST
 
+/* Print options out of range: huge precision is capped, negative values
+ * keep the current ones, any nonzero sci_mode means on, linewidth 0 gives
+ * one element a line, threshold 0 summarizes; nothing overflows. */
+START_TEST(test_printoptions_bad_values) {
+    nb_ctx *ctx = nb_ctx_new(0);
+    nb_tensor *a = nb_from_doubles(ctx, NB_F64, NB_SHAPE(8), (const double[]){1e300, -1e-300, NAN, INFINITY, 0, -0.0, 1, 2});
+    char *s;
+    nb_set_printoptions(1000, -5, -5, -5, 7);
+    s = nb_test_format(a);
+    ck_assert_ptr_nonnull(strstr(s, "e+300"));
+    ck_assert_ptr_nonnull(strstr(s, "nan"));
+    free(s);
+    nb_set_printoptions(2, 0, 1, 0, 0);
+    s = nb_test_format(a);
+    ck_assert_ptr_nonnull(strstr(s, "..."));
+    ck_assert_ptr_nonnull(strstr(s, ",\n"));
+    free(s);
+    nb_set_printoptions(-1, 0, 0, -1, NB_SCI_AUTO);
+    s = nb_test_format(a);
+    ck_assert_ptr_nonnull(strstr(s, "..."));
+    free(s);
+    nb_reset_printoptions();
+    s = nb_test_format(nb_from_doubles(ctx, NB_F32, NB_SHAPE(2), (const double[]){1e-10, 1}));
+    ck_assert_str_eq(s, "tensor([1.0000e-10, 1.0000e+00])");
+    free(s);
+    nb_ctx_free(ctx);
+}
+END_TEST
+
 START_TEST(test_lists) {
     nb_ctx *ctx = nb_ctx_new(0);
     nb_tensor *t = nb_ones(ctx, NB_F32, NB_SHAPE(1));
@@ -349,6 +378,7 @@ Suite *suite_matrix_core(void) {
     tcase_add_test(tc, test_tape_and_custom_ops);
     tcase_add_test(tc, test_threads);
     tcase_add_test(tc, test_pcg32);
+    tcase_add_test(tc, test_printoptions_bad_values);
     suite_add_tcase(s, tc);
     return s;
 }

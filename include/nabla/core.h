@@ -109,12 +109,15 @@ bool nb_is_grad_enabled(const nb_ctx *ctx);
 void nb_ctx_set_site(nb_ctx *ctx, const char *file, int line);
 #define NB_HERE(ctx) nb_ctx_set_site((ctx), __FILE__, __LINE__)
 
-/* Worker threads for the heaviest kernel (linear), process-wide; 1
- * (the default) runs everything on the calling thread. Results are
- * bit-identical for every thread count: work is split only over independent
- * outputs. Returns the count now in use (it may be lower if threads could not
- * be started). Call nb_set_num_threads(1) before exit to join the workers.
- * Not for use from several threads at once. */
+/* Worker threads for the heavy kernels (matmul and linear, softmax, the
+ * elementwise ops, dropout, the optimizers), process-wide, in a persistent
+ * pool; 1 runs everything on the calling thread. Without a call, the first
+ * use reads the NB_NUM_THREADS environment variable (1 when unset).
+ * Results are bit-identical for every thread count: work is split only over
+ * independent outputs, and small tensors stay on the caller. Returns the
+ * count now in use (it may be lower if threads could not be started). Call
+ * nb_set_num_threads(1) before exit to join the workers. Not for use from
+ * several threads at once. */
 int nb_set_num_threads(int n);
 int nb_get_num_threads(void);
 
@@ -209,9 +212,25 @@ bool nb_same_shape(const nb_tensor *a, const nb_tensor *b);
  * for NULL. */
 char *nb_shape_str(const nb_tensor *t, char *buf, size_t n);
 
-/* Prints like PyTorch: "tensor([[0.4421, 0.5931], ...])" with 4 decimals,
- * nested brackets and aligned columns. `nb_print` adds a newline. */
+/* Prints exactly as PyTorch 1.13 prints t.detach(): "tensor([[0.4421, 0.5931],
+ * ...])" with 4 decimals, aligned columns and nested brackets; "2." when
+ * every value is whole; scientific notation ("tensor([1.0000e-10,
+ * 1.0000e+00])") when PyTorch uses it; past 1000 elements the first and
+ * last 3 of each long dim with "..."; ", dtype=torch.float64" for f64.
+ * `nb_print` adds a newline. NULL prints "None". */
 void nb_fprint(FILE *f, const nb_tensor *t);
+/* torch.set_printoptions: digits after the point (default 4), how many
+ * elements print in full (1000), items at each end of a summarized dim (3),
+ * characters per line (80), and scientific notation: NB_SCI_AUTO (PyTorch's
+ * None: chosen from the values), 0 never, 1 always. A negative precision,
+ * threshold, edgeitems or linewidth keeps the current value (PyTorch's
+ * None); sci_mode is always set, as in PyTorch. Process-wide, like
+ * PyTorch's; not thread-safe. nb_reset_printoptions restores the defaults
+ * (torch.set_printoptions(profile="default")). */
+#define NB_SCI_AUTO (-1)
+void nb_set_printoptions(int precision, int64_t threshold, int edgeitems, int linewidth,
+                         int sci_mode);
+void nb_reset_printoptions(void);
 void nb_print(const nb_tensor *t);
 /* Prints the gradient the same way ("None" when there is none). */
 void nb_print_grad(const nb_tensor *t);
@@ -278,15 +297,20 @@ nb_status nb_backward(nb_ctx *ctx, nb_tensor *out, const nb_tensor *grad_out);
 
 /* Anomaly mode (PyTorch's detect_anomaly): after each local rule, checks
  * the gradients it produced; the first NaN or inf stops the backward with an
- * error naming the op, its tape index and its creation site. Returns the
- * previous setting. */
+ * error naming the op, its tape index and its creation site. The forward
+ * pass is checked too: a recorded op (custom ones included) whose inputs are
+ * all finite but whose output is not fails with an error naming the op, its
+ * creation site and the input shapes (masked_fill and causal_fill, whose
+ * -inf is the caller's, are exempt). Returns the previous setting. */
 bool nb_set_detect_anomaly(nb_ctx *ctx, bool on);
 
 /* Number of nodes on the tape. */
 int nb_tape_len(const nb_ctx *ctx);
-/* Prints the tape, one node a line: index, op, input and output shapes,
- * creation site. For teaching and debugging. NB_OK, NB_ERR_NULL,
- * NB_ERR_MEMORY or NB_ERR_IO (a write failed; f is flushed to find out). */
+/* Prints the tape, one node a line: index, op, input and output shapes
+ * (after the tensor's name when it has one: parameters show their module
+ * path, "W_query.weight (2, 3)*"), creation site. For teaching and
+ * debugging. NB_OK, NB_ERR_NULL, NB_ERR_MEMORY or NB_ERR_IO (a write
+ * failed; f is flushed to find out). */
 nb_status nb_tape_print(const nb_ctx *ctx, FILE *f);
 /* Writes the tape as a Graphviz digraph (render with `dot -Tsvg`): a box per
  * tensor with its shape, first values and gradient, an ellipse per op with
@@ -302,7 +326,12 @@ nb_status nb_tape_dot(const nb_ctx *ctx, const nb_tensor *root, FILE *f);
  * the context, then record it with nb_record. Your backward is called once,
  * when backward reaches the node; it reads nb_node_output(n)->grad and adds
  * (+=) into the buffers nb_grad_buffer() gives for each input (NULL for
- * inputs that need no gradient). */
+ * inputs that need no gradient).
+ *
+ * Implement both float dtypes, f32 and f64: nb_gradcheck runs everything in
+ * f64. The output must have its float inputs' dtype; nb_record refuses
+ * (NB_ERR_DTYPE, "<name>: custom op does not implement f64: ...") an op
+ * that returns f32 for f64 inputs, or the reverse. */
 typedef void (*nb_backward_fn)(nb_ctx *ctx, nb_node *node);
 
 /* Records `out` as the result of `name`(in[0..n_in-1]). Does nothing and

@@ -197,6 +197,78 @@ double nb_clip_grad_norm(const nb_tensor_list *params, double max_norm);
  * or a negative or NaN clip does nothing. */
 void nb_clip_grad_value(const nb_tensor_list *params, double clip);
 
+/* ------------------------------------------------------------------------
+ * Parameter groups: AdamW whose weight decay applies to some parameters
+ * only. nanoGPT's configure_optimizers decays the parameters with 2 or more
+ * dims (matmul weights, embeddings) and not the 1-D ones (biases, LayerNorm
+ * weights): decay_1d false. The course's AdamW(model.parameters(),
+ * weight_decay=0.1) decays every parameter: decay_1d true (the same as
+ * nb_adamw_new). The group a parameter is in only changes its weight_decay;
+ * state, checkpoints and names are those of nb_adamw_new. */
+nb_optim *nb_adamw_new_groups(const nb_tensor_list *params, nb_adam_opts o, bool decay_1d,
+                              nb_ctx *err_ctx);
+
+/* ------------------------------------------------------------------------
+ * Learning-rate schedules. */
+typedef struct nb_lr_schedule {
+    double learning_rate;  /* peak (and constant) lr */
+    bool decay_lr;         /* false: constant learning_rate */
+    int64_t warmup_iters;  /* >= 0 */
+    int64_t lr_decay_iters;
+    double min_lr;
+} nb_lr_schedule;
+
+/* nanoGPT's get_lr(it), exactly (in double):
+ *   !decay_lr:              learning_rate
+ *   it < warmup_iters:      learning_rate * (it + 1) / (warmup_iters + 1)
+ *   it > lr_decay_iters:    min_lr
+ *   otherwise:              r = (it - warmup_iters) / (lr_decay_iters - warmup_iters)
+ *                           min_lr + 0.5 * (1 + cos(pi * r)) * (learning_rate - min_lr)
+ * (lr_decay_iters == warmup_iters gives min_lr from warmup_iters on.) NaN
+ * for NULL or it < 0 (nb_optim_set_lr then refuses it). */
+double nb_lr_at(const nb_lr_schedule *s, int64_t it);
+
+/* ------------------------------------------------------------------------
+ * One training step, shared by every driver (nabla-gpt, the parity tests, an
+ * MPI driver):
+ *   zero every gradient of params;
+ *   for micro = 0 .. accum_steps-1:
+ *       nb_ctx_reset(ctx); loss = loss_fn(ctx, micro, user)  (a 0-dim loss on ctx)
+ *       backward of loss * (1 / accum_steps)                 (nanoGPT's loss / k)
+ *   grad_sync(params, sync_user) if set: called once, after accumulation and
+ *       before clipping, so a data-parallel driver can allreduce (average)
+ *       the gradients there; a nonzero status stops the step (no update);
+ *   if grad_clip > 0: nb_clip_grad_norm(params, grad_clip);
+ *   nb_optim_set_lr(opt, lr); nb_optim_step(opt).
+ * The loss reported is the mean of the k micro-batch losses (each taken
+ * before scaling), summed in double. The step context is left holding the
+ * last micro-batch's tape. */
+typedef nb_tensor *(*nb_loss_fn)(nb_ctx *ctx, int micro, void *user);
+typedef nb_status (*nb_grad_sync_fn)(const nb_tensor_list *params, void *user);
+
+typedef struct nb_train_step {
+    nb_optim *opt;
+    const nb_tensor_list *params; /* the optimizer's parameters */
+    int accum_steps;              /* >= 1 (gradient_accumulation_steps) */
+    double grad_clip;             /* <= 0: no clipping */
+    double lr;                    /* this step's learning rate (nb_lr_at) */
+    nb_loss_fn loss_fn;
+    void *user;
+    nb_grad_sync_fn grad_sync;    /* may be NULL */
+    void *sync_user;
+} nb_train_step;
+
+typedef struct nb_step_result {
+    double loss;      /* mean micro-batch loss */
+    double grad_norm; /* global norm before clipping (computed even without clipping) */
+} nb_step_result;
+
+/* Runs one step on ctx (reset per micro-batch). NB_OK; otherwise the status,
+ * with the message on ctx (a failed loss_fn keeps its own error there), and
+ * no parameter changed when the failure came before the optimizer step.
+ * `out` may be NULL. */
+nb_status nb_train_step_run(nb_ctx *ctx, const nb_train_step *s, nb_step_result *out);
+
 #ifdef __cplusplus
 }
 #endif

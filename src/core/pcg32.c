@@ -44,6 +44,23 @@ void nb_pcg32_fill(nb_pcg32 *rng, uint32_t *out, size_t n) {
     for (; i < n; i++) out[i] = nb_pcg32_next(rng);
 }
 
+/* Jumps delta steps in O(log delta): the LCG's k-step map is again affine,
+ * s -> A s + C, and composing maps squares them (Brown, "Random number
+ * generation with arbitrary strides", 1994). */
+void nb_pcg32_advance(nb_pcg32 *rng, uint64_t delta) {
+    uint64_t mult = PCG_MULT, plus = rng->inc; /* the map of 2^bit steps */
+    uint64_t acc_mult = 1, acc_plus = 0;        /* the map of the steps taken */
+    for (; delta; delta >>= 1) {
+        if (delta & 1) {
+            acc_mult *= mult;
+            acc_plus = acc_plus * mult + plus;
+        }
+        plus = (mult + 1) * plus;
+        mult *= mult;
+    }
+    rng->state = acc_mult * rng->state + acc_plus;
+}
+
 void nb_pcg32_seed(nb_pcg32 *rng, uint64_t initstate, uint64_t initseq) {
     if (!rng) return;
     rng->state = 0;

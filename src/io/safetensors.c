@@ -112,32 +112,10 @@ static void widen_to_f32(void *data, size_t numel, bool bf16) {
 /* Where s[0..n) stops being UTF-8 (overlong forms, surrogates and code
  * points past U+10FFFF count as invalid), or n when it is all valid. */
 static size_t utf8_invalid_at(const unsigned char *s, size_t n) {
-    size_t i = 0;
-    while (i < n) {
-        unsigned c = s[i];
-        size_t len;
-        uint32_t cp, min;
-        if (c < 0x80) {
-            i++;
-            continue;
-        } else if ((c & 0xe0) == 0xc0) {
-            len = 2, cp = c & 0x1f, min = 0x80;
-        } else if ((c & 0xf0) == 0xe0) {
-            len = 3, cp = c & 0x0f, min = 0x800;
-        } else if ((c & 0xf8) == 0xf0) {
-            len = 4, cp = c & 0x07, min = 0x10000;
-        } else {
-            return i;
-        }
-        if (n - i < len) return i;
-        for (size_t k = 1; k < len; k++) {
-            if ((s[i + k] & 0xc0) != 0x80) return i;
-            cp = cp << 6 | (s[i + k] & 0x3fu);
-        }
-        if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return i;
-        i += len;
-    }
-    return n;
+    size_t i = 0, len;
+    uint32_t cp;
+    while (i < n && (len = nb_utf8_next(s + i, n - i, &cp)) != 0) i += len;
+    return i;
 }
 
 static bool utf8_valid(const char *s) {

@@ -3,7 +3,7 @@
  * Each op is fused: one forward kernel and one backward rule instead of a
  * chain of elementwise ops, so a training step records one node per layer
  * and allocates nothing but the output (and a small saved buffer). */
-#include "nb_internal.h"
+#include "kernels/kernels.h"
 
 /* Checks that the present (non-NULL where optional) inputs are floating and
  * share one dtype, naming them as the op's documentation does ("x",
@@ -202,26 +202,73 @@ nb_tensor *nb_linear(nb_ctx *ctx, nb_tensor *x, nb_tensor *w, nb_tensor *b) {
         memcpy(&a, &ua, sizeof a);                                            \
         return a;                                                             \
     }
-NN_PICK(float, uint32_t)
 NN_PICK(double, uint64_t)
 #undef NN_PICK
+
+/* A dropout pass over elements [lo, hi), on any thread: the forward draws
+ * its bits from `rng` moved lo steps on, so the mask is the one a single
+ * pass would draw. float goes through the SIMD kernels. */
+typedef struct drop_job {
+    const void *x, *dy;
+    void *y, *dx;
+    unsigned char *mask;
+    nb_pcg32 rng;         /* forward: the state before the first draw */
+    uint32_t threshold;
+    double scale;
+    nb_dtype dt;
+    const nb_vec_kernels *vk;
+} drop_job;
+
+/* The fewest elements worth a thread. */
+#define DROP_GRAIN 16384
+
+/* dx += dy * mask * scale over [lo, hi). */
+static void dropout_backward_range(void *arg, int64_t lo, int64_t hi) {
+    const drop_job *j = arg;
+    const unsigned char *mask = j->mask + lo;
+    size_t n = (size_t)(hi - lo);
+    if (j->dt == NB_F32) {
+        j->vk->dropout_bwd((float *)j->dx + lo, mask, (const float *)j->dy + lo,
+                           (float)j->scale, n);
+        return;
+    }
+    double *dx = (double *)j->dx + lo, sc = j->scale;
+    const double *g = (const double *)j->dy + lo;
+    for (size_t i = 0; i < n; i++) dx[i] = nn_pick_double(mask[i], dx[i] + g[i] * sc, dx[i]);
+}
 
 /* dx += dy * mask * scale; reuses the saved mask and scale = 1/(1-p) (0 for p == 1). */
 static void dropout_backward(nb_ctx *ctx, nb_node *n) {
     nb_tensor *x = n->in[0], *out = n->out;
     void *gx = nb_grad_buffer(ctx, x);
     if (!gx) return;
-    const unsigned char *mask = n->saved;
-    double scale = n->f[0];
-#define K_(T)                                                                             \
-    {                                                                                     \
-        T *dx = gx, sc = (T)scale;                                                        \
-        const T *g = out->grad;                                                           \
-        for (size_t i = 0; i < out->numel; i++)                                           \
-            dx[i] = nn_pick_##T(mask[i], dx[i] + g[i] * sc, dx[i]);                       \
+    drop_job j = {.dy = out->grad, .dx = gx, .mask = n->saved, .scale = n->f[0],
+                  .dt = out->dtype, .vk = nb_vec()};
+    nb_parallel_for((int64_t)out->numel, DROP_GRAIN, dropout_backward_range, &j);
+}
+
+/* y = x * mask * scale and the mask over [lo, hi), 256 draws at a time. */
+static void dropout_forward_range(void *arg, int64_t lo, int64_t hi) {
+    const drop_job *j = arg;
+    nb_pcg32 rng = j->rng;
+    nb_pcg32_advance(&rng, (uint64_t)lo);
+    uint32_t bits[256];
+    for (int64_t i0 = lo; i0 < hi; i0 += 256) {
+        size_t n = hi - i0 < 256 ? (size_t)(hi - i0) : 256;
+        j->vk->pcg32_fill(&rng, bits, n);
+        if (j->dt == NB_F32) {
+            j->vk->dropout((float *)j->y + i0, j->mask + i0, (const float *)j->x + i0, bits,
+                           j->threshold, (float)j->scale, n);
+            continue;
+        }
+        const double *xs = (const double *)j->x + i0;
+        double *ys = (double *)j->y + i0;
+        for (size_t i = 0; i < n; i++) {
+            unsigned char keep = (bits[i] >> 8) >= j->threshold;
+            j->mask[i0 + (int64_t)i] = keep;
+            ys[i] = nn_pick_double(keep, xs[i] * j->scale, 0.0);
+        }
     }
-    NB_DISPATCH(out->dtype, K_);
-#undef K_
 }
 
 nb_tensor *nb_dropout(nb_ctx *ctx, nb_tensor *x, double p, bool train, struct nb_pcg32 *rng) {
@@ -250,24 +297,11 @@ nb_tensor *nb_dropout(nb_ctx *ctx, nb_tensor *x, double p, bool train, struct nb
     if (p < 1.0) {
         /* u = k * 2^-24 with k = the draw >> 8, so u >= p exactly when
          * k >= ceil(p * 2^24) (the scaling by 2^24 is exact) */
-        uint32_t threshold = (uint32_t)ceil(p * 0x1p24);
-        uint32_t bits[256];
-#define K_(T)                                                                             \
-    {                                                                                     \
-        const T *xs = x->data;                                                            \
-        T *ys = out->data, sc = (T)scale;                                                 \
-        for (size_t i0 = 0; i0 < x->numel; i0 += 256) {                                   \
-            size_t n = x->numel - i0 < 256 ? x->numel - i0 : 256;                         \
-            nb_pcg32_fill(rng, bits, n);                                                  \
-            for (size_t i = 0; i < n; i++) {                                              \
-                unsigned char keep = (bits[i] >> 8) >= threshold;                         \
-                mask[i0 + i] = keep;                                                      \
-                ys[i0 + i] = nn_pick_##T(keep, xs[i0 + i] * sc, (T)0);                    \
-            }                                                                             \
-        }                                                                                 \
-    }
-        NB_DISPATCH(out->dtype, K_);
-#undef K_
+        drop_job j = {.x = x->data, .y = out->data, .mask = mask, .rng = *rng,
+                      .threshold = (uint32_t)ceil(p * 0x1p24), .scale = scale,
+                      .dt = x->dtype, .vk = nb_vec()};
+        nb_parallel_for((int64_t)x->numel, DROP_GRAIN, dropout_forward_range, &j);
+        nb_pcg32_advance(rng, x->numel); /* where numel draws leave it */
     }
     nb_node *n = nb_record_op(ctx, NB_OP_DROPOUT, out, 1, &x, dropout_backward);
     if (n) {

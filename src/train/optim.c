@@ -5,7 +5,7 @@
  * the parameter list, the per-parameter records and the state tensors. State
  * tensors are created on a parameter's first step (PyTorch's lazy state);
  * freeing the optimizer is freeing that context. */
-#include "nb_internal.h"
+#include "kernels/kernels.h"
 
 #include <stdarg.h>
 #include <stdlib.h>
@@ -31,6 +31,7 @@ struct nb_optim {
     nb_tensor_list params; /* copied from the caller */
     param_state *st;       /* params.n records */
     int64_t steps;         /* nb_optim_step calls */
+    bool *no_decay;        /* params.n flags (nb_adamw_new_groups) or NULL: weight_decay 0 */
     nb_ctx *ctx;           /* owns all of the above */
     char err[NB_ERRMSG];
 };
@@ -224,6 +225,21 @@ nb_optim *nb_adamw_new(const nb_tensor_list *params, nb_adam_opts o, nb_ctx *err
     return adam_new(OPT_ADAMW, params, o, err_ctx);
 }
 
+/* nanoGPT's two groups: parameters with fewer than 2 dims get no decay. */
+nb_optim *nb_adamw_new_groups(const nb_tensor_list *params, nb_adam_opts o, bool decay_1d,
+                              nb_ctx *err_ctx) {
+    nb_optim *opt = adam_new(OPT_ADAMW, params, o, err_ctx);
+    if (!opt || decay_1d) return opt;
+    opt->no_decay = nb_ctx_alloc(opt->ctx, (size_t)opt->params.n * sizeof *opt->no_decay + 1);
+    if (!opt->no_decay) {
+        nb_ctx_fail(err_ctx, NB_ERR_MEMORY, "adamw: out of memory");
+        nb_optim_free(opt);
+        return NULL;
+    }
+    for (int i = 0; i < opt->params.n; i++) opt->no_decay[i] = nb_list_tensor(&opt->params, i)->ndim < 2;
+    return opt;
+}
+
 void nb_optim_free(nb_optim *o) {
     if (!o) return;
     nb_list_free(&o->params);
@@ -310,26 +326,50 @@ static void sgd_update(const nb_sgd_opts *so, nb_tensor *param, param_state *ps,
 /* p, g, m, v, v_max all have the parameter's shape (n elements); ps->step is
  * already this step's t. The scalar coefficients are computed in double,
  * then rounded to T, in PyTorch's order. */
-static void adam_update(const nb_adam_opts *ao, bool decoupled, nb_tensor *param,
-                        param_state *ps) {
-    const size_t n = param->numel;
-    const double t = (double)ps->step;
-    const double bias_correction1 = 1.0 - pow(ao->beta1, t);
-    const double bias_correction2 = 1.0 - pow(ao->beta2, t);
-    const double step_size = ao->lr / bias_correction1;
-    const double bias_correction2_sqrt = sqrt(bias_correction2);
+/* One Adam update of elements [lo, hi) of a parameter, on any thread. */
+typedef struct adam_job {
+    const nb_adam_opts *ao;
+    bool decoupled;
+    nb_tensor *param;
+    param_state *ps;
+    double step_size, bias_correction2_sqrt;
+    const nb_vec_kernels *vk;
+} adam_job;
+
+/* The fewest elements worth a thread. */
+#define ADAM_GRAIN 8192
+
+static void adam_range(void *arg, int64_t lo, int64_t hi) {
+    const adam_job *j = arg;
+    const nb_adam_opts *ao = j->ao;
+    const bool decoupled = j->decoupled;
     const bool l2 = !decoupled && ao->weight_decay != 0;
+    nb_tensor *param = j->param;
+    param_state *ps = j->ps;
+    const size_t n = (size_t)(hi - lo);
+    if (param->dtype == NB_F32 && !l2 && !ao->maximize && !ao->amsgrad) {
+        /* the common case, as SIMD: the same operations in the same order */
+        nb_adam_coef c = {
+            .shrink = decoupled ? (float)(1.0 - ao->lr * ao->weight_decay) : 1.0f,
+            .b1 = (float)ao->beta1, .one_b1 = (float)(1.0 - ao->beta1),
+            .b2 = (float)ao->beta2, .one_b2 = (float)(1.0 - ao->beta2),
+            .bc2s = (float)j->bias_correction2_sqrt, .eps = (float)ao->eps,
+            .neg_step = (float)(-j->step_size)};
+        j->vk->adam((float *)param->data + lo, (const float *)param->grad + lo,
+                    (float *)ps->exp_avg->data + lo, (float *)ps->exp_avg_sq->data + lo, n, &c);
+        return;
+    }
 #define K(T)                                                                     \
     {                                                                            \
-        T *p = param->data;                                                      \
-        const T *g = param->grad;                                                \
-        T *m = ps->exp_avg->data, *v = ps->exp_avg_sq->data;                     \
-        T *vmax = ao->amsgrad ? ps->max_exp_avg_sq->data : NULL;                 \
+        T *p = (T *)param->data + lo;                                            \
+        const T *g = (const T *)param->grad + lo;                                \
+        T *m = (T *)ps->exp_avg->data + lo, *v = (T *)ps->exp_avg_sq->data + lo; \
+        T *vmax = ao->amsgrad ? (T *)ps->max_exp_avg_sq->data + lo : NULL;       \
         const T shrink = (T)(1.0 - ao->lr * ao->weight_decay);                   \
         const T wd = (T)ao->weight_decay, eps = (T)ao->eps;                      \
         const T b1 = (T)ao->beta1, one_b1 = (T)(1.0 - ao->beta1);                \
         const T b2 = (T)ao->beta2, one_b2 = (T)(1.0 - ao->beta2);                \
-        const T bc2s = (T)bias_correction2_sqrt, neg_step = (T)(-step_size);     \
+        const T bc2s = (T)j->bias_correction2_sqrt, neg_step = (T)(-j->step_size); \
         for (size_t i = 0; i < n; i++) {                                         \
             if (decoupled) p[i] = p[i] * shrink;                                 \
             T d = ao->maximize ? -g[i] : g[i];                                   \
@@ -348,6 +388,16 @@ static void adam_update(const nb_adam_opts *ao, bool decoupled, nb_tensor *param
     }
     NB_DISPATCH(param->dtype, K);
 #undef K
+}
+
+static void adam_update(const nb_adam_opts *ao, bool decoupled, nb_tensor *param,
+                        param_state *ps) {
+    const double t = (double)ps->step;
+    const double bias_correction1 = 1.0 - pow(ao->beta1, t);
+    const double bias_correction2 = 1.0 - pow(ao->beta2, t);
+    adam_job j = {ao, decoupled, param, ps, ao->lr / bias_correction1, sqrt(bias_correction2),
+                  nb_vec()};
+    nb_parallel_for((int64_t)param->numel, ADAM_GRAIN, adam_range, &j);
 }
 
 /* ---- step ----------------------------------------------------------------- */
@@ -376,7 +426,9 @@ nb_status nb_optim_step(nb_optim *o) {
             sgd_update(&o->sgd, p, ps, first);
         } else {
             ps->step++;
-            adam_update(&o->adam, o->kind == OPT_ADAMW, p, ps);
+            nb_adam_opts ao = o->adam;
+            if (o->no_decay && o->no_decay[i]) ao.weight_decay = 0.0;
+            adam_update(&ao, o->kind == OPT_ADAMW, p, ps);
         }
     }
     o->steps++;

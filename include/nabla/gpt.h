@@ -1,0 +1,247 @@
+/* nabla/gpt.h - a small GPT in two layouts: the course's GPTModel (the seed
+ * notebooks' next chapter) and nanoGPT's GPT, as options of one model;
+ * forward, loss, inference, a KV cache, sampling and the model summary.
+ *
+ *   nb_gpt_config cfg = nb_gpt_config_default(NB_GPT_NANOGPT);
+ *   cfg.vocab_size = 65; cfg.block_size = 64; cfg.n_layer = 4; cfg.n_head = 4;
+ *   cfg.n_embd = 128;
+ *   nb_pcg32 rng;  nb_pcg32_seed(&rng, 1337, 1);
+ *   nb_ctx *params = nb_ctx_new(0), *step = nb_ctx_new(0);
+ *   nb_gpt gpt;
+ *   if (nb_gpt_init(&gpt, params, &cfg, &rng)) fprintf(stderr, "%s\n", nb_ctx_error(params));
+ *   nb_tensor *loss = nb_gpt_loss(step, &gpt, x, y, NULL);   // x, y I64 (B, T)
+ *   nb_backward(step, loss, NULL);                          // grads in gpt.params
+ *
+ * The architecture (both layouts), for ids (B, T), T <= block_size, C = n_embd:
+ *   x = tok_emb[ids] + pos_emb[0..T-1]; x = dropout(x)                (B, T, C)
+ *   n_layer times (pre-LayerNorm block):
+ *       x = x + dropout(attn(norm1(x)))     causal multi-head attention
+ *       x = x + dropout(mlp(norm2(x)))      Linear(C, 4C), GELU, Linear(4C, C)
+ *   logits = head(final_norm(x))                                       (B, T, V)
+ *
+ * NB_GPT_GPTMODEL, the course's GPTModel. state_dict names:
+ *   tok_emb.weight (V, C), pos_emb.weight (block_size, C),
+ *   trf_blocks.{i}.att.W_query.weight (C, C) [.bias with qkv_bias], W_key, W_value
+ *     likewise, att.out_proj.weight (C, C), att.out_proj.bias (C),
+ *   trf_blocks.{i}.ff.layers.0.weight (4C, C) / .bias, ff.layers.2.weight (C, 4C) / .bias,
+ *   trf_blocks.{i}.norm1.scale / .shift (C), norm2 likewise,
+ *   final_norm.scale / .shift, out_head.weight (V, C) (untied, no bias).
+ *   Attention is nabla's MultiHeadAttention module (nb_nn_mha) unchanged,
+ *   with attention-weight dropout; GELU is the tanh approximation; LayerNorm
+ *   eps 1e-5, biased variance; dropout on the shortcut branch
+ *   (drop_shortcut). `bias` is ignored: every Linear but W_query/W_key/
+ *   W_value (qkv_bias) and out_head has one, every LayerNorm has a shift.
+ *   Init: PyTorch's defaults (Embedding N(0, 1); Linear weight and bias
+ *   U(-1/sqrt(in), 1/sqrt(in)); LayerNorm scale 1, shift 0), drawn in
+ *   construction order: tok_emb, pos_emb, then per block att (W_query,
+ *   W_key, W_value, out_proj), ff.layers.0, ff.layers.2, then out_head.
+ *
+ * NB_GPT_NANOGPT, nanoGPT's GPT. state_dict names:
+ *   transformer.wte.weight (V, C), transformer.wpe.weight (block_size, C),
+ *   transformer.h.{i}.ln_1.weight [.bias], .attn.c_attn.weight (3C, C) [.bias],
+ *   .attn.c_proj.weight (C, C) [.bias], .ln_2.weight [.bias],
+ *   .mlp.c_fc.weight (4C, C) [.bias], .mlp.c_proj.weight (C, 4C) [.bias],
+ *   transformer.ln_f.weight [.bias], lm_head.weight (V, C).
+ *   Biases ([...]) exist only with cfg.bias; qkv_bias is ignored. c_attn's
+ *   output is split into q, k, v (in that order); attention dropout then
+ *   resid_dropout after c_proj and after the MLP; GELU is exact (erf).
+ *   lm_head is TIED to wte: one tensor, listed once in `params` (as
+ *   transformer.wte.weight) and twice in `state_dict`; its gradient is the
+ *   sum of the embedding's and the head's. Init: every Linear and Embedding
+ *   weight N(0, 0.02), biases 0, LayerNorm weight 1, and every c_proj.weight
+ *   N(0, 0.02/sqrt(2 n_layer)), drawn in `params` order.
+ *
+ * All randomness (init, dropout masks) comes from PCG32. Errors follow the
+ * op error model: functions taking a context record the first error there,
+ * naming the function and the shapes, and return NULL or the status. */
+#ifndef NABLA_GPT_H
+#define NABLA_GPT_H
+
+#include "core.h"
+#include "nn.h"
+#include "random.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum nb_gpt_arch { NB_GPT_GPTMODEL, NB_GPT_NANOGPT } nb_gpt_arch;
+
+typedef struct nb_gpt_config {
+    nb_gpt_arch arch;
+    int64_t vocab_size; /* V >= 1 */
+    int64_t block_size; /* context length, >= 1 */
+    int n_layer;        /* >= 1 */
+    int n_head;         /* >= 1, divides n_embd */
+    int64_t n_embd;     /* C >= 1 */
+    double dropout;     /* in [0, 1); every dropout of the model */
+    bool bias;          /* nanoGPT: Linear and LayerNorm biases */
+    bool qkv_bias;      /* GPTModel: W_query/W_key/W_value biases */
+    nb_dtype dtype;     /* NB_F32 or NB_F64 */
+    bool no_grad;       /* parameters without grad buffers (sampling only;
+                           halves the memory of a 124M model) */
+} nb_gpt_config;
+
+/* A config with each layout's familiar defaults:
+ *   NB_GPT_GPTMODEL: the course's GPT_CONFIG_124M (vocab 50257, context 1024,
+ *     emb 768, 12 heads, 12 layers, dropout 0.1, qkv_bias false);
+ *   NB_GPT_NANOGPT: nanoGPT's GPTConfig (vocab 50304, block 1024, 12/12/768,
+ *     dropout 0, bias true).
+ * dtype F32, no_grad false. */
+nb_gpt_config nb_gpt_config_default(nb_gpt_arch arch);
+
+/* Reads a config from a state_dict in either layout (as loaded by
+ * nb_load_safetensors): the layout from the names (tok_emb.weight or
+ * transformer.wte.weight), vocab_size and n_embd from the token embedding,
+ * block_size from the position embedding, n_layer from the highest block
+ * index, bias (nanoGPT: ln_f.bias present) and qkv_bias (GPTModel:
+ * W_query.bias present). n_head cannot be read from the tensors and is
+ * given. dropout 0, dtype from the token embedding (F32 or F64), no_grad
+ * false. NB_ERR_FORMAT with a message on err (may be NULL) naming what is
+ * missing or inconsistent. */
+nb_status nb_gpt_config_from_state_dict(const nb_tensor_list *sd, int n_head,
+                                        nb_gpt_config *out, nb_ctx *err);
+
+/* One transformer block. Read-only for users. */
+typedef struct nb_gpt_block {
+    nb_tensor *ln1_w, *ln1_b;    /* norm1.scale/.shift | ln_1.weight/.bias (b NULL without bias) */
+    nb_nn_mha att;               /* GPTModel: W_query, W_key, W_value, out_proj */
+    nb_tensor *c_attn_w, *c_attn_b; /* nanoGPT: (3C, C), (3C) or NULL */
+    nb_tensor *c_proj_w, *c_proj_b; /* nanoGPT: (C, C), (C) or NULL */
+    nb_tensor *ln2_w, *ln2_b;
+    nb_tensor *fc_w, *fc_b;     /* ff.layers.0 | mlp.c_fc: (4C, C), (4C) */
+    nb_tensor *proj_w, *proj_b; /* ff.layers.2 | mlp.c_proj: (C, 4C), (C) */
+} nb_gpt_block;
+
+typedef struct nb_gpt {
+    nb_gpt_config cfg;
+    nb_tensor *wte;          /* tok_emb | transformer.wte (V, C) */
+    nb_tensor *wpe;          /* pos_emb | transformer.wpe (block_size, C) */
+    nb_gpt_block *blocks;    /* n_layer blocks, in the parameter context */
+    nb_tensor *lnf_w, *lnf_b; /* final_norm | transformer.ln_f */
+    nb_tensor *head;         /* out_head.weight (V, C); nanoGPT: == wte (tied) */
+    nb_pcg32 *rng;           /* dropout masks (not owned); may be NULL with dropout 0 */
+    bool training;           /* true after init; only dropout looks at it */
+    nb_tensor_list params;   /* unique parameters in named_parameters() order, for
+                                the optimizer (nanoGPT: no lm_head entry) */
+    nb_tensor_list state_dict; /* every state_dict name (nanoGPT: lm_head.weight too,
+                                  the same tensor as transformer.wte.weight) */
+} nb_gpt;
+
+/* Builds the model in `pctx` (parameters, names, blocks) and draws its
+ * weights from rng as described above; with rng NULL the weights are left
+ * zero (then load them). The rng pointer is kept for dropout: it must
+ * outlive the model's training use (or be NULL with dropout 0). Clears *m
+ * first. Returns NB_OK or the status recorded on pctx (bad config: "gpt:
+ * n_embd 10 is not divisible by n_head 4"). */
+nb_status nb_gpt_init(nb_gpt *m, nb_ctx *pctx, const nb_gpt_config *cfg, nb_pcg32 *rng);
+
+/* Releases the heap storage of m's lists (params and state_dict grow past
+ * NB_LIST_MAX entries onto the heap, see nb_list_free); the tensors live in
+ * pctx and go with it. Call it before freeing pctx, or before a second init
+ * of the same struct; a no-op for small models and NULL. */
+void nb_gpt_free(nb_gpt *m);
+
+/* nb_gpt_config_from_state_dict + nb_gpt_init(rng NULL) + copying every
+ * tensor of the state_dict (converted to cfg dtype `dt`). dropout_rng as
+ * init's rng (for dropout only). On error the status is returned and
+ * recorded on pctx. */
+nb_status nb_gpt_from_state_dict(nb_gpt *m, nb_ctx *pctx, const nb_tensor_list *sd, int n_head,
+                                 double dropout, nb_dtype dt, nb_pcg32 *dropout_rng);
+
+/* Copies values from a state_dict with the model's layout names and shapes
+ * (nb_params_copy_from on m->state_dict). With a tied head, lm_head.weight
+ * may be absent from sd; when present it must equal transformer.wte.weight. */
+nb_status nb_gpt_load_state_dict(nb_gpt *m, const nb_tensor_list *sd);
+
+/* Training mode (dropout on) or eval mode (off). NULL is a no-op. */
+void nb_gpt_train(nb_gpt *m, bool on);
+
+/* ids I64 (B, T) with 1 <= T <= block_size, values in [0, V) -> logits (B, T, V),
+ * recorded on ctx's tape (when grad recording is on). */
+nb_tensor *nb_gpt_forward(nb_ctx *ctx, nb_gpt *m, const nb_tensor *ids);
+
+/* Mean cross-entropy of the logits of ids (B, T) against targets I64 (B, T):
+ * F.cross_entropy(logits.view(-1, V), targets.view(-1)). A 0-dim tensor; if
+ * logits is not NULL it receives the (B, T, V) logits. */
+nb_tensor *nb_gpt_loss(nb_ctx *ctx, nb_gpt *m, const nb_tensor *ids, const nb_tensor *targets,
+                       nb_tensor **logits);
+
+/* Inference forward: eval mode (no dropout), grad recording off on ctx for
+ * the call (no tape nodes, no gradient buffers), whatever m->training and
+ * ctx's setting are; both are restored. Same values as nb_gpt_forward in
+ * eval mode. ids (B, T) -> logits (B, T, V). */
+nb_tensor *nb_gpt_infer(nb_ctx *ctx, nb_gpt *m, const nb_tensor *ids);
+
+/* ---- KV cache ------------------------------------------------------------ */
+
+/* Keys and values of every layer for positions 0..len-1 of `batch`
+ * sequences, capacity block_size positions. Owns its memory. */
+typedef struct nb_gpt_cache nb_gpt_cache;
+
+/* A cache for m (its dtype, n_layer, n_embd, block_size) and `batch`
+ * sequences. NULL and an error on err (may be NULL) when out of memory or
+ * batch < 1. */
+nb_gpt_cache *nb_gpt_cache_new(const nb_gpt *m, int64_t batch, nb_ctx *err);
+void nb_gpt_cache_free(nb_gpt_cache *c); /* NULL is a no-op */
+void nb_gpt_cache_reset(nb_gpt_cache *c); /* len = 0 */
+int64_t nb_gpt_cache_len(const nb_gpt_cache *c);
+
+/* Inference forward of n new tokens ids (B, n) at positions len..len+n-1,
+ * attending to the cached positions and to each other causally; appends
+ * their keys and values (len += n). -> logits (B, n, V), equal to the last
+ * n positions of nb_gpt_infer on the whole sequence (to rounding). The cost
+ * of one token at position t is O(t C) per layer for attention plus the
+ * linear layers. len + n must not exceed block_size (NB_ERR_VALUE). */
+nb_tensor *nb_gpt_forward_cached(nb_ctx *ctx, nb_gpt *m, nb_gpt_cache *c, const nb_tensor *ids);
+
+/* ---- generation ------------------------------------------------------------ */
+
+typedef struct nb_gpt_sample_opts {
+    int64_t max_new_tokens; /* >= 0 */
+    double temperature;     /* > 0: logits / temperature; 0: greedy (argmax) */
+    int64_t top_k;          /* > 0: keep logits >= the k-th largest (nanoGPT); 0: all */
+    uint64_t seed;          /* PCG32 seed of the token draws */
+    bool use_cache;         /* KV cache; false recomputes the window each token */
+    /* Called after each new token (may be NULL); a nonzero return stops. */
+    int (*on_token)(int64_t token, void *user);
+    void *user;
+} nb_gpt_sample_opts;
+
+/* {max_new_tokens 100, temperature 1, top_k 0, seed 1337, use_cache true} */
+nb_gpt_sample_opts nb_gpt_sample_defaults(void);
+
+/* nanoGPT's generate for one sequence: starting from prompt[0..n_prompt-1]
+ * (n_prompt >= 1), repeat: take the last block_size tokens, logits of the
+ * last position, / temperature, top-k, softmax, draw a token from PCG32 (u
+ * in [0, 1), first index whose cumulative probability exceeds u), append.
+ * out receives n_prompt + max_new_tokens tokens (the prompt first); *n_out
+ * (may be NULL) the count written (fewer when on_token stopped early).
+ * With the cache, positions beyond block_size re-fill the cache with the
+ * last block_size tokens, so cached and uncached runs give the same tokens.
+ * Runs in inference mode. Errors go on err (may be NULL). */
+nb_status nb_gpt_generate(nb_gpt *m, const int64_t *prompt, int64_t n_prompt,
+                          const nb_gpt_sample_opts *o, int64_t *out, int64_t *n_out,
+                          nb_ctx *err);
+
+/* ---- summary ------------------------------------------------------------- */
+
+/* Parameter count: every state_dict tensor once. count_tied: the course's
+ * "counted as tied" figure, total minus the output head (for GPTModel,
+ * whose head is separate; for nanoGPT the head is already the same tensor
+ * and is counted once either way). */
+int64_t nb_gpt_num_params(const nb_gpt *m, bool count_tied);
+
+/* Prints the model summary to f: layout and config, a per-module table
+ * (module, parameter shape list, count), the total, the total with the head
+ * counted as tied, and the size in MB (2^20 bytes) of the parameters as
+ * float32:
+ *   Total number of parameters: 163,009,536
+ *   Number of trainable parameters considering weight tying: 124,412,160
+ *   Total size of the model: 621.83 MB */
+void nb_gpt_summary(const nb_gpt *m, FILE *f);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,282 @@
+/* check_gpt_tool.c - runs the nabla-gpt program: `train --init --batches`
+ * against PyTorch's own runs of the same models (tests/fixtures/gpt, written
+ * by tools/gen_gpt_fixtures.py) in both layouts, bit-identical --resume,
+ * sampling from a trained model, and its errors on bad input.
+ * The program is $NB_BUILD_DIR/bin/nabla-gpt (or build/bin/nabla-gpt). */
+#include "check_nabla.h"
+
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define GPT_FIXTURES NB_SOURCE_DIR "/tests/fixtures/gpt/"
+
+typedef struct gpt_run {
+    char dir[64];  /* a fresh temporary directory: out_dir and the captured output */
+    int status;
+    char out[16384], err[4096];
+} gpt_run;
+
+static void gpt_run_init(gpt_run *r) {
+    memset(r, 0, sizeof *r);
+    snprintf(r->dir, sizeof r->dir, "/tmp/nb-gpt-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(r->dir));
+}
+
+static void gpt_run_done(gpt_run *r) {
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", r->dir);
+    ck_assert_int_eq(system(cmd), 0);
+}
+
+/* Runs "nabla-gpt <args>" (a shell word list; "%D" stands for r->dir),
+ * capturing stdout and stderr. */
+static void gpt_exec(gpt_run *r, const char *args) {
+    const char *dir = getenv("NB_BUILD_DIR");
+    char prog[4096], cmd[16384], line[8192] = "", *o = line;
+    snprintf(prog, sizeof prog, "%s/bin/nabla-gpt", dir && *dir ? dir : NB_SOURCE_DIR "/build");
+    ck_assert_msg(access(prog, X_OK) == 0, "%s is not there: build it with make", prog);
+    for (const char *a = args; *a; a++) /* expand %D */
+        if (a[0] == '%' && a[1] == 'D') o += sprintf(o, "%s", r->dir), a++;
+        else *o++ = *a;
+    *o = '\0';
+    snprintf(cmd, sizeof cmd, "'%s' %s >'%s/stdout' 2>'%s/stderr'", prog, line, r->dir, r->dir);
+    int st = system(cmd);
+    r->status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    char p[128];
+    snprintf(p, sizeof p, "%s/stdout", r->dir);
+    nb_test_read_text(p, r->out, sizeof r->out);
+    snprintf(p, sizeof p, "%s/stderr", r->dir);
+    nb_test_read_text(p, r->err, sizeof r->err);
+}
+
+static void write_file(const char *path, const char *data, size_t n) {
+    FILE *f = fopen(path, "wb");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_uint_eq(fwrite(data, 1, n, f), n);
+    fclose(f);
+}
+
+/* The per-iteration "loss" and "lr" of a log.jsonl, in order; returns the count. */
+static int read_log(const char *dir, double *loss, double *lr, int max) {
+    char path[128], buf[65536];
+    snprintf(path, sizeof path, "%s/log.jsonl", dir);
+    nb_test_read_text(path, buf, sizeof buf);
+    int n = 0;
+    for (char *l = strtok(buf, "\n"); l; l = strtok(NULL, "\n")) {
+        int it;
+        double a, b;
+        if (sscanf(l, "{\"iter\": %d, \"loss\": %lf, \"lr\": %lf", &it, &a, &b) == 3 && n < max) {
+            ck_assert_int_eq(it, n);
+            loss[n] = a, lr[n++] = b;
+        }
+    }
+    return n;
+}
+
+/* ---- parity with PyTorch ----------------------------------------------------------- */
+static const char *const RUNS[] = {"gptmodel_qkv_course", "gptmodel_cosine_clip",
+                                   "nanogpt_bias_accum", "nanogpt_nobias_course"};
+
+/* The key bias: W_key.bias, or the middle third of c_attn.bias. Its
+ * gradient is exactly zero in exact arithmetic (it adds one constant to a
+ * query's every score, which softmax ignores), so it sees only rounding
+ * noise, which AdamW turns into lr-sized steps of arbitrary sign: in float32
+ * it differs from PyTorch's as PyTorch's differs between machines (README,
+ * nabla-train). float64 still matches it to 1e-8. */
+static bool key_bias(const char *name, size_t j, size_t n) {
+    size_t len = strlen(name);
+    if (len >= 10 && !strcmp(name + len - 10, "W_key.bias")) return true;
+    return len >= 11 && !strcmp(name + len - 11, "c_attn.bias") && j >= n / 3 && j < 2 * n / 3;
+}
+
+static void parity_case(const char *name, bool f64) {
+    char ref_path[512];
+    snprintf(ref_path, sizeof ref_path, GPT_FIXTURES "%s_%s.safetensors", name, f64 ? "f64" : "f32");
+    nb_ctx *c = nb_ctx_new(0);
+    nb_tensor_list ref = {0};
+    const char *k[8], *v[8];
+    int n_meta = 0;
+    ck_assert_msg(nb_load_safetensors_meta(c, ref_path, &ref, 8, &n_meta, k, v) == NB_OK, "%s",
+                  nb_ctx_error(c));
+    const char *args = NULL, *init = NULL, *batches = NULL;
+    for (int i = 0; i < n_meta && i < 8; i++) {
+        if (!strcmp(k[i], "args")) args = v[i];
+        if (!strcmp(k[i], "init")) init = v[i];
+        if (!strcmp(k[i], "batches")) batches = v[i];
+    }
+    ck_assert(args && init && batches);
+    gpt_run r;
+    gpt_run_init(&r);
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "train --init=%s%s --batches=%s%s --out_dir=%%D/out %s",
+             GPT_FIXTURES, init, GPT_FIXTURES, batches, args);
+    gpt_exec(&r, cmd);
+    ck_assert_msg(r.status == 0, "%s: exit %d: %s", name, r.status, r.err);
+    /* per-iteration losses and learning rates against PyTorch's */
+    double loss[64], lr[64], loss_tol = f64 ? 1e-9 : 1e-5, w_tol = f64 ? 1e-8 : 5e-4;
+    char out[128];
+    snprintf(out, sizeof out, "%s/out", r.dir);
+    nb_tensor *want_loss = nb_list_get(&ref, "loss"), *want_lr = nb_list_get(&ref, "lr");
+    int n = read_log(out, loss, lr, 64);
+    ck_assert_int_eq(n, (int)want_loss->numel);
+    for (int i = 0; i < n; i++) {
+        double w = nb_get(want_loss, i);
+        ck_assert_msg(fabs(loss[i] - w) <= loss_tol * fabs(w), "%s iter %d: loss %.17g vs PyTorch %.17g",
+                      name, i, loss[i], w);
+        ck_assert_double_eq_tol(lr[i], nb_get(want_lr, i), 1e-15);
+    }
+    /* final weights: every tensor of PyTorch's state_dict */
+    nb_tensor_list got = {0};
+    char model[160];
+    snprintf(model, sizeof model, "%s/model.safetensors", out);
+    ck_assert_msg(nb_load_safetensors(c, model, &got) == NB_OK, "%s", nb_ctx_error(c));
+    int compared = 0;
+    for (int i = 0; i < ref.n; i++) {
+        if (!strcmp(ref.names[i], "loss") || !strcmp(ref.names[i], "lr")) continue;
+        nb_tensor *g = nb_list_get(&got, ref.names[i]), *w = ref.t[i];
+        ck_assert_msg(g && g->numel == w->numel, "%s: %s missing or misshapen", name, ref.names[i]);
+        for (size_t j = 0; j < w->numel; j++)
+            ck_assert_msg((!f64 && key_bias(ref.names[i], j, w->numel)) ||
+                              fabs(nb_get(g, j) - nb_get(w, j)) <= w_tol,
+                          "%s: %s[%zu] = %.17g vs PyTorch %.17g", name, ref.names[i], j,
+                          nb_get(g, j), nb_get(w, j));
+        compared++;
+    }
+    ck_assert_int_ge(compared, 10);
+    gpt_run_done(&r);
+    nb_ctx_free(c);
+}
+
+START_TEST(test_parity_f64) { parity_case(RUNS[_i], true); }
+END_TEST
+
+START_TEST(test_parity_f32) { parity_case(RUNS[_i], false); }
+END_TEST
+
+/* ---- text training, resume, sample -------------------------------------------------- */
+/* A few kilobytes of text with multibyte characters. */
+static void write_corpus(const char *dir) {
+    char path[128], text[8192] = "";
+    size_t n = 0;
+    for (int i = 0; n + 80 < sizeof text; i++)
+        n += (size_t)snprintf(text + n, sizeof text - n, "line %d: the caf\xc3\xa9 sells %d "
+                              "cr\xc3\xaapes \xe2\x82\xac%d\n", i, i * 7 % 13, i % 5);
+    snprintf(path, sizeof path, "%s/text.txt", dir);
+    write_file(path, text, n);
+}
+
+#define SMALL "--n_layer=2 --n_head=2 --n_embd=16 --block_size=16 --batch_size=4 " \
+              "--eval_interval=4 --eval_iters=2 --dropout=0.1 --warmup_iters=2 --lr_decay_iters=8 " \
+              "--data=%D/text.txt"
+
+START_TEST(test_resume_is_bit_identical) {
+    gpt_run r;
+    gpt_run_init(&r);
+    write_corpus(r.dir);
+    gpt_exec(&r, "train " SMALL " --max_iters=8 --out_dir=%D/a");
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    ck_assert_ptr_nonnull(strstr(r.out, "step 8: train loss"));
+    gpt_exec(&r, "train " SMALL " --max_iters=5 --out_dir=%D/b");
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    gpt_exec(&r, "train " SMALL " --max_iters=8 --out_dir=%D/b --resume");
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    ck_assert_ptr_nonnull(strstr(r.out, "8 iterations from 5"));
+    double la[16], lb[16], ra[16], rb[16];
+    char a[128], b[128];
+    snprintf(a, sizeof a, "%s/a", r.dir);
+    snprintf(b, sizeof b, "%s/b", r.dir);
+    ck_assert_int_eq(read_log(a, la, ra, 16), 8);
+    ck_assert_int_eq(read_log(b, lb, rb, 16), 8);
+    for (int i = 0; i < 8; i++) ck_assert(la[i] == lb[i] && ra[i] == rb[i]);
+    /* the models are the same bytes */
+    char pa[160], pb[160], ba[200000], bb[200000];
+    snprintf(pa, sizeof pa, "%s/model.safetensors", a);
+    snprintf(pb, sizeof pb, "%s/model.safetensors", b);
+    FILE *fa = fopen(pa, "rb"), *fb = fopen(pb, "rb");
+    ck_assert(fa && fb);
+    size_t na = fread(ba, 1, sizeof ba, fa), nb = fread(bb, 1, sizeof bb, fb);
+    fclose(fa), fclose(fb);
+    ck_assert_uint_gt(na, 1000);
+    ck_assert_uint_eq(na, nb);
+    ck_assert(memcmp(ba, bb, na) == 0);
+    /* sampling from it: the prompt comes back first, multibyte characters work */
+    gpt_exec(&r, "sample --out_dir=%D/a --start=caf\xc3\xa9 --num_samples=2 --max_new_tokens=20");
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    ck_assert(strncmp(r.out, "caf\xc3\xa9", 5) == 0);
+    ck_assert_ptr_nonnull(strstr(r.out, "---------------\ncaf\xc3\xa9"));
+    /* a prompt character the model never saw */
+    gpt_exec(&r, "sample --out_dir=%D/a --start=Q");
+    ck_assert_int_eq(r.status, 2);
+    ck_assert_ptr_nonnull(strstr(r.err, "U+0051 ('Q') at byte offset 0 is not in the vocabulary"));
+    /* outputs of an earlier run are not overwritten without --force */
+    gpt_exec(&r, "train " SMALL " --max_iters=1 --out_dir=%D/a");
+    ck_assert_int_eq(r.status, 2);
+    ck_assert_ptr_nonnull(strstr(r.err, "exists from an earlier run"));
+    gpt_run_done(&r);
+}
+END_TEST
+
+START_TEST(test_bad_input) {
+    gpt_run r;
+    gpt_run_init(&r);
+    char p[128];
+    snprintf(p, sizeof p, "%s/empty.txt", r.dir);
+    write_file(p, "", 0);
+    snprintf(p, sizeof p, "%s/bad.txt", r.dir);
+    write_file(p, "abc\xff" "def", 7);
+    snprintf(p, sizeof p, "%s/short.txt", r.dir);
+    write_file(p, "hello world, hello world, hello world", 37);
+    const struct {
+        const char *args, *msg;
+    } cases[] = {
+        {"train --data=%D/empty.txt --out_dir=%D/o", "the text is empty"},
+        {"train --data=%D/bad.txt --out_dir=%D/o", "not valid UTF-8: byte offset 3 (0xff)"},
+        {"train --data=%D/short.txt --out_dir=%D/o --block_size=8",
+         "37 characters are too few: the 90% train and 10% val parts need at least "
+         "block_size + 1 = 9"},
+        {"train --data=%D/nonexistent.txt --out_dir=%D/o", "nonexistent.txt: No such file"},
+        {"train --out_dir=%D/o", "exactly one of --data=FILE and --batches=FILE"},
+        {"train --n_layers=3", "unknown flag '--n_layers' for train"},
+        {"train --n_layer=zero", "--n_layer: 'zero' is not an integer >= 1"},
+        {"train --decay_lr=maybe", "--decay_lr: 'maybe' is not True or False"},
+        {"train --n_embd=30 --n_head=4", "--n_embd=30 is not divisible by --n_head=4"},
+        {"train --batches=" GPT_FIXTURES "init_gptmodel.safetensors --out_dir=%D/o",
+         "needs tensors 'x' and 'y'"},
+        {"train --batches=" GPT_FIXTURES "batches.safetensors --out_dir=%D/o",
+         "--batches without --init needs --vocab_size"},
+        {"train --batches=" GPT_FIXTURES "batches.safetensors --vocab_size=5 --out_dir=%D/o",
+         "outside the vocabulary 0..4"},
+        {"sample --out_dir=%D/nowhere", "model.safetensors"},
+        {"fly", "unknown command 'fly'"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        gpt_exec(&r, cases[i].args);
+        ck_assert_msg(r.status == 2, "%s: exit %d", cases[i].args, r.status);
+        ck_assert_msg(strstr(r.err, cases[i].msg), "%s: stderr '%s' lacks '%s'", cases[i].args,
+                      r.err, cases[i].msg);
+    }
+    /* --help: usage with every default on stdout, exit 0, nothing created */
+    gpt_exec(&r, "train --help --out_dir=%D/h");
+    ck_assert_int_eq(r.status, 0);
+    ck_assert_ptr_nonnull(strstr(r.out, "--gradient_accumulation_steps=1"));
+    ck_assert_ptr_nonnull(strstr(r.out, "--weight_decay_1d=False"));
+    struct stat st;
+    snprintf(p, sizeof p, "%s/h", r.dir);
+    ck_assert_int_ne(stat(p, &st), 0);
+    snprintf(p, sizeof p, "%s/o", r.dir);
+    ck_assert_int_ne(stat(p, &st) == 0 && st.st_nlink > 2, 1);
+    gpt_run_done(&r);
+}
+END_TEST
+
+Suite *suite_gpt_tool(void) {
+    Suite *s = suite_create("gpt_tool");
+    TCase *tc = tcase_create("core");
+    tcase_add_loop_test(tc, test_parity_f64, 0, 4);
+    tcase_add_loop_test(tc, test_parity_f32, 0, 4);
+    tcase_add_test(tc, test_resume_is_bit_identical);
+    tcase_add_test(tc, test_bad_input);
+    suite_add_tcase(s, tc);
+    return s;
+}

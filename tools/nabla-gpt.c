@@ -1,0 +1,218 @@
+/* nabla-gpt - trains a small GPT on text, samples from it, times it.
+ *
+ *   nabla-gpt train  --data=input.txt --out_dir=out [--n_layer=4 ...]
+ *   nabla-gpt sample --out_dir=out --start="The " --num_samples=3
+ *   nabla-gpt bench  --n_layer=4 --n_head=4 --n_embd=128 --block_size=64
+ *
+ * Flags use nanoGPT's config names in its --key=value form; `nabla-gpt
+ * COMMAND --help` lists each command's flags with their defaults. Exit
+ * status: 0 success, 2 bad usage or input, 1 internal failure. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+
+#include "gpt_flags.h"
+#include "gpt_train.h"
+
+/* `make mpi` compiles this file again with NB_GPT_MPI into nabla-gpt-mpi:
+ * the same flags, with train data-parallel over MPI ranks (tools/mpi/). */
+#ifdef NB_GPT_MPI
+#include "gpt_mpi.h"
+#define PROG "nabla-gpt-mpi"
+#else
+#define PROG "nabla-gpt"
+#endif
+
+static const char USAGE[] =
+    "usage: " PROG " train|sample|bench [--key=value ...]\n"
+    "\n"
+    "  train   trains a character-level GPT on --data=FILE (or replays --batches=FILE)\n"
+    "          and writes out_dir/{log.jsonl,model.safetensors,ckpt.safetensors,loss.svg}\n"
+    "  sample  draws text from out_dir/model.safetensors, with the KV cache\n"
+    "  bench   times full training steps and sampling: ms_per_step=X peak_rss_mb=Y tok_per_s=Z\n"
+    "\n"
+    "'" PROG " COMMAND --help' lists a command's flags and their defaults.\n"
+    "Exit status: 0 success, 2 bad usage or input, 1 internal failure.\n";
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* ---- sample ---------------------------------------------------------------- */
+/* The prompt with "\n" written as two characters turned into a newline. */
+static char *unescape(const char *s) {
+    char *out = malloc(strlen(s) + 1), *o = out;
+    for (; out && *s; s++) *o++ = s[0] == '\\' && s[1] == 'n' ? (s++, '\n') : *s;
+    if (out) *o = '\0';
+    return out;
+}
+
+static const char *meta_get(int n, const char **k, const char **v, const char *key) {
+    for (int i = 0; i < n; i++)
+        if (!strcmp(k[i], key)) return v[i];
+    return NULL;
+}
+
+static int draw_samples(const gpt_flags *f, nb_ctx *pctx, nb_gpt *gpt, const nb_char_vocab *v,
+                        const nb_tensor *prompt) {
+    int64_t np = prompt->shape[0], total = np + f->max_new_tokens;
+    int64_t *out = malloc((size_t)total * sizeof *out);
+    if (!out) return gpt_fail(PROG, "out of memory");
+    int st = 0;
+    for (long i = 0; i < f->num_samples && !st; i++) {
+        nb_gpt_sample_opts o = nb_gpt_sample_defaults();
+        o.max_new_tokens = f->max_new_tokens, o.temperature = f->temperature, o.top_k = f->top_k;
+        o.seed = (uint64_t)f->seed + (uint64_t)i;
+        int64_t n = 0;
+        if (nb_gpt_generate(gpt, prompt->data, np, &o, out, &n, pctx)) {
+            st = gpt_fail(PROG, "sample: %s", nb_ctx_error(pctx));
+            break;
+        }
+        size_t len;
+        char *text = nb_char_decode(pctx, v, out, (size_t)n, &len);
+        if (!text) st = gpt_fail(PROG, "sample: %s", nb_ctx_error(pctx));
+        else fwrite(text, 1, len, stdout), fputs("\n---------------\n", stdout);
+    }
+    free(out);
+    return st;
+}
+
+static int cmd_sample(const gpt_flags *f) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/model.safetensors", f->out_dir);
+    nb_ctx *pctx = nb_ctx_new(0);
+    const char *k[64], *v[64];
+    int n = 0, st = 0;
+    nb_tensor_list sd = {0};
+    nb_gpt gpt = {0};
+    nb_char_vocab vocab;
+    if (nb_load_safetensors_meta(pctx, path, &sd, 64, &n, k, v)) {
+        st = gpt_fail(PROG, "sample: %s", nb_ctx_error(pctx));
+    } else {
+        n = n < 64 ? n : 64;
+        const char *heads = meta_get(n, k, v, "n_head"), *voc = meta_get(n, k, v, "vocab");
+        const nb_tensor *wte = sd.n ? sd.t[0] : NULL;
+        if (!heads || !voc || !wte)
+            st = gpt_fail(PROG, "%s: no 'n_head' and 'vocab' metadata: not a model written by "
+                          "'nabla-gpt train --data' (a --batches run has no vocabulary)", path);
+        else if (nb_char_vocab_from_string(pctx, voc, &vocab) ||
+                 nb_gpt_from_state_dict(&gpt, pctx, &sd, atoi(heads), 0.0, wte->dtype, NULL))
+            st = gpt_fail(PROG, "%s: %s", path, nb_ctx_error(pctx));
+    }
+    char *start = st ? NULL : unescape(f->start);
+    nb_tensor *prompt = start ? nb_char_encode(pctx, &vocab, start, strlen(start)) : NULL;
+    if (!st && !prompt) st = gpt_fail(PROG, "--start: %s", nb_ctx_error(pctx));
+    if (!st) st = draw_samples(f, pctx, &gpt, &vocab, prompt);
+    free(start);
+    nb_list_free(&sd);
+    nb_gpt_free(&gpt);
+    nb_ctx_free(pctx);
+    return st;
+}
+
+/* ---- bench ----------------------------------------------------------------- */
+typedef struct bench {
+    nb_gpt *gpt;
+    nb_tensor *x, *y;
+} bench;
+
+static nb_tensor *bench_loss(nb_ctx *ctx, int micro, void *user) {
+    (void)micro;
+    bench *b = user;
+    return nb_gpt_loss(ctx, b->gpt, b->x, b->y, NULL);
+}
+
+static double peak_rss_mb(void) {
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_maxrss / 1024.0;
+}
+
+/* Tokens per second of generating block_size - 1 tokens from one. */
+static double sample_speed(nb_gpt *gpt, bool cache, nb_ctx *err) {
+    int64_t n = gpt->cfg.block_size, prompt = 0;
+    int64_t *out = malloc((size_t)n * sizeof *out);
+    nb_gpt_sample_opts o = nb_gpt_sample_defaults();
+    o.max_new_tokens = n - 1, o.use_cache = cache;
+    double t0 = now_s();
+    nb_status st = out ? nb_gpt_generate(gpt, &prompt, 1, &o, out, NULL, err) : NB_ERR_MEMORY;
+    double dt = now_s() - t0;
+    free(out);
+    return st ? NAN : (double)(n - 1) / dt;
+}
+
+static int cmd_bench(const gpt_flags *f) {
+    nb_set_num_threads((int)f->threads);
+    nb_ctx *pctx = nb_ctx_new(0), *sctx = nb_ctx_new(0);
+    nb_pcg32 rng;
+    nb_pcg32_seed(&rng, (uint64_t)f->seed, 1);
+    nb_gpt_config c = nb_gpt_config_default(gpt_flags_arch(f));
+    c.vocab_size = f->vocab_size, c.block_size = f->block_size, c.n_layer = (int)f->n_layer;
+    c.n_head = (int)f->n_head, c.n_embd = f->n_embd, c.dropout = f->dropout;
+    c.bias = f->bias, c.qkv_bias = f->qkv_bias, c.dtype = gpt_flags_dtype(f);
+    nb_gpt gpt = {0};
+    bench b = {&gpt, NULL, NULL};
+    int64_t B = f->batch_size, T = f->block_size;
+    if (!nb_gpt_init(&gpt, pctx, &c, &rng)) {
+        b.x = nb_empty(pctx, NB_I64, NB_SHAPE(B, T)), b.y = nb_empty(pctx, NB_I64, NB_SHAPE(B, T));
+        for (int64_t i = 0; b.y && i < B * T; i++) {
+            ((int64_t *)b.x->data)[i] = nb_pcg32_bounded(&rng, (uint32_t)c.vocab_size);
+            ((int64_t *)b.y->data)[i] = nb_pcg32_bounded(&rng, (uint32_t)c.vocab_size);
+        }
+    }
+    nb_optim *opt = nb_ctx_error(pctx) ? NULL
+                    : nb_adamw_new_groups(&gpt.params, nb_adamw_defaults(1e-3), false, pctx);
+    nb_train_step s = {.opt = opt, .params = &gpt.params, .accum_steps = 1, .grad_clip = 1.0,
+                       .lr = 1e-3, .loss_fn = bench_loss, .user = &b};
+    int st = opt ? 0 : gpt_fail(PROG, "bench: %s", nb_ctx_error(pctx));
+    double t0 = 0;
+    for (long i = 0; !st && i < 3 + f->max_iters; i++) {
+        if (i == 3) t0 = now_s();
+        if (nb_train_step_run(sctx, &s, NULL)) st = gpt_fail(PROG, "bench: %s", nb_ctx_error(sctx));
+    }
+    if (!st) {
+        double ms = (now_s() - t0) * 1e3 / (double)f->max_iters, rss = peak_rss_mb();
+        printf("ms_per_step=%.3f peak_rss_mb=%.1f tok_per_s=%.0f\n", ms, rss,
+               (double)(B * T) / (ms / 1e3));
+        double with = sample_speed(&gpt, true, pctx), without = sample_speed(&gpt, false, pctx);
+        if (isnan(with) || isnan(without)) st = gpt_fail(PROG, "bench: %s", nb_ctx_error(pctx));
+        else printf("sample_tok_per_s_kv_cache=%.0f sample_tok_per_s_no_cache=%.0f\n", with, without);
+    }
+    nb_optim_free(opt);
+    nb_gpt_free(&gpt);
+    nb_ctx_free(sctx), nb_ctx_free(pctx);
+    return st;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        fputs(USAGE, stderr);
+        return GPT_EXIT_USAGE;
+    }
+    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+        fputs(USAGE, stdout);
+        return 0;
+    }
+    gpt_cmd cmd = !strcmp(argv[1], "train") ? GPT_TRAIN : !strcmp(argv[1], "sample") ? GPT_SAMPLE
+                  : !strcmp(argv[1], "bench") ? GPT_BENCH : 0;
+    if (!cmd) return gpt_fail(PROG, "unknown command '%s': train, sample or bench (try --help)", argv[1]);
+    gpt_flags f;
+    int st = gpt_flags_parse(&f, cmd, PROG, argc, argv, 2);
+    if (st) return st == 1 ? 0 : st;
+#ifdef NB_GPT_MPI
+    /* train runs on every rank; sample and bench on rank 0 alone. */
+    gpt_dist d;
+    if (gpt_mpi_start(&argc, &argv, &d, PROG)) return 1;
+    if (cmd == GPT_TRAIN) st = gpt_train_run(&f, PROG, &(gpt_train_hooks){.dist = &d});
+    else st = d.rank ? 0 : cmd == GPT_SAMPLE ? cmd_sample(&f) : cmd_bench(&f);
+    gpt_mpi_stop();
+    return st;
+#else
+    if (cmd == GPT_TRAIN) return gpt_train_run(&f, PROG, NULL);
+    return cmd == GPT_SAMPLE ? cmd_sample(&f) : cmd_bench(&f);
+#endif
+}

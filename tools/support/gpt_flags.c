@@ -1,0 +1,218 @@
+/* gpt_flags.c - nabla-gpt's flag table, parser and --help. */
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpt_flags.h"
+
+typedef enum { F_LONG, F_DOUBLE, F_BOOL, F_STR } flag_type;
+
+typedef struct flag_def {
+    const char *name;
+    flag_type type;
+    size_t offset;    /* into gpt_flags */
+    const char *def;  /* the default, as it would be typed */
+    unsigned cmds;    /* gpt_cmd bits the row applies to */
+    double min;       /* numbers: smallest allowed value */
+    const char *help;
+} flag_def;
+
+#define T GPT_TRAIN
+#define S GPT_SAMPLE
+#define B GPT_BENCH
+#define AT(field) offsetof(gpt_flags, field)
+/* One row per flag and per default: a flag whose default differs between
+ * commands has one row for each. */
+static const flag_def FLAGS[] = {
+    {"arch", F_STR, AT(arch), "gptmodel", T | B, 0, "gptmodel (the course's GPTModel) or nanogpt"},
+    {"n_layer", F_LONG, AT(n_layer), "4", T | B, 1, "transformer blocks"},
+    {"n_head", F_LONG, AT(n_head), "4", T | B, 1, "attention heads (must divide n_embd)"},
+    {"n_embd", F_LONG, AT(n_embd), "128", T | B, 1, "embedding width C"},
+    {"block_size", F_LONG, AT(block_size), "64", T | B, 1, "context length T"},
+    {"dropout", F_DOUBLE, AT(dropout), "0.0", T | B, 0, "every dropout of the model, in [0, 1)"},
+    {"bias", F_BOOL, AT(bias), "False", T | B, 0, "nanogpt: biases in Linear and LayerNorm"},
+    {"qkv_bias", F_BOOL, AT(qkv_bias), "False", T | B, 0, "gptmodel: W_query/W_key/W_value biases"},
+    {"vocab_size", F_LONG, AT(vocab_size), "0", T, 0,
+     "with --batches and no --init: the vocabulary size (0: from --init or the text)"},
+    {"vocab_size", F_LONG, AT(vocab_size), "65", B, 1, "vocabulary size of the random tokens"},
+    {"batch_size", F_LONG, AT(batch_size), "12", T | B, 1, "sequences per micro-batch B"},
+    {"learning_rate", F_DOUBLE, AT(learning_rate), "1e-3", T, 0, "peak learning rate"},
+    {"max_iters", F_LONG, AT(max_iters), "2000", T, 0,
+     "optimizer steps in all (with --batches, 0 means N)"},
+    {"max_iters", F_LONG, AT(max_iters), "20", B, 1, "timed training steps (after 3 warm-up steps)"},
+    {"weight_decay", F_DOUBLE, AT(weight_decay), "0.1", T, 0, "AdamW's decoupled weight decay"},
+    {"weight_decay_1d", F_BOOL, AT(weight_decay_1d), "False", T, 0,
+     "decay 1-D parameters too (the course's AdamW); False: only >= 2-D (nanoGPT)"},
+    {"beta1", F_DOUBLE, AT(beta1), "0.9", T, 0, "AdamW beta1"},
+    {"beta2", F_DOUBLE, AT(beta2), "0.99", T, 0, "AdamW beta2"},
+    {"grad_clip", F_DOUBLE, AT(grad_clip), "1.0", T, 0, "clip the global gradient norm (0: off)"},
+    {"decay_lr", F_BOOL, AT(decay_lr), "True", T, 0,
+     "warmup then cosine decay to min_lr (nanoGPT's get_lr); False: constant"},
+    {"warmup_iters", F_LONG, AT(warmup_iters), "100", T, 0, "linear warmup steps"},
+    {"lr_decay_iters", F_LONG, AT(lr_decay_iters), "0", T, 0,
+     "end of the cosine decay (0: max_iters)"},
+    {"min_lr", F_DOUBLE, AT(min_lr), "1e-4", T, 0, "learning rate after the decay"},
+    {"eval_interval", F_LONG, AT(eval_interval), "250", T, 1,
+     "evaluate every this many steps (and after the last)"},
+    {"eval_iters", F_LONG, AT(eval_iters), "20", T, 1, "fixed batches per split in an evaluation"},
+    {"gradient_accumulation_steps", F_LONG, AT(gradient_accumulation_steps), "1", T, 1,
+     "micro-batches per optimizer step"},
+    {"seed", F_LONG, AT(seed), "1337", T | B, 0, "PCG32 seed of init, batches and dropout"},
+    {"seed", F_LONG, AT(seed), "1337", S, 0, "PCG32 seed of the token draws"},
+    {"dtype", F_STR, AT(dtype), "float32", T | B, 0, "float32 or float64"},
+    {"threads", F_LONG, AT(threads), "1", T | S | B, 1, "worker threads"},
+    {"data", F_STR, AT(data), "", T, 0, "a UTF-8 text file to train on (90% train, 10% val)"},
+    {"out_dir", F_STR, AT(out_dir), "out", T, 0,
+     "writes log.jsonl, model.safetensors, ckpt.safetensors, loss.svg"},
+    {"out_dir", F_STR, AT(out_dir), "out", S, 0, "reads model.safetensors from here"},
+    {"init", F_STR, AT(init), "", T, 0, "start from this safetensors state_dict (either layout)"},
+    {"batches", F_STR, AT(batches), "", T, 0,
+     "replay batches: x, y int64 (N, B, T); iteration i trains on batch i (split along B into the micro-batches); no text, no evaluation"},
+    {"resume", F_BOOL, AT(resume), "False", T, 0,
+     "continue from out_dir/ckpt.safetensors (give the same model flags and data)"},
+    {"force", F_BOOL, AT(force), "False", T, 0, "overwrite the outputs of an earlier run in out_dir"},
+    {"start", F_STR, AT(start), "\\n", S, 0, "the prompt (\\n is a newline)"},
+    {"num_samples", F_LONG, AT(num_samples), "3", S, 1, "samples to draw"},
+    {"max_new_tokens", F_LONG, AT(max_new_tokens), "500", S, 0, "tokens per sample"},
+    {"temperature", F_DOUBLE, AT(temperature), "0.8", S, 0, "divide the logits (0: greedy)"},
+    {"top_k", F_LONG, AT(top_k), "200", S, 0, "keep the k most likely tokens (0: all)"},
+};
+#undef T
+#undef S
+#undef B
+#define N_FLAGS ((int)(sizeof FLAGS / sizeof *FLAGS))
+
+static char last_error[512];
+
+int gpt_fail(const char *prog, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(last_error, sizeof last_error, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "%s: %s\n", prog, last_error);
+    return GPT_EXIT_USAGE;
+}
+
+const char *gpt_last_error(void) { return last_error; }
+
+static const char *cmd_name(gpt_cmd cmd) {
+    return cmd == GPT_TRAIN ? "train" : cmd == GPT_SAMPLE ? "sample" : "bench";
+}
+
+void gpt_flags_usage(FILE *out, gpt_cmd cmd, const char *prog) {
+    fprintf(out, "usage: %s %s [--key=value ...]\n\n", prog, cmd_name(cmd));
+    for (int i = 0; i < N_FLAGS; i++) {
+        if (!(FLAGS[i].cmds & cmd)) continue;
+        char left[64];
+        snprintf(left, sizeof left, "--%s=%s", FLAGS[i].name,
+                 FLAGS[i].def[0] ? FLAGS[i].def : "''");
+        fprintf(out, "  %-32s %s\n", left, FLAGS[i].help);
+    }
+    fputs("  --help                           this text\n", out);
+}
+
+static bool parse_bool(const char *s, bool *v) {
+    if (!strcmp(s, "True") || !strcmp(s, "true") || !strcmp(s, "1")) return *v = true, true;
+    if (!strcmp(s, "False") || !strcmp(s, "false") || !strcmp(s, "0")) return *v = false, true;
+    return false;
+}
+
+/* Stores `value` into the field of row d; false when it does not parse or
+ * is below the row's minimum. */
+static bool set_value(gpt_flags *f, const flag_def *d, const char *value) {
+    void *p = (char *)f + d->offset;
+    char *end;
+    errno = 0;
+    switch (d->type) {
+    case F_LONG: {
+        long v = strtol(value, &end, 10);
+        if (!*value || *end || errno || v < d->min) return false;
+        *(long *)p = v;
+        return true;
+    }
+    case F_DOUBLE: {
+        double v = strtod(value, &end);
+        if (!*value || *end || errno || !isfinite(v) || v < d->min) return false;
+        *(double *)p = v;
+        return true;
+    }
+    case F_BOOL: return parse_bool(value, (bool *)p);
+    case F_STR: *(const char **)p = value; return true;
+    }
+    return false;
+}
+
+static const char *type_words(const flag_def *d) {
+    static char buf[64];
+    switch (d->type) {
+    case F_LONG: snprintf(buf, sizeof buf, "an integer >= %.0f", d->min); return buf;
+    case F_DOUBLE: snprintf(buf, sizeof buf, "a finite number >= %g", d->min); return buf;
+    case F_BOOL: return "True or False";
+    default: return "a string";
+    }
+}
+
+static int check_choices(const gpt_flags *f, const char *prog, gpt_cmd cmd) {
+    if (cmd != GPT_SAMPLE) {
+        if (strcmp(f->arch, "gptmodel") && strcmp(f->arch, "nanogpt"))
+            return gpt_fail(prog, "--arch: '%s' is not gptmodel or nanogpt", f->arch);
+        if (strcmp(f->dtype, "float32") && strcmp(f->dtype, "float64"))
+            return gpt_fail(prog, "--dtype: '%s' is not float32 or float64", f->dtype);
+        if (f->dropout >= 1)
+            return gpt_fail(prog, "--dropout: %g is not in [0, 1)", f->dropout);
+        if (f->n_embd % f->n_head)
+            return gpt_fail(prog, "--n_embd=%ld is not divisible by --n_head=%ld", f->n_embd,
+                            f->n_head);
+    }
+    return 0;
+}
+
+int gpt_flags_parse(gpt_flags *f, gpt_cmd cmd, const char *prog, int argc, char **argv,
+                    int first) {
+    *f = (gpt_flags){0};
+    for (int i = 0; i < N_FLAGS; i++)
+        if (FLAGS[i].cmds & cmd) set_value(f, &FLAGS[i], strcmp(FLAGS[i].def, "\\n") ? FLAGS[i].def : "\n");
+    for (int a = first; a < argc; a++) {
+        const char *arg = argv[a];
+        if (!strcmp(arg, "--help") || !strcmp(arg, "-h")) {
+            gpt_flags_usage(stdout, cmd, prog);
+            return 1;
+        }
+        if (strncmp(arg, "--", 2))
+            return gpt_fail(prog, "unexpected argument '%s': flags are --key=value (try %s %s --help)",
+                            arg, prog, cmd_name(cmd));
+        size_t klen = strcspn(arg + 2, "=");
+        int k = -1;
+        for (int i = 0; i < N_FLAGS && k < 0; i++)
+            if ((FLAGS[i].cmds & cmd) && strlen(FLAGS[i].name) == klen &&
+                !strncmp(FLAGS[i].name, arg + 2, klen))
+                k = i;
+        if (k < 0)
+            return gpt_fail(prog, "unknown flag '%.*s' for %s (try %s %s --help)", (int)klen + 2,
+                            arg, cmd_name(cmd), prog, cmd_name(cmd));
+        const char *value = arg[2 + klen] == '=' ? arg + 3 + klen : NULL;
+        if (!value && FLAGS[k].type == F_BOOL) value = "True"; /* --resume alone */
+        if (!value) return gpt_fail(prog, "--%s needs a value: --%s=...", FLAGS[k].name, FLAGS[k].name);
+        if (!set_value(f, &FLAGS[k], value))
+            return gpt_fail(prog, "--%s: '%s' is not %s", FLAGS[k].name, value, type_words(&FLAGS[k]));
+        f->given |= 1ull << k;
+    }
+    return check_choices(f, prog, cmd);
+}
+
+bool gpt_flag_given(const gpt_flags *f, const char *name) {
+    for (int i = 0; i < N_FLAGS; i++)
+        if (!strcmp(FLAGS[i].name, name) && (f->given >> i & 1)) return true;
+    return false;
+}
+
+nb_gpt_arch gpt_flags_arch(const gpt_flags *f) {
+    return strcmp(f->arch, "nanogpt") ? NB_GPT_GPTMODEL : NB_GPT_NANOGPT;
+}
+
+nb_dtype gpt_flags_dtype(const gpt_flags *f) {
+    return strcmp(f->dtype, "float64") ? NB_F32 : NB_F64;
+}

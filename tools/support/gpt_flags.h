@@ -1,0 +1,65 @@
+/* gpt_flags.h - the flags of nabla-gpt (and of the MPI driver nabla-gpt-mpi,
+ * which takes the same ones): nanoGPT's config names in its --key=value
+ * form, each with a default, parsed from argv and listed by --help.
+ * Internal to the tools: not installed, not in the library. */
+#ifndef NB_GPT_FLAGS_H
+#define NB_GPT_FLAGS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "nabla.h"
+
+#define GPT_EXIT_USAGE 2 /* bad usage or bad input */
+
+typedef enum gpt_cmd { GPT_TRAIN = 1, GPT_SAMPLE = 2, GPT_BENCH = 4 } gpt_cmd;
+
+typedef struct gpt_flags {
+    /* model */
+    const char *arch;
+    long n_layer, n_head, n_embd, block_size, vocab_size;
+    double dropout;
+    bool bias, qkv_bias;
+    /* training */
+    long batch_size, max_iters, warmup_iters, lr_decay_iters, eval_interval, eval_iters,
+        gradient_accumulation_steps, seed, threads;
+    double learning_rate, weight_decay, beta1, beta2, grad_clip, min_lr;
+    bool weight_decay_1d, decay_lr, resume, force;
+    const char *dtype, *data, *out_dir, *init, *batches;
+    /* sampling */
+    const char *start;
+    long num_samples, max_new_tokens, top_k;
+    double temperature;
+    /* which flags the command line gave (bit i: flag i of the table) */
+    uint64_t given;
+} gpt_flags;
+
+/* Fills f with the defaults, then parses argv[first..argc-1] for command
+ * `cmd`. 0 when all is well; 1 after --help (usage printed to stdout); else
+ * GPT_EXIT_USAGE after a message on stderr naming the flag. `prog` names the
+ * program in messages and usage. */
+int gpt_flags_parse(gpt_flags *f, gpt_cmd cmd, const char *prog, int argc, char **argv,
+                    int first);
+
+/* Prints every flag of `cmd` with its default and meaning. */
+void gpt_flags_usage(FILE *out, gpt_cmd cmd, const char *prog);
+
+/* True when the command line gave flag `name`. */
+bool gpt_flag_given(const gpt_flags *f, const char *name);
+
+/* nb_gpt_arch / nb_dtype of the flags (valid after a successful parse). */
+nb_gpt_arch gpt_flags_arch(const gpt_flags *f);
+nb_dtype gpt_flags_dtype(const gpt_flags *f);
+
+/* Prints "<prog>: <message>" to stderr; returns GPT_EXIT_USAGE. */
+int gpt_fail(const char *prog, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
+/* The message of the last gpt_fail (empty before the first). */
+const char *gpt_last_error(void);
+
+#endif
