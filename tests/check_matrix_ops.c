@@ -17,6 +17,9 @@
  *   check_matrix_ops.c   nabla/ops.h
  *   check_matrix_core.c  nabla/core.h, nabla/random.h
  *   check_matrix_misc.c  nabla/nn.h, nabla/optim.h, nabla/io.h, nabla/gradcheck.h
+ *   check_matrix_data.c  nabla/data.h       check_matrix_gpt.c  nabla/gpt.h
+ *   check_matrix_teach.c the teaching views
+ * (or a new tests/check_matrix_<area>.c: the script reads them all).
  *
  * Here every op of the table gets the same battery: a valid call works; NULL
  * ctx gives NULL; each NULL tensor gives NB_ERR_NULL; an I64 input where a
