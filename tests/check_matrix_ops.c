@@ -18,7 +18,7 @@
  *   check_matrix_core.c  nabla/core.h, nabla/random.h
  *   check_matrix_misc.c  nabla/nn.h, nabla/optim.h, nabla/io.h, nabla/gradcheck.h
  *   check_matrix_data.c  nabla/data.h       check_matrix_gpt.c  nabla/gpt.h
- *   check_matrix_teach.c the teaching views
+ *   check_matrix_teach.c nabla/teach.h, print options, fused attention
  * (or a new tests/check_matrix_<area>.c: the script reads them all).
  *
  * Here every op of the table gets the same battery: a valid call works; NULL
