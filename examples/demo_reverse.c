@@ -37,7 +37,7 @@ typedef struct config {
 static const config defaults = {
     .steps = 1500, .batch = 32, .n = 8, .d_model = 32, .heads = 4, .threads = 1,
     .eval_size = 1000, .lr = 3e-3, .dropout = 0.1, .optim = "adamw",
-    .out_dir = "build/demo", .seed = 42,
+    .out_dir = NULL, .seed = 42,
 };
 
 #define DIGITS 10
@@ -66,11 +66,11 @@ static void usage(FILE *f) {
             "  --batch B       sequences per step (default %d)\n"
             "  --dropout P     dropout on the attention weights (default %g)\n"
             "  --threads T     worker threads for the kernels (default %d)\n"
-            "  --out DIR       where loss.csv and loss.svg go (default %s)\n"
+            "  --out DIR       write DIR/loss.csv and DIR/loss.svg (default: no files)\n"
             "  --help          this text\n",
             defaults.steps, defaults.lr, defaults.optim, (unsigned long long)defaults.seed,
             defaults.d_model, defaults.heads, defaults.n, defaults.batch, defaults.dropout,
-            defaults.threads, defaults.out_dir);
+            defaults.threads);
 }
 
 static bool parse_int(const char *s, int lo, int hi, int *out) {
@@ -273,7 +273,29 @@ static bool write_svg(const char *path, const float *loss, int steps) {
         fprintf(f, "%.1f,%.1f ", x, y);
     }
     fprintf(f, "\"/>\n</svg>\n");
-    return fclose(f) == 0;
+    bool ok = !ferror(f);
+    return fclose(f) == 0 && ok;
+}
+
+/* DIR/loss.csv and DIR/loss.svg: the files --out DIR asks for. */
+static void write_curve(const config *c, const float *curve, const float *accs) {
+    mkdir(c->out_dir, 0755);
+    char path[1024];
+    snprintf(path, sizeof path, "%s/loss.csv", c->out_dir);
+    FILE *f = fopen(path, "w");
+    if (f) {
+        fprintf(f, "step,loss,train_accuracy\n");
+        for (int s = 0; s < c->steps; s++) fprintf(f, "%d,%.6f,%.2f\n", s + 1, curve[s], accs[s]);
+        bool ok = !ferror(f);
+        if (fclose(f) != 0 || !ok) fprintf(stderr, "demo_reverse: writing %s failed\n", path);
+        else printf("wrote %s", path);
+        snprintf(path, sizeof path, "%s/loss.svg", c->out_dir);
+        if (write_svg(path, curve, c->steps)) printf(" and %s", path);
+        printf("\n");
+    } else {
+        fprintf(stderr, "demo_reverse: cannot write %s: %s\n", path, strerror(errno));
+    }
+
 }
 
 int main(int argc, char **argv) {
@@ -357,22 +379,8 @@ int main(int argc, char **argv) {
     printf("held-out (%d new sequences, greedy decoding): token accuracy %.2f%%, "
            "sequence accuracy %.2f%%\n", c.eval_size, tok_acc, seq_acc);
 
-    /* the loss curve, CSV and SVG */
-    mkdir(c.out_dir, 0755);
-    char path[1024];
-    snprintf(path, sizeof path, "%s/loss.csv", c.out_dir);
-    FILE *f = fopen(path, "w");
-    if (f) {
-        fprintf(f, "step,loss,train_accuracy\n");
-        for (int s = 0; s < c.steps; s++) fprintf(f, "%d,%.6f,%.2f\n", s + 1, curve[s], accs[s]);
-        fclose(f);
-        printf("wrote %s", path);
-        snprintf(path, sizeof path, "%s/loss.svg", c.out_dir);
-        if (write_svg(path, curve, c.steps)) printf(" and %s", path);
-        printf("\n");
-    } else {
-        fprintf(stderr, "demo_reverse: cannot write %s: %s\n", path, strerror(errno));
-    }
+    /* the loss curve, CSV and SVG, only when asked for */
+    if (c.out_dir) write_curve(&c, curve, accs);
 
     free(ids), free(targets), free(pos), free(curve), free(accs);
     nb_optim_free(opt);

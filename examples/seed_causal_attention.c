@@ -13,6 +13,8 @@
 
 #include "nabla.h"
 
+#include "example_args.h"
+
 #include "../tests/attention_refs.h"
 #include "seed_common.h"
 
@@ -24,7 +26,12 @@ static bool same_values(const nb_tensor *a, const nb_tensor *b) {
     return true;
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+    int rc = example_args(argc, argv,
+                          "usage: seed_causal_attention [--help]\n"
+                          "Causal (masked) attention and dropout, as seed 004 builds them.\n"
+                          "Prints to stdout; writes no files.\n");
+    if (rc >= 0) return rc;
     nb_ctx *ctx = nb_ctx_new(0), *params = nb_ctx_new(0);
     if (!ctx || !params) return 1;
     nb_tensor *inputs = nb_from_doubles(ctx, NB_F32, NB_SHAPE(6, 3), inputs_data);
@@ -74,6 +81,7 @@ int main(void) {
 
     nb_nn_causal_attention ca;
     nb_nn_causal_attention_init(&ca, params, 3, 2, 6, 0.5, false, NB_F32, &rng);
+    ca.use_fused = false; /* the seed's ops one by one, each on the tape */
     load(ctx, &ca.params, 3, ref_ca_eval_names, ref_ca_eval_params);
 
     /* Train mode: dropout acts on the attention weights. attn receives the

@@ -12,6 +12,8 @@
 
 #include "nabla.h"
 
+#include "example_args.h"
+
 #include "../tests/attention_refs.h"
 #include "seed_common.h"
 
@@ -23,7 +25,12 @@ static void print_params(const nb_tensor_list *params) {
                nb_shape_str(nb_list_tensor(params, i), s, sizeof s));
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+    int rc = example_args(argc, argv,
+                          "usage: seed_multihead [--help]\n"
+                          "Multi-head attention two ways: MultiHeadAttentionWrapper and MultiHeadAttention.\n"
+                          "Prints to stdout; writes no files.\n");
+    if (rc >= 0) return rc;
     nb_ctx *ctx = nb_ctx_new(0), *params = nb_ctx_new(0);
     if (!ctx || !params) return 1;
     nb_pcg32 rng;
@@ -52,6 +59,7 @@ int main(void) {
      * out_proj, a Linear(2, 2) with bias. */
     nb_nn_mha mha;
     nb_nn_mha_init(&mha, params, 3, 2, 6, 0.0, 2, false, NB_F32, &rng);
+    mha.use_fused = false; /* the seed's ops one by one, each on the tape */
     load(ctx, &mha.params, 5, ref_mha_names, ref_mha_params);
     printf("\nMultiHeadAttention(d_in=3, d_out=2, num_heads=2) parameters:\n");
     print_params(&mha.params);

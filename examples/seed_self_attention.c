@@ -10,9 +10,16 @@
 
 #include "nabla.h"
 
+#include "example_args.h"
+
 #include "seed_common.h"
 
-int main(void) {
+int main(int argc, char **argv) {
+    int rc = example_args(argc, argv,
+                          "usage: seed_self_attention [--help]\n"
+                          "Attention with no trainable weights, step by step.\n"
+                          "Prints to stdout; writes no files.\n");
+    if (rc >= 0) return rc;
     nb_ctx *ctx = nb_ctx_new(0);
     if (!ctx) return 1;
     nb_tensor *inputs = nb_from_doubles(ctx, NB_F32, NB_SHAPE(6, 3), inputs_data);

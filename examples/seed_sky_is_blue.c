@@ -10,6 +10,8 @@
 
 #include "nabla.h"
 
+#include "example_args.h"
+
 static const double embedded[3 * 2] = {-1.0720, -0.5001, -0.0120, -0.4311, -0.0050, -0.5321};
 static const double wq[4] = {-0.0271, -0.3840, -0.3940, -0.6610};
 static const double wk[4] = {-0.4109, 0.5777, -0.1162, -0.1661};
@@ -47,7 +49,12 @@ static nb_tensor *sum_of_attention(nb_ctx *ctx, nb_tensor *const *in, void *user
     return nb_sum(ctx, attention(ctx, in, false));
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+    int rc = example_args(argc, argv,
+                          "usage: seed_sky_is_blue [--help]\n"
+                          "Seed 003's \"sky is blue\" example, its gradients and gradcheck.\n"
+                          "Prints to stdout; writes no files.\n");
+    if (rc >= 0) return rc;
     nb_ctx *ctx = nb_ctx_new(0);
     if (!ctx) return 1;
     nb_tensor *in[4] = {

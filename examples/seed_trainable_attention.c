@@ -14,6 +14,8 @@
 
 #include "nabla.h"
 
+#include "example_args.h"
+
 #include "../tests/attention_refs.h"
 #include "seed_common.h"
 
@@ -33,7 +35,12 @@ static nb_tensor *vecmat(nb_ctx *ctx, nb_tensor *v, nb_tensor *m) {
     return nb_reshape(ctx, r, NB_SHAPE(m->shape[1]));
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+    int rc = example_args(argc, argv,
+                          "usage: seed_trainable_attention [--help]\n"
+                          "Scaled dot-product attention with trainable weights, step by step.\n"
+                          "Prints to stdout; writes no files.\n");
+    if (rc >= 0) return rc;
     nb_ctx *ctx = nb_ctx_new(0);    /* every tensor of the walkthrough */
     nb_ctx *params = nb_ctx_new(0); /* the modules' parameters */
     if (!ctx || !params) return 1;

@@ -42,6 +42,7 @@
  *   nabla/gpt.h        a small GPT (GPTModel / nanoGPT layouts), KV cache, sampling
  *   nabla/data.h       character tokenizer, 90/10 split, random batches
  *   nabla/io.h         safetensors checkpoints
+ *   nabla/teach.h      the tape explorer page, op formulas
  *
  * Errors: no function aborts or exits on bad input. Ops record the first
  * error on their context and return NULL; later ops on that context do
@@ -59,5 +60,6 @@
 #include "nabla/ops.h"
 #include "nabla/optim.h"
 #include "nabla/random.h"
+#include "nabla/teach.h"
 
 #endif

@@ -32,6 +32,8 @@ struct nb_ctx {
     size_t mallocs;        /* malloc calls made by this context */
     nb_node *tape;         /* the newest node; nodes link to older ones */
     int tape_len;
+    uint32_t generation;   /* resets so far; tensors carry it in their stamp */
+    nb_chunk *quarantine;  /* NB_DEBUG: the last step's chunks, overwritten, not reused */
     bool grad_enabled;
     bool backward_done;    /* a backward pass has run over this tape */
     bool detect_anomaly;   /* check every gradient for NaN/inf */
@@ -119,6 +121,21 @@ NB_HIDDEN nb_tensor *nb_view_of(nb_ctx *ctx, nb_tensor *src, int ndim, const int
 NB_HIDDEN bool nb_list_valid(const nb_tensor_list *l);
 NB_HIDDEN nb_status nb_list_append(nb_tensor_list *l, const char *name, nb_tensor *t);
 
+/* Does the optimizer update exactly these tensors under these names
+ * (train/optim.c, for checkpoints)? why[] names the first difference. */
+NB_HIDDEN bool nb_optim_matches(const nb_optim *o, const nb_tensor_list *params, char *why,
+                                size_t n);
+
+/* Use after reset (NB_DEBUG builds; always true otherwise): are the
+ * non-NULL in[0..n-1] tensors made since their context's last reset? The
+ * first that is not gets an NB_ERR_STATE error on ctx naming op. */
+NB_HIDDEN bool nb_check_live(nb_ctx *ctx, const char *op, int n, const nb_tensor *const *in);
+/* The stamp a tensor made now in ctx carries (checked by nb_check_live). */
+NB_HIDDEN uint32_t nb_ctx_stamp(const nb_ctx *ctx);
+
+/* Can v be converted to int64_t (truncating) without undefined behaviour? */
+NB_HIDDEN bool nb_fits_i64(double v);
+
 /* Adds src (numel elements of dt) into dst. */
 NB_HIDDEN void nb_accumulate(nb_dtype dt, void *dst, const void *src, size_t numel);
 
@@ -132,6 +149,14 @@ NB_HIDDEN nb_status nb_io_fail(nb_ctx *ctx, nb_status s, const char *op, const c
     __attribute__((format(printf, 5, 6)))
 #endif
     ;
+
+/* Failure injection for the file writer (tests/check_io_faults.c): every
+ * fwrite, fflush, fsync, fclose and rename a save makes, and the directory
+ * fsync after it, first calls nb_io_fault(). It counts the calls in
+ * nb_io_fault_calls and, when nb_io_fault_at is n > 0, makes the n-th one
+ * fail with EIO (true = fail). Both are 0 outside tests; not thread-safe. */
+NB_HIDDEN extern long nb_io_fault_at, nb_io_fault_calls;
+NB_HIDDEN bool nb_io_fault(void);
 
 /* ---- UTF-8 (utf8.c) ------------------------------------------------------ */
 /* Decodes the code point at s[0..n) (n >= 1) into *cp and returns its
@@ -170,6 +195,9 @@ NB_HIDDEN void nb_gemm_double(double *c, const double *a, int64_t ars, int64_t a
 /* n draws of nb_pcg32_next into out: the same bits in the same order, and
  * rng ends where n nb_pcg32_next calls leave it, only faster. */
 NB_HIDDEN void nb_pcg32_fill(nb_pcg32 *rng, uint32_t *out, size_t n);
+/* Moves rng delta draws on, as delta nb_pcg32_next calls would, in
+ * O(log delta) steps. */
+NB_HIDDEN void nb_pcg32_advance(nb_pcg32 *rng, uint64_t delta);
 
 /* ---- dtype dispatch ----------------------------------------------------------- */
 /* Runs KERNEL(T) with T = float or double. Each kernel is written once, as a

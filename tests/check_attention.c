@@ -356,6 +356,10 @@ START_TEST(test_train_eval_switches_dropout) {
     nb_pcg32_seed(&rng, 123, 1);
     nb_nn_causal_attention m;
     ck_assert_int_eq(nb_nn_causal_attention_init(&m, p, 3, 2, 6, 0.5, false, NB_F64, &rng), NB_OK);
+    /* The replay below draws nb_dropout's mask, which only the composed path
+     * uses; the fused path derives its mask from a seed (check_sdpa.c
+     * replays that one). */
+    m.use_fused = false;
     nb_tensor *x = seed_batch(ctx, NB_F64, false);
     nb_nn_causal_attention_train(&m, false);
     ck_assert(!m.training && !m.dropout.training && !m.W_key.training);

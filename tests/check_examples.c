@@ -393,6 +393,17 @@ START_TEST(test_seed_sky_is_blue) {
 }
 END_TEST
 
+/* gradcheck(layer, params + inputs) on an f32 layer with a custom op: the
+ * right backward passes, the planted wrong one is named, the layer stays f32. */
+START_TEST(test_gradcheck_module) {
+    example_run r = run_example("gradcheck_module");
+    const char *c = expect(&r, NULL, "right backward: passed\n");
+    c = expect(&r, c, "wrong backward: blamed 'softsign', created at line 46, its input 0\n");
+    expect(&r, c, "the module is still f32: weight f32, bias f32\n");
+    free(r.out);
+}
+END_TEST
+
 Suite *suite_examples(void) {
     Suite *s = suite_create("examples");
     TCase *tc = tcase_create("seed walkthroughs");
@@ -403,6 +414,7 @@ Suite *suite_examples(void) {
     tcase_add_test(tc, test_seed_multihead);
     tcase_add_test(tc, test_seed_sky_is_blue);
     tcase_add_test(tc, test_seed_gpt);
+    tcase_add_test(tc, test_gradcheck_module);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -64,7 +64,7 @@ START_TEST(test_gradcheck_catches_wrong_backward) {
     ck_assert_uint_eq(r.worst_output, 1);
     ck_assert_double_eq_tol(r.analytic, -6.0, 1e-9);
     ck_assert_double_eq_tol(r.numeric, -4.0, 1e-6);
-    ck_assert_ptr_nonnull(strstr(r.message, "d out[1] / d input 1 [1]: analytic -6"));
+    ck_assert_ptr_nonnull(strstr(r.message, "d out[1] / d input 0 [1]: analytic -6"));
     nb_gradcheck_opts o = nb_gradcheck_defaults();
     o.fast = true;
     ck_assert_int_eq(nb_gradcheck(f_bad_square, NULL, 2, in, &o, &r), NB_ERR_VALUE);
@@ -236,7 +236,7 @@ static void assert_blames(nb_gradcheck_fn f, bool fast, const char *op, int inde
     snprintf(want, sizeof want,
              "gradcheck: backward of op #%d '%s' (created at %s:%d) disagrees with finite "
              "differences for its input %d",
-             index, op, __FILE__, wrong_line, input + 1);
+             index, op, __FILE__, wrong_line, input);
     ck_assert_msg(strncmp(r.message, want, strlen(want)) == 0, "message: %s", r.message);
     ck_assert_ptr_nonnull(strstr(r.message, fast ? "; worst element v^T J u along direction "
                                                  : "; worst element d out["));
@@ -346,7 +346,7 @@ START_TEST(test_gradcheck_blames_ops_off_the_tape) {
         ck_assert(r.blame_untracked);
         char want[160];
         snprintf(want, sizeof want,
-                 "gradcheck: input 1 of op #1 'add' (created at %s:%d) changes with the checked "
+                 "gradcheck: input 0 of op #1 'add' (created at %s:%d) changes with the checked "
                  "inputs but is not on the tape",
                  __FILE__, wrong_line);
         ck_assert_msg(strncmp(r.message, want, strlen(want)) == 0, "message: %s", r.message);
@@ -418,6 +418,138 @@ START_TEST(test_gradcheck_blame_on_request_when_passing) {
 }
 END_TEST
 
+/* ---- defects from issue 11 ------------------------------------------------ */
+/* tanh of a (300, 300) f64 input: a non-scalar output big enough that one
+ * evaluation outgrows the arena, so the reset before the next one frees it.
+ * Fast mode read the output's numel after that reset (a crash, or "out of
+ * memory"). */
+static nb_tensor *f_tanh(nb_ctx *ctx, nb_tensor *const *in, void *user) {
+    (void)user;
+    return nb_tanh(ctx, in[0]);
+}
+
+START_TEST(test_gradcheck_fast_non_scalar_output) {
+    nb_ctx *ctx = nb_ctx_new(0);
+    nb_pcg32 rng;
+    nb_pcg32_seed(&rng, 1, 2);
+    nb_tensor *x = nb_uniform(ctx, NB_F64, NB_SHAPE(300, 300), -1, 1, &rng);
+    nb_gradcheck_opts o = nb_gradcheck_defaults();
+    o.fast = true;
+    nb_gradcheck_result r;
+    ck_assert_msg(nb_gradcheck(f_tanh, NULL, 1, &x, &o, &r) == NB_OK, "%s", r.message);
+    ck_assert(r.passed);
+    ck_assert(r.max_abs_err > 0 && r.max_abs_err < 1e-5);
+    ck_assert(!strncmp(r.message, "gradcheck: passed, max |error| ", 31));
+    nb_ctx_free(ctx);
+}
+END_TEST
+
+/* gradcheck(layer, params + inputs): an f32 Linear(3 -> 2) and its input */
+static nb_tensor *f_linear_layer(nb_ctx *ctx, nb_tensor *const *in, void *layer) {
+    return nb_sum(ctx, nb_tanh(ctx, nb_nn_linear_forward(ctx, layer, in[0])));
+}
+
+START_TEST(test_gradcheck_module_params) {
+    nb_ctx *pctx = nb_ctx_new(0);
+    nb_pcg32 rng;
+    nb_pcg32_seed(&rng, 42, 54);
+    nb_nn_linear layer;
+    ck_assert_int_eq(nb_nn_linear_init(&layer, pctx, 3, 2, true, NB_F32, &rng), NB_OK);
+    nb_tensor *x = nb_requires_grad(nb_normal(pctx, NB_F32, NB_SHAPE(4, 3), 0, 1, &rng));
+    nb_tensor *w = layer.weight, before = *w;
+    float w0 = ((float *)w->data)[0];
+    nb_gradcheck_result r;
+    ck_assert_msg(nb_gradcheck_params(f_linear_layer, &layer, &layer.params, 1, &x, NULL, &r) ==
+                      NB_OK, "%s", r.message);
+    ck_assert(r.passed);
+    ck_assert(r.max_abs_err > 0 && r.max_abs_err < 1e-8);
+    /* the module is as it was: same struct, f32, same buffers and values */
+    ck_assert_ptr_eq(layer.weight, w);
+    ck_assert(memcmp(w, &before, sizeof before) == 0);
+    ck_assert_int_eq(w->dtype, NB_F32);
+    ck_assert(((float *)w->data)[0] == w0);
+    ck_assert_int_eq(nb_ctx_status(pctx), NB_OK);
+    /* the fast mode too, and NULL params is plain nb_gradcheck */
+    nb_gradcheck_opts o = nb_gradcheck_defaults();
+    o.fast = true;
+    ck_assert_int_eq(nb_gradcheck_params(f_linear_layer, &layer, &layer.params, 1, &x, &o, &r),
+                     NB_OK);
+    ck_assert(memcmp(w, &before, sizeof before) == 0);
+    nb_ctx_free(pctx);
+}
+END_TEST
+
+/* 70 parameters p0..p69 (more than the 64 directions fast mode once
+ * kept); only p69 goes through the wrong bad_square. */
+static nb_tensor_list many;
+static nb_tensor *f_many_params(nb_ctx *ctx, nb_tensor *const *in, void *user) {
+    (void)in, (void)user;
+    nb_tensor *acc = nb_sum(ctx, bad_square(ctx, many.t[69]));
+    for (int k = 0; k < 69; k++) acc = nb_add(ctx, acc, nb_sum(ctx, nb_tanh(ctx, many.t[k])));
+    return acc;
+}
+
+START_TEST(test_gradcheck_names_the_wrong_parameter) {
+    static char names[70][8];
+    nb_ctx *pctx = nb_ctx_new(0);
+    memset(&many, 0, sizeof many);
+    for (int k = 0; k < 70; k++) {
+        snprintf(names[k], sizeof names[k], "p%d", k);
+        nb_list_add(&many, names[k],
+                    nb_requires_grad(nb_from_doubles(pctx, NB_F64, NB_SHAPE(2),
+                                                     (double[]){0.5 + 0.01 * k, -0.4})));
+    }
+    nb_gradcheck_result r;
+    ck_assert_int_eq(nb_gradcheck_params(f_many_params, NULL, &many, 0, NULL, NULL, &r),
+                     NB_ERR_VALUE);
+    ck_assert_int_eq(r.worst_input, 69);
+    ck_assert_msg(strstr(r.message, "worst element d out[0] / d input 69 (parameter 'p69') [0]:"),
+                  "%s", r.message);
+    ck_assert_str_eq(r.blame_op, "bad_square");
+    nb_gradcheck_opts o = nb_gradcheck_defaults();
+    o.fast = true;
+    ck_assert_int_eq(nb_gradcheck_params(f_many_params, NULL, &many, 0, NULL, &o, &r),
+                     NB_ERR_VALUE);
+    ck_assert_str_eq(r.blame_op, "bad_square");
+    ck_assert_int_eq(many.t[69]->dtype, NB_F64);
+    nb_ctx_free(pctx);
+}
+END_TEST
+
+/* A custom op written for f32 only: its output is f32 whatever its input. */
+static void square32_backward(nb_ctx *ctx, nb_node *n) {
+    nb_tensor *x = nb_node_input(n, 0), *y = nb_node_output(n);
+    float *gx = nb_grad_buffer(ctx, x);
+    for (size_t i = 0; gx && i < x->numel; i++)
+        gx[i] += ((float *)y->grad)[i] * 2 * ((float *)x->data)[i];
+}
+
+static nb_tensor *f_square32(nb_ctx *ctx, nb_tensor *const *in, void *user) {
+    (void)user;
+    nb_tensor *x = in[0], *y = nb_empty(ctx, NB_F32, x->ndim, x->shape);
+    for (size_t i = 0; y && i < y->numel; i++) ((float *)y->data)[i] = (float)(nb_get(x, i) * nb_get(x, i));
+    nb_record(ctx, "square32", y, 1, &x, square32_backward, NULL);
+    return nb_sum(ctx, y);
+}
+
+START_TEST(test_gradcheck_custom_op_without_f64) {
+    nb_ctx *ctx = nb_ctx_new(0);
+    nb_tensor *x = nb_requires_grad(nb_from_doubles(ctx, NB_F32, NB_SHAPE(3), (double[]){1, 2, 3}));
+    nb_gradcheck_result r;
+    ck_assert_int_eq(nb_gradcheck(f_square32, NULL, 1, &x, NULL, &r), NB_ERR_DTYPE);
+    ck_assert_msg(strstr(r.message, "square32: custom op does not implement f64: given f64 "
+                                    "inputs it returned f32"),
+                  "%s", r.message);
+    ck_assert_ptr_null(strstr(r.message, "mixed dtypes"));
+    /* in f32 the same op records fine */
+    nb_ctx *step = nb_ctx_new(0);
+    ck_assert_ptr_nonnull(f_square32(step, &x, NULL));
+    ck_assert_int_eq(nb_ctx_status(step), NB_OK);
+    nb_ctx_free(step);
+    nb_ctx_free(ctx);
+}
+END_TEST
+
 Suite *suite_gradcheck(void) {
     Suite *s = suite_create("gradcheck");
     TCase *tc = tcase_create("core");
@@ -438,6 +570,10 @@ Suite *suite_gradcheck(void) {
     tcase_add_test(tb, test_gradcheck_blames_ops_off_the_tape);
     tcase_add_test(tb, test_gradcheck_blames_op_on_a_bound_parameter);
     tcase_add_test(tb, test_gradcheck_blame_on_request_when_passing);
+    tcase_add_test(tb, test_gradcheck_fast_non_scalar_output);
+    tcase_add_test(tb, test_gradcheck_module_params);
+    tcase_add_test(tb, test_gradcheck_names_the_wrong_parameter);
+    tcase_add_test(tb, test_gradcheck_custom_op_without_f64);
     suite_add_tcase(s, tb);
     return s;
 }

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 
 #include "nabla.h"
 
@@ -67,5 +68,27 @@ static const double NB_SEED_INPUTS[18] = {
     0.43, 0.15, 0.89, 0.55, 0.87, 0.66, 0.57, 0.85, 0.64,
     0.22, 0.58, 0.33, 0.77, 0.25, 0.10, 0.05, 0.80, 0.55,
 };
+
+/* The build directory the programs were built in: $NB_BUILD_DIR (set by
+ * `make test`), else NB_SOURCE_DIR "/build". */
+static inline const char *nb_test_build_dir(void) {
+    const char *dir = getenv("NB_BUILD_DIR");
+    return dir && *dir ? dir : NB_SOURCE_DIR "/build";
+}
+
+/* Runs a shell command; its stdout goes into *out (caller frees), its exit
+ * status is returned (-1 when it did not exit). */
+static inline int nb_test_run(const char *cmd, char **out) {
+    FILE *p = popen(cmd, "r");
+    ck_assert_msg(p != NULL, "popen(%s) failed", cmd);
+    size_t len = 0;
+    FILE *m = open_memstream(out, &len);
+    ck_assert_ptr_nonnull(m);
+    int ch;
+    while ((ch = fgetc(p)) != EOF) fputc(ch, m);
+    fclose(m);
+    int st = pclose(p);
+    return st != -1 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
 
 #endif

@@ -4,14 +4,26 @@
  * L = 0.5708862293275434). */
 #include "check_nabla.h"
 
-static char *dot_of(const nb_ctx *ctx, const nb_tensor *root) {
-    char *buf = NULL;
-    size_t len = 0;
+#include <sys/wait.h>
+#include <unistd.h>
+
+static nb_status dot_view(nb_ctx *ctx, const nb_tensor *root, FILE *f) {
+    return nb_tape_dot(ctx, root, f);
+}
+
+/* What a view function writes, as a string (free it). */
+static char *view_of(nb_status (*view)(nb_ctx *, const nb_tensor *, FILE *), nb_ctx *ctx,
+                     const nb_tensor *root) {
+    static char *buf; /* static: gcc takes a local's address for a dangling pointer */
+    static size_t len;
+    buf = NULL, len = 0;
     FILE *f = open_memstream(&buf, &len);
-    ck_assert_int_eq(nb_tape_dot(ctx, root, f), NB_OK);
+    ck_assert_int_eq(view(ctx, root, f), NB_OK);
     fclose(f);
     return buf;
 }
+
+static char *dot_of(nb_ctx *ctx, const nb_tensor *root) { return view_of(dot_view, ctx, root); }
 
 START_TEST(test_tape_dot_draws_ops_tensors_and_grads) {
     nb_ctx *ctx = nb_ctx_new(0);
@@ -28,8 +40,7 @@ START_TEST(test_tape_dot_draws_ops_tensors_and_grads) {
     ck_assert_ptr_nonnull(strstr(dot, "x | (2) f64 | data [1.0000, -2.0000] | grad [2.0000, -4.0000]"));
     ck_assert_ptr_nonnull(strstr(dot, "() f64 | data [5.0000] | grad [1.0000]"));
     /* x feeds mul twice: two edges from one box */
-    char edge[64];
-    snprintf(edge, sizeof edge, "t%p -> op0;", (void *)x);
+    const char *edge = "t0 -> op0;";
     char *first = strstr(dot, edge);
     ck_assert_ptr_nonnull(first);
     ck_assert_ptr_nonnull(strstr(first + 1, edge));
@@ -44,10 +55,300 @@ START_TEST(test_tape_dot_draws_ops_tensors_and_grads) {
 }
 END_TEST
 
+/* Defect: parameters were drawn as bare "weight"/"bias". They carry their
+ * state_dict path, nested prefixes included (a GPT's
+ * transformer.h.0.mlp.c_fc.weight). */
+START_TEST(test_tape_dot_names_parameters_by_module_path) {
+    nb_ctx *params = nb_ctx_new(0), *step = nb_ctx_new(0);
+    nb_pcg32 rng;
+    nb_pcg32_seed(&rng, 1, 2);
+    nb_nn_mha mha;
+    ck_assert_int_eq(nb_nn_mha_init(&mha, params, 3, 2, 4, 0.0, 2, true, NB_F64, &rng), NB_OK);
+    nb_tensor *x = nb_normal(step, NB_F64, NB_SHAPE(1, 4, 3), 0, 1, &rng);
+    nb_tensor *y = nb_sum(step, nb_nn_mha_forward(step, &mha, x));
+    ck_assert_ptr_nonnull(y);
+    char *dot = dot_of(step, y);
+    ck_assert_ptr_nonnull(strstr(dot, "{W_query.weight | (2, 3) f64"));
+    ck_assert_ptr_nonnull(strstr(dot, "{out_proj.bias | (2) f64"));
+    ck_assert_ptr_null(strstr(dot, "{weight |"));
+    ck_assert_ptr_null(strstr(dot, "{bias |"));
+    free(dot);
+    char *trace = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&trace, &len);
+    nb_tape_print(step, f);
+    fclose(f);
+    ck_assert_ptr_nonnull(strstr(trace, "linear        (1, 4, 3), W_query.weight (2, 3)*, W_query.bias (2)* -> (1, 4, 2)"));
+    ck_assert_ptr_nonnull(strstr(trace, "out_proj.weight (2, 2)*, out_proj.bias (2)*"));
+    free(trace);
+
+    nb_nn_linear fc;
+    nb_tensor_list mlp = {0}, block = {0}, model = {0};
+    ck_assert_int_eq(nb_nn_linear_init(&fc, params, 2, 3, true, NB_F32, &rng), NB_OK);
+    ck_assert_int_eq(nb_params_add_prefixed(&mlp, params, "c_fc", &fc.params), NB_OK);
+    ck_assert_int_eq(nb_params_add_prefixed(&block, params, "mlp", &mlp), NB_OK);
+    ck_assert_int_eq(nb_params_add_prefixed(&model, params, "transformer.h.0", &block), NB_OK);
+    ck_assert_str_eq(fc.weight->name, "transformer.h.0.mlp.c_fc.weight");
+    ck_assert_str_eq(model.names[1], "transformer.h.0.mlp.c_fc.bias");
+    ck_assert_str_eq(fc.bias->name, model.names[1]);
+
+    /* nanoGPT's layout, drawn: the full path on every parameter */
+    nb_gpt_config cfg = nb_gpt_config_default(NB_GPT_NANOGPT);
+    cfg.vocab_size = 5, cfg.block_size = 4, cfg.n_layer = 1, cfg.n_head = 2, cfg.n_embd = 4;
+    cfg.dtype = NB_F64;
+    nb_gpt gpt;
+    ck_assert_int_eq(nb_gpt_init(&gpt, params, &cfg, &rng), NB_OK);
+    nb_ctx_reset(step);
+    nb_tensor *ids = nb_from_doubles(step, NB_I64, NB_SHAPE(1, 3), (double[]){1, 4, 2});
+    nb_tensor *tg = nb_from_doubles(step, NB_I64, NB_SHAPE(1, 3), (double[]){4, 2, 0});
+    nb_tensor *loss = nb_gpt_loss(step, &gpt, ids, tg, NULL);
+    ck_assert_int_eq(nb_backward(step, loss, NULL), NB_OK);
+    dot = dot_of(step, loss);
+    ck_assert_ptr_nonnull(strstr(dot, "{transformer.h.0.mlp.c_fc.weight | (16, 4) f64"));
+    ck_assert_ptr_nonnull(strstr(dot, "{transformer.h.0.attn.c_attn.weight | (12, 4) f64"));
+    free(dot);
+    nb_gpt_free(&gpt);
+    nb_ctx_free(step), nb_ctx_free(params);
+}
+END_TEST
+
+/* The page is self-contained, carries every op's rule, and what each step
+ * sends is the local rule's share: for y = x * x + x, mul sends 2x·dout
+ * (once, x being both inputs) and add sends dout; x's own gradient is left
+ * as backward made it. */
+START_TEST(test_tape_html_is_self_contained_and_steps) {
+    nb_ctx *ctx = nb_ctx_new(0);
+    nb_tensor *x = nb_requires_grad(nb_from_doubles(ctx, NB_F64, NB_SHAPE(2), (double[]){3, -0.5}));
+    x->name = "x";
+    nb_tensor *s = nb_sum(ctx, nb_add(ctx, nb_mul(ctx, x, x), x));
+    ck_assert_int_eq(nb_backward(ctx, s, NULL), NB_OK);
+    char *page = view_of(nb_tape_html, ctx, s);
+    ck_assert_ptr_nonnull(strstr(page, "<!DOCTYPE html>"));
+    ck_assert_ptr_null(strstr(page, "<script src"));
+    ck_assert_ptr_null(strstr(page, "<link"));
+    ck_assert_ptr_null(strstr(page, "https:"));
+    ck_assert_ptr_null(strstr(page, "@import"));
+    ck_assert_ptr_nonnull(strstr(page, "\"formula\":\"dx = dout · y,  dy = dout · x\""));
+    /* #0 mul(x, x) with dout = 1: 2x, once; the second input is the same */
+    ck_assert_ptr_nonnull(strstr(page, "\"sends\":[[6,-1],null],\"same_as\":[-1,0]"));
+    /* #1 add: dout to both inputs */
+    ck_assert_ptr_nonnull(strstr(page, "\"sends\":[[1,1],[1,1]]"));
+    ck_assert_ptr_nonnull(strstr(page, "\"name\":\"x\""));
+    ck_assert_double_eq(nb_grad_get(x, 0), 7.0);
+    ck_assert_double_eq(nb_grad_get(x, 1), 0.0);
+    free(page);
+    /* nothing reached by backward: no steps, still a page */
+    nb_tensor *y = nb_exp(ctx, x);
+    page = view_of(nb_tape_html, ctx, y);
+    ck_assert_ptr_null(strstr(page, "\"index\":3,\"op\":\"exp\",\"formula\":\"dx = dout · out  (out = exp(x))\",\"site\":null,\"inputs\":[0],\"out\":4,\"sends\""));
+    ck_assert_ptr_nonnull(strstr(page, "\"index\":3,\"op\":\"exp\""));
+    free(page);
+    /* a big tensor is summarized: its first 64 values and min, max, mean */
+    nb_tensor *big = nb_requires_grad(nb_zeros(ctx, NB_F64, NB_SHAPE(10, 10)));
+    for (size_t i = 0; i < 100; i++) nb_set(big, i, (double)i);
+    nb_tensor *m = nb_mean(ctx, big);
+    ck_assert_int_eq(nb_backward(ctx, m, NULL), NB_OK);
+    page = view_of(nb_tape_json, ctx, m);
+    ck_assert_ptr_nonnull(strstr(page, ",62,63],\"grad\":[0.01,"));
+    ck_assert_ptr_nonnull(strstr(page, "\"truncated\":true,\"data_stats\":[0,99,49.5],\"grad_stats\":[0.01,0.01,0.01"));
+    ck_assert_ptr_null(strstr(page, "\"sends\"")); /* the JSON alone has no steps */
+    free(page);
+    ck_assert_int_eq(nb_tape_json(NULL, s, stdout), NB_ERR_NULL);
+    ck_assert_int_eq(nb_tape_html(NULL, s, stdout), NB_ERR_NULL);
+    ck_assert_int_eq(nb_tape_html(ctx, s, NULL), NB_ERR_NULL);
+    FILE *ro = fopen("/dev/null", "r"); /* writes fail: ferror */
+    ck_assert_int_eq(nb_tape_html(ctx, s, ro), NB_ERR_IO);
+    fclose(ro);
+    nb_ctx_free(ctx);
+}
+END_TEST
+
+/* Every op has a rule to show. */
+START_TEST(test_every_op_has_a_formula) {
+    for (int op = 0; op < NB_OP_COUNT; op++) ck_assert_str_ne(nb_op_formula((nb_op)op), "?");
+    ck_assert_str_eq(nb_op_formula(NB_OP_COUNT), "?");
+    ck_assert_str_eq(nb_op_formula(NB_OP_TANH), "dx = dout · (1 - out²)");
+}
+END_TEST
+
+/* Runs `cmd` in the shell from directory `dir`; its exit status. */
+static int run_in(const char *dir, const char *cmd) {
+    const char *b = getenv("NB_BUILD_DIR");
+    char line[4096];
+    snprintf(line, sizeof line, "cd '%s' && %s/examples/%s >/dev/null 2>&1", dir,
+             b ? b : NB_SOURCE_DIR "/build", cmd);
+    int st = system(line);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static bool file_is(const char *path, const char *text) {
+    char buf[64] = {0};
+    FILE *f = fopen(path, "r");
+    if (!f) return false;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    return n == strlen(text) && !memcmp(buf, text, n);
+}
+
+/* Defect: `teach_backprop README.md` replaced README.md with DOT. Outputs go
+ * only to the named flags, an existing file needs --force, --help writes
+ * nothing, unknown flags exit 2. */
+START_TEST(test_teach_backprop_writes_only_what_it_is_told) {
+    char dir[] = "/tmp/nb-teach-XXXXXX", path[64], page[64];
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/README.md", dir);
+    snprintf(page, sizeof page, "%s/page.html", dir);
+    FILE *f = fopen(path, "w");
+    fputs("keep me\n", f);
+    fclose(f);
+    ck_assert_int_eq(run_in(dir, "teach_backprop README.md"), 2);
+    ck_assert_int_eq(run_in(dir, "teach_backprop --dot=README.md"), 1);
+    ck_assert_int_eq(run_in(dir, "teach_backprop --bogus"), 2);
+    ck_assert_int_eq(run_in(dir, "teach_backprop --model=nope"), 2);
+    ck_assert_int_eq(run_in(dir, "teach_backprop --help"), 0);
+    ck_assert_int_eq(run_in(dir, "teach_backprop"), 0);
+    ck_assert(file_is(path, "keep me\n"));
+    char old_default[64];
+    snprintf(old_default, sizeof old_default, "%s/tape.dot", dir);
+    ck_assert_int_ne(access(old_default, F_OK), 0); /* nothing written so far */
+    ck_assert_int_ne(access(page, F_OK), 0);
+    ck_assert_int_eq(run_in(dir, "teach_backprop --model=gpt --html=page.html"), 0);
+    ck_assert_int_eq(access(page, F_OK), 0);
+    ck_assert_int_eq(run_in(dir, "teach_backprop --html=page.html"), 1);
+    ck_assert_int_eq(run_in(dir, "teach_backprop --html=page.html --force"), 0);
+    ck_assert_int_eq(run_in(dir, "teach_backprop --dot=README.md --force"), 0);
+    ck_assert(!file_is(path, "keep me\n"));
+    remove(path), remove(page), rmdir(dir);
+}
+END_TEST
+
+/* Runs an example with arguments; its stdout (static buffer) and status. */
+static const char *example_output(const char *cmd, int *status) {
+    const char *dir = getenv("NB_BUILD_DIR");
+    char line[2048];
+    snprintf(line, sizeof line, "%s/examples/%s 2>&1", dir ? dir : NB_SOURCE_DIR "/build", cmd);
+    FILE *p = popen(line, "r");
+    ck_assert_ptr_nonnull(p);
+    static char out[65536];
+    size_t n = fread(out, 1, sizeof out - 1, p);
+    out[n] = '\0';
+    *status = pclose(p);
+    return out;
+}
+
+/* micrograd's neuron: every value and gradient teach_scalar prints is
+ * PyTorch's (tests/fixtures/teach_scalar.txt, tools/gen_teach_fixtures.py),
+ * and each chain-rule step is spelled out with its numbers. */
+START_TEST(test_teach_scalar_matches_pytorch) {
+    int st;
+    const char *out = example_output("teach_scalar", &st);
+    ck_assert_int_eq(st, 0);
+    ck_assert_ptr_nonnull(strstr(out, "  o        = tanh(n)        = tanh(0.8814) = 0.7071\n"));
+    ck_assert_ptr_nonnull(strstr(out, "  n.grad        = o.grad · (1 - o²)   = 1 · (1 - 0.7071²) = 0.5000   (tanh)\n"));
+    ck_assert_ptr_nonnull(strstr(out, "  x1.grad       = w1 · x1w1.grad      = -3 · 0.5000 = -1.5000"));
+    ck_assert_ptr_nonnull(strstr(out, "  w2.grad       = x2 · x2w2.grad      = 0 · 0.5000 = 0.0000\n"));
+    FILE *f = fopen(NB_SOURCE_DIR "/tests/fixtures/teach_scalar.txt", "r");
+    ck_assert_ptr_nonnull(f);
+    char line[256], name[32], want[64];
+    int rows = 0;
+    while (fgets(line, sizeof line, f)) {
+        double value, grad;
+        if (line[0] == '#' || sscanf(line, "%31s %lf %lf", name, &value, &grad) != 3) continue;
+        snprintf(want, sizeof want, "\n  %-9s value ", name);
+        const char *at = strstr(out, want);
+        ck_assert_msg(at != NULL, "teach_scalar prints no line for %s", name);
+        double v, g;
+        ck_assert_int_eq(sscanf(at + strlen(want), "%lf  grad %lf", &v, &g), 2);
+        ck_assert_double_eq_tol(v, value, 1e-14);
+        ck_assert_double_eq_tol(g, grad, 1e-14);
+        rows++;
+    }
+    fclose(f);
+    ck_assert_int_eq(rows, 10);
+}
+END_TEST
+
+/* The custom-op example: SiLU's values (torch.nn.functional.silu([-2, 0, 2])
+ * = [-0.2384, 0, 1.7616], PyTorch's repr in both) in both dtypes, gradcheck passing the right rule
+ * and naming the planted wrong one, and training that works. */
+START_TEST(test_custom_op_silu_example) {
+    int st;
+    const char *out = example_output("custom_op_silu", &st);
+    ck_assert_msg(st == 0, "custom_op_silu failed:\n%s", out);
+    ck_assert_ptr_nonnull(strstr(out, "tensor([-0.2384,  0.0000,  1.7616])\n"
+                                      "tensor([-0.2384,  0.0000,  1.7616], dtype=torch.float64)\n"));
+    ck_assert_ptr_nonnull(strstr(out, "gradcheck silu: passed\n"));
+    ck_assert_ptr_nonnull(strstr(out, "gradcheck silu_wrong (the planted bug): failed, blamed op #0 "
+                                      "'silu_wrong' at examples/custom_op_silu.c:"));
+    const char *at = strstr(out, "training: loss went from ");
+    ck_assert_ptr_nonnull(at);
+    double first, last;
+    ck_assert_int_eq(sscanf(at, "training: loss went from %lf to %lf", &first, &last), 2);
+    ck_assert_double_gt(first, 0.1);
+    ck_assert_double_lt(last, first / 10);
+    out = example_output("custom_op_silu --help", &st);
+    ck_assert_int_eq(st, 0);
+    ck_assert_ptr_nonnull(strstr(out, "usage: custom_op_silu"));
+    example_output("custom_op_silu --bogus", &st);
+    ck_assert_int_eq(WEXITSTATUS(st), 2);
+    example_output("teach_scalar --bogus", &st);
+    ck_assert_int_eq(WEXITSTATUS(st), 2);
+}
+END_TEST
+
+static char *slurp(const char *path) {
+    FILE *f = fopen(path, "r");
+    ck_assert_msg(f != NULL, "cannot read %s", path);
+    static char buf[1 << 18];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    buf[n] = '\0';
+    fclose(f);
+    return strdup(buf);
+}
+
+/* Defect: docs/tape.svg was 5004 px wide and older than the tape. `make
+ * docs` draws it top to bottom within 900 px, from the current
+ * teach_backprop: every op label (with its creation line) of today's DOT is
+ * in the picture, and the README shows it. */
+START_TEST(test_docs_tape_svg_is_current_and_fits) {
+    char *svg = slurp(NB_SOURCE_DIR "/docs/tape.svg");
+    const char *w = strstr(svg, "<svg width=\"");
+    ck_assert_ptr_nonnull(w);
+    double width_pt = atof(w + strlen("<svg width=\""));
+    ck_assert_double_gt(width_pt, 100);
+    ck_assert_double_le(width_pt * 4 / 3, 900); /* pt to CSS px */
+    const char *vb = strstr(svg, "viewBox=\"");
+    double x0, y0, vw, vh;
+    ck_assert_int_eq(sscanf(vb, "viewBox=\"%lf %lf %lf %lf", &x0, &y0, &vw, &vh), 4);
+    ck_assert_double_le(vw * 4 / 3, 900);
+
+    char dir[] = "/tmp/nb-docs-XXXXXX", dot_path[64];
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(dot_path, sizeof dot_path, "%s/tape.dot", dir);
+    ck_assert_int_eq(run_in(dir, "teach_backprop --dot=tape.dot"), 0);
+    char *dot = slurp(dot_path);
+    int ops = 0;
+    for (const char *at = strstr(dot, "label=\"#"); at; at = strstr(at + 1, "label=\"#")) {
+        char op[64], site[128], want[200];
+        ck_assert_int_eq(sscanf(at, "label=\"%63[^\\]\\n%127[^\"]", op, site), 2);
+        snprintf(want, sizeof want, ">%s</text>", op);
+        ck_assert_msg(strstr(svg, want) != NULL, "docs/tape.svg lacks %s: run make docs", op);
+        snprintf(want, sizeof want, ">%s</text>", site);
+        ck_assert_msg(strstr(svg, want) != NULL, "docs/tape.svg lacks %s: run make docs", site);
+        ops++;
+    }
+    ck_assert_int_eq(ops, 4);
+    char *readme = slurp(NB_SOURCE_DIR "/README.md");
+    ck_assert_ptr_nonnull(strstr(readme, "](docs/tape.svg)"));
+    remove(dot_path), rmdir(dir);
+    free(svg), free(dot), free(readme);
+}
+END_TEST
+
 START_TEST(test_teach_backprop_prints_every_step) {
     const char *dir = getenv("NB_BUILD_DIR");
     char cmd[2048];
-    snprintf(cmd, sizeof cmd, "%s/examples/teach_backprop /dev/null 2>&1",
+    snprintf(cmd, sizeof cmd, "%s/examples/teach_backprop 2>&1",
              dir ? dir : NB_SOURCE_DIR "/build");
     FILE *p = popen(cmd, "r");
     ck_assert_ptr_nonnull(p);
@@ -55,14 +356,14 @@ START_TEST(test_teach_backprop_prints_every_step) {
     size_t n = fread(out, 1, sizeof out - 1, p);
     out[n] = '\0';
     ck_assert_int_eq(pclose(p), 0);
-    ck_assert_ptr_nonnull(strstr(out, "#0   matmul        (2, 3), (3, 2)* -> (2, 2)  at examples/teach_backprop.c:"));
+    ck_assert_ptr_nonnull(strstr(out, "#0   matmul        x (2, 3), W (3, 2)* -> a (2, 2)  at examples/teach_backprop.c:"));
     ck_assert_ptr_nonnull(strstr(out, "#3   mse_loss"));
-    ck_assert_ptr_nonnull(strstr(out, "L = tensor(0.5709)"));
+    ck_assert_ptr_nonnull(strstr(out, "L = tensor(0.5709, dtype=torch.float64)"));
     ck_assert_ptr_nonnull(strstr(out, "grad sent to W:\ntensor([[ 0.1786, -0.1534],\n"
                                       "        [ 0.0540, -0.0919],\n"
-                                      "        [-0.0951,  0.1714]])"));
+                                      "        [-0.0951,  0.1714]], dtype=torch.float64)"));
     ck_assert_ptr_nonnull(strstr(out, "grad sent to h:\ntensor([[-0.1198,  0.1198],\n"
-                                      "        [ 0.1479, -0.1479]])"));
+                                      "        [ 0.1479, -0.1479]], dtype=torch.float64)"));
 }
 END_TEST
 
@@ -71,7 +372,14 @@ Suite *suite_teach(void) {
     TCase *tc = tcase_create("core");
     tcase_set_timeout(tc, 30);
     tcase_add_test(tc, test_tape_dot_draws_ops_tensors_and_grads);
+    tcase_add_test(tc, test_tape_dot_names_parameters_by_module_path);
+    tcase_add_test(tc, test_tape_html_is_self_contained_and_steps);
+    tcase_add_test(tc, test_every_op_has_a_formula);
     tcase_add_test(tc, test_teach_backprop_prints_every_step);
+    tcase_add_test(tc, test_teach_backprop_writes_only_what_it_is_told);
+    tcase_add_test(tc, test_teach_scalar_matches_pytorch);
+    tcase_add_test(tc, test_custom_op_silu_example);
+    tcase_add_test(tc, test_docs_tape_svg_is_current_and_fits);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -141,7 +141,7 @@ START_TEST(test_print_like_pytorch) {
     ck_assert_str_eq(s, "tensor([0.9231,   -inf])");
     free(s);
     s = nb_test_format(nb_scalar(ctx, NB_F64, 1.8524));
-    ck_assert_str_eq(s, "tensor(1.8524)");
+    ck_assert_str_eq(s, "tensor(1.8524, dtype=torch.float64)");
     free(s);
     s = nb_test_format(nb_from_doubles(ctx, NB_I64, NB_SHAPE(6), (double[]){0, 4, 5, 2, 1, 3}));
     ck_assert_str_eq(s, "tensor([0, 4, 5, 2, 1, 3])");

@@ -319,6 +319,29 @@ def op_cases():
     c("dropout_eval", "dropout", lambda d: [d.normal(2, 3, 4)],
       lambda x: F.dropout(x, 0.5, False), {"p": 0.5, "train": False})
 
+    # fused attention: q (B, Tq, H, hd), k (B, Tk, H, hd), v (B, Tk, H, hdv)
+    # [, key padding mask (B, Tk)] -> (B, Tq, H * hdv), composed here (torch
+    # 1.13 has no F.scaled_dot_product_attention); dropout 0
+    def sdpa(causal, scale):
+        def f(q, k, v, pad=None):
+            qh, kh, vh = (t.transpose(1, 2) for t in (q, k, v))
+            s = qh @ kh.transpose(-2, -1)
+            if causal:
+                s = s.masked_fill(causal_mask(q.shape[1], k.shape[1]), -math.inf)
+            if pad is not None:
+                s = s.masked_fill(pad[:, None, None, :], -math.inf)
+            o = torch.softmax(s * scale, -1) @ vh
+            return o.transpose(1, 2).reshape(q.shape[0], q.shape[1], -1)
+        return f
+
+    c("sdpa_causal", "sdpa",
+      lambda d: [d.normal(2, 5, 2, 3), d.normal(2, 5, 2, 3), d.normal(2, 5, 2, 4)],
+      sdpa(True, 3 ** -0.5), {"causal": True, "scale": 3 ** -0.5})
+    c("sdpa_cross_padded", "sdpa",
+      lambda d: [d.normal(2, 3, 2, 3), d.normal(2, 6, 2, 3), d.normal(2, 6, 2, 2),
+                 torch.tensor([[False] * 6, [False] * 4 + [True] * 2])],
+      sdpa(False, 0.7), {"causal": False, "scale": 0.7})
+
 
 # ---- modules ---------------------------------------------------------------------
 # The seed notebook's attention classes come from tools/torchref.py, with the

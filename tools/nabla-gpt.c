@@ -16,7 +16,14 @@
 #include "gpt_flags.h"
 #include "gpt_train.h"
 
+/* `make mpi` compiles this file again with NB_GPT_MPI into nabla-gpt-mpi:
+ * the same flags, with train data-parallel over MPI ranks (tools/mpi/). */
+#ifdef NB_GPT_MPI
+#include "gpt_mpi.h"
+#define PROG "nabla-gpt-mpi"
+#else
 #define PROG "nabla-gpt"
+#endif
 
 static const char USAGE[] =
     "usage: " PROG " train|sample|bench [--key=value ...]\n"
@@ -196,6 +203,16 @@ int main(int argc, char **argv) {
     gpt_flags f;
     int st = gpt_flags_parse(&f, cmd, PROG, argc, argv, 2);
     if (st) return st == 1 ? 0 : st;
+#ifdef NB_GPT_MPI
+    /* train runs on every rank; sample and bench on rank 0 alone. */
+    gpt_dist d;
+    if (gpt_mpi_start(&argc, &argv, &d, PROG)) return 1;
+    if (cmd == GPT_TRAIN) st = gpt_train_run(&f, PROG, &(gpt_train_hooks){.dist = &d});
+    else st = d.rank ? 0 : cmd == GPT_SAMPLE ? cmd_sample(&f) : cmd_bench(&f);
+    gpt_mpi_stop();
+    return st;
+#else
     if (cmd == GPT_TRAIN) return gpt_train_run(&f, PROG, NULL);
     return cmd == GPT_SAMPLE ? cmd_sample(&f) : cmd_bench(&f);
+#endif
 }

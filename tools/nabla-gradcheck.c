@@ -7,11 +7,10 @@
  * `away` draws |x| in [0.2, 1] with a random sign, so relu, max and friends
  * are never evaluated within eps of a non-differentiable point.
  *
- * Modules are checked with respect to their input and every parameter: the
- * parameters are passed to nb_gradcheck as inputs, and the checked function
- * makes the module's parameter tensors alias the float64 copies it is given
- * (bind) before running the module's forward. Dropout in train mode gets
- * its rng re-seeded on every evaluation, so the mask is fixed. */
+ * Modules are checked with respect to their input and every parameter with
+ * nb_gradcheck_params (PyTorch's gradcheck(layer, params + inputs)). Dropout
+ * in train mode gets its rng re-seeded on every evaluation, so the mask is
+ * fixed. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -90,6 +89,9 @@ F1(f_linear, nb_linear(c, in[0], in[1], in[2]))
 F1(f_linear_nobias, nb_linear(c, in[0], in[1], NULL))
 F1(f_embedding, nb_embedding(c, in[0], in[1]))
 F1(f_layer_norm, nb_layer_norm(c, in[0], in[1], in[2], 1e-5))
+F1(f_sdpa_causal, nb_sdpa(c, in[0], in[1], in[2], NULL, true, 0.6, 0.0, 0))
+F1(f_sdpa_masked, nb_sdpa(c, in[0], in[1], in[2], in[3], true, 0.6, 0.0, 0))
+F1(f_sdpa_dropout, nb_sdpa(c, in[0], in[1], in[2], NULL, false, 0.6, 0.3, 2024)) /* fixed mask */
 
 static nb_tensor *f_split(nb_ctx *c, nb_tensor *const *in, void *u) {
     (void)u;
@@ -150,6 +152,10 @@ static const gc_case cases[] = {
     {"dropout", "(4,5) p=0.4 fixed mask", f_dropout, 1, {{IN_UNIFORM, S2(4, 5)}}},
     {"embedding", "W(6,3) ids (2,4)", f_embedding, 2, {{IN_UNIFORM, S2(6, 3)}, {IN_CLASSES, S2(2, 4), 6}}},
     {"layer_norm", "(2,3,5) affine", f_layer_norm, 3, {{IN_UNIFORM, S3(2, 3, 5)}, {IN_UNIFORM, S1(5)}, {IN_UNIFORM, S1(5)}}},
+    {"sdpa", "q,k (2,5,2,3) v (2,5,2,4) causal", f_sdpa_causal, 3, {{IN_UNIFORM, S4(2, 5, 2, 3)}, {IN_UNIFORM, S4(2, 5, 2, 3)}, {IN_UNIFORM, S4(2, 5, 2, 4)}}},
+    {"sdpa", "causal + key padding mask (2,5)", f_sdpa_masked, 4, {{IN_UNIFORM, S4(2, 5, 2, 3)}, {IN_UNIFORM, S4(2, 5, 2, 3)}, {IN_UNIFORM, S4(2, 5, 2, 4)}, {IN_MASK, S2(2, 5)}}},
+    {"sdpa", "Tq 4, Tk 6, dropout 0.3 fixed seed", f_sdpa_dropout, 3, {{IN_UNIFORM, S4(2, 4, 2, 3)}, {IN_UNIFORM, S4(2, 6, 2, 3)}, {IN_UNIFORM, S4(2, 6, 2, 2)}}},
+    {"sdpa", "(1,70,2,4) causal, 2x2 tiles", f_sdpa_causal, 3, {{IN_UNIFORM, S4(1, 70, 2, 4)}, {IN_UNIFORM, S4(1, 70, 2, 4)}, {IN_UNIFORM, S4(1, 70, 2, 4)}}, true},
 };
 
 
@@ -183,11 +189,9 @@ typedef struct mod_run {
     nb_pcg32 *rng; /* the module's rng, re-seeded per evaluation: a fixed dropout mask */
 } mod_run;
 
-/* in[0] is x, in[1..] the float64 copies of the parameters, in list order. */
+/* in[0] is x; the module reads its own parameters. */
 static nb_tensor *f_module(nb_ctx *ctx, nb_tensor *const *in, void *user) {
     mod_run *r = user;
-    nb_tensor_list *ps = r->c->params(&r->m);
-    for (int k = 0; k < ps->n; k++) *nb_list_tensor(ps, k) = *in[1 + k]; /* bind */
     nb_pcg32_seed(r->rng, 99, 7);
     return r->c->forward(ctx, &r->m, in[0]);
 }
@@ -264,6 +268,11 @@ static nb_tensor *m_wrapper(nb_ctx *c, any_module *m, nb_tensor *x) {
 static nb_tensor *m_mha(nb_ctx *c, any_module *m, nb_tensor *x) {
     return nb_nn_mha_forward(c, &m->mha, x);
 }
+/* the composed ops (matmul, causal_fill, softmax, dropout, matmul) */
+static nb_tensor *m_mha_composed(nb_ctx *c, any_module *m, nb_tensor *x) {
+    m->mha.use_fused = false;
+    return nb_nn_mha_forward(c, &m->mha, x);
+}
 /* key padding: batch 1 masks its last key, so one query row is fully masked */
 static nb_tensor *m_mha_padded(nb_ctx *c, any_module *m, nb_tensor *x) {
     const uint8_t pad[2 * 4] = {0, 0, 0, 0, 1, 0, 0, 1};
@@ -313,6 +322,8 @@ static const mod_case modules[] = {
     {"MultiHeadAttn", "(2,4,4) 2 heads eval", i_mha, m_mha, MOD(mha), {IN_UNIFORM, S3(2, 4, 4)}},
     {"MultiHeadAttn", "(2,4,4) 2 heads train, fixed mask", i_mha, m_mha, MOD(mha), {IN_UNIFORM, S3(2, 4, 4)}, true},
     {"MultiHeadAttn", "(2,4,4) key padding mask, eval", i_mha, m_mha_padded, MOD(mha), {IN_UNIFORM, S3(2, 4, 4)}},
+    {"MultiHeadAttn", "(2,4,4) padded, train, fixed mask", i_mha, m_mha_padded, MOD(mha), {IN_UNIFORM, S3(2, 4, 4)}, true},
+    {"MultiHeadAttn", "composed ops, train, fixed mask", i_mha, m_mha_composed, MOD(mha), {IN_UNIFORM, S3(2, 4, 4)}, true},
     {"GPTModel", "ids (2,3), qkv_bias, eval", i_gptmodel, m_gpt, MOD(gpt), {IN_CLASSES, S2(2, 3), 5}},
     {"GPTModel", "ids (2,4), train, p=0.3 fixed masks", i_gptmodel, m_gpt, MOD(gpt), {IN_CLASSES, S2(2, 4), 5}, true},
     {"nanoGPT", "ids (2,3), bias, tied head, eval", i_nanogpt, m_gpt, MOD(gpt), {IN_CLASSES, S2(2, 3), 5}},
@@ -333,17 +344,11 @@ static nb_status check_module(const mod_case *c, nb_pcg32 *rng, nb_ctx *ctx,
     nb_pcg32_seed(&drop_rng, 5, 5);
     nb_status st = c->init(&run.m, ctx, &drop_rng);
     if (st) return st;
-    nb_tensor_list *ps = c->params(&run.m);
     c->train(&run.m, c->train_mode);
-    nb_tensor **in = nb_ctx_alloc(ctx, (1 + (size_t)ps->n) * sizeof *in);
-    if (!in) return nb_ctx_status(ctx);
-    in[0] = draw(ctx, &c->x, rng);
-    for (int k = 0; k < ps->n; k++) in[1 + k] = nb_copy(ctx, nb_list_tensor(ps, k), NB_F64);
+    nb_tensor *x = draw(ctx, &c->x, rng);
+    if (x && x->dtype == NB_F64) nb_requires_grad(x); /* x too, beside every parameter */
     if (nb_ctx_error(ctx)) return nb_ctx_status(ctx);
-    /* check x (when it is float) and every parameter */
-    for (int k = 0; k <= ps->n; k++)
-        if (in[k]->dtype == NB_F64) nb_requires_grad(in[k]);
-    return nb_gradcheck(f_module, &run, 1 + ps->n, in, NULL, r);
+    return nb_gradcheck_params(f_module, &run, c->params(&run.m), 1, &x, NULL, r);
 }
 
 static nb_tensor *draw(nb_ctx *ctx, const in_spec *s, nb_pcg32 *rng) {
@@ -364,8 +369,31 @@ static nb_tensor *draw(nb_ctx *ctx, const in_spec *s, nb_pcg32 *rng) {
     return t;
 }
 
+static void usage(FILE *f) {
+    fputs("usage: nabla-gradcheck [OP]\n"
+          "Checks every differentiable op and module (or only OP, e.g. matmul or\n"
+          "MultiHeadAttn) in float64 against central finite differences, one line\n"
+          "each, then \"N passed, M failed\". Writes no files.\n"
+          "Exit status: 0 all passed, 1 a check failed, 2 bad usage.\n"
+          "  --help  this text\n",
+          f);
+}
+
 int main(int argc, char **argv) {
-    const char *only = argc > 1 ? argv[1] : NULL;
+    const char *only = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            usage(stdout);
+            return 0;
+        }
+        if (argv[i][0] == '-' || only) {
+            fprintf(stderr, "nabla-gradcheck: %s '%s'\n",
+                    argv[i][0] == '-' ? "unknown option" : "more than one OP:", argv[i]);
+            usage(stderr);
+            return 2;
+        }
+        only = argv[i];
+    }
     nb_pcg32 rng;
     nb_pcg32_seed(&rng, 2024, 1);
     int passed = 0, failed = 0;
@@ -401,6 +429,10 @@ int main(int argc, char **argv) {
         if (!ok) printf("    %s\n", nb_ctx_error(ctx) ? nb_ctx_error(ctx) : r.message);
         ok ? passed++ : failed++;
         nb_ctx_free(ctx);
+    }
+    if (only && passed + failed == 0) {
+        fprintf(stderr, "nabla-gradcheck: no op or module is called '%s'\n", only);
+        return 2;
     }
     printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;

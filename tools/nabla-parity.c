@@ -74,14 +74,31 @@ static void by_op(int n) {
     }
 }
 
+static const char usage[] =
+    "usage: nabla-parity [--by-op] [FIXTURE_DIR]\n"
+    "Compares every op, module and training trajectory with PyTorch's fixtures\n"
+    "(default tests/fixtures/parity) and prints the errors; writes no files.\n"
+    "  --by-op  one table row per op\n"
+    "  --help   this text\n";
+
 int main(int argc, char **argv) {
-    bool grouped = argc > 1 && !strcmp(argv[1], "--by-op");
-    if (grouped) argc--, argv++;
-    const char *dir = argc > 1 ? argv[1] : "tests/fixtures/parity";
-    if (argc > 2 || (argc == 2 && argv[1][0] == '-')) {
-        fprintf(stderr, "usage: nabla-parity [--by-op] [fixture-dir]\n");
-        return 2;
+    bool grouped = false;
+    const char *dir = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            fputs(usage, stdout);
+            return 0;
+        }
+        if (!strcmp(argv[i], "--by-op")) {
+            grouped = true;
+        } else if (argv[i][0] == '-' || dir) {
+            fprintf(stderr, "nabla-parity: unexpected argument '%s' (see --help)\n", argv[i]);
+            return 2;
+        } else {
+            dir = argv[i];
+        }
     }
+    if (!dir) dir = "tests/fixtures/parity";
     int n = nb_parity_list(dir, files, MAX_FILES);
     if (n < 0) {
         fprintf(stderr, "nabla-parity: cannot read directory %s\n", dir);

@@ -40,7 +40,12 @@ extern "C" {
 
 /* The function under test: builds its output from `in` on `ctx` with nabla
  * ops. Called many times, on fresh F64 copies of the inputs. Must be
- * deterministic (re-seed any rng inside from `user`). */
+ * deterministic (re-seed any rng inside from `user`).
+ *
+ * Custom ops (nb_record) must implement float64: every check runs f in
+ * float64 whatever the inputs' dtype, as PyTorch's gradcheck wants double
+ * inputs. An op whose output dtype differs from its float inputs' is
+ * stopped by nb_record with an error naming the op and the missing dtype. */
 typedef nb_tensor *(*nb_gradcheck_fn)(nb_ctx *ctx, nb_tensor *const *in, void *user);
 
 typedef struct nb_gradcheck_opts {
@@ -60,7 +65,8 @@ nb_gradcheck_opts nb_gradcheck_defaults(void);
 typedef struct nb_gradcheck_result {
     bool passed;
     double max_abs_err;  /* worst |analytic - numeric| over all checked entries */
-    int worst_input;     /* which input holds the worst entry (-1 if none) */
+    int worst_input;     /* which input holds the worst entry, 0-based (-1 if
+                          * none); listed parameters follow the inputs */
     size_t worst_index;  /* flat index into that input (fast mode: direction) */
     size_t worst_output; /* flat index into the output (full mode) */
     double analytic;     /* the worst entry's analytic value ... */
@@ -91,10 +97,35 @@ typedef struct nb_gradcheck_result {
  * (defaults). res may be NULL. Returns NB_OK when it passed, NB_ERR_VALUE
  * when it did not, another status when f failed (message in res). On
  * failure the message names the blamed op, its tape index, creation site
- * and input, then the worst element. `passed` and the status depend only on
+ * and input, then the worst element. Inputs are numbered from 0, as in
+ * PyTorch ("d out[1] / d input 0 [3]", "for its input 0"). `passed` and the status depend only on
  * the check itself, not on blame. */
 nb_status nb_gradcheck(nb_gradcheck_fn f, void *user, int n_in, nb_tensor *const *in,
                        const nb_gradcheck_opts *opts, nb_gradcheck_result *res);
+
+/* gradcheck(layer, params + inputs): checks f with respect to the tensors
+ * of a parameter list (a module's `params`, or any nb_tensor_list) as well
+ * as its inputs, without touching the module. f reads the parameters where
+ * the module keeps them, e.g.
+ *
+ *     static nb_tensor *f(nb_ctx *c, nb_tensor *const *in, void *layer) {
+ *         return nb_nn_linear_forward(c, layer, in[0]);
+ *     }
+ *     nb_gradcheck_params(f, &layer, &layer.params, 1, &x, NULL, &r);
+ *
+ * While the check runs, each listed tensor holds a float64 copy of its
+ * values (its struct is rebound in place: the same pointer, dtype F64), so
+ * nothing else may use the module meanwhile; afterwards its dtype, data,
+ * grad and requires_grad are exactly as before, whatever the outcome. f's
+ * `in` holds the n_in input copies followed by the parameters, in list
+ * order, and messages number them the same way, 0-based ("d input 1
+ * (parameter 'weight')"). Which tensors are checked follows nb_gradcheck's
+ * rule over all of them: those marked requires_grad (module parameters
+ * are), so mark an input with nb_requires_grad to check it too. params may
+ * be NULL (then this is nb_gradcheck). */
+nb_status nb_gradcheck_params(nb_gradcheck_fn f, void *user, const nb_tensor_list *params,
+                              int n_in, nb_tensor *const *in, const nb_gradcheck_opts *opts,
+                              nb_gradcheck_result *res);
 
 #ifdef __cplusplus
 }

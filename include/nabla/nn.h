@@ -79,8 +79,10 @@ nb_status nb_params_copy_from(const nb_tensor_list *dst, const nb_tensor_list *s
 
 /* Appends every (name, t) of src to dst as ("<prefix>.<name>", t), the names
  * allocated in pctx: how a module lists its children's parameters (PyTorch's
- * dotted state_dict names). Returns NB_OK or the error (also recorded on
- * pctx, except NB_ERR_NULL for a NULL pctx). */
+ * dotted state_dict names). Each tensor's `name` becomes its new list name,
+ * so the tape's pictures label it with its module path ("out_proj.bias").
+ * Returns NB_OK or the error (also recorded on pctx, except NB_ERR_NULL for a
+ * NULL pctx). */
 nb_status nb_params_add_prefixed(nb_tensor_list *dst, nb_ctx *pctx, const char *prefix,
                                  const nb_tensor_list *src);
 
@@ -218,13 +220,15 @@ void nb_nn_self_attention_v2_train(nb_nn_self_attention_v2 *m, bool on);
  *   scores = queries @ keys^T                                  (B, T, T)
  *   scores[i][j] = -inf for j > i           (the first T x T of the mask)
  *   weights = dropout(softmax(scores / sqrt(d_out)))
- *   context = weights @ values                                 (B, T, d_out) */
+ *   context = weights @ values                                 (B, T, d_out)
+ * use_fused: as MultiHeadAttention's, with one head of d_out. */
 typedef struct nb_nn_causal_attention {
     int64_t d_in, d_out, context_length;
     nb_nn_linear W_query, W_key, W_value;
     nb_nn_dropout dropout;
     nb_tensor_list params; /* "W_query.weight", ["W_query.bias"], "W_key.weight", ... */
     bool training;
+    bool use_fused; /* true after init: see MultiHeadAttention's use_fused */
 } nb_nn_causal_attention;
 
 nb_status nb_nn_causal_attention_init(nb_nn_causal_attention *m, nb_ctx *pctx, int64_t d_in,
@@ -273,7 +277,17 @@ void nb_nn_mha_wrapper_train(nb_nn_mha_wrapper *m, bool on);
  *   weights = dropout(softmax(scores / sqrt(head_dim)))
  *   (weights @ v).transpose(1, 2).view(B, T, d_out), then out_proj.
  * Children are built W_query, W_key, W_value, out_proj (Linear(d_out, d_out)
- * with bias), so the rng draws go in that order. */
+ * with bias), so the rng draws go in that order.
+ *
+ * use_fused (true after init) computes the lines from the view to the merge
+ * in one nb_sdpa op: the same values to rounding, no (B, H, T, T) weights
+ * stored, no head transposes. Its dropout mask is not nb_dropout's: each
+ * train-mode forward draws a 64-bit seed from the Dropout's rng (two
+ * nb_pcg32_next calls, high word first) and nb_sdpa derives the mask from
+ * it. Set use_fused = false for the seed's composed ops (matmul,
+ * causal_fill, masked_fill, scale, softmax, dropout, matmul), each on the
+ * tape: for teaching, as the reference, or to replay nb_dropout's mask. A
+ * forward that asks for attn_weights always takes the composed path. */
 typedef struct nb_nn_mha {
     int64_t d_in, d_out, context_length, head_dim;
     int num_heads;
@@ -283,6 +297,7 @@ typedef struct nb_nn_mha {
     nb_tensor_list params; /* W_query.weight, [W_query.bias], W_key..., W_value...,
                               out_proj.weight, out_proj.bias */
     bool training;
+    bool use_fused; /* true after init: nb_sdpa; false: the composed ops */
 } nb_nn_mha;
 
 nb_status nb_nn_mha_init(nb_nn_mha *m, nb_ctx *pctx, int64_t d_in, int64_t d_out,

@@ -32,13 +32,15 @@ typedef enum nb_op {
     NB_OP_SOFTMAX, NB_OP_LOG_SOFTMAX,
     NB_OP_CROSS_ENTROPY, NB_OP_MSE_LOSS,
     NB_OP_LINEAR, NB_OP_DROPOUT, NB_OP_EMBEDDING, NB_OP_LAYER_NORM,
+    NB_OP_SDPA,
     NB_OP_CUSTOM, /* recorded by nb_record */
     NB_OP_COUNT
 } nb_op;
 
 /* "add", "matmul", ...; "?" for values out of range. */
 const char *nb_op_name(nb_op op);
-/* Number of tensor inputs (-1: variable, as concat). */
+/* Number of tensor inputs (-1: variable, as concat; 0 for values out of
+ * range). */
 int nb_op_arity(nb_op op);
 
 /* ---- elementwise, broadcasting by the numpy/PyTorch rules ------------- */
@@ -147,6 +149,46 @@ nb_tensor *nb_embedding(nb_ctx *ctx, nb_tensor *weight, const nb_tensor *ids);
 /* Normalises over the last dim: (x - mean) / sqrt(var + eps) * w + b, with
  * the biased variance. w and b (dim) may be NULL. Like F.layer_norm. */
 nb_tensor *nb_layer_norm(nb_ctx *ctx, nb_tensor *x, nb_tensor *w, nb_tensor *b, double eps);
+
+/* ---- fused attention -------------------------------------------------------- */
+/* Scaled dot-product attention in one op, PyTorch's
+ * F.scaled_dot_product_attention(q', k', v', mask, dropout_p, is_causal,
+ * scale) with q' = q.transpose(1, 2) (and k', v'), output transposed back
+ * and heads merged:
+ *
+ *   q (B, Tq, H, hd), k (B, Tk, H, hd), v (B, Tk, H, hdv) -> (B, Tq, H * hdv)
+ *   w[b,h,i,:] = softmax_j(scale * q[b,i,h,:] . k[b,j,h,:]), key j hidden
+ *                (weight 0) when causal and j > i, or key_padding_mask[b, j]
+ *   out[b, i, h*hdv : (h+1)*hdv] = sum_j dropout(w[b,h,i,j]) v[b,j,h,:]
+ *
+ * q, k, v are the (B, T, H * hd) outputs of Linear layers viewed as
+ * (B, T, H, hd) (nb_view: no copy); the output is what out_proj reads.
+ * key_padding_mask: BOOL (B, Tk), true = that key is padding (NULL: none).
+ * scale: usually 1 / sqrt(hd). dropout_p in [0, 1]: each weight is zeroed
+ * with probability p and the rest scaled by 1 / (1 - p), with the mask
+ * nb_sdpa_dropout_mask(.., p, seed) gives; pass 0 in eval mode (as with
+ * PyTorch's dropout_p, there is no train flag). The same seed gives the same
+ * mask; draw a fresh seed per step.
+ *
+ * Computed flash-attention style: the (Tq, Tk) weights are never stored
+ * (backward recomputes them from a saved log-sum-exp per query row, and
+ * regenerates the dropout mask from the seed), and tiles the masks hide
+ * completely are skipped. A query that sees no key gets zeros and zero
+ * gradient, as nb_softmax gives a fully masked row. The composed ops
+ * (matmul, causal_fill, masked_fill, scale, softmax, dropout, matmul) give
+ * the same values to rounding. Gradients flow to q, k and v (which may be
+ * the same tensor). Errors name q, k, v and their shapes. */
+nb_tensor *nb_sdpa(nb_ctx *ctx, nb_tensor *q, nb_tensor *k, nb_tensor *v,
+                   const nb_tensor *key_padding_mask, bool causal, double scale,
+                   double dropout_p, uint64_t seed);
+/* The dropout keep mask nb_sdpa uses for (B = batch, H = heads, Tq, Tk, p,
+ * seed): a new BOOL (batch, heads, t_q, t_k) tensor in ctx, true = kept.
+ * Row i of head (b, h) is PCG32 seeded (seed, (b * heads + h) * t_q + i);
+ * key j is kept when its j-th draw >> 8 is >= ceil(p * 2^24) (nb_dropout's
+ * rule). All true for p == 0, all false for p == 1. NULL with an error for
+ * p outside [0, 1] or bad sizes. */
+nb_tensor *nb_sdpa_dropout_mask(nb_ctx *ctx, int64_t batch, int64_t heads, int64_t t_q,
+                                int64_t t_k, double p, uint64_t seed);
 
 #ifdef __cplusplus
 }

@@ -20,8 +20,12 @@ nb_gradcheck_opts nb_gradcheck_defaults(void) {
 typedef struct gc {
     nb_gradcheck_fn f;
     void *user;
-    int n_in;
-    nb_tensor **x;   /* float64 copies (leaves) of the inputs */
+    int n_in;        /* inputs, then listed parameters */
+    int n_user;      /* how many of them are f's inputs (in[]) */
+    const nb_tensor_list *params; /* the listed parameters, or NULL */
+    nb_tensor *saved; /* each parameter's own struct while it is rebound */
+    int n_bound;      /* how many parameters are rebound */
+    nb_tensor **x;   /* float64 copies (leaves) of the inputs; rebound parameters */
     bool *check;     /* which inputs are differentiated */
     nb_ctx *leaves;  /* owns x */
     nb_ctx *work;    /* reset for every evaluation */
@@ -160,66 +164,82 @@ static bool keep_direction(gc *g, nb_tensor *const *u, int n, const double *v, s
     return true;
 }
 
+/* Fast mode, one direction: v^T J u against its central difference. Every
+ * evaluation resets g->work, so the output's size is kept in m, never read
+ * from a tensor of an earlier evaluation. */
+static nb_status fast_direction(gc *g, const nb_gradcheck_opts *o, nb_tensor *const *u, int d,
+                                nb_pcg32 *rng, double *worst) {
+    int n = g->n_in;
+    nb_tensor *y = eval(g, true);
+    if (!y) return eval_failed(g);
+    size_t m = y->numel;
+    nb_tensor *v = nb_normal(g->work, NB_F64, y->ndim, y->shape, 0.0, 1.0, rng);
+    if (!v) return eval_failed(g);
+    double *vd = malloc(m * sizeof *vd);
+    if (!vd) return fail(g, NB_ERR_MEMORY, "out of memory");
+    memcpy(vd, v->data, m * sizeof *vd);
+    for (int i = 0; i < n; i++) nb_zero_grad(g->x[i]);
+    if (y->requires_grad && nb_backward(g->work, y, v) != NB_OK) {
+        free(vd);
+        return eval_failed(g);
+    }
+    double analytic = 0.0;
+    for (int i = 0; i < n; i++)
+        if (u[i])
+            for (size_t k = 0; k < u[i]->numel; k++)
+                analytic += nb_grad_get(g->x[i], k) * ((double *)u[i]->data)[k];
+    double f[2];
+    for (int s = 0; s < 2; s++) {
+        double sign = s ? -1.0 : 1.0;
+        for (int i = 0; i < n; i++)
+            if (u[i])
+                for (size_t k = 0; k < u[i]->numel; k++)
+                    ((double *)g->x[i]->data)[k] += sign * o->eps * ((double *)u[i]->data)[k];
+        nb_tensor *yy = eval(g, false);
+        f[s] = 0.0;
+        if (yy && yy->numel == m)
+            for (size_t j = 0; j < m; j++) f[s] += ((double *)yy->data)[j] * vd[j];
+        for (int i = 0; i < n; i++)
+            if (u[i])
+                for (size_t k = 0; k < u[i]->numel; k++)
+                    ((double *)g->x[i]->data)[k] -= sign * o->eps * ((double *)u[i]->data)[k];
+        if (!yy || yy->numel != m) {
+            free(vd);
+            return yy ? fail(g, NB_ERR_STATE, "the function's output changed size between "
+                                              "evaluations")
+                      : eval_failed(g);
+        }
+    }
+    bool became_worst =
+        compare(g, analytic, (f[0] - f[1]) / (2 * o->eps), -1, (size_t)d, 0, o, worst);
+    bool kept = !became_worst || keep_direction(g, u, n, vd, m);
+    free(vd);
+    return kept ? NB_OK : fail(g, NB_ERR_MEMORY, "out of memory");
+}
+
 /* Fast mode: v^T J u for random unit-scale u (inputs) and v (output). */
 static nb_status check_fast(gc *g, const nb_gradcheck_opts *o, double *worst) {
     nb_pcg32 rng;
     nb_pcg32_seed(&rng, o->seed, 54);
     int dirs = o->n_dirs > 0 ? o->n_dirs : 4;
-    for (int d = 0; d < dirs; d++) {
+    int n = g->n_in;
+    nb_tensor **u = calloc((size_t)(n ? n : 1), sizeof *u);
+    if (!u) return fail(g, NB_ERR_MEMORY, "out of memory");
+    nb_status st = NB_OK;
+    for (int d = 0; d < dirs && st == NB_OK; d++) {
         /* directions live on the leaves context, beside the inputs */
-        nb_tensor *u[64];
-        int n = g->n_in < 64 ? g->n_in : 64;
         for (int i = 0; i < n; i++)
             u[i] = g->check[i] ? nb_normal(g->leaves, NB_F64, g->x[i]->ndim, g->x[i]->shape,
                                            0.0, 1.0, &rng)
                                : NULL;
-        if (nb_ctx_error(g->leaves)) return fail(g, NB_ERR_MEMORY, nb_ctx_error(g->leaves));
-        nb_tensor *y = eval(g, true);
-        if (!y) return eval_failed(g);
-        nb_tensor *v = nb_normal(g->work, NB_F64, y->ndim, y->shape, 0.0, 1.0, &rng);
-        if (!v) return eval_failed(g);
-        double *vd = malloc(y->numel * sizeof *vd);
-        if (!vd) return fail(g, NB_ERR_MEMORY, "out of memory");
-        memcpy(vd, v->data, y->numel * sizeof *vd);
-        for (int i = 0; i < g->n_in; i++) nb_zero_grad(g->x[i]);
-        if (y->requires_grad && nb_backward(g->work, y, v) != NB_OK) {
-            free(vd);
-            return eval_failed(g);
+        if (nb_ctx_error(g->leaves)) {
+            st = fail(g, NB_ERR_MEMORY, nb_ctx_error(g->leaves));
+            break;
         }
-        double analytic = 0.0;
-        for (int i = 0; i < n; i++)
-            if (u[i])
-                for (size_t k = 0; k < u[i]->numel; k++)
-                    analytic += nb_grad_get(g->x[i], k) * ((double *)u[i]->data)[k];
-        double f[2];
-        for (int s = 0; s < 2; s++) {
-            double sign = s ? -1.0 : 1.0;
-            for (int i = 0; i < n; i++)
-                if (u[i])
-                    for (size_t k = 0; k < u[i]->numel; k++)
-                        ((double *)g->x[i]->data)[k] += sign * o->eps * ((double *)u[i]->data)[k];
-            nb_tensor *yy = eval(g, false);
-            f[s] = 0.0;
-            if (yy)
-                for (size_t j = 0; j < yy->numel; j++) f[s] += ((double *)yy->data)[j] * vd[j];
-            for (int i = 0; i < n; i++)
-                if (u[i])
-                    for (size_t k = 0; k < u[i]->numel; k++)
-                        ((double *)g->x[i]->data)[k] -= sign * o->eps * ((double *)u[i]->data)[k];
-            if (!yy) {
-                free(vd);
-                return eval_failed(g);
-            }
-        }
-        bool became_worst =
-            compare(g, analytic, (f[0] - f[1]) / (2 * o->eps), -1, (size_t)d, 0, o, worst);
-        if (became_worst && !keep_direction(g, u, n, vd, y->numel)) {
-            free(vd);
-            return fail(g, NB_ERR_MEMORY, "out of memory");
-        }
-        free(vd);
+        st = fast_direction(g, o, u, d, &rng, worst);
     }
-    return NB_OK;
+    free(u);
+    return st;
 }
 
 /* ---- blame: which op's backward is wrong ----------------------------------- */
@@ -701,11 +721,11 @@ static void describe_blame(const nb_gradcheck_result *r, bool y_untracked, char 
         snprintf(buf, n, "input %d of op #%d '%s' (%s) changes with the checked inputs but is "
                          "not on the tape (made with grad disabled, or by a custom op that was not "
                          "recorded)",
-                 r->blame_input + 1, r->blame_index, r->blame_op, site);
+                 r->blame_input, r->blame_index, r->blame_op, site);
     else {
         char input[32] = "";
         if (r->blame_input >= 0)
-            snprintf(input, sizeof input, " for its input %d", r->blame_input + 1);
+            snprintf(input, sizeof input, " for its input %d", r->blame_input);
         snprintf(buf, n, "backward of op #%d '%s' (%s) disagrees with finite differences%s "
                          "(along one direction, %.6g by its rule vs %.6g by differences%s)",
                  r->blame_index, r->blame_op, site, input, r->blame_analytic, r->blame_numeric,
@@ -713,37 +733,122 @@ static void describe_blame(const nb_gradcheck_result *r, bool y_untracked, char 
     }
 }
 
-nb_status nb_gradcheck(nb_gradcheck_fn f, void *user, int n_in, nb_tensor *const *in,
-                       const nb_gradcheck_opts *opts, nb_gradcheck_result *res) {
+/* "input 2" for an input, "input 3 (parameter 'out_proj.weight')" for a
+ * listed parameter: one 0-based numbering, inputs first, as PyTorch's
+ * gradcheck(f, params + inputs) numbers its tuple. */
+static void input_label(const gc *g, int i, char *buf, size_t n) {
+    int k = i - g->n_user;
+    if (k >= 0 && g->params && g->params->names[k])
+        snprintf(buf, n, "input %d (parameter '%.64s')", i, g->params->names[k]);
+    else
+        snprintf(buf, n, "input %d", i);
+}
+
+/* res->message from the finished check and blame. */
+static void write_message(const gc *g, const nb_gradcheck_opts *o, bool y_untracked,
+                          nb_status bst) {
+    nb_gradcheck_result *res = g->res;
+    char check[320], who[448] = "", label[96];
+    if (res->passed)
+        snprintf(check, sizeof check, "passed, max |error| %.3g", res->max_abs_err);
+    else if (o->fast)
+        snprintf(check, sizeof check,
+                 "v^T J u along direction %zu: analytic %.10g vs numeric %.10g "
+                 "(|error| %.3g > atol %g + rtol %g * |numeric|)",
+                 res->worst_index, res->analytic, res->numeric,
+                 fabs(res->analytic - res->numeric), o->atol, o->rtol);
+    else {
+        input_label(g, res->worst_input, label, sizeof label);
+        snprintf(check, sizeof check,
+                 "d out[%zu] / d %s [%zu]: analytic %.10g vs numeric %.10g "
+                 "(|error| %.3g > atol %g + rtol %g * |numeric|)",
+                 res->worst_output, label, res->worst_index, res->analytic, res->numeric,
+                 fabs(res->analytic - res->numeric), o->atol, o->rtol);
+    }
+    describe_blame(res, y_untracked, who, sizeof who);
+    if (who[0] && res->passed)
+        snprintf(res->message, sizeof res->message, "gradcheck: %.160s, but %.330s", check, who);
+    else if (who[0])
+        snprintf(res->message, sizeof res->message, "gradcheck: %.310s; worst element %.170s",
+                 who, check);
+    else
+        snprintf(res->message, sizeof res->message, "gradcheck: %.300s%s", check,
+                 res->passed           ? ""
+                 : bst == NB_ERR_STATE ? " (no op blamed: f recorded a different tape on "
+                                         "each call)"
+                 : bst != NB_OK        ? " (no op blamed: the search failed)"
+                                       : " (no op blamed: every recorded op's backward "
+                                         "agrees with finite differences)");
+}
+
+/* Makes g->x[i] a float64 leaf for every input and listed parameter. Inputs
+ * are copied; a parameter is rebound in place (its struct saved in
+ * g->saved and restored by unbind) so that f, reading it where the module
+ * keeps it, sees the float64 copy and backward fills that copy's grad. */
+static nb_status bind(gc *g, nb_tensor *const *in) {
+    int n_par = g->n_in - g->n_user;
+    bool any_marked = false;
+    for (int i = 0; i < g->n_user; i++) any_marked |= in[i]->requires_grad;
+    for (int k = 0; k < n_par; k++) any_marked |= g->params->t[k]->requires_grad;
+    for (int i = 0; i < g->n_in; i++) {
+        nb_tensor *src = i < g->n_user ? in[i] : g->params->t[i - g->n_user];
+        bool flt = src->dtype == NB_F32 || src->dtype == NB_F64;
+        nb_tensor *c = nb_copy(g->leaves, src, flt ? NB_F64 : src->dtype);
+        g->check[i] = flt && (any_marked ? src->requires_grad : true);
+        if (c && g->check[i]) nb_requires_grad(c);
+        if (nb_ctx_error(g->leaves)) return fail(g, NB_ERR_MEMORY, nb_ctx_error(g->leaves));
+        g->x[i] = c;
+        if (i < g->n_user) continue;
+        nb_tensor *p = g->params->t[i - g->n_user];
+        g->saved[i - g->n_user] = *p;
+        c->name = p->name;
+        *p = *c;
+        g->x[i] = p;
+        g->n_bound++;
+    }
+    return NB_OK;
+}
+
+/* Gives the parameters back their own dtype, values, grad and flags. */
+static void unbind(gc *g) {
+    for (int k = g->n_bound - 1; k >= 0; k--) *g->params->t[k] = g->saved[k];
+    g->n_bound = 0;
+}
+
+static nb_status gradcheck_all(nb_gradcheck_fn f, void *user, const nb_tensor_list *params,
+                               int n_in, nb_tensor *const *in, const nb_gradcheck_opts *opts,
+                               nb_gradcheck_result *res) {
     nb_gradcheck_result local;
     if (!res) res = &local;
     memset(res, 0, sizeof *res);
     res->worst_input = -1;
     res->blame_index = -1;
     res->blame_input = -1;
-    gc g = {f, user, n_in, NULL, NULL, NULL, NULL, res, NULL, NULL};
+    int n_par = params ? params->n : 0;
+    gc g = {.f = f, .user = user, .n_in = n_in, .n_user = n_in, .params = params, .res = res};
     if (!f || n_in < 0 || (n_in > 0 && !in)) return fail(&g, NB_ERR_NULL, "f and inputs are required");
+    if (n_par < 0 || n_par > NB_LIST_MAX) return fail(&g, NB_ERR_SIZE, "the parameter list is corrupt");
     for (int i = 0; i < n_in; i++)
         if (!in[i]) return fail(&g, NB_ERR_NULL, "an input is NULL");
+    for (int k = 0; k < n_par; k++) {
+        char msg[128];
+        snprintf(msg, sizeof msg, "parameter %d ('%.64s') is NULL", k,
+                 params->names[k] ? params->names[k] : "");
+        if (!params->t[k]) return fail(&g, NB_ERR_NULL, msg);
+    }
     nb_gradcheck_opts o = opts ? *opts : nb_gradcheck_defaults();
 
+    g.n_in = n_in + n_par;
+    size_t slots = (size_t)(g.n_in ? g.n_in : 1);
     g.leaves = nb_ctx_new(0);
     g.work = nb_ctx_new(0);
-    g.x = calloc((size_t)(n_in ? n_in : 1), sizeof *g.x);
-    g.check = calloc((size_t)(n_in ? n_in : 1), sizeof *g.check);
+    g.x = calloc(slots, sizeof *g.x);
+    g.check = calloc(slots, sizeof *g.check);
+    g.saved = calloc(slots, sizeof *g.saved);
     nb_status st = NB_OK;
-    if (!g.leaves || !g.work || !g.x || !g.check) st = fail(&g, NB_ERR_MEMORY, "out of memory");
-
-    /* Check the inputs marked requires_grad; if none is, every float input. */
-    bool any_marked = false;
-    for (int i = 0; i < n_in; i++) any_marked |= in[i]->requires_grad;
-    for (int i = 0; i < n_in && st == NB_OK; i++) {
-        bool flt = in[i]->dtype == NB_F32 || in[i]->dtype == NB_F64;
-        g.x[i] = nb_copy(g.leaves, in[i], flt ? NB_F64 : in[i]->dtype);
-        g.check[i] = flt && (any_marked ? in[i]->requires_grad : true);
-        if (g.check[i]) nb_requires_grad(g.x[i]);
-        if (nb_ctx_error(g.leaves)) st = fail(&g, NB_ERR_MEMORY, nb_ctx_error(g.leaves));
-    }
+    if (!g.leaves || !g.work || !g.x || !g.check || !g.saved)
+        st = fail(&g, NB_ERR_MEMORY, "out of memory");
+    if (st == NB_OK) st = bind(&g, in);
     double worst = -INFINITY;
     if (st == NB_OK) st = o.fast ? check_fast(&g, &o, &worst) : check_full(&g, &o, &worst);
     if (st == NB_OK) {
@@ -751,44 +856,28 @@ nb_status nb_gradcheck(nb_gradcheck_fn f, void *user, int n_in, nb_tensor *const
         bool y_untracked = false;
         nb_status bst = NB_OK;
         if (!res->passed || o.blame) bst = blame(&g, &o, !res->passed, &y_untracked);
-        char check[256], who[448] = "";
-        if (res->passed)
-            snprintf(check, sizeof check, "passed, max |error| %.3g", res->max_abs_err);
-        else if (o.fast)
-            snprintf(check, sizeof check,
-                     "v^T J u along direction %zu: analytic %.10g vs numeric %.10g "
-                     "(|error| %.3g > atol %g + rtol %g * |numeric|)",
-                     res->worst_index, res->analytic, res->numeric,
-                     fabs(res->analytic - res->numeric), o.atol, o.rtol);
-        else
-            snprintf(check, sizeof check,
-                     "d out[%zu] / d input %d [%zu]: analytic %.10g vs numeric %.10g "
-                     "(|error| %.3g > atol %g + rtol %g * |numeric|)",
-                     res->worst_output, res->worst_input + 1, res->worst_index, res->analytic,
-                     res->numeric, fabs(res->analytic - res->numeric), o.atol, o.rtol);
-        describe_blame(res, y_untracked, who, sizeof who);
-        if (who[0] && res->passed)
-            snprintf(res->message, sizeof res->message, "gradcheck: %.160s, but %.330s", check,
-                     who);
-        else if (who[0])
-            snprintf(res->message, sizeof res->message, "gradcheck: %.310s; worst element %.170s",
-                     who, check);
-        else
-            snprintf(res->message, sizeof res->message, "gradcheck: %s%s", check,
-                     res->passed            ? ""
-                     : bst == NB_ERR_STATE  ? " (no op blamed: f recorded a different tape on "
-                                              "each call)"
-                     : bst != NB_OK         ? " (no op blamed: the search failed)"
-                                            : " (no op blamed: every recorded op's backward "
-                                              "agrees with finite differences)");
+        write_message(&g, &o, y_untracked, bst);
         st = res->passed ? NB_OK : NB_ERR_VALUE;
     }
+    unbind(&g);
     nb_ctx_free(g.leaves);
     nb_ctx_free(g.work);
-    for (int i = 0; g.worst_u && i < n_in; i++) free(g.worst_u[i]);
+    for (int i = 0; g.worst_u && i < g.n_in; i++) free(g.worst_u[i]);
     free(g.worst_u);
     free(g.worst_v);
     free(g.x);
     free(g.check);
+    free(g.saved);
     return st;
+}
+
+nb_status nb_gradcheck(nb_gradcheck_fn f, void *user, int n_in, nb_tensor *const *in,
+                       const nb_gradcheck_opts *opts, nb_gradcheck_result *res) {
+    return gradcheck_all(f, user, NULL, n_in, in, opts, res);
+}
+
+nb_status nb_gradcheck_params(nb_gradcheck_fn f, void *user, const nb_tensor_list *params,
+                              int n_in, nb_tensor *const *in, const nb_gradcheck_opts *opts,
+                              nb_gradcheck_result *res) {
+    return gradcheck_all(f, user, params, n_in, in, opts, res);
 }

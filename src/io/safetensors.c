@@ -171,6 +171,33 @@ nb_status nb_io_fail(nb_ctx *ctx, nb_status s, const char *op, const char *path,
 /* ---- saving ------------------------------------------------------------------ */
 #define SAVE "save_safetensors"
 
+long nb_io_fault_at, nb_io_fault_calls;
+
+bool nb_io_fault(void) {
+    if (++nb_io_fault_calls != nb_io_fault_at) return false;
+    errno = EIO;
+    return true;
+}
+
+/* The writer's system calls, each behind the failure-injection hook. */
+static bool io_write(FILE *f, const void *p, size_t n) {
+    return !nb_io_fault() && fwrite(p, 1, n, f) == n;
+}
+static bool io_flush_sync(FILE *f) {
+    return !nb_io_fault() && fflush(f) == 0 && !nb_io_fault() && fsync(fileno(f)) == 0;
+}
+static bool io_close(FILE *f) {
+    if (nb_io_fault()) {
+        fclose(f);
+        errno = EIO;
+        return false;
+    }
+    return fclose(f) == 0;
+}
+static bool io_rename(const char *from, const char *to) {
+    return !nb_io_fault() && rename(from, to) == 0;
+}
+
 /* A growing byte buffer for the header; `oom` makes later appends no-ops. */
 typedef struct st_buf {
     char *p;
@@ -323,7 +350,7 @@ static void build_header(st_buf *b, const nb_tensor_list *list, int n_meta,
 /* Writes t's elements little-endian (BOOL as 0/1 bytes). */
 static bool write_tensor(FILE *f, const nb_tensor *t) {
     size_t width = nb_dtype_size(t->dtype), bytes = t->numel * width;
-    if (host_is_little_endian() && t->dtype != NB_BOOL) return fwrite(t->data, 1, bytes, f) == bytes;
+    if (host_is_little_endian() && t->dtype != NB_BOOL) return io_write(f, t->data, bytes);
     unsigned char chunk[4096]; /* a multiple of every element width */
     const unsigned char *src = t->data;
     for (size_t done = 0; done < bytes;) {
@@ -333,7 +360,7 @@ static bool write_tensor(FILE *f, const nb_tensor *t) {
             for (size_t i = 0; i < n; i++) chunk[i] = chunk[i] != 0;
         else
             swap_elements(chunk, n, width);
-        if (fwrite(chunk, 1, n, f) != n) return false;
+        if (!io_write(f, chunk, n)) return false;
         done += n;
     }
     return true;
@@ -358,7 +385,7 @@ static void sync_parent_dir(const char *path) {
     int fd = open(dir, O_RDONLY);
     free(dir);
     if (fd >= 0) {
-        (void)fsync(fd);
+        if (!nb_io_fault()) (void)fsync(fd);
         close(fd);
     }
 }
@@ -399,20 +426,19 @@ nb_status nb_save_safetensors(nb_ctx *ctx, const char *path, const nb_tensor_lis
     }
     unsigned char size8[8];
     for (int k = 0; k < 8; k++) size8[k] = (unsigned char)((uint64_t)hdr.len >> (8 * k));
-    bool ok = fwrite(size8, 1, 8, f) == 8 && fwrite(hdr.p, 1, hdr.len, f) == hdr.len;
+    bool ok = io_write(f, size8, 8) && io_write(f, hdr.p, hdr.len);
     for (int i = 0; ok && i < list->n; i++) ok = write_tensor(f, nb_list_tensor(list, i));
-    ok = ok && fflush(f) == 0 && fsync(fileno(f)) == 0;
+    ok = ok && io_flush_sync(f);
     if (ok) {
-        int rc = fclose(f);
+        ok = io_close(f);
         f = NULL;
-        ok = rc == 0;
     }
     if (!ok) {
         st = nb_io_fail(ctx, NB_ERR_IO, SAVE, path, "writing '%s' failed: %s", tmp,
                         strerror(errno));
         goto remove_tmp;
     }
-    if (rename(tmp, path) != 0) {
+    if (!io_rename(tmp, path)) {
         st = nb_io_fail(ctx, NB_ERR_IO, SAVE, path, "cannot rename '%s' over it: %s", tmp,
                         strerror(errno));
         goto remove_tmp;
@@ -642,6 +668,41 @@ static nb_status read_tensors(nb_ctx *ctx, const char *path, FILE *f, const st_e
     return NB_OK;
 }
 
+/* Opens path for reading if it is a regular file. The open does not block
+ * (O_NONBLOCK: a FIFO with no writer would otherwise hang it) and the type
+ * is checked on the descriptor, so FIFOs, devices such as /dev/zero and
+ * directories are refused before anything is read. */
+static FILE *open_regular(nb_ctx *ctx, const char *path, struct stat *sb, nb_status *st) {
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
+        *st = nb_io_fail(ctx, NB_ERR_IO, LOAD, path, "cannot open: %s", strerror(errno));
+        return NULL;
+    }
+    if (fstat(fd, sb) != 0) {
+        *st = nb_io_fail(ctx, NB_ERR_IO, LOAD, path, "cannot stat: %s", strerror(errno));
+        close(fd);
+        return NULL;
+    }
+    if (!S_ISREG(sb->st_mode)) {
+        *st = nb_io_fail(ctx, NB_ERR_IO, LOAD, path, "not a regular file (%s)",
+                         S_ISDIR(sb->st_mode)    ? "a directory"
+                         : S_ISFIFO(sb->st_mode) ? "a FIFO"
+                         : S_ISCHR(sb->st_mode)  ? "a character device"
+                         : S_ISBLK(sb->st_mode)  ? "a block device"
+                         : S_ISSOCK(sb->st_mode) ? "a socket"
+                                                 : "not a file");
+        close(fd);
+        return NULL;
+    }
+    int flags = fcntl(fd, F_GETFL);
+    FILE *f = flags < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) < 0 ? NULL : fdopen(fd, "rb");
+    if (!f) {
+        *st = nb_io_fail(ctx, NB_ERR_IO, LOAD, path, "cannot open: %s", strerror(errno));
+        close(fd);
+    }
+    return f;
+}
+
 nb_status nb_load_safetensors_meta(nb_ctx *ctx, const char *path, nb_tensor_list *out,
                                    int max_meta, int *n_meta, const char **keys,
                                    const char **values) {
@@ -663,17 +724,9 @@ nb_status nb_load_safetensors_meta(nb_ctx *ctx, const char *path, nb_tensor_list
     st_entry *entries = NULL;
     const char **names = NULL;
     nb_tensor **ts = NULL;
-    FILE *f = fopen(path, "rb");
     struct stat sb;
-    if (!f) return nb_io_fail(ctx, NB_ERR_IO, LOAD, path, "cannot open: %s", strerror(errno));
-    if (fstat(fileno(f), &sb) != 0) {
-        st = nb_io_fail(ctx, NB_ERR_IO, LOAD, path, "cannot stat: %s", strerror(errno));
-        goto done;
-    }
-    if (!S_ISREG(sb.st_mode)) {
-        st = nb_io_fail(ctx, NB_ERR_IO, LOAD, path, "not a regular file");
-        goto done;
-    }
+    FILE *f = open_regular(ctx, path, &sb, &st);
+    if (!f) return st;
     uint64_t file_len = (uint64_t)sb.st_size;
     if (file_len < 8) {
         st = nb_io_fail(ctx, NB_ERR_FORMAT, LOAD, path,

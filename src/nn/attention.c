@@ -5,7 +5,9 @@
  *
  * Every forward is a chain of recorded ops (matmul, transpose, causal_fill,
  * scale, softmax, dropout, ...), so the gradients come from the ops'
- * backward rules; nothing here has a backward of its own. Ops return NULL
+ * backward rules; nothing here has a backward of its own. CausalAttention
+ * and MultiHeadAttention run that core as one fused op (nb_sdpa) unless
+ * their use_fused is false. Ops return NULL
  * at once once the context holds an error, so the chains need no checks
  * between steps. */
 #include "nn_internal.h"
@@ -33,6 +35,28 @@ static nb_tensor *causal_attend(nb_ctx *ctx, nb_tensor *scores, const nb_tensor 
     if (attn_weights) *attn_weights = weights;
     weights = nb_nn_dropout_forward(ctx, dropout, weights);
     return nb_matmul(ctx, weights, values);
+}
+
+/* The same core in one fused op (nb_sdpa): queries, keys, values (B, T,
+ * H * hd) are read as (B, T, H, hd) views, causal, the key-padding mask as
+ * given (BOOL (B, T) or NULL), scaled by 1/sqrt(hd) -> (B, T, H * hd), heads
+ * merged. In train mode with 0 < p < 1 the dropout seed is two draws from
+ * the Dropout's rng, high word first. */
+static nb_tensor *fused_attend(nb_ctx *ctx, nb_tensor *queries, nb_tensor *keys,
+                               nb_tensor *values, int64_t heads, const nb_tensor *kpm,
+                               nb_nn_dropout *dropout) {
+    if (!queries || !keys || !values) return NULL;
+    int64_t b = queries->shape[0], t = queries->shape[1], hd = queries->shape[2] / heads;
+    double p = dropout->training ? dropout->p : 0.0;
+    uint64_t seed = 0;
+    if (p > 0.0 && p < 1.0) {
+        seed = (uint64_t)nb_pcg32_next(dropout->rng) << 32;
+        seed |= nb_pcg32_next(dropout->rng);
+    }
+    return nb_sdpa(ctx, nb_view(ctx, queries, NB_SHAPE(b, t, heads, hd)),
+                   nb_view(ctx, keys, NB_SHAPE(b, t, heads, hd)),
+                   nb_view(ctx, values, NB_SHAPE(b, t, heads, hd)), kpm, true,
+                   1.0 / sqrt((double)hd), p, seed);
 }
 
 /* Argument checks shared by the attention inits, reported under `cls`. */
@@ -234,6 +258,7 @@ nb_status nb_nn_causal_attention_init(nb_nn_causal_attention *m, nb_ctx *pctx, i
     m->d_out = d_out;
     m->context_length = context_length;
     m->training = true;
+    m->use_fused = true;
     return NB_OK;
 }
 
@@ -253,6 +278,8 @@ nb_tensor *nb_nn_causal_attention_forward_masked(nb_ctx *ctx, nb_nn_causal_atten
     nb_tensor *keys = nb_nn_linear_forward(ctx, &m->W_key, x);      /* (B, T, d_out) */
     nb_tensor *values = nb_nn_linear_forward(ctx, &m->W_value, x);  /* (B, T, d_out) */
     nb_tensor *queries = nb_nn_linear_forward(ctx, &m->W_query, x); /* (B, T, d_out) */
+    if (m->use_fused && !attn_weights) /* one head: (B, T, 1, d_out) */
+        return fused_attend(ctx, queries, keys, values, 1, key_padding_mask, &m->dropout);
     nb_tensor *scores = nb_matmul(ctx, queries, nb_transpose(ctx, keys, 1, 2)); /* (B, T, T) */
     /* masked, scaled softmax, dropout, @ values: (B, T, d_out) */
     return causal_attend(ctx, scores, pad, m->d_out, &m->dropout, values, attn_weights);
@@ -349,6 +376,7 @@ nb_status nb_nn_mha_init(nb_nn_mha *m, nb_ctx *pctx, int64_t d_in, int64_t d_out
     m->num_heads = num_heads;
     m->head_dim = d_out / num_heads;
     m->training = true;
+    m->use_fused = true;
     return NB_OK;
 }
 
@@ -368,6 +396,11 @@ nb_tensor *nb_nn_mha_forward_masked(nb_ctx *ctx, nb_nn_mha *m, nb_tensor *x,
     nb_tensor *keys = nb_nn_linear_forward(ctx, &m->W_key, x);      /* (B, T, d_out) */
     nb_tensor *values = nb_nn_linear_forward(ctx, &m->W_value, x);  /* (B, T, d_out) */
     nb_tensor *queries = nb_nn_linear_forward(ctx, &m->W_query, x); /* (B, T, d_out) */
+    if (m->use_fused && !attn_weights) {
+        nb_tensor *context = fused_attend(ctx, queries, keys, values, h, key_padding_mask,
+                                          &m->dropout); /* (B, T, d_out), heads merged */
+        return nb_nn_linear_forward(ctx, &m->out_proj, context);
+    }
     /* split d_out into heads: (B, T, H, hd), then heads first: (B, H, T, hd) */
     keys = nb_transpose(ctx, nb_view(ctx, keys, NB_SHAPE(b, t, h, hd)), 1, 2);
     values = nb_transpose(ctx, nb_view(ctx, values, NB_SHAPE(b, t, h, hd)), 1, 2);

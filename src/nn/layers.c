@@ -74,6 +74,10 @@ nb_status nb_params_add_prefixed(nb_tensor_list *dst, nb_ctx *pctx, const char *
         if (!s) return nb_ctx_status(pctx);
         snprintf(s, len, "%s.%s", prefix, nb_list_name(src, i));
         nb_status st = nb_list_add(dst, s, nb_list_tensor(src, i));
+        /* The tensor takes its module path, as state_dict names it, so tape
+         * pictures show "out_proj.bias" rather than a bare "bias"; nested
+         * modules prefix again on the way out, giving the full path. */
+        if (!st) nb_list_tensor(src, i)->name = s;
         if (st == NB_ERR_SIZE)
             return nb_ctx_fail(pctx, st, "params_add_prefixed: the list is full (%d tensors)",
                                dst->n);

@@ -29,7 +29,7 @@
  * has AVX2 and FMA. Define NB_NO_AVX2 to build only the portable one. FMA
  * rounds once per multiply-add, so results agree to rounding, not bit for
  * bit, across machines. */
-#include "nb_internal.h"
+#include "kernels/kernels.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(NB_NO_AVX2)
 #define MM_AVX2 1
@@ -37,7 +37,7 @@
 #define MM_AVX2 0
 #endif
 
-#define MM_KC 256 /* inner-dimension block: a strip of B is at most MM_KC x NR */
+#define MM_KC NB_GEMM_KC /* inner-dimension block: a strip of B is at most MM_KC x NR */
 
 /* The tile's row loop must be unrolled for its accumulators to live in
  * registers; gcc does not do it by itself at -O2. */
@@ -167,10 +167,12 @@ static bool mm_have_avx2(void) {
  * in order, from zero, per MM_KC block, then stored in or added to C), so
  * splitting C's rows or columns among threads does not change any bit. */
 #if MM_AVX2
-#define MM_GEMM(T)                                                                \
-    void nb_gemm_##T(T *c, const T *a, int64_t ars, int64_t acs, const T *b,      \
-                     int64_t brs, int64_t bcs, int64_t rows, int64_t inner,       \
-                     int64_t cols, bool add) {                                    \
+/* The unpacked AVX2 build where the CPU runs it, else the portable one. */
+#define MM_GEMM_UNPACKED(T)                                                       \
+    static void gemm_unpacked_##T(T *c, const T *a, int64_t ars, int64_t acs,     \
+                                  const T *b, int64_t brs, int64_t bcs,           \
+                                  int64_t rows, int64_t inner, int64_t cols,      \
+                                  bool add) {                                     \
         if (!mm_have_avx2())                                                      \
             gemm_##T##_base(c, a, ars, acs, b, brs, bcs, rows, inner, cols, add); \
         else if (cols <= MM_NR_##T##_avx2n && rows >= 8)                          \
@@ -179,15 +181,50 @@ static bool mm_have_avx2(void) {
             gemm_##T##_avx2(c, a, ars, acs, b, brs, bcs, rows, inner, cols, add); \
     }
 #else
-#define MM_GEMM(T)                                                                \
-    void nb_gemm_##T(T *c, const T *a, int64_t ars, int64_t acs, const T *b,      \
-                     int64_t brs, int64_t bcs, int64_t rows, int64_t inner,       \
-                     int64_t cols, bool add) {                                    \
+#define MM_GEMM_UNPACKED(T)                                                       \
+    static void gemm_unpacked_##T(T *c, const T *a, int64_t ars, int64_t acs,     \
+                                  const T *b, int64_t brs, int64_t bcs,           \
+                                  int64_t rows, int64_t inner, int64_t cols,      \
+                                  bool add) {                                     \
         gemm_##T##_base(c, a, ars, acs, b, brs, bcs, rows, inner, cols, add);     \
     }
 #endif
-MM_GEMM(float)
-MM_GEMM(double)
+MM_GEMM_UNPACKED(float)
+MM_GEMM_UNPACKED(double)
+
+/* nb_gemm_<T> (declared in nb_internal.h, also used by linear). float goes
+ * through the packed SIMD gemm (kernels/sgemm_packed.c) when the CPU has
+ * AVX-512 or AVX2 + FMA and the product is big enough to repay packing;
+ * double, small products and other CPUs use the unpacked kernels above.
+ * Every path computes an element of C the same way (an FMA chain over the
+ * inner index in order, from zero, per MM_KC block, then stored in or added
+ * to C), so the choice, and splitting C's rows or columns among threads,
+ * do not change any bit. */
+static const nb_sgemm_kernel *sgemm_kernel(void) {
+    static const nb_sgemm_kernel *k;
+    static bool chosen;
+    if (!chosen) {
+        k = nb_sgemm_kernel_best();
+        chosen = true;
+    }
+    return k;
+}
+
+void nb_gemm_float(float *c, const float *a, int64_t ars, int64_t acs, const float *b,
+                   int64_t brs, int64_t bcs, int64_t rows, int64_t inner, int64_t cols,
+                   bool add) {
+    const nb_sgemm_kernel *k = sgemm_kernel();
+    if (k && rows >= k->mr && cols >= 16 && rows * inner * cols >= 32768 &&
+        nb_sgemm_packed(k, c, a, ars, acs, b, brs, bcs, rows, inner, cols, add))
+        return;
+    gemm_unpacked_float(c, a, ars, acs, b, brs, bcs, rows, inner, cols, add);
+}
+
+void nb_gemm_double(double *c, const double *a, int64_t ars, int64_t acs, const double *b,
+                    int64_t brs, int64_t bcs, int64_t rows, int64_t inner, int64_t cols,
+                    bool add) {
+    gemm_unpacked_double(c, a, ars, acs, b, brs, bcs, rows, inner, cols, add);
+}
 
 /* ---- shapes ------------------------------------------------------------------ */
 
@@ -257,26 +294,118 @@ static bool mm_shapes(nb_ctx *ctx, const nb_tensor *a, const nb_tensor *b, mm_di
 #undef SHAPES
 }
 
-/* Runs BODY for every batch entry with ia, ib, ic: the matrix index of a, b
- * and the output. When b is one matrix shared by the whole batch, the batch
- * is folded into a's rows instead (one (batch*n, k) @ (k, m) product): BODY
- * then runs once with `rows` = batch * n. */
-#define MM_BATCH_FOR(d, b_is_2d, BODY)                                            \
-    do {                                                                          \
-        if (b_is_2d) {                                                            \
-            int64_t rows = (d)->batch[0] * (d)->batch[1] * (d)->n;                \
-            int64_t ia = 0, ib = 0, ic = 0;                                       \
-            BODY                                                                  \
-        } else {                                                                  \
-            int64_t rows = (d)->n, ic = 0;                                        \
-            for (int64_t b0 = 0; b0 < (d)->batch[0]; b0++)                        \
-                for (int64_t b1 = 0; b1 < (d)->batch[1]; b1++, ic++) {            \
-                    int64_t ia = b0 * (d)->sa[0] + b1 * (d)->sa[1];               \
-                    int64_t ib = b0 * (d)->sb[0] + b1 * (d)->sb[1];               \
-                    BODY                                                          \
-                }                                                                 \
-        }                                                                         \
-    } while (0)
+/* ---- threads ----------------------------------------------------------------- */
+
+/* One gemm call, as nb_gemm_<T> takes it; rows of c (and of a) can be split
+ * among threads, since each element of c is computed the same way. */
+typedef struct mm_gemm {
+    nb_dtype dt;
+    void *c;
+    const void *a, *b;
+    int64_t ars, acs, brs, bcs, rows, inner, cols;
+    bool add;
+} mm_gemm;
+
+static void mm_gemm_rows(const mm_gemm *g, int64_t lo, int64_t hi) {
+    if (g->dt == NB_F32)
+        nb_gemm_float((float *)g->c + lo * g->cols, (const float *)g->a + lo * g->ars, g->ars,
+                      g->acs, g->b, g->brs, g->bcs, hi - lo, g->inner, g->cols, g->add);
+    else
+        nb_gemm_double((double *)g->c + lo * g->cols, (const double *)g->a + lo * g->ars,
+                       g->ars, g->acs, g->b, g->brs, g->bcs, hi - lo, g->inner, g->cols, g->add);
+}
+
+static void mm_gemm_range(void *arg, int64_t lo, int64_t hi) { mm_gemm_rows(arg, lo, hi); }
+
+/* The fewest items worth a thread: about 256k multiply-adds. */
+static int64_t mm_grain(int64_t per_item) {
+    int64_t g = per_item > 0 ? ((int64_t)1 << 18) / per_item : 1;
+    return g > 0 ? g : 1;
+}
+
+/* One gemm on every thread, split over c's rows. */
+static void mm_gemm_par(mm_gemm *g) {
+    nb_parallel_for(g->rows, mm_grain(g->inner * g->cols), mm_gemm_range, g);
+}
+
+/* What a batched product computes for one batch entry. */
+typedef enum { MM_FORWARD, MM_GRAD_A, MM_GRAD_B } mm_mode;
+
+typedef struct mm_job {
+    mm_dims d;
+    mm_mode mode;
+    nb_dtype dt;
+    const void *A, *B, *G; /* inputs and the output's gradient */
+    void *C;               /* the output (forward) or the gradient written */
+} mm_job;
+
+/* The gemm of batch entry ic (ia, ib: the matrices of a and b it reads), or
+ * of the whole folded batch (b 2-d: ia = ib = ic = 0, `rows` rows). */
+static mm_gemm mm_entry(const mm_job *j, int64_t ia, int64_t ib, int64_t ic, int64_t rows) {
+    int64_t n = j->d.n, k = j->d.k, m = j->d.m;
+    size_t es = nb_dtype_size(j->dt);
+    const char *A = (const char *)j->A + (size_t)(ia * n * k) * es;
+    const char *B = (const char *)j->B + (size_t)(ib * k * m) * es;
+    switch (j->mode) {
+    case MM_FORWARD: /* C (rows, m) = A (rows, k) @ B (k, m) */
+        return (mm_gemm){j->dt, (char *)j->C + (size_t)(ic * n * m) * es, A, B,
+                         k, 1, m, 1, rows, k, m, false};
+    case MM_GRAD_A: /* dA (rows, k) += G (rows, m) @ B^T */
+        return (mm_gemm){j->dt, (char *)j->C + (size_t)(ia * n * k) * es,
+                         (const char *)j->G + (size_t)(ic * n * m) * es, B,
+                         m, 1, 1, m, rows, m, k, true};
+    default: /* dB (k, m) += A^T (k, rows) @ G (rows, m) */
+        return (mm_gemm){j->dt, (char *)j->C + (size_t)(ib * k * m) * es, A,
+                         (const char *)j->G + (size_t)(ic * n * m) * es,
+                         1, k, m, 1, k, rows, m, true};
+    }
+}
+
+static void mm_entry_index(const mm_dims *d, int64_t ic, int64_t *ia, int64_t *ib) {
+    int64_t b0 = ic / d->batch[1], b1 = ic % d->batch[1];
+    *ia = b0 * d->sa[0] + b1 * d->sa[1];
+    *ib = b0 * d->sb[0] + b1 * d->sb[1];
+}
+
+/* Batch entries [lo, hi), each on one thread. */
+static void mm_batch_range(void *arg, int64_t lo, int64_t hi) {
+    const mm_job *j = arg;
+    for (int64_t ic = lo; ic < hi; ic++) {
+        int64_t ia, ib;
+        mm_entry_index(&j->d, ic, &ia, &ib);
+        mm_gemm g = mm_entry(j, ia, ib, ic, j->d.n);
+        mm_gemm_rows(&g, 0, g.rows);
+    }
+}
+
+/* Runs the job on every thread. When b is one matrix shared by the whole
+ * batch, the batch is folded into a's rows (one (batch*n, k) @ (k, m)
+ * product) split over its rows. Otherwise batch entries are split among
+ * threads when each writes its own matrix; when several entries add into
+ * one (a gradient of a broadcast operand) they run in order, each split
+ * over its rows, so the sums keep their order. */
+static void mm_run(mm_job *j, bool b_is_2d) {
+    const mm_dims *d = &j->d;
+    int64_t entries = d->batch[0] * d->batch[1];
+    if (b_is_2d) {
+        mm_gemm g = mm_entry(j, 0, 0, 0, entries * d->n);
+        mm_gemm_par(&g);
+        return;
+    }
+    bool a_own = (d->sa[0] || d->batch[0] == 1) && (d->sa[1] || d->batch[1] == 1);
+    bool b_own = (d->sb[0] || d->batch[0] == 1) && (d->sb[1] || d->batch[1] == 1);
+    bool own = j->mode == MM_FORWARD || (j->mode == MM_GRAD_A ? a_own : b_own);
+    if (own && entries >= 4) {
+        nb_parallel_for(entries, mm_grain(d->n * d->k * d->m), mm_batch_range, j);
+        return;
+    }
+    for (int64_t ic = 0; ic < entries; ic++) {
+        int64_t ia, ib;
+        mm_entry_index(d, ic, &ia, &ib);
+        mm_gemm g = mm_entry(j, ia, ib, ic, d->n);
+        mm_gemm_par(&g);
+    }
+}
 
 /* ---- matmul: C = A @ B ------------------------------------------------------ */
 /* A (..., n, k), B (..., k, m), C (..., n, m).
@@ -286,27 +415,20 @@ static bool mm_shapes(nb_ctx *ctx, const nb_tensor *a, const nb_tensor *b, mm_di
 static void matmul_backward(nb_ctx *ctx, nb_node *node) {
     nb_tensor *a = node->in[0], *b = node->in[1], *out = node->out;
     void *ga = nb_grad_buffer(ctx, a), *gb = nb_grad_buffer(ctx, b);
-    mm_dims d;
+    mm_job j = {.dt = out->dtype, .A = a->data, .B = b->data, .G = out->grad};
     int nd;
     int64_t shape[NB_MAX_DIMS];
-    if (!mm_shapes(ctx, a, b, &d, &nd, shape)) return;
-    int64_t n = d.n, k = d.k, m = d.m;
-    bool b2 = b->ndim == 2;
-#define K(T)                                                                      \
-    {                                                                             \
-        const T *A = a->data, *B = b->data, *G = out->grad;                       \
-        T *dA = ga, *dB = gb;                                                     \
-        if (dA)                                                                   \
-            MM_BATCH_FOR(&d, b2,                                                  \
-                         nb_gemm_##T(dA + ia * n * k, G + ic * n * m, m, 1,       \
-                                     B + ib * k * m, 1, m, rows, m, k, true););   \
-        if (dB)                                                                   \
-            MM_BATCH_FOR(&d, b2,                                                  \
-                         nb_gemm_##T(dB + ib * k * m, A + ia * n * k, 1, k,       \
-                                     G + ic * n * m, m, 1, k, rows, m, true););   \
+    if (!mm_shapes(ctx, a, b, &j.d, &nd, shape)) return;
+    if (ga) {
+        j.mode = MM_GRAD_A;
+        j.C = ga;
+        mm_run(&j, b->ndim == 2);
     }
-    NB_DISPATCH(out->dtype, K);
-#undef K
+    if (gb) {
+        j.mode = MM_GRAD_B;
+        j.C = gb;
+        mm_run(&j, b->ndim == 2);
+    }
 }
 
 nb_tensor *nb_matmul(nb_ctx *ctx, nb_tensor *a, nb_tensor *b) {
@@ -318,18 +440,9 @@ nb_tensor *nb_matmul(nb_ctx *ctx, nb_tensor *a, nb_tensor *b) {
     if (!mm_shapes(ctx, a, b, &d, &nd, shape)) return NULL;
     nb_tensor *out = nb_empty_raw(ctx, a->dtype, nd, shape); /* gemm overwrites it */
     if (!out) return NULL;
-    int64_t n = d.n, k = d.k, m = d.m;
-    bool b2 = b->ndim == 2;
-#define K(T)                                                                      \
-    {                                                                             \
-        const T *A = a->data, *B = b->data;                                       \
-        T *C = out->data;                                                         \
-        MM_BATCH_FOR(&d, b2,                                                      \
-                     nb_gemm_##T(C + ic * n * m, A + ia * n * k, k, 1,            \
-                                 B + ib * k * m, m, 1, rows, k, m, false););      \
-    }
-    NB_DISPATCH(out->dtype, K);
-#undef K
+    mm_job j = {.d = d, .mode = MM_FORWARD, .dt = a->dtype, .A = a->data, .B = b->data,
+                .C = out->data};
+    mm_run(&j, b->ndim == 2);
     nb_record_op(ctx, NB_OP_MATMUL, out, 2, in, matmul_backward);
     return out;
 }

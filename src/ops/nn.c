@@ -3,7 +3,7 @@
  * Each op is fused: one forward kernel and one backward rule instead of a
  * chain of elementwise ops, so a training step records one node per layer
  * and allocates nothing but the output (and a small saved buffer). */
-#include "nb_internal.h"
+#include "kernels/kernels.h"
 
 /* Checks that the present (non-NULL where optional) inputs are floating and
  * share one dtype, naming them as the op's documentation does ("x",
@@ -17,6 +17,7 @@ static bool check_named_inputs(nb_ctx *ctx, const char *op, int n, nb_tensor *co
             return false;
         }
     }
+    if (!nb_check_live(ctx, op, n, (const nb_tensor *const *)in)) return false;
     for (int i = 0; i < n; i++) {
         if (!in[i]) continue;
         char s[64], s0[64];
@@ -201,26 +202,73 @@ nb_tensor *nb_linear(nb_ctx *ctx, nb_tensor *x, nb_tensor *w, nb_tensor *b) {
         memcpy(&a, &ua, sizeof a);                                            \
         return a;                                                             \
     }
-NN_PICK(float, uint32_t)
 NN_PICK(double, uint64_t)
 #undef NN_PICK
+
+/* A dropout pass over elements [lo, hi), on any thread: the forward draws
+ * its bits from `rng` moved lo steps on, so the mask is the one a single
+ * pass would draw. float goes through the SIMD kernels. */
+typedef struct drop_job {
+    const void *x, *dy;
+    void *y, *dx;
+    unsigned char *mask;
+    nb_pcg32 rng;         /* forward: the state before the first draw */
+    uint32_t threshold;
+    double scale;
+    nb_dtype dt;
+    const nb_vec_kernels *vk;
+} drop_job;
+
+/* The fewest elements worth a thread. */
+#define DROP_GRAIN 16384
+
+/* dx += dy * mask * scale over [lo, hi). */
+static void dropout_backward_range(void *arg, int64_t lo, int64_t hi) {
+    const drop_job *j = arg;
+    const unsigned char *mask = j->mask + lo;
+    size_t n = (size_t)(hi - lo);
+    if (j->dt == NB_F32) {
+        j->vk->dropout_bwd((float *)j->dx + lo, mask, (const float *)j->dy + lo,
+                           (float)j->scale, n);
+        return;
+    }
+    double *dx = (double *)j->dx + lo, sc = j->scale;
+    const double *g = (const double *)j->dy + lo;
+    for (size_t i = 0; i < n; i++) dx[i] = nn_pick_double(mask[i], dx[i] + g[i] * sc, dx[i]);
+}
 
 /* dx += dy * mask * scale; reuses the saved mask and scale = 1/(1-p) (0 for p == 1). */
 static void dropout_backward(nb_ctx *ctx, nb_node *n) {
     nb_tensor *x = n->in[0], *out = n->out;
     void *gx = nb_grad_buffer(ctx, x);
     if (!gx) return;
-    const unsigned char *mask = n->saved;
-    double scale = n->f[0];
-#define K_(T)                                                                             \
-    {                                                                                     \
-        T *dx = gx, sc = (T)scale;                                                        \
-        const T *g = out->grad;                                                           \
-        for (size_t i = 0; i < out->numel; i++)                                           \
-            dx[i] = nn_pick_##T(mask[i], dx[i] + g[i] * sc, dx[i]);                       \
+    drop_job j = {.dy = out->grad, .dx = gx, .mask = n->saved, .scale = n->f[0],
+                  .dt = out->dtype, .vk = nb_vec()};
+    nb_parallel_for((int64_t)out->numel, DROP_GRAIN, dropout_backward_range, &j);
+}
+
+/* y = x * mask * scale and the mask over [lo, hi), 256 draws at a time. */
+static void dropout_forward_range(void *arg, int64_t lo, int64_t hi) {
+    const drop_job *j = arg;
+    nb_pcg32 rng = j->rng;
+    nb_pcg32_advance(&rng, (uint64_t)lo);
+    uint32_t bits[256];
+    for (int64_t i0 = lo; i0 < hi; i0 += 256) {
+        size_t n = hi - i0 < 256 ? (size_t)(hi - i0) : 256;
+        j->vk->pcg32_fill(&rng, bits, n);
+        if (j->dt == NB_F32) {
+            j->vk->dropout((float *)j->y + i0, j->mask + i0, (const float *)j->x + i0, bits,
+                           j->threshold, (float)j->scale, n);
+            continue;
+        }
+        const double *xs = (const double *)j->x + i0;
+        double *ys = (double *)j->y + i0;
+        for (size_t i = 0; i < n; i++) {
+            unsigned char keep = (bits[i] >> 8) >= j->threshold;
+            j->mask[i0 + (int64_t)i] = keep;
+            ys[i] = nn_pick_double(keep, xs[i] * j->scale, 0.0);
+        }
     }
-    NB_DISPATCH(out->dtype, K_);
-#undef K_
 }
 
 nb_tensor *nb_dropout(nb_ctx *ctx, nb_tensor *x, double p, bool train, struct nb_pcg32 *rng) {
@@ -249,24 +297,11 @@ nb_tensor *nb_dropout(nb_ctx *ctx, nb_tensor *x, double p, bool train, struct nb
     if (p < 1.0) {
         /* u = k * 2^-24 with k = the draw >> 8, so u >= p exactly when
          * k >= ceil(p * 2^24) (the scaling by 2^24 is exact) */
-        uint32_t threshold = (uint32_t)ceil(p * 0x1p24);
-        uint32_t bits[256];
-#define K_(T)                                                                             \
-    {                                                                                     \
-        const T *xs = x->data;                                                            \
-        T *ys = out->data, sc = (T)scale;                                                 \
-        for (size_t i0 = 0; i0 < x->numel; i0 += 256) {                                   \
-            size_t n = x->numel - i0 < 256 ? x->numel - i0 : 256;                         \
-            nb_pcg32_fill(rng, bits, n);                                                  \
-            for (size_t i = 0; i < n; i++) {                                              \
-                unsigned char keep = (bits[i] >> 8) >= threshold;                         \
-                mask[i0 + i] = keep;                                                      \
-                ys[i0 + i] = nn_pick_##T(keep, xs[i0 + i] * sc, (T)0);                    \
-            }                                                                             \
-        }                                                                                 \
-    }
-        NB_DISPATCH(out->dtype, K_);
-#undef K_
+        drop_job j = {.x = x->data, .y = out->data, .mask = mask, .rng = *rng,
+                      .threshold = (uint32_t)ceil(p * 0x1p24), .scale = scale,
+                      .dt = x->dtype, .vk = nb_vec()};
+        nb_parallel_for((int64_t)x->numel, DROP_GRAIN, dropout_forward_range, &j);
+        nb_pcg32_advance(rng, x->numel); /* where numel draws leave it */
     }
     nb_node *n = nb_record_op(ctx, NB_OP_DROPOUT, out, 1, &x, dropout_backward);
     if (n) {
@@ -279,18 +314,26 @@ nb_tensor *nb_dropout(nb_ctx *ctx, nb_tensor *x, double p, bool train, struct nb
 
 /* ==========================================================================
  * embedding: y (ids.shape..., D) = weight (N, D) rows picked by ids (I64).
- * ids is not differentiable: the node's only input is weight; ids is kept in
- * node->saved_t and must stay alive until backward, like any input.
+ * ids is not differentiable: the node's only input is weight. The forward
+ * copies ids (P = ids.numel values) into the arena (node->saved, P in
+ * node->i[0]), so the caller may change or free its ids before backward.
  * ========================================================================== */
 
 /* dweight[ids[p]] += dy[p] for every position p (repeated ids add up);
- * reuses the saved ids. */
+ * reuses the saved copy of ids, checked again against weight's rows. */
 static void embedding_backward(nb_ctx *ctx, nb_node *n) {
     nb_tensor *w = n->in[0], *out = n->out;
+    const int64_t *ids = n->saved;
+    size_t P = (size_t)n->i[0], D = (size_t)w->shape[1];
+    for (size_t p = 0; p < P; p++)
+        if (ids[p] < 0 || ids[p] >= w->shape[0]) {
+            nb_ctx_fail(ctx, NB_ERR_VALUE, "%s backward: saved id %lld at position %zu is out "
+                        "of range for %lld rows (corrupted saved state)", n->name,
+                        (long long)ids[p], p, (long long)w->shape[0]);
+            return;
+        }
     void *gw = nb_grad_buffer(ctx, w);
     if (!gw) return;
-    const int64_t *ids = n->saved_t->data;
-    size_t P = n->saved_t->numel, D = (size_t)w->shape[1];
 #define K_(T)                                                                             \
     {                                                                                     \
         T *dw = gw;                                                                       \
@@ -325,6 +368,7 @@ nb_tensor *nb_embedding(nb_ctx *ctx, nb_tensor *weight, const nb_tensor *ids) {
         nb_ctx_fail(ctx, NB_ERR_NULL, "%s: ids is NULL", op);
         return NULL;
     }
+    if (!nb_check_live(ctx, op, 1, &ids)) return NULL;
     if (weight->ndim != 2) {
         nb_ctx_fail(ctx, NB_ERR_SHAPE,
                     "%s: weight %s has %d dims, expected 2 (num_embeddings, embedding_dim)", op,
@@ -364,7 +408,12 @@ nb_tensor *nb_embedding(nb_ctx *ctx, nb_tensor *weight, const nb_tensor *ids) {
     for (size_t p = 0; p < ids->numel; p++)
         memcpy((char *)out->data + p * row, (const char *)weight->data + (size_t)id[p] * row, row);
     nb_node *n = nb_record_op(ctx, NB_OP_EMBEDDING, out, 1, &weight, embedding_backward);
-    if (n) n->saved_t = (nb_tensor *)ids; /* read only, by the backward */
+    if (n) {
+        n->saved = nb_ctx_alloc_raw(ctx, ids->numel * sizeof(int64_t));
+        if (!n->saved) return NULL;
+        memcpy(n->saved, id, ids->numel * sizeof(int64_t));
+        n->i[0] = (int64_t)ids->numel;
+    }
     return out;
 }
 

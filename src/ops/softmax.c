@@ -5,7 +5,7 @@
  * max; instead of PyTorch's NaN it gives zeros (softmax) or -inf
  * (log_softmax) and a zero gradient. Every kernel walks one contiguous row at
  * a time. */
-#include "nb_internal.h"
+#include "kernels/kernels.h"
 
 /* exp and log in the precision of their argument. */
 #define NB_EXP(x) _Generic((x), float: expf, default: exp)(x)
@@ -17,26 +17,43 @@ static void rows_of(const nb_tensor *a, size_t *rows, size_t *cols) {
     *rows = a->numel / *cols;
 }
 
-/* The forward of both ops. For each row x with max m (a NaN in the row makes
- * the whole row NaN):
+/* The forward of both ops, rows [lo, hi). For each row x with max m (a NaN
+ * in the row makes the whole row NaN):
  *   s = sum_j exp(x_j - m),  softmax_j = exp(x_j - m) / s,
  *   log_softmax_j = (x_j - m) - log(s).
- * A fully masked row (m = -inf) gives 0 / -inf; a NaN in it stays NaN. */
-static void softmax_forward(nb_tensor *out, const nb_tensor *a, bool log_out) {
-    size_t rows, cols;
-    rows_of(a, &rows, &cols);
+ * A fully masked row (m = -inf) gives 0 / -inf; a NaN in it stays NaN.
+ * float softmax rows go through the SIMD kernel (kernels/vec_*.c). */
+typedef struct sm_job {
+    nb_tensor *out;
+    const nb_tensor *a;
+    size_t cols;
+    void *ga;          /* backward: the input's gradient */
+    bool log_out;
+    const nb_vec_kernels *vk;
+} sm_job;
+
+static void softmax_rows(void *arg, int64_t lo, int64_t hi) {
+    const sm_job *jb = arg;
+    const nb_tensor *a = jb->a;
+    size_t cols = jb->cols;
+    bool log_out = jb->log_out;
 #define K(T)                                                                      \
     {                                                                             \
-        for (size_t r = 0; r < rows; r++) {                                       \
+        for (size_t r = (size_t)lo; r < (size_t)hi; r++) {                        \
             const T *x = (const T *)a->data + r * cols;                           \
-            T *y = (T *)out->data + r * cols;                                     \
+            T *y = (T *)jb->out->data + r * cols;                                 \
             T m = x[0];                                                           \
-            bool nan_ = isnan(x[0]);                                              \
-            for (size_t j = 1; j < cols; j++) { /* selects, not branches */       \
-                m = x[j] > m ? x[j] : m;                                          \
-                nan_ |= isnan(x[j]);                                              \
+            if (sizeof(T) == sizeof(float)) {                                     \
+                m = (T)jb->vk->max((const float *)x, cols);                       \
+            } else {                                                              \
+                bool nan_ = isnan(x[0]);                                          \
+                for (size_t j = 1; j < cols; j++) { /* selects, not branches */   \
+                    m = x[j] > m ? x[j] : m;                                      \
+                    nan_ |= isnan(x[j]);                                          \
+                }                                                                 \
+                if (nan_) m = (T)NAN;                                             \
             }                                                                     \
-            if (nan_) m = (T)NAN;                                                 \
+            bool nan_ = isnan(m);                                                 \
             if (m == -INFINITY) {                                                 \
                 for (size_t j = 0; j < cols; j++)                                 \
                     y[j] = x[j] == -INFINITY ? (log_out ? (T)-INFINITY : (T)0) : x[j]; \
@@ -47,6 +64,11 @@ static void softmax_forward(nb_tensor *out, const nb_tensor *a, bool log_out) {
                 for (size_t j = 0; j < cols; j++) s += NB_EXP(x[j] - m);          \
                 T log_s = NB_LOG(s); /* x - m first: exact near large m */        \
                 for (size_t j = 0; j < cols; j++) y[j] = (x[j] - m) - log_s;      \
+            } else if (sizeof(T) == sizeof(float) && !nan_) {                     \
+                /* exp(-inf - m) is exactly 0 there too */                        \
+                float sf = jb->vk->exp_sub_sum((float *)y, (const float *)x,      \
+                                               (float)m, cols);                   \
+                jb->vk->scale((float *)y, 1.0f / sf, cols);                       \
             } else {                                                              \
                 for (size_t j = 0; j < cols; j++) {                               \
                     /* masked entries (-inf) are exactly 0: no exp call */        \
@@ -62,6 +84,19 @@ static void softmax_forward(nb_tensor *out, const nb_tensor *a, bool log_out) {
 #undef K
 }
 
+/* Rows worth a thread: some 16k elements. */
+static int64_t sm_grain(size_t cols) {
+    size_t g = cols ? 16384 / cols : 1;
+    return g ? (int64_t)g : 1;
+}
+
+static void softmax_forward(nb_tensor *out, const nb_tensor *a, bool log_out) {
+    size_t rows, cols;
+    rows_of(a, &rows, &cols);
+    sm_job jb = {out, a, cols, NULL, log_out, nb_vec()};
+    nb_parallel_for((int64_t)rows, sm_grain(cols), softmax_rows, &jb);
+}
+
 static nb_tensor *softmax_op(nb_ctx *ctx, nb_op op, nb_tensor *a, nb_backward_fn backward) {
     if (!nb_check_float_inputs(ctx, nb_op_name(op), 1, &a)) return NULL;
     nb_tensor *out = nb_empty_raw(ctx, a->dtype, a->ndim, a->shape); /* forward writes all */
@@ -75,18 +110,22 @@ static nb_tensor *softmax_op(nb_ctx *ctx, nb_op op, nb_tensor *a, nb_backward_fn
  * Backward: dx_j += y_j * (dy_j - sum_k dy_k y_k). Reuses the saved output y
  * (the node's output), not the input. Where y_j is 0 (a -inf input, or a
  * fully masked row) the gradient is exactly 0. */
-static void softmax_backward(nb_ctx *ctx, nb_node *n) {
-    nb_tensor *a = n->in[0], *out = n->out;
-    void *ga = nb_grad_buffer(ctx, a);
-    if (!ga) return;
-    size_t rows, cols;
-    rows_of(a, &rows, &cols);
+static void softmax_backward_rows(void *arg, int64_t lo, int64_t hi) {
+    const sm_job *jb = arg;
+    const nb_tensor *out = jb->out;
+    size_t cols = jb->cols;
+    void *ga = jb->ga;
 #define K(T)                                                                  \
     {                                                                         \
-        for (size_t r = 0; r < rows; r++) {                                   \
+        for (size_t r = (size_t)lo; r < (size_t)hi; r++) {                    \
             const T *y = (const T *)out->data + r * cols;                     \
             const T *dy = (const T *)out->grad + r * cols;                    \
             T *dx = (T *)ga + r * cols;                                       \
+            if (sizeof(T) == sizeof(float)) {                                 \
+                jb->vk->softmax_bwd((float *)dx, (const float *)y,            \
+                                    (const float *)dy, cols);                 \
+                continue;                                                     \
+            }                                                                 \
             T dot = 0;                                                        \
             for (size_t j = 0; j < cols; j++) dot += dy[j] * y[j];            \
             for (size_t j = 0; j < cols; j++) dx[j] += y[j] * (dy[j] - dot);  \
@@ -94,6 +133,16 @@ static void softmax_backward(nb_ctx *ctx, nb_node *n) {
     }
     NB_DISPATCH(out->dtype, K);
 #undef K
+}
+
+static void softmax_backward(nb_ctx *ctx, nb_node *n) {
+    nb_tensor *a = n->in[0], *out = n->out;
+    void *ga = nb_grad_buffer(ctx, a);
+    if (!ga) return;
+    size_t rows, cols;
+    rows_of(a, &rows, &cols);
+    sm_job jb = {out, a, cols, ga, false, nb_vec()};
+    nb_parallel_for((int64_t)rows, sm_grain(cols), softmax_backward_rows, &jb);
 }
 
 nb_tensor *nb_softmax(nb_ctx *ctx, nb_tensor *a) {

@@ -45,6 +45,7 @@ static const op_info op_table[] = {
     [NB_OP_DROPOUT] = {"dropout", 1},
     [NB_OP_EMBEDDING] = {"embedding", 1},
     [NB_OP_LAYER_NORM] = {"layer_norm", 3},
+    [NB_OP_SDPA] = {"sdpa", 3},
     [NB_OP_CUSTOM] = {"custom", -1},
 };
 _Static_assert(sizeof(op_table) / sizeof(op_table[0]) == NB_OP_COUNT,

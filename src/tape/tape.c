@@ -14,10 +14,58 @@ static bool any_requires_grad(int n_in, nb_tensor *const *in) {
     return false;
 }
 
+/* The first non-finite element of t, or -1. */
+static ptrdiff_t first_non_finite(const nb_tensor *t) {
+    for (size_t i = 0; i < t->numel; i++)
+        if (!isfinite(nb_get(t, i))) return (ptrdiff_t)i;
+    return -1;
+}
+
+/* Anomaly mode, forward: an op whose inputs are all finite must not produce
+ * a NaN or inf (the fills are exempt: their value is the caller's, as -inf
+ * for a causal mask). Reports the op, its creation site and input shapes. */
+static bool forward_ok(nb_ctx *ctx, int op, const char *name, const nb_tensor *out, int n_in,
+                       nb_tensor *const *in) {
+    if (op == NB_OP_MASKED_FILL || op == NB_OP_CAUSAL_FILL) return true;
+    ptrdiff_t bad = first_non_finite(out);
+    if (bad < 0) return true;
+    char shapes[256] = "", s[64];
+    for (int i = 0; i < n_in; i++) {
+        if (in[i] && first_non_finite(in[i]) >= 0) return true; /* passed on, not made */
+        size_t len = strlen(shapes);
+        snprintf(shapes + len, sizeof shapes - len, "%s%s", i ? ", " : "",
+                 in[i] ? nb_shape_str(in[i], s, sizeof s) : "None");
+    }
+    double v = nb_get(out, (size_t)bad);
+    nb_ctx_fail(ctx, NB_ERR_VALUE,
+                "anomaly: forward of op #%d '%s' (created at %s:%d) produced %s at element %td "
+                "of its output %s from finite inputs %s",
+                ctx->tape_len, name, ctx->site_file ? ctx->site_file : "?", ctx->site_line,
+                isnan(v) ? "nan" : v > 0 ? "inf" : "-inf", bad, nb_shape_str(out, s, sizeof s),
+                shapes);
+    return false;
+}
+
 static nb_node *record(nb_ctx *ctx, int op, const char *name, nb_tensor *out, int n_in,
                        nb_tensor *const *in, nb_backward_fn backward) {
     if (!nb_ctx_ok(ctx) || !out || !ctx->grad_enabled || !any_requires_grad(n_in, in))
         return NULL;
+    const nb_tensor *o = out;
+    if (!nb_check_live(ctx, name, 1, &o) ||
+        !nb_check_live(ctx, name, n_in, (const nb_tensor *const *)in))
+        return NULL;
+    if (out->node) {
+        nb_ctx_fail(ctx, NB_ERR_STATE, "%s: its output was already recorded by op #%d '%s'; "
+                    "an output belongs to one node", name, out->node->index, out->node->name);
+        return NULL;
+    }
+    for (int i = 0; i < n_in; i++)
+        if (in[i] == out) {
+            nb_ctx_fail(ctx, NB_ERR_VALUE, "%s: input %d is the output itself (a cycle)", name,
+                        i + 1);
+            return NULL;
+        }
+    if (ctx->detect_anomaly && !forward_ok(ctx, op, name, out, n_in, in)) return NULL;
     nb_node *n = nb_ctx_alloc(ctx, sizeof *n);
     if (!n) return NULL;
     n->in = n->in_small;
@@ -47,6 +95,25 @@ nb_node *nb_record_op(nb_ctx *ctx, nb_op op, nb_tensor *out, int n_in, nb_tensor
     return record(ctx, op, nb_op_name(op), out, n_in, in, backward);
 }
 
+/* A custom op computes in its inputs' dtype: a float output beside float
+ * inputs of another dtype means the op lacks that dtype (often float64,
+ * which gradcheck runs in), and the next op would only see "mixed dtypes". */
+static bool same_float_dtype(nb_ctx *ctx, const char *name, const nb_tensor *out, int n_in,
+                             nb_tensor *const *in) {
+    if (out->dtype != NB_F32 && out->dtype != NB_F64) return true;
+    for (int i = 0; i < n_in; i++) {
+        if ((in[i]->dtype != NB_F32 && in[i]->dtype != NB_F64) || in[i]->dtype == out->dtype)
+            continue;
+        nb_ctx_fail(ctx, NB_ERR_DTYPE,
+                    "%s: custom op does not implement %s: given %s inputs it returned %s "
+                    "(gradcheck runs every function in f64; see nabla/gradcheck.h)",
+                    name, nb_dtype_name(in[i]->dtype), nb_dtype_name(in[i]->dtype),
+                    nb_dtype_name(out->dtype));
+        return false;
+    }
+    return true;
+}
+
 nb_node *nb_record(nb_ctx *ctx, const char *name, nb_tensor *out, int n_in,
                    nb_tensor *const *in, nb_backward_fn backward, void *userdata) {
     if (!nb_ctx_ok(ctx)) return NULL;
@@ -65,6 +132,7 @@ nb_node *nb_record(nb_ctx *ctx, const char *name, nb_tensor *out, int n_in,
                     name);
         return NULL;
     }
+    if (!same_float_dtype(ctx, name, out, n_in, in)) return NULL;
     nb_node *n = record(ctx, NB_OP_CUSTOM, name, out, n_in, in, backward);
     if (n) n->userdata = userdata;
     return n;
@@ -104,8 +172,8 @@ static bool check_anomaly(nb_ctx *ctx, const nb_node *n) {
         char s[64];
         nb_ctx_fail(ctx, NB_ERR_VALUE,
                     "anomaly: backward of op #%d '%s' (created at %s:%d) produced a non-finite "
-                    "gradient for input %d %s",
-                    n->index, n->name, n->file ? n->file : "?", n->line, i + 1,
+                    "gradient for its input %d %s",
+                    n->index, n->name, n->file ? n->file : "?", n->line, i, /* 0-based, as gradcheck */
                     nb_shape_str(t, s, sizeof s));
         return false;
     }
@@ -117,6 +185,8 @@ nb_status nb_backward(nb_ctx *ctx, nb_tensor *out, const nb_tensor *grad_out) {
     if (ctx->status != NB_OK) return ctx->status;
     char s[64], s2[64];
     if (!out) return nb_ctx_fail(ctx, NB_ERR_NULL, "backward: output is NULL");
+    const nb_tensor *both[2] = {out, grad_out};
+    if (!nb_check_live(ctx, "backward", 2, both)) return ctx->status;
     if (!out->requires_grad)
         return nb_ctx_fail(ctx, NB_ERR_STATE,
                            "backward: output %s does not require grad (no input was marked "
@@ -170,24 +240,29 @@ bool nb_set_detect_anomaly(nb_ctx *ctx, bool on) {
     return prev;
 }
 
-void nb_tape_print(const nb_ctx *ctx, FILE *f) {
-    if (!ctx || !f) return;
+nb_status nb_tape_print(const nb_ctx *ctx, FILE *f) {
+    if (!ctx || !f) return NB_ERR_NULL;
     /* The list runs newest-first; print oldest-first. */
     int n = ctx->tape_len;
     fprintf(f, "tape: %d node%s\n", n, n == 1 ? "" : "s");
     const nb_node **order = malloc((size_t)(n ? n : 1) * sizeof *order);
-    if (!order) return;
+    if (!order) return NB_ERR_MEMORY;
     for (const nb_node *node = ctx->tape; node; node = node->prev) order[node->index] = node;
     for (int k = 0; k < n; k++) {
         const nb_node *node = order[k];
         char s[64];
         fprintf(f, "  #%-3d %-14s", node->index, node->name);
-        for (int i = 0; i < node->n_in; i++)
-            fprintf(f, "%s%s%s", i ? ", " : "", nb_shape_str(node->in[i], s, sizeof s),
-                    node->in[i]->requires_grad ? "*" : "");
-        fprintf(f, " -> %s", nb_shape_str(node->out, s, sizeof s));
+        /* named tensors (parameters by module path) show their name */
+        for (int i = 0; i < node->n_in; i++) {
+            const nb_tensor *t = node->in[i];
+            fprintf(f, "%s%s%s%s%s", i ? ", " : "", t->name ? t->name : "", t->name ? " " : "",
+                    nb_shape_str(t, s, sizeof s), t->requires_grad ? "*" : "");
+        }
+        fprintf(f, " -> %s%s%s", node->out->name ? node->out->name : "",
+                node->out->name ? " " : "", nb_shape_str(node->out, s, sizeof s));
         if (node->file) fprintf(f, "  at %s:%d", node->file, node->line);
         fputc('\n', f);
     }
     free(order);
+    return fflush(f) != 0 || ferror(f) ? NB_ERR_IO : NB_OK;
 }

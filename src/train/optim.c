@@ -5,7 +5,7 @@
  * the parameter list, the per-parameter records and the state tensors. State
  * tensors are created on a parameter's first step (PyTorch's lazy state);
  * freeing the optimizer is freeing that context. */
-#include "nb_internal.h"
+#include "kernels/kernels.h"
 
 #include <stdarg.h>
 #include <stdlib.h>
@@ -326,26 +326,50 @@ static void sgd_update(const nb_sgd_opts *so, nb_tensor *param, param_state *ps,
 /* p, g, m, v, v_max all have the parameter's shape (n elements); ps->step is
  * already this step's t. The scalar coefficients are computed in double,
  * then rounded to T, in PyTorch's order. */
-static void adam_update(const nb_adam_opts *ao, bool decoupled, nb_tensor *param,
-                        param_state *ps) {
-    const size_t n = param->numel;
-    const double t = (double)ps->step;
-    const double bias_correction1 = 1.0 - pow(ao->beta1, t);
-    const double bias_correction2 = 1.0 - pow(ao->beta2, t);
-    const double step_size = ao->lr / bias_correction1;
-    const double bias_correction2_sqrt = sqrt(bias_correction2);
+/* One Adam update of elements [lo, hi) of a parameter, on any thread. */
+typedef struct adam_job {
+    const nb_adam_opts *ao;
+    bool decoupled;
+    nb_tensor *param;
+    param_state *ps;
+    double step_size, bias_correction2_sqrt;
+    const nb_vec_kernels *vk;
+} adam_job;
+
+/* The fewest elements worth a thread. */
+#define ADAM_GRAIN 8192
+
+static void adam_range(void *arg, int64_t lo, int64_t hi) {
+    const adam_job *j = arg;
+    const nb_adam_opts *ao = j->ao;
+    const bool decoupled = j->decoupled;
     const bool l2 = !decoupled && ao->weight_decay != 0;
+    nb_tensor *param = j->param;
+    param_state *ps = j->ps;
+    const size_t n = (size_t)(hi - lo);
+    if (param->dtype == NB_F32 && !l2 && !ao->maximize && !ao->amsgrad) {
+        /* the common case, as SIMD: the same operations in the same order */
+        nb_adam_coef c = {
+            .shrink = decoupled ? (float)(1.0 - ao->lr * ao->weight_decay) : 1.0f,
+            .b1 = (float)ao->beta1, .one_b1 = (float)(1.0 - ao->beta1),
+            .b2 = (float)ao->beta2, .one_b2 = (float)(1.0 - ao->beta2),
+            .bc2s = (float)j->bias_correction2_sqrt, .eps = (float)ao->eps,
+            .neg_step = (float)(-j->step_size)};
+        j->vk->adam((float *)param->data + lo, (const float *)param->grad + lo,
+                    (float *)ps->exp_avg->data + lo, (float *)ps->exp_avg_sq->data + lo, n, &c);
+        return;
+    }
 #define K(T)                                                                     \
     {                                                                            \
-        T *p = param->data;                                                      \
-        const T *g = param->grad;                                                \
-        T *m = ps->exp_avg->data, *v = ps->exp_avg_sq->data;                     \
-        T *vmax = ao->amsgrad ? ps->max_exp_avg_sq->data : NULL;                 \
+        T *p = (T *)param->data + lo;                                            \
+        const T *g = (const T *)param->grad + lo;                                \
+        T *m = (T *)ps->exp_avg->data + lo, *v = (T *)ps->exp_avg_sq->data + lo; \
+        T *vmax = ao->amsgrad ? (T *)ps->max_exp_avg_sq->data + lo : NULL;       \
         const T shrink = (T)(1.0 - ao->lr * ao->weight_decay);                   \
         const T wd = (T)ao->weight_decay, eps = (T)ao->eps;                      \
         const T b1 = (T)ao->beta1, one_b1 = (T)(1.0 - ao->beta1);                \
         const T b2 = (T)ao->beta2, one_b2 = (T)(1.0 - ao->beta2);                \
-        const T bc2s = (T)bias_correction2_sqrt, neg_step = (T)(-step_size);     \
+        const T bc2s = (T)j->bias_correction2_sqrt, neg_step = (T)(-j->step_size); \
         for (size_t i = 0; i < n; i++) {                                         \
             if (decoupled) p[i] = p[i] * shrink;                                 \
             T d = ao->maximize ? -g[i] : g[i];                                   \
@@ -364,6 +388,16 @@ static void adam_update(const nb_adam_opts *ao, bool decoupled, nb_tensor *param
     }
     NB_DISPATCH(param->dtype, K);
 #undef K
+}
+
+static void adam_update(const nb_adam_opts *ao, bool decoupled, nb_tensor *param,
+                        param_state *ps) {
+    const double t = (double)ps->step;
+    const double bias_correction1 = 1.0 - pow(ao->beta1, t);
+    const double bias_correction2 = 1.0 - pow(ao->beta2, t);
+    adam_job j = {ao, decoupled, param, ps, ao->lr / bias_correction1, sqrt(bias_correction2),
+                  nb_vec()};
+    nb_parallel_for((int64_t)param->numel, ADAM_GRAIN, adam_range, &j);
 }
 
 /* ---- step ----------------------------------------------------------------- */
@@ -666,6 +700,28 @@ nb_status nb_optim_load_state(nb_optim *o, const nb_tensor_list *state) {
 }
 
 /* ---- what an optimizer is (read by checkpoints and tools) --------------------- */
+/* Does o optimize exactly the tensors of params, under the same names? On
+ * a mismatch, why[] says which parameter differs. */
+bool nb_optim_matches(const nb_optim *o, const nb_tensor_list *params, char *why, size_t n) {
+    if (o->params.n != params->n) {
+        snprintf(why, n, "the optimizer has %d parameters but %d are given", o->params.n,
+                 params->n);
+        return false;
+    }
+    for (int i = 0; i < o->params.n; i++) {
+        char ib[16];
+        const char *pn = param_name(&o->params, i, ib, sizeof ib);
+        const nb_tensor *t = nb_list_get(params, pn);
+        if (t != nb_list_tensor(&o->params, i)) {
+            snprintf(why, n, "the optimizer's parameter '%s' is %s", pn,
+                     t ? "another tensor than the one given under that name"
+                       : "not among the parameters given");
+            return false;
+        }
+    }
+    return true;
+}
+
 const char *nb_optim_kind(const nb_optim *o) { return o ? kname(o) : NULL; }
 
 bool nb_optim_sgd_options(const nb_optim *o, nb_sgd_opts *out) {

@@ -343,6 +343,16 @@ static bool op_layer_norm(run *R, nb_tensor *const *in, int n_in, outs *o) {
     return true;
 }
 
+/* q, k, v[, key_padding_mask]; dropout 0 (PyTorch's mask cannot be replayed) */
+static bool op_sdpa(run *R, nb_tensor *const *in, int n_in, outs *o) {
+    bool causal = arg_b(R, "causal");
+    double scale = arg_f(R, "scale");
+    if (R->bad_arg) return false;
+    put(o, "out", nb_sdpa(R->ctx, in[0], in[1], in[2], n_in > 3 ? in[3] : NULL, causal, scale,
+                          0.0, 0));
+    return true;
+}
+
 /* Fixture op name, accepted input counts, the call. The names are
  * nb_op_name's, plus the composite causal_fill_softmax. */
 static const struct {
@@ -388,6 +398,7 @@ static const struct {
     {"dropout", 1, 1, op_dropout},
     {"embedding", 2, 2, op_embedding},
     {"layer_norm", 1, 3, op_layer_norm},
+    {"sdpa", 3, 4, op_sdpa},
 };
 
 /* ---- modules ------------------------------------------------------------------------ */

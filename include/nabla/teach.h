@@ -1,0 +1,59 @@
+/* nabla/teach.h - views of the tape for teaching backprop.
+ *
+ * Record a forward pass, run nb_backward, then write the page:
+ *
+ *   nb_tensor *L = nb_mse_loss(ctx, nb_tanh(ctx, nb_matmul(ctx, x, W)), y);
+ *   nb_backward(ctx, L, NULL);
+ *   FILE *f = fopen("tape.html", "w");
+ *   nb_tape_html(ctx, L, f);          // check the status, then fclose(f)
+ *
+ * Opening tape.html in a browser shows the graph; clicking a tensor shows
+ * its values, gradient and creation site; "Step" walks the backward pass one
+ * node at a time. nb_tape_print and nb_tape_dot (nabla/core.h) are the text
+ * and Graphviz views of the same tape. */
+#ifndef NABLA_TEACH_H
+#define NABLA_TEACH_H
+
+#include "core.h"
+#include "ops.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The op's local backward rule as a one-line formula, in terms of dout (the
+ * gradient arriving at its output), out and its inputs: "dx = dout · y,  dy
+ * = dout · x" for mul. Static; "?" for values out of range. */
+const char *nb_op_formula(nb_op op);
+
+/* Writes one self-contained HTML page (inline CSS and script, nothing
+ * fetched) that explores the tape up to `root` (every node when root is
+ * NULL): the forward graph laid out in the page, each tensor's shape,
+ * values, gradient and creation site (summarized past 64 elements), and a
+ * step-by-step backward pass: for each node, newest first, the gradient it
+ * receives, what it sends to each input and its rule (nb_op_formula).
+ *
+ * Run nb_backward(ctx, root, ...) first for the backward steps; without it
+ * the page shows the forward graph only. To find what each node sends, the
+ * writer runs every local rule once more into scratch buffers: the tensors'
+ * own gradients are left as they were, and the context's arena may grow.
+ * Write it before anything changes the tensors' values (an optimizer step):
+ * the rules read the values as they are now.
+ *
+ * Returns NB_OK; NB_ERR_NULL for a NULL ctx or f; NB_ERR_MEMORY; NB_ERR_IO
+ * when a write to f failed (ferror). The caller opens and closes f (check
+ * fclose too). */
+nb_status nb_tape_html(nb_ctx *ctx, const nb_tensor *root, FILE *f);
+
+/* The same model as JSON (what the page embeds, without the per-step
+ * contributions): {"tensors": [{"id", "name", "shape", "dtype", "site",
+ * "numel", "data", "grad"}...], "nodes": [{"index", "op", "inputs",
+ * "out"}...], "root"}. Values past 64 elements are cut ("truncated": true)
+ * and non-finite ones are written as the strings "NaN", "Infinity",
+ * "-Infinity". For tests and other tools. Same returns as nb_tape_html. */
+nb_status nb_tape_json(nb_ctx *ctx, const nb_tensor *root, FILE *f);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

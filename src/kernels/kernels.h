@@ -1,0 +1,112 @@
+/* kernels/kernels.h - the SIMD kernels (one small file per instruction set)
+ * and the portable code that drives them. Only these files hold intrinsics;
+ * each kernel has a portable twin the tests compare it with. */
+#ifndef NB_KERNELS_H
+#define NB_KERNELS_H
+
+#include "nb_internal.h"
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(NB_NO_AVX2)
+#define NB_X86_KERNELS 1
+#else
+#define NB_X86_KERNELS 0
+#endif
+
+/* ---- float32 gemm micro-kernels (sgemm_*.c) -------------------------------
+ * c (MR, NR) = or += a (MR, kc) @ b (kc, NR), where a's element (r, p) is
+ * a[r * ars + p * acs] (in place, or packed with ars 1, acs MR) and b is
+ * packed row by row (b[p * NR + l]), zero-padded to NR; c's rows are ldc
+ * apart. Each c element is one FMA chain
+ * over p = 0..kc-1 from zero, then stored in or added to c: every kernel
+ * (and the unpacked gemm in ops/matmul.c) gives the same bits. */
+typedef void (*nb_sgemm_ukr)(int64_t kc, const float *a, int64_t ars, int64_t acs,
+                             const float *b, float *c, int64_t ldc, bool add);
+
+typedef struct nb_sgemm_kernel {
+    int mr, nr;
+    nb_sgemm_ukr ukr;
+} nb_sgemm_kernel;
+
+#if NB_X86_KERNELS
+#define NB_SGEMM_AVX512_MR 8
+#define NB_SGEMM_AVX512_NR 32
+NB_HIDDEN void nb_sgemm_ukr_avx512(int64_t kc, const float *a, int64_t ars, int64_t acs,
+                                   const float *b, float *c, int64_t ldc, bool add);
+#define NB_SGEMM_AVX2_MR 6
+#define NB_SGEMM_AVX2_NR 16
+NB_HIDDEN void nb_sgemm_ukr_avx2(int64_t kc, const float *a, int64_t ars, int64_t acs,
+                                 const float *b, float *c, int64_t ldc, bool add);
+#endif
+
+/* The kernel for this CPU (AVX-512, else AVX2 + FMA), or NULL when it has
+ * neither (callers then use the portable gemm). Decided once. */
+NB_HIDDEN const nb_sgemm_kernel *nb_sgemm_kernel_best(void);
+
+/* c (rows, cols) (+)= a @ b as nb_gemm_float does (same strides, same
+ * bits), blocked and packed for kernel k: panels of b (kc, nc), and the
+ * last sliver of a when it has fewer than MR rows, are copied into
+ * per-thread buffers kept for the thread's life. kc is NB_GEMM_KC, the same inner block as the unpacked gemm. */
+#define NB_GEMM_KC 256
+NB_HIDDEN bool nb_sgemm_packed(const nb_sgemm_kernel *k, float *c, const float *a, int64_t ars,
+                               int64_t acs, const float *b, int64_t brs, int64_t bcs,
+                               int64_t rows, int64_t inner, int64_t cols, bool add);
+
+/* ---- float32 elementwise kernels (vec_*.c) --------------------------------
+ * Each has an AVX-512, an AVX2 + FMA and a portable build, all computing
+ * every element by the same formula (the portable one with fmaf), chosen
+ * once per process. Sums over a row are kept in 16 partial sums combined in
+ * a fixed order, so a row's result does not depend on where a thread's
+ * range begins. */
+
+/* exp(x) for float, within 2 ulp of libm's expf over the normal range:
+ * n = round(x log2 e), r = x - n ln 2 (in two parts), a degree-7
+ * polynomial for exp(r), times 2^n (in two factors, so 2^-150 .. 2^128
+ * scale without overflow). exp(-inf) = 0, exp(+inf) = inf, NaN stays. */
+NB_HIDDEN float nb_expf_poly(float x);
+
+/* The sum of 16 partial sums (part[k] holding elements k mod 16) in the
+ * fixed tree every build uses: halves added pairwise, 8, 4, 2, 1. */
+NB_HIDDEN float nb_vec_sum16(const float *part);
+
+/* Adam's update of n elements (the common case: no amsgrad, no maximize,
+ * no L2 term; AdamW's decay as p *= shrink, 1 for Adam), the same
+ * operations in the same order as the scalar loop in train/optim.c:
+ *   p = p * shrink; m = m b1 + (1-b1) g; v = v b2 + (1-b2) g g;
+ *   p = p + neg_step * m / (sqrt(v) / bc2s + eps). */
+typedef struct nb_adam_coef {
+    float shrink, b1, one_b1, b2, one_b2, bc2s, eps, neg_step;
+} nb_adam_coef;
+
+typedef struct nb_vec_kernels {
+    const char *isa; /* "avx512", "avx2" or "portable" */
+    /* the largest of n >= 1 elements, NaN when any is NaN */
+    float (*max)(const float *x, size_t n);
+    /* y = exp(x - m) for n elements; returns their sum. */
+    float (*exp_sub_sum)(float *y, const float *x, float m, size_t n);
+    /* y *= s */
+    void (*scale)(float *y, float s, size_t n);
+    /* dx += y * (dy - dot) where dot = sum y dy (softmax's backward row) */
+    void (*softmax_bwd)(float *dx, const float *y, const float *dy, size_t n);
+    /* dropout: keep = (bits >> 8) >= threshold; mask = keep; y = keep ? x * s : 0 */
+    void (*dropout)(float *y, unsigned char *mask, const float *x, const uint32_t *bits,
+                    uint32_t threshold, float s, size_t n);
+    /* dx += mask ? dy * s : 0 */
+    void (*dropout_bwd)(float *dx, const unsigned char *mask, const float *dy, float s,
+                        size_t n);
+    void (*adam)(float *p, const float *g, float *m, float *v, size_t n,
+                 const nb_adam_coef *c);
+    /* nb_pcg32_fill: n draws, the bits of nb_pcg32_next, rng left after them */
+    void (*pcg32_fill)(nb_pcg32 *rng, uint32_t *out, size_t n);
+} nb_vec_kernels;
+
+NB_HIDDEN extern const nb_vec_kernels nb_vec_portable;
+#if NB_X86_KERNELS
+NB_HIDDEN extern const nb_vec_kernels nb_vec_avx512;
+NB_HIDDEN extern const nb_vec_kernels nb_vec_avx2;
+#endif
+/* The best set for this CPU (decided once; NB_VEC_PORTABLE=1 in the
+ * environment forces the portable one). The AVX-512 set needs AVX512F and
+ * AVX512DQ (64-bit multiplies for PCG32). */
+NB_HIDDEN const nb_vec_kernels *nb_vec(void);
+
+#endif

@@ -1,0 +1,172 @@
+/* kernels/vec_avx2.c - the float32 elementwise kernels with AVX2 + FMA: 16
+ * elements a step in two vectors (the two halves of the 16 partial sums),
+ * tails in scalar code with the portable formulas. Same bits as
+ * vec_portable.c (contracts in kernels.h). */
+#include "kernels.h"
+
+#if NB_X86_KERNELS
+#include <immintrin.h>
+
+#define ATTR __attribute__((target("avx2,fma")))
+
+ATTR static __m256 exp8(__m256 x) {
+    __m256 xc = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-104.0f)), _mm256_set1_ps(88.8f));
+    __m256 n = _mm256_round_ps(_mm256_mul_ps(xc, _mm256_set1_ps(1.44269504088896341f)),
+                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fmadd_ps(n, _mm256_set1_ps(-0.693359375f), xc);
+    r = _mm256_fmadd_ps(n, _mm256_set1_ps(2.12194440e-4f), r);
+    __m256 p = _mm256_set1_ps(1.0f / 5040);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 720));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    __m256i ni = _mm256_cvtps_epi32(n);
+    __m256i n1 = _mm256_srai_epi32(ni, 1), n2 = _mm256_sub_epi32(ni, n1);
+    __m256i bias = _mm256_set1_epi32(127);
+    __m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n1, bias), 23));
+    __m256 s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n2, bias), 23));
+    __m256 y = _mm256_mul_ps(_mm256_mul_ps(p, s1), s2);
+    return _mm256_blendv_ps(y, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+}
+
+ATTR static float max(const float *x, size_t n) {
+    __m256 m = _mm256_set1_ps(x[0]), nan_ = _mm256_setzero_ps();
+    size_t j = 0;
+    for (; j + 8 <= n; j += 8) {
+        __m256 v = _mm256_loadu_ps(x + j);
+        nan_ = _mm256_or_ps(nan_, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+        m = _mm256_max_ps(m, v);
+    }
+    float part[8], r = x[0];
+    _mm256_storeu_ps(part, m);
+    bool any_nan = _mm256_movemask_ps(nan_) != 0;
+    for (int l = 0; l < 8; l++) r = part[l] > r ? part[l] : r;
+    for (; j < n; j++) {
+        r = x[j] > r ? x[j] : r;
+        any_nan |= isnan(x[j]);
+    }
+    return any_nan ? NAN : r;
+}
+
+ATTR static float exp_sub_sum(float *y, const float *x, float m, size_t n) {
+    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps(), mv = _mm256_set1_ps(m);
+    size_t j = 0;
+    for (; j + 16 <= n; j += 16) {
+        __m256 e0 = exp8(_mm256_sub_ps(_mm256_loadu_ps(x + j), mv));
+        __m256 e1 = exp8(_mm256_sub_ps(_mm256_loadu_ps(x + j + 8), mv));
+        _mm256_storeu_ps(y + j, e0);
+        _mm256_storeu_ps(y + j + 8, e1);
+        a0 = _mm256_add_ps(a0, e0);
+        a1 = _mm256_add_ps(a1, e1);
+    }
+    float part[16];
+    _mm256_storeu_ps(part, a0);
+    _mm256_storeu_ps(part + 8, a1);
+    for (; j < n; j++) {
+        float d = x[j] - m;
+        y[j] = nb_expf_poly(d);
+        part[j % 16] = part[j % 16] + y[j];
+    }
+    return nb_vec_sum16(part);
+}
+
+ATTR static void scale(float *y, float s, size_t n) {
+    __m256 sv = _mm256_set1_ps(s);
+    size_t j = 0;
+    for (; j + 8 <= n; j += 8) _mm256_storeu_ps(y + j, _mm256_mul_ps(_mm256_loadu_ps(y + j), sv));
+    for (; j < n; j++) y[j] = y[j] * s;
+}
+
+ATTR static void softmax_bwd(float *dx, const float *y, const float *dy, size_t n) {
+    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+    size_t j = 0;
+    for (; j + 16 <= n; j += 16) {
+        a0 = _mm256_add_ps(a0, _mm256_mul_ps(_mm256_loadu_ps(dy + j), _mm256_loadu_ps(y + j)));
+        a1 = _mm256_add_ps(a1, _mm256_mul_ps(_mm256_loadu_ps(dy + j + 8),
+                                             _mm256_loadu_ps(y + j + 8)));
+    }
+    float part[16];
+    _mm256_storeu_ps(part, a0);
+    _mm256_storeu_ps(part + 8, a1);
+    for (; j < n; j++) {
+        float t = dy[j] * y[j];
+        part[j % 16] = part[j % 16] + t;
+    }
+    float dot = nb_vec_sum16(part);
+    __m256 dv = _mm256_set1_ps(dot);
+    for (j = 0; j + 8 <= n; j += 8) {
+        __m256 t = _mm256_mul_ps(_mm256_loadu_ps(y + j), _mm256_sub_ps(_mm256_loadu_ps(dy + j), dv));
+        _mm256_storeu_ps(dx + j, _mm256_add_ps(_mm256_loadu_ps(dx + j), t));
+    }
+    for (; j < n; j++) {
+        float t = dy[j] - dot;
+        t = y[j] * t;
+        dx[j] = dx[j] + t;
+    }
+}
+
+ATTR static void dropout(float *y, unsigned char *mask, const float *x, const uint32_t *bits,
+                         uint32_t threshold, float s, size_t n) {
+    /* bits >> 8 < 2^24 and 1 <= threshold <= 2^24: a signed compare will do */
+    __m256i th = _mm256_set1_epi32((int)threshold - 1);
+    __m256 sv = _mm256_set1_ps(s);
+    size_t j = 0;
+    for (; j + 8 <= n; j += 8) {
+        __m256i b = _mm256_srli_epi32(_mm256_loadu_si256((const __m256i *)(bits + j)), 8);
+        __m256 keep = _mm256_castsi256_ps(_mm256_cmpgt_epi32(b, th));
+        int mm = _mm256_movemask_ps(keep);
+        for (int l = 0; l < 8; l++) mask[j + (size_t)l] = (unsigned char)((mm >> l) & 1);
+        _mm256_storeu_ps(y + j, _mm256_and_ps(keep, _mm256_mul_ps(_mm256_loadu_ps(x + j), sv)));
+    }
+    for (; j < n; j++) {
+        unsigned char keep = (bits[j] >> 8) >= threshold;
+        mask[j] = keep;
+        y[j] = keep ? x[j] * s : 0.0f;
+    }
+}
+
+ATTR static void dropout_bwd(float *dx, const unsigned char *mask, const float *dy, float s,
+                             size_t n) {
+    __m256 sv = _mm256_set1_ps(s);
+    size_t j = 0;
+    for (; j + 8 <= n; j += 8) {
+        __m256i mb = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(mask + j)));
+        __m256 keep = _mm256_castsi256_ps(_mm256_cmpgt_epi32(mb, _mm256_setzero_si256()));
+        __m256 d = _mm256_loadu_ps(dx + j);
+        __m256 t = _mm256_add_ps(d, _mm256_mul_ps(_mm256_loadu_ps(dy + j), sv));
+        _mm256_storeu_ps(dx + j, _mm256_blendv_ps(d, t, keep));
+    }
+    for (; j < n; j++) {
+        float t = dy[j] * s;
+        if (mask[j]) dx[j] = dx[j] + t;
+    }
+}
+
+ATTR static void adam(float *p, const float *g, float *m, float *v, size_t n,
+                      const nb_adam_coef *c) {
+    __m256 shrink = _mm256_set1_ps(c->shrink), b1 = _mm256_set1_ps(c->b1),
+           ob1 = _mm256_set1_ps(c->one_b1), b2 = _mm256_set1_ps(c->b2),
+           ob2 = _mm256_set1_ps(c->one_b2), bc2s = _mm256_set1_ps(c->bc2s),
+           eps = _mm256_set1_ps(c->eps), ns = _mm256_set1_ps(c->neg_step);
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 pi = _mm256_mul_ps(_mm256_loadu_ps(p + i), shrink);
+        __m256 d = _mm256_loadu_ps(g + i);
+        __m256 mi = _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(m + i), b1), _mm256_mul_ps(ob1, d));
+        __m256 vi = _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(v + i), b2),
+                                  _mm256_mul_ps(_mm256_mul_ps(ob2, d), d));
+        __m256 denom = _mm256_add_ps(_mm256_div_ps(_mm256_sqrt_ps(vi), bc2s), eps);
+        __m256 u = _mm256_div_ps(_mm256_mul_ps(ns, mi), denom);
+        _mm256_storeu_ps(m + i, mi);
+        _mm256_storeu_ps(v + i, vi);
+        _mm256_storeu_ps(p + i, _mm256_add_ps(pi, u));
+    }
+    if (i < n) nb_vec_portable.adam(p + i, g + i, m + i, v + i, n - i, c);
+}
+
+const nb_vec_kernels nb_vec_avx2 = {"avx2", max, exp_sub_sum, scale, softmax_bwd,
+                                    dropout, dropout_bwd, adam, nb_pcg32_fill};
+#endif

@@ -1,0 +1,192 @@
+/* kernels/vec_avx512.c - the float32 elementwise kernels with AVX-512: 16
+ * lanes, lane k holding the partial sum of elements j = k (mod 16), tails
+ * through masked loads and stores. Same formulas, same bits as
+ * vec_portable.c (contracts in kernels.h). */
+#include "kernels.h"
+
+#if NB_X86_KERNELS
+#include <immintrin.h>
+
+#define ATTR __attribute__((target("avx512f")))
+
+ATTR static __m512 exp16(__m512 x) {
+    __m512 xc = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-104.0f)), _mm512_set1_ps(88.8f));
+    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(xc, _mm512_set1_ps(1.44269504088896341f)),
+                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fmadd_ps(n, _mm512_set1_ps(-0.693359375f), xc);
+    r = _mm512_fmadd_ps(n, _mm512_set1_ps(2.12194440e-4f), r);
+    __m512 p = _mm512_set1_ps(1.0f / 5040);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 720));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    __m512i ni = _mm512_cvtps_epi32(n);
+    __m512i n1 = _mm512_srai_epi32(ni, 1), n2 = _mm512_sub_epi32(ni, n1);
+    __m512i bias = _mm512_set1_epi32(127);
+    __m512 s1 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(n1, bias), 23));
+    __m512 s2 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(n2, bias), 23));
+    __m512 y = _mm512_mul_ps(_mm512_mul_ps(p, s1), s2);
+    return _mm512_mask_mov_ps(y, _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), x);
+}
+
+ATTR static float sum16(__m512 v) {
+    float s[16];
+    _mm512_storeu_ps(s, v);
+    return nb_vec_sum16(s);
+}
+
+ATTR static __mmask16 tail_mask(size_t left) {
+    return left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1);
+}
+
+ATTR static float max(const float *x, size_t n) {
+    __m512 m = _mm512_set1_ps(x[0]);
+    __mmask16 nan_ = 0;
+    for (size_t j = 0; j < n; j += 16) {
+        __mmask16 k = tail_mask(n - j);
+        __m512 v = _mm512_mask_loadu_ps(m, k, x + j); /* lanes past the end repeat m */
+        nan_ |= _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+        m = _mm512_max_ps(m, v);
+    }
+    return nan_ ? NAN : _mm512_reduce_max_ps(m);
+}
+
+ATTR static float exp_sub_sum(float *y, const float *x, float m, size_t n) {
+    __m512 acc = _mm512_setzero_ps(), mv = _mm512_set1_ps(m);
+    for (size_t j = 0; j < n; j += 16) {
+        __mmask16 k = tail_mask(n - j);
+        __m512 e = exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + j), mv));
+        _mm512_mask_storeu_ps(y + j, k, e);
+        acc = _mm512_mask_add_ps(acc, k, acc, e);
+    }
+    return sum16(acc);
+}
+
+ATTR static void scale(float *y, float s, size_t n) {
+    __m512 sv = _mm512_set1_ps(s);
+    for (size_t j = 0; j < n; j += 16) {
+        __mmask16 k = tail_mask(n - j);
+        _mm512_mask_storeu_ps(y + j, k, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, y + j), sv));
+    }
+}
+
+ATTR static void softmax_bwd(float *dx, const float *y, const float *dy, size_t n) {
+    __m512 acc = _mm512_setzero_ps();
+    for (size_t j = 0; j < n; j += 16) {
+        __mmask16 k = tail_mask(n - j);
+        __m512 t = _mm512_mul_ps(_mm512_maskz_loadu_ps(k, dy + j), _mm512_maskz_loadu_ps(k, y + j));
+        acc = _mm512_mask_add_ps(acc, k, acc, t);
+    }
+    __m512 dot = _mm512_set1_ps(sum16(acc));
+    for (size_t j = 0; j < n; j += 16) {
+        __mmask16 k = tail_mask(n - j);
+        __m512 t = _mm512_sub_ps(_mm512_maskz_loadu_ps(k, dy + j), dot);
+        t = _mm512_mul_ps(_mm512_maskz_loadu_ps(k, y + j), t);
+        _mm512_mask_storeu_ps(dx + j, k, _mm512_add_ps(_mm512_maskz_loadu_ps(k, dx + j), t));
+    }
+}
+
+ATTR static void dropout(float *y, unsigned char *mask, const float *x, const uint32_t *bits,
+                         uint32_t threshold, float s, size_t n) {
+    __m512i th = _mm512_set1_epi32((int)threshold);
+    __m512 sv = _mm512_set1_ps(s);
+    for (size_t j = 0; j < n; j += 16) {
+        __mmask16 k = tail_mask(n - j);
+        __m512i b = _mm512_srli_epi32(_mm512_maskz_loadu_epi32(k, bits + j), 8);
+        __mmask16 keep = _mm512_mask_cmpge_epu32_mask(k, b, th);
+        __m128i bytes = _mm512_cvtepi32_epi8(_mm512_maskz_set1_epi32(keep, 1));
+        unsigned char tmp[16];
+        _mm_storeu_si128((__m128i *)tmp, bytes);
+        memcpy(mask + j, tmp, n - j < 16 ? n - j : 16);
+        _mm512_mask_storeu_ps(y + j, k, _mm512_maskz_mul_ps(keep, _mm512_maskz_loadu_ps(k, x + j), sv));
+    }
+}
+
+ATTR static void dropout_bwd(float *dx, const unsigned char *mask, const float *dy, float s,
+                             size_t n) {
+    __m512 sv = _mm512_set1_ps(s);
+    for (size_t j = 0; j < n; j += 16) {
+        __mmask16 k = tail_mask(n - j);
+        unsigned char tmp[16] = {0};
+        memcpy(tmp, mask + j, n - j < 16 ? n - j : 16);
+        __m512i mb = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)tmp));
+        __mmask16 keep = _mm512_mask_cmpneq_epi32_mask(k, mb, _mm512_setzero_si512());
+        __m512 t = _mm512_mul_ps(_mm512_maskz_loadu_ps(k, dy + j), sv);
+        __m512 d = _mm512_maskz_loadu_ps(k, dx + j);
+        _mm512_mask_storeu_ps(dx + j, k, _mm512_mask_add_ps(d, keep, d, t));
+    }
+}
+
+ATTR static void adam(float *p, const float *g, float *m, float *v, size_t n,
+                      const nb_adam_coef *c) {
+    __m512 shrink = _mm512_set1_ps(c->shrink), b1 = _mm512_set1_ps(c->b1),
+           ob1 = _mm512_set1_ps(c->one_b1), b2 = _mm512_set1_ps(c->b2),
+           ob2 = _mm512_set1_ps(c->one_b2), bc2s = _mm512_set1_ps(c->bc2s),
+           eps = _mm512_set1_ps(c->eps), ns = _mm512_set1_ps(c->neg_step);
+    for (size_t i = 0; i < n; i += 16) {
+        __mmask16 k = tail_mask(n - i);
+        __m512 pi = _mm512_mul_ps(_mm512_maskz_loadu_ps(k, p + i), shrink);
+        __m512 d = _mm512_maskz_loadu_ps(k, g + i);
+        __m512 mi = _mm512_add_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(k, m + i), b1),
+                                  _mm512_mul_ps(ob1, d));
+        __m512 vi = _mm512_add_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(k, v + i), b2),
+                                  _mm512_mul_ps(_mm512_mul_ps(ob2, d), d));
+        __m512 denom = _mm512_add_ps(_mm512_div_ps(_mm512_sqrt_ps(vi), bc2s), eps);
+        __m512 u = _mm512_div_ps(_mm512_mul_ps(ns, mi), denom);
+        _mm512_mask_storeu_ps(m + i, k, mi);
+        _mm512_mask_storeu_ps(v + i, k, vi);
+        _mm512_mask_storeu_ps(p + i, k, _mm512_add_ps(pi, u));
+    }
+}
+
+/* PCG32 16 draws at a time: lane l of (s0, s1) holds the state l steps on
+ * (A_l s + C_l, see nb_pcg32_fill), and every lane jumps 16 steps per
+ * round; the output permutation in 64-bit lanes, then narrowed to 32. */
+#define PCG_MULT 6364136223846793005ULL
+
+__attribute__((target("avx512f,avx512dq"))) static __m256i pcg_out8(__m512i old) {
+    __m512i x = _mm512_srli_epi64(_mm512_xor_si512(_mm512_srli_epi64(old, 18), old), 27);
+    __m256i xs = _mm512_cvtepi64_epi32(x);
+    __m256i rot = _mm512_cvtepi64_epi32(_mm512_srli_epi64(old, 59));
+    __m256i back = _mm256_and_si256(_mm256_sub_epi32(_mm256_set1_epi32(32), rot),
+                                    _mm256_set1_epi32(31));
+    return _mm256_or_si256(_mm256_srlv_epi32(xs, rot), _mm256_sllv_epi32(xs, back));
+}
+
+__attribute__((target("avx512f,avx512dq"))) static void pcg32_fill(nb_pcg32 *rng, uint32_t *out,
+                                                                   size_t n) {
+    if (n < 16) {
+        nb_pcg32_fill(rng, out, n);
+        return;
+    }
+    uint64_t a[17], c[17]; /* A_l, C_l for l = 0..16 */
+    a[0] = 1, c[0] = 0;
+    for (int l = 1; l <= 16; l++) {
+        a[l] = a[l - 1] * PCG_MULT;
+        c[l] = c[l - 1] * PCG_MULT + rng->inc;
+    }
+    uint64_t st = rng->state, s0[8], s1[8];
+    for (int l = 0; l < 8; l++) {
+        s0[l] = a[l] * st + c[l];
+        s1[l] = a[l + 8] * st + c[l + 8];
+    }
+    __m512i v0 = _mm512_loadu_si512(s0), v1 = _mm512_loadu_si512(s1);
+    __m512i a16 = _mm512_set1_epi64((long long)a[16]), c16 = _mm512_set1_epi64((long long)c[16]);
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        _mm256_storeu_si256((__m256i *)(out + i), pcg_out8(v0));
+        _mm256_storeu_si256((__m256i *)(out + i + 8), pcg_out8(v1));
+        v0 = _mm512_add_epi64(_mm512_mullo_epi64(v0, a16), c16);
+        v1 = _mm512_add_epi64(_mm512_mullo_epi64(v1, a16), c16);
+    }
+    _mm512_storeu_si512(s0, v0);
+    rng->state = s0[0]; /* lane 0 is the state after i draws */
+    nb_pcg32_fill(rng, out + i, n - i);
+}
+
+const nb_vec_kernels nb_vec_avx512 = {"avx512", max, exp_sub_sum, scale, softmax_bwd,
+                                      dropout, dropout_bwd, adam, pcg32_fill};
+#endif

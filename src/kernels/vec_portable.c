@@ -1,0 +1,138 @@
+/* kernels/vec_portable.c - the portable float32 elementwise kernels, the
+ * twins the tests check the SIMD builds against (contracts in kernels.h),
+ * plus nb_expf_poly and the choice of kernel set. Products and sums are
+ * separate statements so that no compiler fuses them: the SIMD builds use
+ * separate multiplies and adds too, and only exp's polynomial uses FMA, in
+ * every build. */
+#include "kernels.h"
+
+#include <stdlib.h>
+
+#define EXP_LO -104.0f /* exp below is 0 in float */
+#define EXP_HI 88.8f   /* exp above overflows */
+#define LOG2E 1.44269504088896341f
+#define LN2_HI 0.693359375f     /* 9 bits: n * LN2_HI is exact */
+#define LN2_LO -2.12194440e-4f  /* ln 2 - LN2_HI */
+
+float nb_expf_poly(float x) {
+    if (isnan(x)) return x;
+    float xc = x < EXP_LO ? EXP_LO : x > EXP_HI ? EXP_HI : x;
+    float t = xc * LOG2E;
+    float n = nearbyintf(t);
+    float r = fmaf(n, -LN2_HI, xc);
+    r = fmaf(n, -LN2_LO, r);
+    float p = 1.0f / 5040;
+    p = fmaf(p, r, 1.0f / 720);
+    p = fmaf(p, r, 1.0f / 120);
+    p = fmaf(p, r, 1.0f / 24);
+    p = fmaf(p, r, 1.0f / 6);
+    p = fmaf(p, r, 0.5f);
+    p = fmaf(p, r, 1.0f);
+    p = fmaf(p, r, 1.0f);
+    int ni = (int)n, n1 = ni >> 1, n2 = ni - n1;
+    uint32_t u1 = (uint32_t)(n1 + 127) << 23, u2 = (uint32_t)(n2 + 127) << 23;
+    float s1, s2;
+    memcpy(&s1, &u1, sizeof s1);
+    memcpy(&s2, &u2, sizeof s2);
+    return p * s1 * s2;
+}
+
+float nb_vec_sum16(const float *part) {
+    float s[16];
+    memcpy(s, part, sizeof s);
+    for (int w = 8; w >= 1; w /= 2)
+        for (int i = 0; i < w; i++) s[i] = s[i] + s[i + w];
+    return s[0];
+}
+
+static float max(const float *x, size_t n) {
+    float m = x[0];
+    bool nan_ = false;
+    for (size_t j = 0; j < n; j++) {
+        m = x[j] > m ? x[j] : m;
+        nan_ |= isnan(x[j]);
+    }
+    return nan_ ? NAN : m;
+}
+
+static float exp_sub_sum(float *y, const float *x, float m, size_t n) {
+    float part[16] = {0};
+    for (size_t j = 0; j < n; j++) {
+        float d = x[j] - m;
+        y[j] = nb_expf_poly(d);
+        part[j % 16] = part[j % 16] + y[j];
+    }
+    return nb_vec_sum16(part);
+}
+
+static void scale(float *y, float s, size_t n) {
+    for (size_t j = 0; j < n; j++) y[j] = y[j] * s;
+}
+
+static void softmax_bwd(float *dx, const float *y, const float *dy, size_t n) {
+    float part[16] = {0};
+    for (size_t j = 0; j < n; j++) {
+        float t = dy[j] * y[j];
+        part[j % 16] = part[j % 16] + t;
+    }
+    float dot = nb_vec_sum16(part);
+    for (size_t j = 0; j < n; j++) {
+        float t = dy[j] - dot;
+        t = y[j] * t;
+        dx[j] = dx[j] + t;
+    }
+}
+
+static void dropout(float *y, unsigned char *mask, const float *x, const uint32_t *bits,
+                    uint32_t threshold, float s, size_t n) {
+    for (size_t j = 0; j < n; j++) {
+        unsigned char keep = (bits[j] >> 8) >= threshold;
+        mask[j] = keep;
+        y[j] = keep ? x[j] * s : 0.0f;
+    }
+}
+
+static void dropout_bwd(float *dx, const unsigned char *mask, const float *dy, float s,
+                        size_t n) {
+    for (size_t j = 0; j < n; j++) {
+        float t = dy[j] * s;
+        if (mask[j]) dx[j] = dx[j] + t;
+    }
+}
+
+static void adam(float *p, const float *g, float *m, float *v, size_t n, const nb_adam_coef *c) {
+    for (size_t i = 0; i < n; i++) {
+        float pi = p[i] * c->shrink, d = g[i];
+        float m1 = m[i] * c->b1, m2 = c->one_b1 * d;
+        m[i] = m1 + m2;
+        float v1 = v[i] * c->b2, v2 = c->one_b2 * d;
+        v2 = v2 * d;
+        v[i] = v1 + v2;
+        float denom = sqrtf(v[i]) / c->bc2s;
+        denom = denom + c->eps;
+        float u = c->neg_step * m[i];
+        u = u / denom;
+        p[i] = pi + u;
+    }
+}
+
+const nb_vec_kernels nb_vec_portable = {"portable", max, exp_sub_sum, scale, softmax_bwd,
+                                        dropout, dropout_bwd, adam, nb_pcg32_fill};
+
+const nb_vec_kernels *nb_vec(void) {
+    static const nb_vec_kernels *best;
+    if (best) return best;
+    const nb_vec_kernels *k = &nb_vec_portable;
+    const char *e = getenv("NB_VEC_PORTABLE");
+#if NB_X86_KERNELS
+    if (!(e && e[0] == '1')) {
+        if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq"))
+            k = &nb_vec_avx512;
+        else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) k = &nb_vec_avx2;
+    }
+#else
+    (void)e;
+#endif
+    best = k;
+    return best;
+}

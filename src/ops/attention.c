@@ -1,0 +1,298 @@
+/* ops/attention.c - sdpa: fused scaled dot-product attention, computed
+ * flash-attention style.
+ *
+ *   q (B, Tq, H, hd), k (B, Tk, H, hd), v (B, Tk, H, hdv) -> out (B, Tq, H * hdv)
+ *   out[b, i, h] = sum_j dropout(softmax_j(scale * q[b,i,h] . k[b,j,h])) v[b,j,h]
+ *
+ * The inputs are read in the layout the Q/K/V projections produce (their
+ * (B, T, H * hd) outputs viewed as (B, T, H, hd)) and the output is written
+ * in the layout out_proj reads, so splitting and merging the heads costs no
+ * copies. Each head's (Tq, Tk) weights are never stored: queries are taken
+ * in tiles of SDPA_BQ rows against keys in tiles of SDPA_BK, with an online
+ * softmax (a running max and sum per query row); backward recomputes every
+ * tile from the saved row log-sum-exp, O(B H Tq) numbers. Tiles that the
+ * causal or padding mask hides completely are skipped in both directions.
+ *
+ * Dropout never stores its mask either: the keep bits of query row i of
+ * head (b, h) are the draws of PCG32 seeded (seed, stream (b H + h) Tq + i),
+ * key j taking the j-th draw (reached by nb_pcg32_advance), kept when
+ * (draw >> 8) >= ceil(p 2^24) as nb_dropout decides. Backward regenerates
+ * them, and nb_sdpa_dropout_mask writes them out for inspection. The bits
+ * depend on the seed and the sizes only, not on the tiles or the threads.
+ *
+ * The forward is split over (batch, head, query tile), the backward over
+ * (batch, head): every output element is computed by one thread in a fixed
+ * order, so results are the same bits on any thread count. */
+#include "nb_internal.h"
+
+#include "kernels/kernels.h"
+
+#define SDPA_BQ 64 /* query rows per tile */
+#define SDPA_BK 64 /* keys per tile */
+
+/* One call: sizes, data, and what the masks hide. */
+typedef struct sdpa_job {
+    nb_dtype dtype;
+    int64_t B, Tq, Tk, H, hd, hdv, nqt; /* nqt: query tiles per head */
+    const void *q, *k, *v;              /* (B, Tq, H, hd), (B, Tk, H, hd), (B, Tk, H, hdv) */
+    void *o;                            /* (B, Tq, H * hdv) */
+    void *lse;                          /* (B, H, Tq): m + log(l) per query row */
+    void *acc;                          /* scratch, see the kernels */
+    void *kt;                           /* forward: K^T per head (B, H, hd, Tk) */
+    const uint8_t *pad;                 /* (B, Tk), true = padding; NULL for none */
+    bool causal;
+    double scale;
+    bool dropout;        /* 0 < p */
+    uint32_t threshold;  /* keep when (draw >> 8) >= threshold */
+    double keep_scale;   /* 1 / (1 - p), 0 for p == 1 */
+    uint64_t seed;
+    const void *dout;    /* backward: out's gradient (B, Tq, H * hdv) */
+    void *gq, *gk, *gv;  /* backward: the inputs' gradients, or NULL */
+} sdpa_job;
+
+/* How many keys of [j0, j0 + bk) the causal mask lets query i see: the
+ * first ones, up to key i. */
+static inline int64_t causal_limit(const sdpa_job *J, int64_t i, int64_t j0, int64_t bk) {
+    int64_t lim = J->causal ? i - j0 + 1 : bk;
+    return lim < 0 ? 0 : lim > bk ? bk : lim;
+}
+
+/* Whether some query of [i0, i0 + bq) sees some key of [j0, j0 + bk). */
+static bool tile_visible(const sdpa_job *J, int64_t b, int64_t i0, int64_t bq, int64_t j0,
+                         int64_t bk) {
+    if (J->causal && j0 > i0 + bq - 1) return false;
+    if (!J->pad) return true;
+    for (int64_t c = 0; c < bk; c++)
+        if (!J->pad[b * J->Tk + j0 + c]) return true;
+    return false;
+}
+
+/* keep[c] for keys j0 .. j0 + bk - 1 (bk <= SDPA_BK) of query i, head (b, h). */
+static void keep_row(const sdpa_job *J, int64_t b, int64_t h, int64_t i, int64_t j0, int64_t bk,
+                     uint8_t *keep) {
+    nb_pcg32 rng;
+    uint32_t bits[SDPA_BK];
+    nb_pcg32_seed(&rng, J->seed, (uint64_t)((b * J->H + h) * J->Tq + i));
+    nb_pcg32_advance(&rng, (uint64_t)j0);
+    nb_pcg32_fill(&rng, bits, (size_t)bk);
+    for (int64_t c = 0; c < bk; c++) keep[c] = (bits[c] >> 8) >= J->threshold;
+}
+
+static void set_dropout(sdpa_job *J, double p, uint64_t seed) {
+    J->dropout = p > 0.0;
+    J->threshold = (uint32_t)ceil(p * 0x1p24); /* 2^24 for p == 1: nothing kept */
+    J->keep_scale = p < 1.0 ? 1.0 / (1.0 - p) : 0.0;
+    J->seed = seed;
+}
+
+#define SDPA_T float
+#define SDPA_IS_FLOAT 1
+#include "attention_tiles.h"
+#undef SDPA_T
+#define SDPA_T double
+#define SDPA_IS_FLOAT 0
+#include "attention_tiles.h"
+#undef SDPA_T
+
+static void forward_range(void *arg, int64_t begin, int64_t end) {
+    const sdpa_job *J = arg;
+    for (int64_t t = begin; t < end; t++) {
+        int64_t bh = t / J->nqt, qt = t % J->nqt;
+        if (J->dtype == NB_F32)
+            sdpa_forward_tile_float(J, bh / J->H, bh % J->H, qt);
+        else
+            sdpa_forward_tile_double(J, bh / J->H, bh % J->H, qt);
+    }
+}
+
+static void transpose_range(void *arg, int64_t begin, int64_t end) {
+    const sdpa_job *J = arg;
+    int64_t ld = J->H * J->hd, per_head = J->hd * J->Tk;
+    for (int64_t bh = begin; bh < end; bh++) {
+        int64_t b = bh / J->H, h = bh % J->H, off = b * J->Tk * ld + h * J->hd;
+        if (J->dtype == NB_F32)
+            transpose_float((float *)J->kt + bh * per_head, (const float *)J->k + off, ld, J->Tk,
+                            J->hd);
+        else
+            transpose_double((double *)J->kt + bh * per_head, (const double *)J->k + off, ld,
+                             J->Tk, J->hd);
+    }
+}
+
+static void backward_range(void *arg, int64_t begin, int64_t end) {
+    const sdpa_job *J = arg;
+    for (int64_t bh = begin; bh < end; bh++) {
+        if (J->dtype == NB_F32)
+            sdpa_backward_head_float(J, bh / J->H, bh % J->H);
+        else
+            sdpa_backward_head_double(J, bh / J->H, bh % J->H);
+    }
+}
+
+/* Work items per thread worth waking a worker for, given the multiply-adds
+ * of one item. */
+static int64_t min_items(int64_t madds_per_item) {
+    const int64_t enough = 1 << 16;
+    return madds_per_item >= enough ? 1 : (enough + madds_per_item - 1) / madds_per_item;
+}
+
+/* The job of a call, without its data pointers for out and gradients. */
+static void job_init(sdpa_job *J, const nb_tensor *q, const nb_tensor *k, const nb_tensor *v,
+                     const nb_tensor *pad, bool causal, double scale, double p, uint64_t seed) {
+    memset(J, 0, sizeof *J);
+    J->dtype = q->dtype;
+    J->B = q->shape[0], J->Tq = q->shape[1], J->H = q->shape[2], J->hd = q->shape[3];
+    J->Tk = k->shape[1], J->hdv = v->shape[3];
+    J->nqt = (J->Tq + SDPA_BQ - 1) / SDPA_BQ;
+    J->q = q->data, J->k = k->data, J->v = v->data;
+    J->pad = pad ? pad->data : NULL;
+    J->causal = causal;
+    J->scale = scale;
+    set_dropout(J, p, seed);
+}
+
+/* ---- backward ---------------------------------------------------------------
+ * Gradients of q, k and v (those that require them); reuses the output O,
+ * the saved lse (node->saved), the saved copy of the padding mask
+ * (saved_t), and the parameters: f[0] scale, f[1] p, i[0] causal, i[1]
+ * seed. */
+static void sdpa_backward(nb_ctx *ctx, nb_node *n) {
+    nb_tensor *q = n->in[0], *k = n->in[1], *v = n->in[2];
+    sdpa_job J;
+    job_init(&J, q, k, v, n->saved_t, n->i[0] != 0, n->f[0], n->f[1], (uint64_t)n->i[1]);
+    J.o = n->out->data;
+    J.dout = n->out->grad;
+    J.lse = n->saved;
+    J.gq = nb_grad_buffer(ctx, q);
+    J.gk = nb_grad_buffer(ctx, k);
+    J.gv = nb_grad_buffer(ctx, v);
+    if (!J.gq && !J.gk && !J.gv) return;
+    size_t per_head = (size_t)(J.Tq * J.hd + 2 * J.Tk * J.hd + 2 * J.Tk * J.hdv);
+    J.acc = nb_ctx_alloc_raw(ctx, (size_t)(J.B * J.H) * per_head * nb_dtype_size(q->dtype));
+    if (!J.acc) return;
+    nb_parallel_for(J.B * J.H, min_items(J.Tq * J.Tk * (2 * J.hd + 3 * J.hdv)), backward_range,
+                    &J);
+}
+
+/* ---- checks ------------------------------------------------------------------ */
+
+static bool check_sizes(nb_ctx *ctx, const char *op, nb_tensor *q, nb_tensor *k, nb_tensor *v) {
+    nb_tensor *in[3] = {q, k, v};
+    static const char *const names[3] = {"q", "k", "v"};
+    for (int i = 0; i < 3; i++)
+        if (!in[i]) {
+            nb_ctx_fail(ctx, NB_ERR_NULL, "%s: %s is NULL", op, names[i]);
+            return false;
+        }
+    if (!nb_check_float_inputs(ctx, op, 3, in)) return false;
+    char sq[64], sk[64], sv[64];
+    nb_shape_str(q, sq, sizeof sq), nb_shape_str(k, sk, sizeof sk), nb_shape_str(v, sv, sizeof sv);
+    if (q->ndim != 4 || k->ndim != 4 || v->ndim != 4) {
+        nb_ctx_fail(ctx, NB_ERR_SHAPE,
+                    "%s: q %s, k %s, v %s: expected 4 dims each, (B, T, heads, head_dim) (view "
+                    "a (B, T, heads * head_dim) projection as that)",
+                    op, sq, sk, sv);
+        return false;
+    }
+    const int64_t *a = q->shape, *b = k->shape, *c = v->shape;
+    if (b[0] != a[0] || b[2] != a[2] || b[3] != a[3] || c[0] != a[0] || c[1] != b[1] ||
+        c[2] != a[2]) {
+        nb_ctx_fail(ctx, NB_ERR_SHAPE,
+                    "%s: q %s, k %s, v %s do not fit: expected q (B, Tq, H, hd), k (B, Tk, H, "
+                    "hd), v (B, Tk, H, hdv)",
+                    op, sq, sk, sv);
+        return false;
+    }
+    return true;
+}
+
+static bool check_options(nb_ctx *ctx, const char *op, const nb_tensor *q, const nb_tensor *k,
+                          const nb_tensor *mask, double scale, double p) {
+    char s[64], sk[64];
+    if (mask && mask->dtype != NB_BOOL) {
+        nb_ctx_fail(ctx, NB_ERR_DTYPE, "%s: key_padding_mask %s is %s, expected bool", op,
+                    nb_shape_str(mask, s, sizeof s), nb_dtype_name(mask->dtype));
+        return false;
+    }
+    if (mask && (mask->ndim != 2 || mask->shape[0] != q->shape[0] ||
+                 mask->shape[1] != k->shape[1])) {
+        nb_ctx_fail(ctx, NB_ERR_SHAPE,
+                    "%s: key_padding_mask has shape %s, expected (%lld, %lld) (batch, keys) "
+                    "for k %s",
+                    op, nb_shape_str(mask, s, sizeof s), (long long)q->shape[0],
+                    (long long)k->shape[1], nb_shape_str(k, sk, sizeof sk));
+        return false;
+    }
+    if (!isfinite(scale)) {
+        nb_ctx_fail(ctx, NB_ERR_VALUE, "%s: scale %g is not finite", op, scale);
+        return false;
+    }
+    if (!(p >= 0.0 && p <= 1.0)) {
+        nb_ctx_fail(ctx, NB_ERR_VALUE, "%s: dropout_p %g is outside [0, 1]", op, p);
+        return false;
+    }
+    return true;
+}
+
+/* ---- forward ------------------------------------------------------------------ */
+
+nb_tensor *nb_sdpa(nb_ctx *ctx, nb_tensor *q, nb_tensor *k, nb_tensor *v,
+                   const nb_tensor *key_padding_mask, bool causal, double scale,
+                   double dropout_p, uint64_t seed) {
+    const char *op = nb_op_name(NB_OP_SDPA);
+    if (!check_sizes(ctx, op, q, k, v) ||
+        !check_options(ctx, op, q, k, key_padding_mask, scale, dropout_p))
+        return NULL;
+    sdpa_job J;
+    job_init(&J, q, k, v, key_padding_mask, causal, scale, dropout_p, seed);
+    nb_tensor *out = nb_empty_raw(ctx, q->dtype, NB_SHAPE(J.B, J.Tq, J.H * J.hdv));
+    size_t es = nb_dtype_size(q->dtype);
+    J.lse = out ? nb_ctx_alloc_raw(ctx, (size_t)(J.B * J.H * J.Tq) * es) : NULL;
+    J.acc = J.lse ? nb_ctx_alloc_raw(ctx, out->numel * es) : NULL; /* (B, H, Tq, hdv) */
+    J.kt = J.acc ? nb_ctx_alloc_raw(ctx, k->numel * es) : NULL;
+    if (!J.kt) return NULL;
+    J.o = out->data;
+    nb_parallel_for(J.B * J.H, min_items(J.Tk * J.hd * 16), transpose_range, &J);
+    nb_parallel_for(J.B * J.H * J.nqt, min_items(SDPA_BQ * J.Tk * (J.hd + J.hdv)), forward_range,
+                    &J);
+    nb_tensor *in[3] = {q, k, v};
+    nb_node *n = nb_record_op(ctx, NB_OP_SDPA, out, 3, in, sdpa_backward);
+    if (n) {
+        n->saved = J.lse;
+        n->f[0] = scale;
+        n->f[1] = dropout_p;
+        n->i[0] = causal;
+        n->i[1] = (int64_t)seed;
+        if (key_padding_mask) {
+            n->saved_t = nb_copy(ctx, key_padding_mask, NB_BOOL);
+            if (!n->saved_t) return NULL;
+        }
+    }
+    return out;
+}
+
+nb_tensor *nb_sdpa_dropout_mask(nb_ctx *ctx, int64_t batch, int64_t heads, int64_t t_q,
+                                int64_t t_k, double p, uint64_t seed) {
+    const char *op = "sdpa_dropout_mask";
+    if (!nb_ctx_ok(ctx)) return NULL;
+    if (!(p >= 0.0 && p <= 1.0)) {
+        nb_ctx_fail(ctx, NB_ERR_VALUE, "%s: p %g is outside [0, 1]", op, p);
+        return NULL;
+    }
+    nb_tensor *mask = nb_empty_raw(ctx, NB_BOOL, NB_SHAPE(batch, heads, t_q, t_k));
+    if (!mask) return NULL; /* bad sizes: nb_empty_raw's error */
+    sdpa_job J = {.H = heads, .Tq = t_q, .Tk = t_k};
+    set_dropout(&J, p, seed);
+    uint8_t *m = mask->data;
+    for (int64_t b = 0; b < batch; b++)
+        for (int64_t h = 0; h < heads; h++)
+            for (int64_t i = 0; i < t_q; i++, m += t_k)
+                for (int64_t j0 = 0; j0 < t_k; j0 += SDPA_BK) {
+                    int64_t bk = t_k - j0 < SDPA_BK ? t_k - j0 : SDPA_BK;
+                    if (J.dropout)
+                        keep_row(&J, b, h, i, j0, bk, m + j0);
+                    else
+                        memset(m + j0, 1, (size_t)bk);
+                }
+    return mask;
+}
