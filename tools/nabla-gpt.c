@@ -82,6 +82,7 @@ static int draw_samples(const gpt_flags *f, nb_ctx *pctx, nb_gpt *gpt, const nb_
 }
 
 static int cmd_sample(const gpt_flags *f) {
+    nb_set_num_threads((int)f->threads);
     char path[4200];
     snprintf(path, sizeof path, "%s/model.safetensors", f->out_dir);
     nb_ctx *pctx = nb_ctx_new(0);

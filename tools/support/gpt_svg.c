@@ -42,6 +42,9 @@ static void polyline(FILE *o, const frame *f, const series *s, const char *color
     fprintf(o, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"%g\" points=\"", color, width);
     for (int i = 0; i < s->n; i++) fprintf(o, "%.1f,%.1f ", px(f, s->x[i]), py(f, s->y[i]));
     fputs("\"/>\n", o);
+    for (int i = 0; width > 1 && i < s->n; i++) /* the evaluations: a dot each */
+        fprintf(o, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"%s\"/>\n", px(f, s->x[i]),
+                py(f, s->y[i]), color);
 }
 
 static void draw(FILE *o, const series *s) {
