@@ -87,9 +87,13 @@ static inline SDPA_T SDPA_FN(dot_row)(const SDPA_T *restrict x, const SDPA_T *re
 
 /* dst (cols, rows) = src (rows, cols)^T, src's rows ld apart: K^T and V^T
  * of a head, so that the tile products read them row by row. */
-static void SDPA_FN(transpose)(SDPA_T *dst, const SDPA_T *src, int64_t ld, int64_t rows,
-                               int64_t cols) {
-    for (int64_t j = 0; j < rows; j++)
+static void SDPA_FN(transpose)(SDPA_T *restrict dst, const SDPA_T *restrict src, int64_t ld,
+                               int64_t rows, int64_t cols) {
+    int64_t j0 = 0;
+    for (; j0 + 8 <= rows; j0 += 8) /* 8 source rows at once: whole lines written */
+        for (int64_t d = 0; d < cols; d++)
+            for (int jj = 0; jj < 8; jj++) dst[d * rows + j0 + jj] = src[(j0 + jj) * ld + d];
+    for (int64_t j = j0; j < rows; j++)
         for (int64_t d = 0; d < cols; d++) dst[d * rows + j] = src[j * ld + d];
 }
 
