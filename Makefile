@@ -13,12 +13,16 @@
 #   make bench-attention  the fused attention op against the composed ops
 #   make test-browser  the tape explorer page clicked through in headless Chromium
 #   make docs       docs/tape.svg redrawn from the current tape (Graphviz)
+#   make test-asan  suite, examples, gradcheck under ASan+UBSan (clang), in build/asan
+#   make test-tsan  the threaded ops and the demo at 2 threads under TSan, in build/tsan
+#   make debug      NB_DEBUG build in build/debug (use-after-reset checks) + suite
 #   make install    PREFIX=/usr/local DESTDIR=
 #
 # Your CFLAGS/LDFLAGS/CPPFLAGS are added to ours, not replacing them.
 
 VERSION := $(shell sed -n 's/^\#define NB_VERSION "\(.*\)"/\1/p' include/nabla/core.h)
 SOMAJOR := $(firstword $(subst ., ,$(VERSION)))
+comma := ,
 
 PREFIX ?= /usr/local
 LIBDIR ?= $(PREFIX)/lib
@@ -31,6 +35,11 @@ CFLAGS ?= -O2 -g
 B := build
 
 NB_CFLAGS := -std=c11 -D_POSIX_C_SOURCE=200809L -Wall -Wextra -Iinclude
+# NB_DEBUG=1: every op checks that its tensors were made since their
+# context's last reset (see nb_ctx_reset).
+ifeq ($(NB_DEBUG),1)
+NB_CFLAGS += -DNB_DEBUG=1
+endif
 # The library's sources are grouped by layer (core -> tape -> ops -> nn, train,
 # io, check); each includes src/nb_internal.h.
 LIB_CFLAGS := -Isrc
@@ -63,6 +72,7 @@ DEPS_OK := $(B)/.deps-ok
 .PHONY: fuzz fuzz-seeds soak
 .PHONY: test-slow
 .PHONY: demo-reverse bench-gpt
+.PHONY: test-asan test-tsan debug
 
 all: lib $(EXAMPLES) $(TOOLS)
 lib: $(LIB_A) $(B)/libnabla.so $(PC)
@@ -76,7 +86,8 @@ deps: $(DEPS_OK)
 # Only the targets that need packages install them (before any compiling);
 # plain `make` and `make install` just check for the one build dependency,
 # libcjson-dev, and say how to get it.
-INSTALL_GOALS := test demo memcheck deps
+INSTALL_GOALS := test test-slow test-browser test-asan test-tsan test-mpi mpi demo demo-reverse \
+  memcheck bench bench-gpt bench-compare bench-gemm bench-mpi fuzz soak docs gradcheck deps
 ifneq ($(filter $(INSTALL_GOALS),$(MAKECMDGOALS)),)
 BUILD_DEPS := $(DEPS_OK)
 else
@@ -146,7 +157,8 @@ $(TEST_BIN): $(TEST_SRC) $(B)/tests/suites.h $(LIB_A) $(SUPPORT_OBJ) $(HDR) $(SU
 # The suites that run built programs (examples, nabla-train) find them
 # through NB_BUILD_DIR.
 test: $(DEPS_OK) all $(TEST_BIN)
-	NB_BUILD_DIR=$(abspath $(B)) $(TEST_BIN)
+	NB_BUILD_DIR=$(abspath $(B)) NB_CC="$(CC)" $(TEST_BIN)
+	python3 tools/matrix_coverage.py
 
 # Tests too big for `make test` (tests/slow/): the 124M GPT checkpoint with
 # AdamW state (~5 GB of memory, a 2 GB temporary file).
@@ -162,6 +174,45 @@ memcheck: $(DEPS_OK) all $(TEST_BIN)
 	@command -v valgrind >/dev/null || sh tools/install-deps.sh valgrind
 	CK_FORK=no CK_DEFAULT_TIMEOUT=600 NB_MEMCHECK=1 NB_BUILD_DIR=$(abspath $(B)) valgrind --leak-check=full \
 	  --errors-for-leak-kinds=definite,indirect,possible --error-exitcode=1 $(TEST_BIN)
+
+# ---- sanitizer and debug builds, each in its own directory under $(B) ----
+# clang with the sanitizer runtimes (installed when a probe program does not
+# link). ASan also poisons the arena's free space and redzones (context.c).
+ASAN_FLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined \
+	-fno-sanitize-recover=all
+TSAN_FLAGS := -O1 -g -fsanitize=thread
+SAN_ENV := ASAN_OPTIONS=detect_leaks=1:detect_stack_use_after_return=1:exitcode=86 \
+	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:exitcode=86 \
+	TSAN_OPTIONS=halt_on_error=1:exitcode=86
+define san_probe
+	@mkdir -p $(B)
+	@printf 'int main(void) { return 0; }\n' > $(B)/san-probe.c
+	@clang $(1) $(B)/san-probe.c -o $(B)/san-probe 2>/dev/null || \
+	  sh tools/install-deps.sh clang libclang-rt-14-dev
+	@rm -f $(B)/san-probe $(B)/san-probe.c
+endef
+
+test-asan: $(DEPS_OK)
+	$(call san_probe,-fsanitize=address$(comma)undefined)
+	$(MAKE) --no-print-directory B=$(B)/asan CC=clang CFLAGS="$(ASAN_FLAGS)" \
+	  LDFLAGS="$(ASAN_FLAGS)" all $(B)/asan/tests/check_nabla
+	$(SAN_ENV) NB_BUILD_DIR=$(abspath $(B)/asan) $(B)/asan/tests/check_nabla
+	$(SAN_ENV) sh tools/run-examples.sh $(B)/asan
+	$(SAN_ENV) $(B)/asan/bin/nabla-gradcheck
+
+test-tsan: $(DEPS_OK)
+	$(call san_probe,-fsanitize=thread)
+	$(MAKE) --no-print-directory B=$(B)/tsan CC=clang CFLAGS="$(TSAN_FLAGS)" \
+	  LDFLAGS="$(TSAN_FLAGS)" $(B)/tsan/examples/demo_reverse $(B)/tsan/tests/check_nabla
+	$(SAN_ENV) CK_RUN_SUITE=threads NB_BUILD_DIR=$(abspath $(B)/tsan) $(B)/tsan/tests/check_nabla
+	@# exit 1 is the demo's own verdict (60 steps miss its accuracy goal); 86 is TSan's
+	$(SAN_ENV) $(B)/tsan/examples/demo_reverse --steps 60 --threads 2 --out $(B)/tsan/demo; \
+	  rc=$$?; [ $$rc -le 1 ] || { echo "demo_reverse exited with $$rc" >&2; exit 1; }
+
+debug: $(DEPS_OK)
+	$(MAKE) --no-print-directory B=$(B)/debug NB_DEBUG=1 CFLAGS="-O0 -g" all \
+	  $(B)/debug/tests/check_nabla
+	NB_BUILD_DIR=$(abspath $(B)/debug) $(B)/debug/tests/check_nabla
 
 gradcheck: $(B)/bin/nabla-gradcheck
 	$(B)/bin/nabla-gradcheck
@@ -223,7 +274,10 @@ test-browser: $(DEPS_OK) all
 FUZZ_SECONDS ?= 60
 FUZZ_CC := clang
 FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=undefined -g -O1
-FUZZ_NAMES := $(patsubst tests/fuzz/fuzz_%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
+# A target whose comment names a missing file (" * fuzz-needs: FILE") is skipped.
+FUZZ_ALL := $(patsubst tests/fuzz/fuzz_%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
+fuzz_needs = $(shell sed -n 's/^ \* fuzz-needs: //p' tests/fuzz/fuzz_$(1).c)
+FUZZ_NAMES := $(foreach n,$(FUZZ_ALL),$(if $(call fuzz_needs,$(n)),$(if $(wildcard $(call fuzz_needs,$(n))),$(n)),$(n)))
 FUZZ_BINS := $(FUZZ_NAMES:%=$(B)/fuzz/fuzz_%)
 FUZZ_OBJ := $(SRC:src/%.c=$(B)/fuzz/obj/%.o)
 FUZZ_DEPS := $(B)/.fuzz-deps-ok
@@ -238,7 +292,7 @@ $(B)/fuzz/obj/%.o: src/%.c $(HDR) | $(DEPS_OK) $(FUZZ_DEPS)
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(NB_CFLAGS) $(LIB_CFLAGS) $(CJSON_CFLAGS) $(FUZZ_SAN) -fsanitize=fuzzer-no-link -c $< -o $@
 
-$(B)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_input.h $(FUZZ_OBJ)
+$(B)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(wildcard tests/fuzz/*.h) $(FUZZ_OBJ)
 	$(FUZZ_CC) $(NB_CFLAGS) -D_GNU_SOURCE -Itests/fuzz $(FUZZ_SAN) -fsanitize=fuzzer $< $(FUZZ_OBJ) \
 	  -o $@ $(CJSON_LIBS) $(NB_LIBS)
 
@@ -252,6 +306,19 @@ fuzz-seeds: $(LIB_A)
 	  $(LIB_A) $(CJSON_LIBS) $(NB_LIBS)
 	rm -rf tests/fuzz/seeds/safetensors tests/fuzz/seeds/checkpoint
 	$(B)/fuzz/make_seeds tests/fuzz/seeds
+
+# Leaks, slow-downs and resume bugs over 20,000 steps (several minutes).
+SOAK_STEPS ?= 20000
+soak: $(B)/bin/nabla-soak
+	$(B)/bin/nabla-soak --steps $(SOAK_STEPS) --threads 1
+	$(B)/bin/nabla-soak --steps $(SOAK_STEPS) --threads 2
+
+# docs/tape.svg, the README's picture: the lecture tape of teach_backprop,
+# top to bottom, scaled by Graphviz to at most 8 in (576 pt, 768 px) wide.
+docs: $(DEPS_OK) $(B)/examples/teach_backprop
+	@command -v dot >/dev/null || sh tools/install-deps.sh graphviz
+	$(B)/examples/teach_backprop --dot=$(B)/tape.dot --force >/dev/null
+	dot -Tsvg -Gsize=8,20 $(B)/tape.dot -o docs/tape.svg
 
 install: lib
 	install -d $(DESTDIR)$(INCLUDEDIR)/nabla $(DESTDIR)$(LIBDIR) $(DESTDIR)$(PKGCONFIGDIR)
@@ -269,3 +336,38 @@ uninstall:
 
 clean:
 	rm -rf $(B)
+
+# ---- MPI data parallelism (optional; tools/mpi/, README "Training on several
+# processes with MPI"). libnabla stays free of MPI: only nabla-gpt-mpi and its
+# test programs are built with mpicc. The target installs Open MPI.
+.PHONY: mpi test-mpi bench-mpi
+MPICC ?= mpicc
+MPI_DEPS := $(B)/.mpi-deps-ok
+MPI_SRC := $(wildcard tools/mpi/*.c)
+MPI_HDR := $(wildcard tools/mpi/*.h)
+$(MPI_DEPS): tools/install-deps.sh
+	@sh tools/install-deps.sh openmpi-bin libopenmpi-dev
+	@mkdir -p $(B) && touch $@
+
+$(B)/bin/nabla-gpt-mpi: tools/nabla-gpt.c $(MPI_SRC) $(MPI_HDR) $(LIB_A) $(SUPPORT_OBJ) $(HDR) $(SUPPORT_HDR) | $(MPI_DEPS)
+	@mkdir -p $(dir $@)
+	$(MPICC) $(NB_CFLAGS) -DNB_GPT_MPI -Itools/support -Itools/mpi $(CPPFLAGS) $(CFLAGS) \
+	  tools/nabla-gpt.c $(MPI_SRC) -o $@ $(LDFLAGS) $(SUPPORT_OBJ) $(LIB_A) $(CJSON_LIBS) $(NB_LIBS)
+
+$(B)/mpi/mpi_unit: tests/mpi/mpi_unit.c tools/mpi/nb_mpi.c tools/mpi/nb_mpi.h $(LIB_A) $(HDR) | $(MPI_DEPS)
+	@mkdir -p $(dir $@)
+	$(MPICC) $(NB_CFLAGS) -Itools/mpi $(CPPFLAGS) $(CFLAGS) tests/mpi/mpi_unit.c tools/mpi/nb_mpi.c \
+	  -o $@ $(LDFLAGS) $(LIB_A) $(CJSON_LIBS) $(NB_LIBS)
+
+$(B)/mpi/st_compare: tests/mpi/st_compare.c $(LIB_A) $(HDR)
+	@mkdir -p $(dir $@)
+	$(CC) $(NB_CFLAGS) $(CPPFLAGS) $(CFLAGS) $< -o $@ $(LDFLAGS) $(LIB_A) $(CJSON_LIBS) $(NB_LIBS)
+
+mpi: $(B)/bin/nabla-gpt-mpi $(B)/mpi/mpi_unit $(B)/mpi/st_compare
+
+test-mpi: mpi $(B)/bin/nabla-gpt
+	sh tests/mpi/test_mpi.sh $(B)
+
+bench-mpi: mpi $(B)/bin/nabla-gpt
+	@sh tools/install-deps.sh fortunes
+	sh tools/bench-mpi.sh $(B)

@@ -5,33 +5,15 @@
  * run for a fresh build, none run) in a scratch build directory. */
 #include "check_nabla.h"
 
-#include <sys/wait.h>
-
 /* Output (stdout + stderr) of `make ARGS` in the source tree, run outside
  * any enclosing make's job server; *status is its exit status. */
 static char *make_output(const char *args, int *status) {
-    char cmd[1024];
+    char cmd[1024], *out = NULL;
     snprintf(cmd, sizeof cmd,
              "cd '%s' && env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make --no-print-directory %s 2>&1",
              NB_SOURCE_DIR, args);
-    FILE *p = popen(cmd, "r");
-    ck_assert_ptr_nonnull(p);
-    size_t cap = 1 << 16, len = 0;
-    char *buf = malloc(cap);
-    ck_assert_ptr_nonnull(buf);
-    size_t got;
-    while ((got = fread(buf + len, 1, cap - len - 1, p)) > 0) {
-        len += got;
-        if (len + 1 == cap) {
-            char *grown = realloc(buf, cap *= 2);
-            ck_assert_ptr_nonnull(grown);
-            buf = grown;
-        }
-    }
-    buf[len] = '\0';
-    int st = pclose(p);
-    *status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-    return buf;
+    *status = nb_test_run(cmd, &out);
+    return out;
 }
 
 START_TEST(test_plain_make_and_install_install_nothing) {

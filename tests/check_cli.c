@@ -11,15 +11,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static const char *build_dir(void) {
-    const char *dir = getenv("NB_BUILD_DIR");
-    return dir && *dir ? dir : NB_SOURCE_DIR "/build";
-}
-
 /* Executable regular files of <build>/<sub>, as full paths; returns how many. */
 static int list_programs(const char *sub, char paths[][800], int max) {
     char dir[512];
-    snprintf(dir, sizeof dir, "%s/%s", build_dir(), sub);
+    snprintf(dir, sizeof dir, "%s/%s", nb_test_build_dir(), sub);
     DIR *d = opendir(dir);
     ck_assert_msg(d != NULL, "cannot open %s (run `make` first)", dir);
     int n = 0;
@@ -94,7 +89,7 @@ START_TEST(test_every_program_handles_help_and_unknown_flags) {
     int total = 0;
     for (int s = 0; s < 2; s++) {
         int n = list_programs(subs[s], paths, 256);
-        ck_assert_msg(n > 0, "no programs in %s/%s", build_dir(), subs[s]);
+        ck_assert_msg(n > 0, "no programs in %s/%s", nb_test_build_dir(), subs[s]);
         for (int i = 0; i < n; i++) check_program(paths[i]);
         total += n;
     }

@@ -317,6 +317,25 @@ START_TEST(test_seed_multihead) {
 }
 END_TEST
 
+/* ---- seed_gpt: the course's next chapter, GPTModel 124M ---------------------- */
+
+/* The course's printout for GPT_CONFIG_124M (the counts follow from the
+ * shapes alone, whatever the weights), and tokens from the untrained model. */
+START_TEST(test_seed_gpt) {
+    example_run r = run_example("seed_gpt");
+    const char *c = NULL;
+    c = expect(&r, c, "tok_emb                              (50257, 768)               38,597,376\n");
+    c = expect(&r, c, "trf_blocks.0.ff.layers.0             (3072, 768) (3072)          2,362,368\n");
+    c = expect(&r, c, "out_head                             (50257, 768)               38,597,376\n");
+    c = expect(&r, c, "Total number of parameters: 163,009,536\n");
+    c = expect(&r, c, "Number of trainable parameters considering weight tying: 124,412,160\n");
+    c = expect(&r, c, "Total size of the model: 621.83 MB\n");
+    c = expect(&r, c, "Output: [15496, 11, 314, 716, ");
+    expect(&r, c, "Output length: 10\n");
+    free(r.out);
+}
+END_TEST
+
 /* ---- seed_sky_is_blue: seed 003, plus its gradients ------------------------ */
 
 START_TEST(test_seed_sky_is_blue) {
@@ -374,6 +393,17 @@ START_TEST(test_seed_sky_is_blue) {
 }
 END_TEST
 
+/* gradcheck(layer, params + inputs) on an f32 layer with a custom op: the
+ * right backward passes, the planted wrong one is named, the layer stays f32. */
+START_TEST(test_gradcheck_module) {
+    example_run r = run_example("gradcheck_module");
+    const char *c = expect(&r, NULL, "right backward: passed\n");
+    c = expect(&r, c, "wrong backward: blamed 'softsign', created at line 46, its input 0\n");
+    expect(&r, c, "the module is still f32: weight f32, bias f32\n");
+    free(r.out);
+}
+END_TEST
+
 Suite *suite_examples(void) {
     Suite *s = suite_create("examples");
     TCase *tc = tcase_create("seed walkthroughs");
@@ -383,6 +413,8 @@ Suite *suite_examples(void) {
     tcase_add_test(tc, test_seed_causal_attention);
     tcase_add_test(tc, test_seed_multihead);
     tcase_add_test(tc, test_seed_sky_is_blue);
+    tcase_add_test(tc, test_seed_gpt);
+    tcase_add_test(tc, test_gradcheck_module);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -117,6 +117,7 @@ static void run_parity(const char *run, nb_dtype dt, double loss_tol, double w_t
     const nb_tensor *loss = nb_list_get(&want, "loss"), *lr = nb_list_get(&want, "lr");
     replay r = {&m, x, y, 0, x->shape[1] / k};
     nb_train_step s = {opt, &m.params, k, argd(args, "grad_clip"), 0, micro_loss, &r, NULL, NULL};
+    double worst_loss = 0;
     for (int64_t it = 0; it < (int64_t)loss->numel; it++) {
         r.it = it;
         s.lr = nb_lr_at(&sch, it);
@@ -126,6 +127,7 @@ static void run_parity(const char *run, nb_dtype dt, double loss_tol, double w_t
         nb_status st = nb_train_step_run(step, &s, &res);
         ck_assert_msg(st == NB_OK, "%s: %s", run, nb_ctx_error(step));
         double w = nb_get(loss, (size_t)it);
+        worst_loss = fmax(worst_loss, fabs(res.loss - w) / fabs(w));
         ck_assert_msg(fabs(res.loss - w) <= loss_tol * fabs(w), "%s iter %lld: loss %.17g, "
                       "torch %.17g", run, (long long)it, res.loss, w);
     }
@@ -144,6 +146,9 @@ static void run_parity(const char *run, nb_dtype dt, double loss_tol, double w_t
         }
     }
     ck_assert(worst > 0 || dt == NB_F64); /* f32 never matches bit for bit here */
+    if (getenv("NB_GPT_PARITY_VERBOSE"))
+        fprintf(stderr, "%s %s: max loss rel err %.2g, max weight abs err %.2g\n", run,
+                dt == NB_F64 ? "f64" : "f32", worst_loss, worst);
     nb_optim_free(opt);
     nb_ctx_free(step);
     nb_ctx_free(pctx);
@@ -310,7 +315,13 @@ static void cache_vs_full(nb_gpt_arch arch) {
     nb_tensor *y = nb_gpt_forward_cached(s, &m, kv, ids_from(s, 2, 1, seq));
     ck_assert_ptr_null(y);
     ck_assert_error_has(s, "T <= 0");
+    nb_ctx_reset(s);
+    /* a cache for another batch size */
+    nb_gpt_cache_reset(kv);
+    ck_assert_ptr_null(nb_gpt_forward_cached(s, &m, kv, ids_from(s, 1, 2, seq)));
+    ck_assert_error_has(s, "ids batch 1, cache batch 2");
     nb_gpt_cache_free(kv);
+    ck_assert_ptr_null(nb_gpt_cache_new(&m, 0, s));
     ck_assert(m.training); /* restored */
     nb_ctx_free(s);
     nb_ctx_free(p);
@@ -425,6 +436,64 @@ START_TEST(test_accumulation_equals_big_batch) {
 }
 END_TEST
 
+static nb_status failing_sync(const nb_tensor_list *params, void *user) {
+    (void)params, (void)user;
+    return NB_ERR_IO;
+}
+
+static nb_tensor *null_loss(nb_ctx *ctx, int micro, void *user) {
+    (void)ctx, (void)micro, (void)user;
+    return NULL;
+}
+
+/* a failing sync hook or loss stops the step before the update */
+START_TEST(test_train_step_errors) {
+    nb_ctx *p = nb_ctx_new(0), *s = nb_ctx_new(0);
+    nb_pcg32 rng;
+    nb_pcg32_seed(&rng, 5, 1);
+    nb_gpt_config c = tiny_config(NB_GPT_GPTMODEL, NB_F64);
+    nb_gpt m;
+    ck_assert_int_eq(nb_gpt_init(&m, p, &c, &rng), NB_OK);
+    int64_t x[10] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, y[10] = {2, 3, 4, 5, 6, 7, 8, 9, 10, 0};
+    accum a = {&m, x, y, 2, 5};
+    nb_optim *opt = nb_adamw_new(&m.params, nb_adamw_defaults(0.1), p);
+    double before = nb_get(m.wte, 0);
+    nb_train_step st = {opt, &m.params, 1, 1.0, 0.1, accum_loss, &a, failing_sync, NULL};
+    ck_assert_int_eq(nb_train_step_run(s, &st, NULL), NB_ERR_IO);
+    ck_assert_error_has(s, "train_step: grad_sync failed");
+    ck_assert_double_eq(nb_get(m.wte, 0), before);
+    ck_assert_int_eq(nb_optim_step_count(opt), 0);
+    nb_ctx_clear_error(s);
+    st.grad_sync = NULL, st.loss_fn = null_loss;
+    ck_assert_int_eq(nb_train_step_run(s, &st, NULL), NB_ERR_STATE);
+    ck_assert_error_has(s, "loss_fn returned NULL for micro-batch 0");
+    nb_ctx_clear_error(s);
+    st.loss_fn = accum_loss, st.accum_steps = 0;
+    ck_assert_int_eq(nb_train_step_run(s, &st, NULL), NB_ERR_VALUE);
+    nb_ctx_clear_error(s);
+    st.accum_steps = 1;
+    nb_step_result r;
+    ck_assert_int_eq(nb_train_step_run(s, &st, &r), NB_OK);
+    ck_assert_double_ne(nb_get(m.wte, 0), before);
+    ck_assert_double_gt(r.grad_norm, 0);
+    ck_assert_double_eq_tol(r.loss, log(11.0), 1.5); /* an untrained model's loss */
+    ck_assert_int_eq(nb_optim_step_count(opt), 1);
+    nb_optim_free(opt);
+    /* no_grad: no gradient buffers, nothing recorded */
+    c.no_grad = true;
+    ck_assert_int_eq(nb_gpt_init(&m, p, &c, &rng), NB_OK);
+    for (int i = 0; i < m.params.n; i++) {
+        ck_assert_ptr_null(nb_list_tensor(&m.params, i)->grad);
+        ck_assert(!nb_list_tensor(&m.params, i)->requires_grad);
+    }
+    nb_ctx_reset(s);
+    ck_assert_ptr_nonnull(nb_gpt_forward(s, &m, ids_from(s, 2, 5, x)));
+    ck_assert_int_eq(nb_tape_len(s), 0);
+    nb_ctx_free(s);
+    nb_ctx_free(p);
+}
+END_TEST
+
 START_TEST(test_lr_schedule_formula) {
     nb_lr_schedule s = {6e-4, true, 10, 100, 6e-5};
     ck_assert_double_eq(nb_lr_at(&s, 0), 6e-4 * 1 / 11);
@@ -490,6 +559,15 @@ START_TEST(test_config_from_state_dict) {
     nb_gpt m;
     ck_assert_int_eq(nb_gpt_from_state_dict(&m, p, &sd2, 3, 0.0, NB_F32, NULL), NB_ERR_VALUE);
     ck_assert_error_has(p, "n_embd 8 is not divisible by n_head 3");
+    nb_ctx_clear_error(p);
+    /* nanoGPT: lm_head.weight must be wte's values (tied) */
+    nb_tensor_list sd3 = {0};
+    ck_assert_int_eq(nb_load_safetensors(f, GPT_DIR "init_nanogpt_bias.safetensors", &sd3), NB_OK);
+    ck_assert_int_eq(nb_gpt_from_state_dict(&m, p, &sd3, 2, 0.0, NB_F64, NULL), NB_OK);
+    ck_assert_double_eq(nb_get(m.wte, 5), nb_get(nb_list_get(&sd3, "lm_head.weight"), 5));
+    nb_set(nb_list_get(&sd3, "lm_head.weight"), 5, 0.5);
+    ck_assert_int_eq(nb_gpt_load_state_dict(&m, &sd3), NB_ERR_FORMAT);
+    ck_assert_error_has(p, "lm_head.weight differs from transformer.wte.weight at 5");
     nb_ctx_clear_error(p);
     /* a list that is no GPT */
     nb_tensor_list bad = {0};
@@ -581,6 +659,7 @@ Suite *suite_gpt(void) {
     suite_add_tcase(s, tm);
     TCase *tt = tcase_create("training");
     tcase_add_test(tt, test_accumulation_equals_big_batch);
+    tcase_add_test(tt, test_train_step_errors);
     tcase_add_test(tt, test_lr_schedule_formula);
     tcase_add_test(tt, test_adamw_groups);
     suite_add_tcase(s, tt);

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 
 #include "nabla.h"
 
@@ -43,6 +44,15 @@
         ck_assert_msg(strstr(e_, (part)) != NULL, "error '%s' lacks '%s'", e_, (part)); \
     } while (0)
 
+/* The first n-1 bytes of a file into buf, NUL-terminated ("" when it cannot
+ * be read). */
+static inline void nb_test_read_text(const char *path, char *buf, size_t n) {
+    FILE *f = fopen(path, "r");
+    size_t k = f ? fread(buf, 1, n - 1, f) : 0;
+    buf[k] = '\0';
+    if (f) fclose(f);
+}
+
 /* Prints t into a string (caller frees). */
 static inline char *nb_test_format(const nb_tensor *t) {
     char *buf = NULL;
@@ -58,5 +68,27 @@ static const double NB_SEED_INPUTS[18] = {
     0.43, 0.15, 0.89, 0.55, 0.87, 0.66, 0.57, 0.85, 0.64,
     0.22, 0.58, 0.33, 0.77, 0.25, 0.10, 0.05, 0.80, 0.55,
 };
+
+/* The build directory the programs were built in: $NB_BUILD_DIR (set by
+ * `make test`), else NB_SOURCE_DIR "/build". */
+static inline const char *nb_test_build_dir(void) {
+    const char *dir = getenv("NB_BUILD_DIR");
+    return dir && *dir ? dir : NB_SOURCE_DIR "/build";
+}
+
+/* Runs a shell command; its stdout goes into *out (caller frees), its exit
+ * status is returned (-1 when it did not exit). */
+static inline int nb_test_run(const char *cmd, char **out) {
+    FILE *p = popen(cmd, "r");
+    ck_assert_msg(p != NULL, "popen(%s) failed", cmd);
+    size_t len = 0;
+    FILE *m = open_memstream(out, &len);
+    ck_assert_ptr_nonnull(m);
+    int ch;
+    while ((ch = fgetc(p)) != EOF) fputc(ch, m);
+    fclose(m);
+    int st = pclose(p);
+    return st != -1 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
 
 #endif

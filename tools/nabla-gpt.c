@@ -16,7 +16,14 @@
 #include "gpt_flags.h"
 #include "gpt_train.h"
 
+/* `make mpi` compiles this file again with NB_GPT_MPI into nabla-gpt-mpi:
+ * the same flags, with train data-parallel over MPI ranks (tools/mpi/). */
+#ifdef NB_GPT_MPI
+#include "gpt_mpi.h"
+#define PROG "nabla-gpt-mpi"
+#else
 #define PROG "nabla-gpt"
+#endif
 
 static const char USAGE[] =
     "usage: " PROG " train|sample|bench [--key=value ...]\n"
@@ -81,7 +88,7 @@ static int cmd_sample(const gpt_flags *f) {
     const char *k[64], *v[64];
     int n = 0, st = 0;
     nb_tensor_list sd = {0};
-    nb_gpt gpt;
+    nb_gpt gpt = {0};
     nb_char_vocab vocab;
     if (nb_load_safetensors_meta(pctx, path, &sd, 64, &n, k, v)) {
         st = gpt_fail(PROG, "sample: %s", nb_ctx_error(pctx));
@@ -101,6 +108,8 @@ static int cmd_sample(const gpt_flags *f) {
     if (!st && !prompt) st = gpt_fail(PROG, "--start: %s", nb_ctx_error(pctx));
     if (!st) st = draw_samples(f, pctx, &gpt, &vocab, prompt);
     free(start);
+    nb_list_free(&sd);
+    nb_gpt_free(&gpt);
     nb_ctx_free(pctx);
     return st;
 }
@@ -145,7 +154,7 @@ static int cmd_bench(const gpt_flags *f) {
     c.vocab_size = f->vocab_size, c.block_size = f->block_size, c.n_layer = (int)f->n_layer;
     c.n_head = (int)f->n_head, c.n_embd = f->n_embd, c.dropout = f->dropout;
     c.bias = f->bias, c.qkv_bias = f->qkv_bias, c.dtype = gpt_flags_dtype(f);
-    nb_gpt gpt;
+    nb_gpt gpt = {0};
     bench b = {&gpt, NULL, NULL};
     int64_t B = f->batch_size, T = f->block_size;
     if (!nb_gpt_init(&gpt, pctx, &c, &rng)) {
@@ -174,6 +183,7 @@ static int cmd_bench(const gpt_flags *f) {
         else printf("sample_tok_per_s_kv_cache=%.0f sample_tok_per_s_no_cache=%.0f\n", with, without);
     }
     nb_optim_free(opt);
+    nb_gpt_free(&gpt);
     nb_ctx_free(sctx), nb_ctx_free(pctx);
     return st;
 }
@@ -193,6 +203,16 @@ int main(int argc, char **argv) {
     gpt_flags f;
     int st = gpt_flags_parse(&f, cmd, PROG, argc, argv, 2);
     if (st) return st == 1 ? 0 : st;
+#ifdef NB_GPT_MPI
+    /* train runs on every rank; sample and bench on rank 0 alone. */
+    gpt_dist d;
+    if (gpt_mpi_start(&argc, &argv, &d, PROG)) return 1;
+    if (cmd == GPT_TRAIN) st = gpt_train_run(&f, PROG, &(gpt_train_hooks){.dist = &d});
+    else st = d.rank ? 0 : cmd == GPT_SAMPLE ? cmd_sample(&f) : cmd_bench(&f);
+    gpt_mpi_stop();
+    return st;
+#else
     if (cmd == GPT_TRAIN) return gpt_train_run(&f, PROG, NULL);
     return cmd == GPT_SAMPLE ? cmd_sample(&f) : cmd_bench(&f);
+#endif
 }

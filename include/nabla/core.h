@@ -34,7 +34,7 @@ typedef enum nb_status {
     NB_ERR_SIZE,   /* zero-size dims, too many dims, overflowing element counts */
     NB_ERR_VALUE,  /* an argument out of range (dim, p, index, NaN where not allowed) */
     NB_ERR_MEMORY, /* an allocation failed */
-    NB_ERR_STATE,  /* the call does not fit the current state (e.g. backward twice) */
+    NB_ERR_STATE,  /* the call does not fit the current state (e.g. a tensor recorded twice) */
     NB_ERR_IO,     /* a file could not be read or written */
     NB_ERR_FORMAT, /* a file is corrupt, truncated or not what it claims */
     NB_STATUS_COUNT
@@ -72,17 +72,26 @@ nb_ctx *nb_ctx_new(size_t reserve);
 void nb_ctx_free(nb_ctx *ctx);
 
 /* Forgets every tensor and the tape, keeps the memory, clears the error.
- * Tensors of this context must not be used afterwards. */
+ * Tensors of this context must not be used afterwards. A library built with
+ * NB_DEBUG=1 (`make debug`) catches such use: every tensor carries a stamp
+ * of its context's reset count, reset overwrites the last step's memory and
+ * keeps it out of use for one step, and every op (and nb_get, nb_set,
+ * nb_copy, nb_backward, nb_record) refuses a tensor made before the last
+ * reset with NB_ERR_STATE ("used after its context was reset"); nb_get
+ * gives NaN. Older tensors point at freed memory: `make test-asan` reports
+ * those. */
 void nb_ctx_reset(nb_ctx *ctx);
 
-/* The first error's message, or NULL when there is none (or ctx is NULL). */
+/* The first error's message, or NULL when there is none ("NULL context"
+ * for a NULL ctx). */
 const char *nb_ctx_error(const nb_ctx *ctx);
 /* The first error's status, NB_OK when none; NB_ERR_NULL for a NULL ctx. */
 nb_status nb_ctx_status(const nb_ctx *ctx);
 /* Clears the error so the context can be used again. */
 void nb_ctx_clear_error(nb_ctx *ctx);
 /* Records an error (if none is recorded yet) and returns `s`. For custom ops
- * and wrappers; the message is printf-formatted. */
+ * and wrappers; the message is printf-formatted. A NULL fmt records the
+ * status with a generic message; a NULL ctx records nothing. */
 nb_status nb_ctx_fail(nb_ctx *ctx, nb_status s, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 3, 4)))
@@ -100,12 +109,15 @@ bool nb_is_grad_enabled(const nb_ctx *ctx);
 void nb_ctx_set_site(nb_ctx *ctx, const char *file, int line);
 #define NB_HERE(ctx) nb_ctx_set_site((ctx), __FILE__, __LINE__)
 
-/* Worker threads for the heaviest kernel (linear), process-wide; 1
- * (the default) runs everything on the calling thread. Results are
- * bit-identical for every thread count: work is split only over independent
- * outputs. Returns the count now in use (it may be lower if threads could not
- * be started). Call nb_set_num_threads(1) before exit to join the workers.
- * Not for use from several threads at once. */
+/* Worker threads for the heavy kernels (matmul and linear, softmax, the
+ * elementwise ops, dropout, the optimizers), process-wide, in a persistent
+ * pool; 1 runs everything on the calling thread. Without a call, the first
+ * use reads the NB_NUM_THREADS environment variable (1 when unset).
+ * Results are bit-identical for every thread count: work is split only over
+ * independent outputs, and small tensors stay on the caller. Returns the
+ * count now in use (it may be lower if threads could not be started). Call
+ * nb_set_num_threads(1) before exit to join the workers. Not for use from
+ * several threads at once. */
 int nb_set_num_threads(int n);
 int nb_get_num_threads(void);
 
@@ -137,6 +149,7 @@ typedef struct nb_tensor {
     nb_node *node;              /* the op that made it; NULL for leaves */
     nb_ctx *owner;              /* the context whose arena holds it */
     const char *name;           /* optional label for printing and graphs */
+    uint32_t stamp;             /* which reset of owner made it (see nb_ctx_reset) */
 } nb_tensor;
 
 /* Shape arguments are (ndim, const int64_t *shape). NB_SHAPE(2, 3) expands to
@@ -159,7 +172,9 @@ nb_tensor *nb_from_doubles(nb_ctx *ctx, nb_dtype dt, int ndim, const int64_t *sh
 nb_tensor *nb_scalar(nb_ctx *ctx, nb_dtype dt, double value); /* 0-dim */
 
 struct nb_pcg32;
-/* U[lo, hi) and N(mean, std^2), drawn in row-major order from `rng`. */
+/* U[lo, hi) and N(mean, std^2), drawn in row-major order from `rng`. As in
+ * PyTorch, lo > hi (or an infinite hi - lo) and std < 0 (or NaN) are
+ * NB_ERR_VALUE errors; a NULL rng is NB_ERR_NULL. */
 nb_tensor *nb_uniform(nb_ctx *ctx, nb_dtype dt, int ndim, const int64_t *shape, double lo,
                       double hi, struct nb_pcg32 *rng);
 nb_tensor *nb_normal(nb_ctx *ctx, nb_dtype dt, int ndim, const int64_t *shape, double mean,
@@ -178,7 +193,12 @@ nb_tensor *nb_requires_grad(nb_tensor *t);
 void nb_zero_grad(nb_tensor *t);
 
 /* Element access by flat row-major index, converting to/from double.
- * Out-of-range indices or NULL give NaN (get) or do nothing (set). */
+ * Out-of-range indices or NULL give NaN (get) or do nothing (set). Storing
+ * NaN, an infinity or a value outside [-2^63, 2^63) into an i64 tensor
+ * leaves the element unchanged and records NB_ERR_VALUE on t's context
+ * (the C conversion would be undefined); other values are truncated toward
+ * zero. nb_full, nb_from_doubles and nb_copy to i64 refuse such values the
+ * same way. */
 double nb_get(const nb_tensor *t, size_t i);
 void nb_set(nb_tensor *t, size_t i, double v);
 double nb_grad_get(const nb_tensor *t, size_t i); /* 0 when there is no grad */
@@ -267,7 +287,12 @@ void nb_list_free(nb_tensor_list *l);
  * its gradient is taken as 1 (a scalar loss). Otherwise grad_out must have
  * out's shape and dtype. Gradients accumulate (+=) into every tensor that
  * requires grad; leaves keep theirs until nb_zero_grad. Intermediate
- * gradients stay readable until the context is reset. */
+ * gradients stay readable until the context is reset.
+ *
+ * A second backward over the same tape is allowed and behaves like
+ * PyTorch's backward(retain_graph=True): intermediate gradients restart from
+ * zero and the leaves receive the gradient once more (so two calls double
+ * a leaf's gradient). The saved forward values are kept until the reset. */
 nb_status nb_backward(nb_ctx *ctx, nb_tensor *out, const nb_tensor *grad_out);
 
 /* Anomaly mode (PyTorch's detect_anomaly): after each local rule, checks
@@ -281,9 +306,12 @@ bool nb_set_detect_anomaly(nb_ctx *ctx, bool on);
 
 /* Number of nodes on the tape. */
 int nb_tape_len(const nb_ctx *ctx);
-/* Prints the tape, one node a line: index, op, input and output shapes,
- * creation site. For teaching and debugging. */
-void nb_tape_print(const nb_ctx *ctx, FILE *f);
+/* Prints the tape, one node a line: index, op, input and output shapes
+ * (after the tensor's name when it has one: parameters show their module
+ * path, "W_query.weight (2, 3)*"), creation site. For teaching and
+ * debugging. NB_OK, NB_ERR_NULL, NB_ERR_MEMORY or NB_ERR_IO (a write
+ * failed; f is flushed to find out). */
+nb_status nb_tape_print(const nb_ctx *ctx, FILE *f);
 /* Writes the tape as a Graphviz digraph (render with `dot -Tsvg`): a box per
  * tensor with its shape, first values and gradient, an ellipse per op with
  * its tape index and creation site, arrows in the forward direction. With
@@ -308,7 +336,9 @@ typedef void (*nb_backward_fn)(nb_ctx *ctx, nb_node *node);
 
 /* Records `out` as the result of `name`(in[0..n_in-1]). Does nothing and
  * returns NULL when no input requires grad or grad is disabled; on success
- * out->requires_grad becomes true. `name` must outlive the context. */
+ * out->requires_grad becomes true. `name` must outlive the context.
+ * NB_ERR_STATE when out was already recorded by a node (an output belongs to
+ * one node) and NB_ERR_VALUE when out is also one of the inputs (a cycle). */
 nb_node *nb_record(nb_ctx *ctx, const char *name, nb_tensor *out, int n_in,
                    nb_tensor *const *in, nb_backward_fn backward, void *userdata);
 

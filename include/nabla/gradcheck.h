@@ -97,7 +97,8 @@ typedef struct nb_gradcheck_result {
  * (defaults). res may be NULL. Returns NB_OK when it passed, NB_ERR_VALUE
  * when it did not, another status when f failed (message in res). On
  * failure the message names the blamed op, its tape index, creation site
- * and input, then the worst element. `passed` and the status depend only on
+ * and input, then the worst element. Inputs are numbered from 0, as in
+ * PyTorch ("d out[1] / d input 0 [3]", "for its input 0"). `passed` and the status depend only on
  * the check itself, not on blame. */
 nb_status nb_gradcheck(nb_gradcheck_fn f, void *user, int n_in, nb_tensor *const *in,
                        const nb_gradcheck_opts *opts, nb_gradcheck_result *res);

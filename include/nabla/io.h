@@ -153,7 +153,8 @@ typedef struct nb_optim nb_optim; /* nabla/optim.h */
  * (a parameter or extra name that is empty, duplicated, or a parameter name
  * starting with the reserved "state." or "extra."; a caller metadata key
  * that is "format", "nabla_version", "optimizer" or starts with
- * "optimizer."; a corrupt list), NB_ERR_MEMORY, and those of
+ * "optimizer."; a corrupt list; an optimizer that is not built over exactly
+ * the tensors of params under the same names), NB_ERR_MEMORY, and those of
  * nb_optim_state and nb_save_safetensors. Lists of any length work. */
 nb_status nb_save_checkpoint(nb_ctx *ctx, const char *path, const nb_tensor_list *params,
                              nb_optim *opt, const nb_tensor_list *extra, int n_meta,
@@ -179,8 +180,10 @@ nb_status nb_save_checkpoint(nb_ctx *ctx, const char *path, const nb_tensor_list
  * corrupt or truncated, ...); NB_ERR_FORMAT when the file lacks
  * "format": "nabla-checkpoint-1"; NB_ERR_VALUE for a missing parameter or
  * extra entry, a file saved without an optimizer (or with another kind)
- * when opt is given; NB_ERR_SHAPE, NB_ERR_DTYPE for entries that do not
- * fit; and those of nb_optim_load_state. */
+ * when opt is given, or an opt not built over exactly the tensors of params;
+ * NB_ERR_SHAPE, NB_ERR_DTYPE for entries that do not fit; and those of
+ * nb_optim_load_state. Paths that are not regular files (a FIFO, a device
+ * such as /dev/zero, a directory) are NB_ERR_IO, without blocking. */
 nb_status nb_load_checkpoint(nb_ctx *ctx, const char *path, const nb_tensor_list *params,
                              nb_optim *opt, const nb_tensor_list *extra);
 

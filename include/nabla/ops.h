@@ -39,7 +39,8 @@ typedef enum nb_op {
 
 /* "add", "matmul", ...; "?" for values out of range. */
 const char *nb_op_name(nb_op op);
-/* Number of tensor inputs (-1: variable, as concat). */
+/* Number of tensor inputs (-1: variable, as concat; 0 for values out of
+ * range). */
 int nb_op_arity(nb_op op);
 
 /* ---- elementwise, broadcasting by the numpy/PyTorch rules ------------- */

@@ -225,7 +225,7 @@ typedef struct nb_lr_schedule {
  *   otherwise:              r = (it - warmup_iters) / (lr_decay_iters - warmup_iters)
  *                           min_lr + 0.5 * (1 + cos(pi * r)) * (learning_rate - min_lr)
  * (lr_decay_iters == warmup_iters gives min_lr from warmup_iters on.) NaN
- * for NULL. */
+ * for NULL or it < 0 (nb_optim_set_lr then refuses it). */
 double nb_lr_at(const nb_lr_schedule *s, int64_t it);
 
 /* ------------------------------------------------------------------------

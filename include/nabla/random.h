@@ -15,6 +15,11 @@ typedef struct nb_pcg32 {
     uint64_t inc;   /* the stream: always odd */
 } nb_pcg32;
 
+/* A NULL rng is never dereferenced: seeding it does nothing, next and
+ * bounded return 0, and float, double and normal return NaN (so a forgotten
+ * generator shows up in the values instead of crashing). The ops and module
+ * inits that take an rng record an NB_ERR_NULL error for a NULL one. */
+
 /* Seeds with (initstate, initseq) exactly as the reference pcg32_srandom_r. */
 void nb_pcg32_seed(nb_pcg32 *rng, uint64_t initstate, uint64_t initseq);
 /* The next 32 uniformly distributed bits. */

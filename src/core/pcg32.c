@@ -15,6 +15,7 @@ static inline uint32_t pcg_output(uint64_t old) {
 }
 
 uint32_t nb_pcg32_next(nb_pcg32 *rng) {
+    if (!rng) return 0;
     uint64_t old = rng->state;
     rng->state = old * PCG_MULT + rng->inc;
     return pcg_output(old);
@@ -25,6 +26,7 @@ uint32_t nb_pcg32_next(nb_pcg32 *rng) {
  * from one state with A_1..A_3, and the state jumps by A_4: the multiplies
  * no longer wait on each other, and the bits are those of nb_pcg32_next. */
 void nb_pcg32_fill(nb_pcg32 *rng, uint32_t *out, size_t n) {
+    if (!rng || !out) return;
     uint64_t a1 = PCG_MULT, c1 = rng->inc;
     uint64_t a2 = a1 * PCG_MULT, c2 = c1 * PCG_MULT + rng->inc;
     uint64_t a3 = a2 * PCG_MULT, c3 = c2 * PCG_MULT + rng->inc;
@@ -60,6 +62,7 @@ void nb_pcg32_advance(nb_pcg32 *rng, uint64_t delta) {
 }
 
 void nb_pcg32_seed(nb_pcg32 *rng, uint64_t initstate, uint64_t initseq) {
+    if (!rng) return;
     rng->state = 0;
     rng->inc = (initseq << 1) | 1u;
     nb_pcg32_next(rng);
@@ -68,7 +71,7 @@ void nb_pcg32_seed(nb_pcg32 *rng, uint64_t initstate, uint64_t initseq) {
 }
 
 uint32_t nb_pcg32_bounded(nb_pcg32 *rng, uint32_t bound) {
-    if (bound == 0) return 0;
+    if (!rng || bound == 0) return 0;
     /* Reject the lowest (2^32 mod bound) values so every residue is equally
      * likely; 2^32 mod bound is computed as (-bound) mod bound in 32 bits. */
     uint32_t threshold = (0u - bound) % bound;
@@ -79,16 +82,19 @@ uint32_t nb_pcg32_bounded(nb_pcg32 *rng, uint32_t bound) {
 }
 
 float nb_pcg32_float(nb_pcg32 *rng) {
+    if (!rng) return NAN;
     return (float)(nb_pcg32_next(rng) >> 8) * 0x1p-24f;
 }
 
 double nb_pcg32_double(nb_pcg32 *rng) {
+    if (!rng) return NAN;
     uint64_t hi = nb_pcg32_next(rng) >> 5; /* 27 bits */
     uint64_t lo = nb_pcg32_next(rng) >> 6; /* 26 bits */
     return (double)((hi << 26) | lo) * 0x1p-53;
 }
 
 double nb_pcg32_normal(nb_pcg32 *rng) {
+    if (!rng) return NAN;
     /* Box-Muller; 1 - u keeps the log argument in (0, 1]. */
     double u1 = 1.0 - nb_pcg32_double(rng);
     double u2 = nb_pcg32_double(rng);

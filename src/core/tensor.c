@@ -86,6 +86,7 @@ static nb_tensor *tensor_alloc(nb_ctx *ctx, const char *op, nb_dtype dt, int ndi
     for (int d = 0; d < NB_MAX_DIMS; d++) t->shape[d] = d < ndim ? shape[d] : 1;
     t->numel = numel;
     t->owner = ctx;
+    t->stamp = nb_ctx_stamp(ctx);
     if (data != DATA_NONE) {
         size_t bytes = numel * nb_dtype_size(dt);
         t->data = data == DATA_RAW ? nb_ctx_alloc_raw(ctx, bytes) : nb_ctx_alloc(ctx, bytes);
@@ -106,7 +107,27 @@ nb_tensor *nb_zeros(nb_ctx *ctx, nb_dtype dt, int ndim, const int64_t *shape) {
     return tensor_alloc(ctx, "zeros", dt, ndim, shape, DATA_ZEROED);
 }
 
+/* Is v a number an i64 element can hold after truncation toward zero?
+ * Casting NaN, an infinity or anything outside [-2^63, 2^63) is undefined
+ * behaviour in C, so every double -> i64 conversion asks this first. */
+bool nb_fits_i64(double v) { return v >= -0x1p63 && v < 0x1p63; }
+
+/* Records an error on ctx (naming op) when values[0..n-1] cannot all be
+ * stored in dtype dt. */
+static bool check_values_fit(nb_ctx *ctx, const char *op, nb_dtype dt, const double *values,
+                             size_t n) {
+    if (dt != NB_I64) return true;
+    for (size_t i = 0; i < n; i++)
+        if (!nb_fits_i64(values[i])) {
+            nb_ctx_fail(ctx, NB_ERR_VALUE, "%s: value %g (element %zu) cannot be stored in an "
+                        "i64 tensor (NaN, inf or outside [-2^63, 2^63))", op, values[i], i);
+            return false;
+        }
+    return true;
+}
+
 nb_tensor *nb_full(nb_ctx *ctx, nb_dtype dt, int ndim, const int64_t *shape, double value) {
+    if (nb_ctx_ok(ctx) && !check_values_fit(ctx, "full", dt, &value, 1)) return NULL;
     nb_tensor *t = tensor_alloc(ctx, "full", dt, ndim, shape, DATA_RAW);
     if (t)
         for (size_t i = 0; i < t->numel; i++) nb_set(t, i, value);
@@ -139,8 +160,8 @@ nb_tensor *nb_from_doubles(nb_ctx *ctx, nb_dtype dt, int ndim, const int64_t *sh
         return NULL;
     }
     nb_tensor *t = tensor_alloc(ctx, "from_doubles", dt, ndim, shape, DATA_RAW);
-    if (t)
-        for (size_t i = 0; i < t->numel; i++) nb_set(t, i, values[i]);
+    if (!t || !check_values_fit(ctx, "from_doubles", dt, values, t->numel)) return NULL;
+    for (size_t i = 0; i < t->numel; i++) nb_set(t, i, values[i]);
     return t;
 }
 
@@ -149,6 +170,14 @@ static nb_tensor *random_tensor(nb_ctx *ctx, const char *op, nb_dtype dt, int nd
                                 bool normal) {
     if (nb_ctx_ok(ctx) && !rng) {
         nb_ctx_fail(ctx, NB_ERR_NULL, "%s: rng is NULL", op);
+        return NULL;
+    }
+    /* PyTorch: uniform_ requires from <= to, normal_ requires std >= 0 */
+    if (nb_ctx_ok(ctx) && (normal ? !(b >= 0) : !(a <= b) || !isfinite(b - a))) {
+        nb_ctx_fail(ctx, NB_ERR_VALUE,
+                    normal ? "%s: std is %g (mean %g), expected std >= 0"
+                           : "%s: lo %g, hi %g; expected lo <= hi and a finite hi - lo",
+                    op, normal ? b : a, normal ? a : b);
         return NULL;
     }
     if (nb_ctx_ok(ctx) && dt != NB_F32 && dt != NB_F64) {
@@ -187,12 +216,18 @@ nb_tensor *nb_copy(nb_ctx *ctx, const nb_tensor *t, nb_dtype dt) {
         nb_ctx_fail(ctx, NB_ERR_NULL, "copy: input is NULL");
         return NULL;
     }
+    if (!nb_check_live(ctx, "copy", 1, &t)) return NULL;
     nb_tensor *c = tensor_alloc(ctx, "copy", dt, t->ndim, t->shape, DATA_RAW);
     if (!c) return NULL;
-    if (dt == t->dtype)
+    if (dt == t->dtype) {
         memcpy(c->data, t->data, t->numel * nb_dtype_size(dt));
-    else
-        for (size_t i = 0; i < t->numel; i++) nb_set(c, i, nb_get(t, i));
+    } else {
+        for (size_t i = 0; i < t->numel; i++) {
+            double v = nb_get(t, i);
+            if (!check_values_fit(ctx, "copy", dt, &v, 1)) return NULL;
+            nb_set(c, i, v);
+        }
+    }
     c->name = t->name;
     return c;
 }
@@ -240,7 +275,7 @@ static double load(nb_dtype dt, const void *p, size_t i) {
 }
 
 double nb_get(const nb_tensor *t, size_t i) {
-    if (!t || !t->data || i >= t->numel) return NAN;
+    if (!t || !nb_check_live(NULL, "get", 1, &t) || !t->data || i >= t->numel) return NAN;
     return load(t->dtype, t->data, i);
 }
 
@@ -250,11 +285,18 @@ double nb_grad_get(const nb_tensor *t, size_t i) {
 }
 
 void nb_set(nb_tensor *t, size_t i, double v) {
-    if (!t || !t->data || i >= t->numel) return;
+    const nb_tensor *ct = t;
+    if (!t || !nb_check_live(NULL, "set", 1, &ct) || !t->data || i >= t->numel) return;
     switch (t->dtype) {
     case NB_F32: ((float *)t->data)[i] = (float)v; break;
     case NB_F64: ((double *)t->data)[i] = v; break;
-    case NB_I64: ((int64_t *)t->data)[i] = (int64_t)v; break;
+    case NB_I64:
+        if (nb_fits_i64(v))
+            ((int64_t *)t->data)[i] = (int64_t)v;
+        else
+            nb_ctx_fail(t->owner, NB_ERR_VALUE, "set: value %g (element %zu) cannot be stored "
+                        "in an i64 tensor (NaN, inf or outside [-2^63, 2^63))", v, i);
+        break;
     case NB_BOOL: ((uint8_t *)t->data)[i] = v != 0.0; break;
     default: break;
     }

@@ -140,6 +140,16 @@ static nb_status save_check_args(nb_ctx *ctx, const char *path, const nb_tensor_
     return NB_OK;
 }
 
+/* The optimizer's state is saved and loaded under its parameters' names,
+ * so it must be built over the very tensors given as params. */
+static nb_status check_optim_params(nb_ctx *ctx, const char *op, const char *path,
+                                    const nb_optim *opt, const nb_tensor_list *params) {
+    char why[256];
+    if (!opt || nb_optim_matches(opt, params, why, sizeof why)) return NB_OK;
+    return nb_io_fail(ctx, NB_ERR_VALUE, op, path, "the optimizer was built over other tensors "
+                      "than params: %s", why);
+}
+
 /* Appends (name, t) to the gathered list, with a message on failure. */
 static nb_status gather(nb_ctx *ctx, const char *path, nb_tensor_list *all, const char *name,
                         nb_tensor *t) {
@@ -199,6 +209,7 @@ nb_status nb_save_checkpoint(nb_ctx *ctx, const char *path, const nb_tensor_list
     if (!nb_ctx_ok(ctx)) return nb_ctx_status(ctx);
     if (!path) return nb_ctx_fail(ctx, NB_ERR_NULL, SAVE ": path is NULL");
     nb_status s = save_check_args(ctx, path, params, extra, n_meta, keys, values);
+    if (!s) s = check_optim_params(ctx, SAVE, path, opt, params);
     if (s) return s;
     nb_ctx *tmp = nb_ctx_new(0);
     if (!tmp) return nb_io_fail(ctx, NB_ERR_MEMORY, SAVE, path, "out of memory");
@@ -304,6 +315,8 @@ nb_status nb_load_checkpoint(nb_ctx *ctx, const char *path, const nb_tensor_list
         if (lists[l] && !nb_list_valid(lists[l]))
             return nb_io_fail(ctx, NB_ERR_VALUE, LOAD, path, "%s is corrupt (n = %d)",
                               l ? "extra" : "params", lists[l]->n);
+    nb_status s = check_optim_params(ctx, LOAD, path, opt, params);
+    if (s) return s;
     nb_ctx *tmp = nb_ctx_new(0);
     if (!tmp) return nb_io_fail(ctx, NB_ERR_MEMORY, LOAD, path, "out of memory");
     nb_tensor_list file = {0};
@@ -311,7 +324,7 @@ nb_status nb_load_checkpoint(nb_ctx *ctx, const char *path, const nb_tensor_list
     const nb_tensor **extra_src = malloc((extra && extra->n ? (size_t)extra->n : 1) *
                                          sizeof *extra_src);
     int n_meta = 0;
-    nb_status s = extra_src ? NB_OK : nb_io_fail(ctx, NB_ERR_MEMORY, LOAD, path, "out of memory");
+    s = extra_src ? NB_OK : nb_io_fail(ctx, NB_ERR_MEMORY, LOAD, path, "out of memory");
     if (s) goto done;
     s = nb_load_safetensors_meta(tmp, path, &file, CK_READ_META, &n_meta, mk, mv);
     if (s) {

@@ -297,11 +297,54 @@ NB_HIDDEN nb_tensor *nb_gpt_dropout(nb_ctx *ctx, nb_gpt *m, nb_tensor *x) {
     return nb_dropout(ctx, x, m->cfg.dropout, true, m->rng);
 }
 
+/* ---- the linear layers ---------------------------------------------------------- */
+
+/* y = x @ w^T + b for x (..., in), w (out, in), b (out) or NULL. Without
+ * grad recording and with at most FEW_ROWS rows (sampling: one new token
+ * per sequence), each output is a dot product along a contiguous row of w:
+ * linear's gemm would first repack w^T, which for one row costs more than
+ * the product. Otherwise nb_linear (recorded, with its backward). */
+enum { FEW_ROWS = 8 };
+
+#define DOT_ROWS(T)                                                                 \
+    {                                                                               \
+        const T *xp = x->data, *wp = w->data, *bp = b ? b->data : NULL;            \
+        T *yp = y->data;                                                            \
+        for (int64_t r = 0; r < rows; r++)                                          \
+            for (int64_t o = 0; o < out; o++) {                                     \
+                const T *xr = xp + r * in, *wr = wp + o * in;                       \
+                T acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};                                \
+                int64_t k = 0;                                                      \
+                for (; k + 8 <= in; k += 8)                                         \
+                    for (int l = 0; l < 8; l++) acc[l] += xr[k + l] * wr[k + l];    \
+                T sum = ((acc[0] + acc[4]) + (acc[1] + acc[5])) +                   \
+                        ((acc[2] + acc[6]) + (acc[3] + acc[7]));                    \
+                for (; k < in; k++) sum += xr[k] * wr[k];                           \
+                yp[r * out + o] = bp ? sum + bp[o] : sum;                           \
+            }                                                                       \
+    }
+
+NB_HIDDEN nb_tensor *nb_gpt_linear(nb_ctx *ctx, nb_tensor *x, nb_tensor *w, nb_tensor *b) {
+    if (!nb_ctx_ok(ctx) || !x || !w || nb_is_grad_enabled(ctx) || x->dtype != w->dtype ||
+        (b && b->dtype != w->dtype) || x->shape[x->ndim - 1] != w->shape[1] || w->ndim != 2)
+        return nb_linear(ctx, x, w, b);
+    const int64_t in = w->shape[1], out = w->shape[0], rows = (int64_t)x->numel / in;
+    if (rows > FEW_ROWS) return nb_linear(ctx, x, w, b);
+    int64_t shape[NB_MAX_DIMS];
+    memcpy(shape, x->shape, sizeof shape);
+    shape[x->ndim - 1] = out;
+    nb_tensor *y = nb_empty(ctx, x->dtype, x->ndim, shape);
+    if (!y) return NULL;
+    NB_DISPATCH(x->dtype, DOT_ROWS);
+    return y;
+}
+#undef DOT_ROWS
+
 /* nanoGPT's CausalSelfAttention: c_attn, split q, k, v, heads, causal
  * softmax(q k^T / sqrt(hd)), attn_dropout, @ v, merge, c_proj. h (B, T, C). */
 static nb_tensor *nano_attention(nb_ctx *ctx, nb_gpt *m, nb_gpt_block *blk, nb_tensor *h) {
     int64_t b = h->shape[0], t = h->shape[1], C = m->cfg.n_embd, H = m->cfg.n_head, hd = C / H;
-    nb_tensor *qkv = nb_linear(ctx, h, blk->c_attn_w, blk->c_attn_b); /* (B, T, 3C) */
+    nb_tensor *qkv = nb_gpt_linear(ctx, h, blk->c_attn_w, blk->c_attn_b); /* (B, T, 3C) */
     nb_tensor *part[3] = {NULL, NULL, NULL};
     if (nb_split(ctx, qkv, 2, 3, (const int64_t[]){C, C, C}, part)) return NULL;
     for (int k = 0; k < 3; k++) /* (B, H, T, hd) */
@@ -311,7 +354,7 @@ static nb_tensor *nano_attention(nb_ctx *ctx, nb_gpt *m, nb_gpt_block *blk, nb_t
     att = nb_gpt_dropout(ctx, m, nb_softmax(ctx, att));
     nb_tensor *y = nb_matmul(ctx, att, part[2]); /* (B, H, T, hd) */
     y = nb_view(ctx, nb_transpose(ctx, y, 1, 2), NB_SHAPE(b, t, C));
-    return nb_linear(ctx, y, blk->c_proj_w, blk->c_proj_b);
+    return nb_gpt_linear(ctx, y, blk->c_proj_w, blk->c_proj_b);
 }
 
 /* The attention of a block: the one place that picks the attention code. */
@@ -322,8 +365,8 @@ static nb_tensor *attention(nb_ctx *ctx, nb_gpt *m, nb_gpt_block *blk, nb_tensor
 
 NB_HIDDEN nb_tensor *nb_gpt_mlp(nb_ctx *ctx, nb_gpt *m, nb_gpt_block *blk, nb_tensor *h) {
     nb_gelu_approx g = m->cfg.arch == NB_GPT_GPTMODEL ? NB_GELU_TANH : NB_GELU_NONE;
-    nb_tensor *f = nb_gelu(ctx, nb_linear(ctx, h, blk->fc_w, blk->fc_b), g);
-    return nb_linear(ctx, f, blk->proj_w, blk->proj_b);
+    nb_tensor *f = nb_gelu(ctx, nb_gpt_linear(ctx, h, blk->fc_w, blk->fc_b), g);
+    return nb_gpt_linear(ctx, f, blk->proj_w, blk->proj_b);
 }
 
 NB_HIDDEN nb_tensor *nb_gpt_block_forward(nb_ctx *ctx, nb_gpt *m, int i, nb_tensor *x,
@@ -338,7 +381,7 @@ NB_HIDDEN nb_tensor *nb_gpt_block_forward(nb_ctx *ctx, nb_gpt *m, int i, nb_tens
 
 NB_HIDDEN nb_tensor *nb_gpt_head(nb_ctx *ctx, nb_gpt *m, nb_tensor *x) {
     x = nb_layer_norm(ctx, x, m->lnf_w, m->lnf_b, 1e-5);
-    return nb_linear(ctx, x, m->head, NULL); /* (B, T, V) */
+    return nb_gpt_linear(ctx, x, m->head, NULL); /* (B, T, V) */
 }
 
 nb_tensor *nb_gpt_forward(nb_ctx *ctx, nb_gpt *m, const nb_tensor *ids) {
@@ -394,6 +437,7 @@ nb_status nb_gpt_config_from_state_dict(const nb_tensor_list *sd, int n_head,
                                         nb_gpt_config *out, nb_ctx *err) {
     const char *fn = "gpt_config_from_state_dict";
     if (!sd || !out) return nb_ctx_fail(err, NB_ERR_NULL, "%s: %s is NULL", fn, sd ? "out" : "sd");
+    if (n_head < 1) return nb_ctx_fail(err, NB_ERR_VALUE, "%s: n_head %d is not >= 1", fn, n_head);
     bool nano = nb_list_get(sd, "transformer.wte.weight") != NULL;
     const nb_tensor *wte = nb_list_get(sd, nano ? "transformer.wte.weight" : "tok_emb.weight");
     const nb_tensor *wpe = nb_list_get(sd, nano ? "transformer.wpe.weight" : "pos_emb.weight");

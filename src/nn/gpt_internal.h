@@ -13,6 +13,8 @@ NB_HIDDEN bool nb_gpt_check_ids(nb_ctx *ctx, const nb_gpt *m, const nb_tensor *i
                                 const char *what, int64_t max_t);
 /* wte[ids] + wpe[pos0 ..], dropout: (B, T) -> (B, T, C) */
 NB_HIDDEN nb_tensor *nb_gpt_embed(nb_ctx *ctx, nb_gpt *m, const nb_tensor *ids, int64_t pos0);
+/* x @ w^T + b; a dot-product loop for few rows when nothing is recorded */
+NB_HIDDEN nb_tensor *nb_gpt_linear(nb_ctx *ctx, nb_tensor *x, nb_tensor *w, nb_tensor *b);
 /* the model's dropout (identity in eval mode or with p 0) */
 NB_HIDDEN nb_tensor *nb_gpt_dropout(nb_ctx *ctx, nb_gpt *m, nb_tensor *x);
 /* Linear(C, 4C), GELU, Linear(4C, C): (B, T, C) -> (B, T, C) */

@@ -122,12 +122,13 @@ nb_tensor *nb_gpt_cached_attention(nb_ctx *ctx, nb_gpt *m, nb_gpt_cache *c, int 
     int64_t C = m->cfg.n_embd;
     nb_tensor *q, *k, *v;
     if (m->cfg.arch == NB_GPT_GPTMODEL) { /* the MultiHeadAttention module's projections */
-        k = nb_nn_linear_forward(ctx, &blk->att.W_key, h);
-        v = nb_nn_linear_forward(ctx, &blk->att.W_value, h);
-        q = nb_nn_linear_forward(ctx, &blk->att.W_query, h);
+        nb_nn_mha *a = &blk->att;
+        k = nb_gpt_linear(ctx, h, a->W_key.weight, a->W_key.bias);
+        v = nb_gpt_linear(ctx, h, a->W_value.weight, a->W_value.bias);
+        q = nb_gpt_linear(ctx, h, a->W_query.weight, a->W_query.bias);
     } else {
         nb_tensor *part[3] = {NULL, NULL, NULL};
-        nb_tensor *qkv = nb_linear(ctx, h, blk->c_attn_w, blk->c_attn_b);
+        nb_tensor *qkv = nb_gpt_linear(ctx, h, blk->c_attn_w, blk->c_attn_b);
         if (nb_split(ctx, qkv, 2, 3, (const int64_t[]){C, C, C}, part)) return NULL;
         q = part[0], k = part[1], v = part[2];
     }
@@ -135,8 +136,9 @@ nb_tensor *nb_gpt_cached_attention(nb_ctx *ctx, nb_gpt *m, nb_gpt_cache *c, int 
     double *w = nb_ctx_alloc(ctx, (size_t)c->cap * sizeof *w);
     if (!q || !k || !v || !y || !w) return NULL;
     attend(c, i, q, k, v, y, 1.0 / sqrt((double)c->hd), w);
-    if (m->cfg.arch == NB_GPT_GPTMODEL) return nb_nn_linear_forward(ctx, &blk->att.out_proj, y);
-    return nb_linear(ctx, y, blk->c_proj_w, blk->c_proj_b);
+    if (m->cfg.arch == NB_GPT_GPTMODEL)
+        return nb_gpt_linear(ctx, y, blk->att.out_proj.weight, blk->att.out_proj.bias);
+    return nb_gpt_linear(ctx, y, blk->c_proj_w, blk->c_proj_b);
 }
 
 nb_tensor *nb_gpt_forward_cached(nb_ctx *ctx, nb_gpt *m, nb_gpt_cache *c, const nb_tensor *ids) {

@@ -17,6 +17,7 @@ static bool check_named_inputs(nb_ctx *ctx, const char *op, int n, nb_tensor *co
             return false;
         }
     }
+    if (!nb_check_live(ctx, op, n, (const nb_tensor *const *)in)) return false;
     for (int i = 0; i < n; i++) {
         if (!in[i]) continue;
         char s[64], s0[64];
@@ -254,7 +255,7 @@ static void dropout_forward_range(void *arg, int64_t lo, int64_t hi) {
     uint32_t bits[256];
     for (int64_t i0 = lo; i0 < hi; i0 += 256) {
         size_t n = hi - i0 < 256 ? (size_t)(hi - i0) : 256;
-        nb_pcg32_fill(&rng, bits, n);
+        j->vk->pcg32_fill(&rng, bits, n);
         if (j->dt == NB_F32) {
             j->vk->dropout((float *)j->y + i0, j->mask + i0, (const float *)j->x + i0, bits,
                            j->threshold, (float)j->scale, n);
@@ -313,18 +314,26 @@ nb_tensor *nb_dropout(nb_ctx *ctx, nb_tensor *x, double p, bool train, struct nb
 
 /* ==========================================================================
  * embedding: y (ids.shape..., D) = weight (N, D) rows picked by ids (I64).
- * ids is not differentiable: the node's only input is weight; ids is kept in
- * node->saved_t and must stay alive until backward, like any input.
+ * ids is not differentiable: the node's only input is weight. The forward
+ * copies ids (P = ids.numel values) into the arena (node->saved, P in
+ * node->i[0]), so the caller may change or free its ids before backward.
  * ========================================================================== */
 
 /* dweight[ids[p]] += dy[p] for every position p (repeated ids add up);
- * reuses the saved ids. */
+ * reuses the saved copy of ids, checked again against weight's rows. */
 static void embedding_backward(nb_ctx *ctx, nb_node *n) {
     nb_tensor *w = n->in[0], *out = n->out;
+    const int64_t *ids = n->saved;
+    size_t P = (size_t)n->i[0], D = (size_t)w->shape[1];
+    for (size_t p = 0; p < P; p++)
+        if (ids[p] < 0 || ids[p] >= w->shape[0]) {
+            nb_ctx_fail(ctx, NB_ERR_VALUE, "%s backward: saved id %lld at position %zu is out "
+                        "of range for %lld rows (corrupted saved state)", n->name,
+                        (long long)ids[p], p, (long long)w->shape[0]);
+            return;
+        }
     void *gw = nb_grad_buffer(ctx, w);
     if (!gw) return;
-    const int64_t *ids = n->saved_t->data;
-    size_t P = n->saved_t->numel, D = (size_t)w->shape[1];
 #define K_(T)                                                                             \
     {                                                                                     \
         T *dw = gw;                                                                       \
@@ -359,6 +368,7 @@ nb_tensor *nb_embedding(nb_ctx *ctx, nb_tensor *weight, const nb_tensor *ids) {
         nb_ctx_fail(ctx, NB_ERR_NULL, "%s: ids is NULL", op);
         return NULL;
     }
+    if (!nb_check_live(ctx, op, 1, &ids)) return NULL;
     if (weight->ndim != 2) {
         nb_ctx_fail(ctx, NB_ERR_SHAPE,
                     "%s: weight %s has %d dims, expected 2 (num_embeddings, embedding_dim)", op,
@@ -398,7 +408,12 @@ nb_tensor *nb_embedding(nb_ctx *ctx, nb_tensor *weight, const nb_tensor *ids) {
     for (size_t p = 0; p < ids->numel; p++)
         memcpy((char *)out->data + p * row, (const char *)weight->data + (size_t)id[p] * row, row);
     nb_node *n = nb_record_op(ctx, NB_OP_EMBEDDING, out, 1, &weight, embedding_backward);
-    if (n) n->saved_t = (nb_tensor *)ids; /* read only, by the backward */
+    if (n) {
+        n->saved = nb_ctx_alloc_raw(ctx, ids->numel * sizeof(int64_t));
+        if (!n->saved) return NULL;
+        memcpy(n->saved, id, ids->numel * sizeof(int64_t));
+        n->i[0] = (int64_t)ids->numel;
+    }
     return out;
 }
 

@@ -700,6 +700,28 @@ nb_status nb_optim_load_state(nb_optim *o, const nb_tensor_list *state) {
 }
 
 /* ---- what an optimizer is (read by checkpoints and tools) --------------------- */
+/* Does o optimize exactly the tensors of params, under the same names? On
+ * a mismatch, why[] says which parameter differs. */
+bool nb_optim_matches(const nb_optim *o, const nb_tensor_list *params, char *why, size_t n) {
+    if (o->params.n != params->n) {
+        snprintf(why, n, "the optimizer has %d parameters but %d are given", o->params.n,
+                 params->n);
+        return false;
+    }
+    for (int i = 0; i < o->params.n; i++) {
+        char ib[16];
+        const char *pn = param_name(&o->params, i, ib, sizeof ib);
+        const nb_tensor *t = nb_list_get(params, pn);
+        if (t != nb_list_tensor(&o->params, i)) {
+            snprintf(why, n, "the optimizer's parameter '%s' is %s", pn,
+                     t ? "another tensor than the one given under that name"
+                       : "not among the parameters given");
+            return false;
+        }
+    }
+    return true;
+}
+
 const char *nb_optim_kind(const nb_optim *o) { return o ? kname(o) : NULL; }
 
 bool nb_optim_sgd_options(const nb_optim *o, nb_sgd_opts *out) {

@@ -4,7 +4,7 @@
 #include "nb_internal.h"
 
 double nb_lr_at(const nb_lr_schedule *s, int64_t it) {
-    if (!s) return NAN;
+    if (!s || it < 0) return NAN;
     if (!s->decay_lr) return s->learning_rate;
     if (it < s->warmup_iters)
         return s->learning_rate * (double)(it + 1) / (double)(s->warmup_iters + 1);

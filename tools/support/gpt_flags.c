@@ -85,15 +85,18 @@ static const flag_def FLAGS[] = {
 #undef B
 #define N_FLAGS ((int)(sizeof FLAGS / sizeof *FLAGS))
 
+static char last_error[512];
+
 int gpt_fail(const char *prog, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "%s: ", prog);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    vsnprintf(last_error, sizeof last_error, fmt, ap);
     va_end(ap);
+    fprintf(stderr, "%s: %s\n", prog, last_error);
     return GPT_EXIT_USAGE;
 }
+
+const char *gpt_last_error(void) { return last_error; }
 
 static const char *cmd_name(gpt_cmd cmd) {
     return cmd == GPT_TRAIN ? "train" : cmd == GPT_SAMPLE ? "sample" : "bench";

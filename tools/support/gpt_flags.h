@@ -59,4 +59,7 @@ int gpt_fail(const char *prog, const char *fmt, ...)
 #endif
     ;
 
+/* The message of the last gpt_fail (empty before the first). */
+const char *gpt_last_error(void);
+
 #endif

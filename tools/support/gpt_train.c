@@ -24,6 +24,9 @@ typedef struct run {
     nb_lr_schedule sched;
     nb_pcg32 rng_model;    /* init draws, then dropout masks */
     nb_pcg32 rng_batch;    /* get_batch offsets */
+    int64_t accum;         /* micro-batches per step on this rank (see setup) */
+    nb_pcg32 *peers;       /* world > 1: every rank's (rng_model, rng_batch), 2 per rank,
+                              gathered before a save so rank 0's checkpoint holds them all */
     nb_tensor *iter_t;     /* I64 scalar: the next iteration (for the checkpoint) */
     /* text mode */
     nb_char_vocab vocab;
@@ -136,12 +139,14 @@ static int load_batches(run *r) {
         return gpt_fail(r->prog, "--batches=%s: x is %s %s and y %s %s; expected both int64 "
                         "(N, B, T) of one shape", r->f->batches, nb_dtype_name(r->bx->dtype), sx,
                         nb_dtype_name(r->by->dtype), sy);
-    int64_t k = r->f->gradient_accumulation_steps, N = r->bx->shape[0];
-    if (r->bx->shape[1] % k)
+    /* Over W ranks each batch splits row-wise into W slices, one a rank, of
+     * k_local micro-batches each (accum_steps, see setup). */
+    int64_t k = r->f->gradient_accumulation_steps, N = r->bx->shape[0], W = r->hooks.world;
+    if (r->bx->shape[1] % (k * (k % W ? W : 1)))
         return gpt_fail(r->prog, "--batches=%s: batches of %lld rows do not split into "
-                        "--gradient_accumulation_steps=%lld micro-batches", r->f->batches,
-                        (long long)r->bx->shape[1], (long long)k);
-    r->B = r->bx->shape[1] / k, r->T = r->bx->shape[2];
+                        "%lld rank(s) x --gradient_accumulation_steps=%lld micro-batches",
+                        r->f->batches, (long long)r->bx->shape[1], (long long)W, (long long)k);
+    r->B = r->bx->shape[1] / (k * (k % W ? W : 1)), r->T = r->bx->shape[2];
     if (r->max_iters == 0) r->max_iters = N;
     if (r->max_iters > N)
         return gpt_fail(r->prog, "--batches=%s: %lld batches, fewer than --max_iters=%lld",
@@ -188,10 +193,10 @@ static int model_from_init(run *r) {
     if (nb_load_safetensors_meta(r->pctx, r->f->init, &sd, 64, &n_meta, keys, values))
         return gpt_fail(r->prog, "--init: %s", nb_ctx_error(r->pctx));
     vocab_from_meta(r, n_meta < 64 ? n_meta : 64, keys, values);
-    if (nb_gpt_from_state_dict(&r->gpt, r->pctx, &sd, (int)r->f->n_head, r->f->dropout,
-                               gpt_flags_dtype(r->f), &r->rng_model))
-        return gpt_fail(r->prog, "--init=%s: %s", r->f->init, nb_ctx_error(r->pctx));
-    return 0;
+    nb_status st = nb_gpt_from_state_dict(&r->gpt, r->pctx, &sd, (int)r->f->n_head,
+                                          r->f->dropout, gpt_flags_dtype(r->f), &r->rng_model);
+    nb_list_free(&sd);
+    return st ? gpt_fail(r->prog, "--init=%s: %s", r->f->init, nb_ctx_error(r->pctx)) : 0;
 }
 
 static int build_model(run *r) {
@@ -209,8 +214,10 @@ static int build_model(run *r) {
 static nb_tensor *micro_loss(nb_ctx *ctx, int micro, void *user) {
     run *r = user;
     nb_tensor *x, *y;
-    if (r->bx) { /* micro-batch `micro` is rows micro*B/k .. (micro+1)*B/k - 1 of batch iter */
-        int64_t at = (r->iter * r->f->gradient_accumulation_steps + micro) * r->B * r->T;
+    if (r->bx) { /* a batch's rows: rank r takes the r-th of `world` equal slices, and its
+                    micro-batch `micro` is the micro-th of k equal parts of that slice */
+        int64_t rows = r->bx->shape[1];
+        int64_t at = (r->iter * rows + (r->hooks.rank * r->accum + micro) * r->B) * r->T;
         x = nb_from_data(ctx, NB_I64, NB_SHAPE(r->B, r->T), (int64_t *)r->bx->data + at);
         y = nb_from_data(ctx, NB_I64, NB_SHAPE(r->B, r->T), (int64_t *)r->by->data + at);
     } else if (nb_get_batch(ctx, r->split.train, r->B, r->T, &r->rng_batch, &x, &y)) {
@@ -252,10 +259,12 @@ static int evaluate(run *r, FILE *log) {
 static int train_loop(run *r, FILE *log) {
     const gpt_flags *f = r->f;
     nb_train_step step = {.opt = r->opt, .params = &r->gpt.params,
-                          .accum_steps = (int)f->gradient_accumulation_steps,
+                          .accum_steps = (int)r->accum,
                           .grad_clip = f->grad_clip, .loss_fn = micro_loss, .user = r,
                           .grad_sync = r->hooks.grad_sync, .sync_user = r->hooks.sync_user};
-    double tokens = (double)(r->B * r->T * f->gradient_accumulation_steps * r->hooks.world);
+    const gpt_dist *d = r->hooks.dist;
+    if (d) step.grad_sync = d->grad_sync, step.sync_user = (void *)d;
+    double tokens = (double)(r->B * r->T * r->accum * r->hooks.world);
     for (; r->iter < r->max_iters; r->iter++) {
         if (!r->bx && r->iter % f->eval_interval == 0 && evaluate(r, log)) return GPT_EXIT_USAGE;
         step.lr = nb_lr_at(&r->sched, r->iter);
@@ -265,6 +274,10 @@ static int train_loop(run *r, FILE *log) {
         if (nb_train_step_run(r->sctx, &step, &res))
             return gpt_fail(r->prog, "iter %lld: %s", (long long)r->iter,
                             nb_ctx_error(r->sctx) ? nb_ctx_error(r->sctx) : nb_optim_error(r->opt));
+        if (d && d->mean(d, &res.loss, 1)) return GPT_EXIT_USAGE; /* the global batch's loss */
+        if (d && ((r->iter + 1) % f->eval_interval == 0 || r->iter + 1 == r->max_iters) &&
+            d->drift(d, &r->gpt.params, (long)r->iter))
+            return GPT_EXIT_USAGE;
         double ms = now_ms() - t0;
         if (r->hooks.rank == 0) {
             printf("iter %lld: loss %.4f, time %.2f ms, %.0f tok/s\n", (long long)r->iter,
@@ -318,6 +331,8 @@ static void meta_fill(run *r, meta *m) {
     meta_add(m, "n_head", m->buf[0]);
     snprintf(m->buf[1], 32, "%lld", (long long)r->iter);
     meta_add(m, "iter", m->buf[1]);
+    snprintf(m->buf[2], 32, "%d", r->hooks.world);
+    meta_add(m, "world", m->buf[2]);
     if (r->has_vocab) {
         meta_add(m, "tokenizer", "char");
         meta_add(m, "vocab", nb_char_vocab_to_string(r->pctx, &r->vocab));
@@ -329,6 +344,14 @@ static nb_tensor_list extra_list(run *r) {
     nb_list_add(&x, "rng_model", nb_pcg32_tensor(r->pctx, &r->rng_model));
     nb_list_add(&x, "rng_batch", nb_pcg32_tensor(r->pctx, &r->rng_batch));
     nb_list_add(&x, "iter", r->iter_t);
+    for (int q = 1; r->peers && q < r->hooks.world; q++) { /* names live in pctx */
+        char *nm = nb_ctx_alloc(r->pctx, 2 * 40);
+        if (!nm) break;
+        snprintf(nm, 40, "rng_model.rank%d", q);
+        snprintf(nm + 40, 40, "rng_batch.rank%d", q);
+        nb_list_add(&x, nm, nb_pcg32_tensor(r->pctx, &r->peers[2 * q]));
+        nb_list_add(&x, nm + 40, nb_pcg32_tensor(r->pctx, &r->peers[2 * q + 1]));
+    }
     return x;
 }
 
@@ -357,7 +380,14 @@ static int resume_vocab(run *r) {
         return GPT_EXIT_USAGE;
     }
     vocab_from_meta(r, n < 16 ? n : 16, keys, values);
+    int world = 1;
+    for (int i = 0; i < n && i < 16; i++)
+        if (!strcmp(keys[i], "world")) world = atoi(values[i]);
+    nb_list_free(&l);
     nb_ctx_free(tmp);
+    if (world != r->hooks.world)
+        return gpt_fail(r->prog, "--resume: %s was saved by %d process(es) and this run has %d; "
+                        "resume with the same rank count", r->path_ckpt, world, r->hooks.world);
     return 0;
 }
 
@@ -366,6 +396,10 @@ static int resume_state(run *r) {
     if (nb_load_checkpoint(r->pctx, r->path_ckpt, &r->gpt.params, r->opt, &extra))
         return gpt_fail(r->prog, "--resume: %s", nb_ctx_error(r->pctx));
     r->iter = ((int64_t *)r->iter_t->data)[0];
+    if (r->peers && r->hooks.rank > 0) { /* this rank's generators, saved by rank 0 */
+        r->rng_model = r->peers[2 * r->hooks.rank];
+        r->rng_batch = r->peers[2 * r->hooks.rank + 1];
+    }
     return 0;
 }
 
@@ -394,9 +428,21 @@ static int setup(run *r) {
     if (st) return st;
     if (!f->data[0] == !f->batches[0])
         return gpt_fail(r->prog, "train needs exactly one of --data=FILE and --batches=FILE");
-    nb_pcg32_seed(&r->rng_model, (uint64_t)f->seed, 1);
+    /* Rank 0 draws the init (the other ranks take it by broadcast) and every
+     * rank its own dropout masks: stream 1 on rank 0, 1000 + r on rank r. */
+    nb_pcg32_seed(&r->rng_model, (uint64_t)f->seed,
+                  r->hooks.rank ? 1000 + (uint64_t)r->hooks.rank : 1);
+    if (r->hooks.world > 1 && !(r->peers = calloc(2 * (size_t)r->hooks.world, sizeof *r->peers)))
+        return gpt_fail(r->prog, "out of memory");
     nb_pcg32_seed(&r->rng_batch, (uint64_t)f->seed + (uint64_t)r->hooks.rank, 2);
     r->B = f->batch_size, r->T = f->block_size, r->max_iters = f->max_iters;
+    /* gradient_accumulation_steps counts micro-batches of the whole run, as
+     * nanoGPT's train.py: over W ranks each does k / W of them when W
+     * divides k. Otherwise each rank does all k (in text mode the global
+     * batch is then W times larger; --batches splits every micro-batch's
+     * rows over the ranks instead). */
+    int64_t k = f->gradient_accumulation_steps, W = r->hooks.world;
+    r->accum = k % W ? k : k / W;
     if (f->batches[0] && !gpt_flag_given(f, "max_iters")) r->max_iters = 0; /* N */
     if (f->resume && (st = resume_vocab(r))) return st;
     if (f->batches[0] && (st = load_batches(r))) return st;
@@ -424,11 +470,33 @@ static int setup(run *r) {
     return f->resume ? resume_state(r) : 0;
 }
 
+/* ---- data parallel (hooks.dist) -------------------------------------------- */
+/* After setup: every rank learns whether any rank failed (one rank's bad file
+ * stops all), then rank 0's parameters are everyone's. */
+static int dist_start(run *r) {
+    const gpt_dist *d = r->hooks.dist;
+    char msg[512] = "";
+    if (d->agree(d, 0, msg, sizeof msg)) return gpt_fail(r->prog, "%s", msg);
+    return d->bcast(d, &r->gpt.params);
+}
+
+/* The run's end on every rank: a rank that failed tells the others (they
+ * meet it in their next collective call, or here), and rank 0's saves
+ * succeeded or not for everyone. */
+static int dist_finish(run *r, int st) {
+    const gpt_dist *d = r->hooks.dist;
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", st ? gpt_last_error() : "");
+    if (d->agree(d, st != 0, msg, sizeof msg) && !st) st = gpt_fail(r->prog, "%s", msg);
+    return st;
+}
+
 int gpt_train_run(const gpt_flags *f, const char *prog, const gpt_train_hooks *hooks) {
     run *r = calloc(1, sizeof *r);
     if (!r) return gpt_fail(prog, "out of memory");
     r->f = f, r->prog = prog;
     r->hooks = hooks ? *hooks : (gpt_train_hooks){.world = 1};
+    if (r->hooks.dist) r->hooks.rank = r->hooks.dist->rank, r->hooks.world = r->hooks.dist->world;
     if (r->hooks.world < 1) r->hooks.world = 1;
     nb_set_num_threads((int)f->threads);
     r->pctx = nb_ctx_new(0), r->sctx = nb_ctx_new(0);
@@ -442,10 +510,17 @@ int gpt_train_run(const gpt_flags *f, const char *prog, const gpt_train_hooks *h
                (long long)r->max_iters, (long long)r->iter);
         fflush(stdout);
     }
+    const gpt_dist *d = r->hooks.dist;
+    if (!st && d) st = dist_start(r);
     if (!st) st = train_loop(r, log);
     if (log && fclose(log) && !st) st = gpt_fail(prog, "%s: write failed", r->path_log);
+    if (!st && d && r->peers)
+        st = d->gather(d, (nb_pcg32[2]){r->rng_model, r->rng_batch}, 2 * sizeof(nb_pcg32), r->peers);
     if (!st && r->hooks.rank == 0) st = save_outputs(r);
+    if (d) st = dist_finish(r, st);
+    free(r->peers);
     nb_optim_free(r->opt);
+    nb_gpt_free(&r->gpt);
     nb_ctx_free(r->sctx), nb_ctx_free(r->pctx);
     free(r);
     return st;

@@ -1,0 +1,306 @@
+/* check_matrix_gpt.c - the bad-input matrix (see tests/check_matrix_ops.c)
+ * for nabla/gpt.h and the training pieces of nabla/optim.h (AdamW groups,
+ * nb_lr_at, nb_train_step_run): NULL for each pointer, out-of-range
+ * configs and token ids, wrong dtypes and shapes, a cache for another model,
+ * NaN options. Each case asserts the status and a message naming the
+ * function, or the documented result. */
+#include "check_nabla.h"
+
+static nb_gpt_config small(nb_gpt_arch arch) {
+    nb_gpt_config c = nb_gpt_config_default(arch);
+    c.vocab_size = 7, c.block_size = 4, c.n_layer = 1, c.n_head = 2, c.n_embd = 4;
+    c.dropout = 0;
+    return c;
+}
+
+START_TEST(test_matrix_gpt_config_and_init) {
+    nb_ctx *p = nb_ctx_new(0);
+    nb_pcg32 rng;
+    nb_pcg32_seed(&rng, 1, 1);
+    nb_gpt m;
+    ck_assert_int_eq(nb_gpt_init(&m, NULL, NULL, &rng), NB_ERR_NULL);
+    ck_assert_int_eq(nb_gpt_init(NULL, p, NULL, &rng), NB_ERR_NULL);
+    ck_assert_error_has(p, "gpt: model is NULL");
+    nb_ctx_clear_error(p);
+    ck_assert_int_eq(nb_gpt_init(&m, p, NULL, &rng), NB_ERR_NULL);
+    ck_assert_error_has(p, "gpt: config is NULL");
+    nb_gpt_config c = small(NB_GPT_NANOGPT);
+    const char *msgs[] = {"vocab_size 0 must be positive", "block_size -1 must be positive",
+                          "n_head 0 must be positive", "n_embd 5 is not divisible by n_head 2",
+                          "dropout nan is outside [0, 1)", "dropout 1 is outside [0, 1)",
+                          "dtype i64", "unknown arch 7", "config too large"};
+    for (int k = 0; k < 9; k++) {
+        nb_ctx_clear_error(p);
+        c = small(NB_GPT_NANOGPT);
+        switch (k) {
+        case 0: c.vocab_size = 0; break;
+        case 1: c.block_size = -1; break;
+        case 2: c.n_head = 0; break;
+        case 3: c.n_embd = 5; break;
+        case 4: c.dropout = NAN; break;
+        case 5: c.dropout = 1.0; break;
+        case 6: c.dtype = NB_I64; break;
+        case 7: c.arch = (nb_gpt_arch)7; break;
+        default: c.n_embd = INT64_C(1) << 40; c.n_head = 1; break;
+        }
+        ck_assert_int_ne(nb_gpt_init(&m, p, &c, &rng), NB_OK);
+        ck_assert_error_has(p, msgs[k]);
+    }
+    /* a sticky error on pctx: init does nothing */
+    c = small(NB_GPT_GPTMODEL);
+    ck_assert_int_ne(nb_gpt_init(&m, p, &c, &rng), NB_OK);
+    nb_ctx_clear_error(p);
+    ck_assert_int_eq(nb_gpt_init(&m, p, &c, &rng), NB_OK);
+    nb_gpt_train(NULL, false); /* no-ops */
+    nb_gpt_free(NULL);
+    nb_gpt_free(&m);
+    ck_assert_int_eq(nb_gpt_config_default(NB_GPT_GPTMODEL).vocab_size, 50257);
+    ck_assert_int_eq(nb_gpt_config_default(NB_GPT_NANOGPT).vocab_size, 50304);
+    ck_assert_int_eq(nb_gpt_num_params(NULL, false), 0);
+    nb_gpt_summary(NULL, stdout);
+    nb_gpt_summary(&m, NULL);
+    nb_ctx_free(p);
+}
+END_TEST
+
+START_TEST(test_matrix_gpt_state_dict) {
+    nb_ctx *p = nb_ctx_new(0), *f = nb_ctx_new(0);
+    nb_gpt_config c;
+    nb_gpt m;
+    ck_assert_int_eq(nb_gpt_config_from_state_dict(NULL, 2, &c, p), NB_ERR_NULL);
+    ck_assert_error_has(p, "gpt_config_from_state_dict: sd is NULL");
+    nb_tensor_list sd = {0};
+    ck_assert_int_eq(nb_gpt_config_from_state_dict(&sd, 2, NULL, NULL), NB_ERR_NULL);
+    /* embeddings of the wrong rank, dtype, or widths that disagree */
+    nb_ctx_clear_error(p);
+    nb_list_add(&sd, "tok_emb.weight", nb_zeros(f, NB_F32, NB_SHAPE(7, 4)));
+    nb_list_add(&sd, "pos_emb.weight", nb_zeros(f, NB_F32, NB_SHAPE(4, 6)));
+    ck_assert_int_eq(nb_gpt_config_from_state_dict(&sd, 2, &c, p), NB_ERR_FORMAT);
+    ck_assert_error_has(p, "do not fit (V, C) and (block_size, C)");
+    nb_tensor_list sd2 = {0};
+    nb_list_add(&sd2, "tok_emb.weight", nb_zeros(f, NB_I64, NB_SHAPE(7, 4)));
+    nb_list_add(&sd2, "pos_emb.weight", nb_zeros(f, NB_F32, NB_SHAPE(4, 4)));
+    nb_ctx_clear_error(p);
+    ck_assert_int_eq(nb_gpt_config_from_state_dict(&sd2, 2, &c, p), NB_ERR_FORMAT);
+    /* no blocks */
+    nb_tensor_list sd3 = {0};
+    nb_list_add(&sd3, "tok_emb.weight", nb_zeros(f, NB_F32, NB_SHAPE(7, 4)));
+    nb_list_add(&sd3, "pos_emb.weight", nb_zeros(f, NB_F32, NB_SHAPE(4, 4)));
+    nb_ctx_clear_error(p);
+    ck_assert_int_eq(nb_gpt_from_state_dict(&m, p, &sd3, 2, 0.0, NB_F32, NULL), NB_ERR_FORMAT);
+    ck_assert_error_has(p, "no transformer block (trf_blocks.0.norm1.scale)");
+    ck_assert_int_eq(nb_gpt_from_state_dict(&m, NULL, &sd3, 2, 0.0, NB_F32, NULL), NB_ERR_NULL);
+    /* a state_dict missing a tensor, or with a wrong shape */
+    nb_pcg32 rng;
+    nb_pcg32_seed(&rng, 1, 1);
+    nb_gpt_config sc = small(NB_GPT_GPTMODEL);
+    nb_gpt src;
+    nb_ctx_clear_error(p);
+    ck_assert_int_eq(nb_gpt_init(&src, f, &sc, &rng), NB_OK);
+    ck_assert_int_eq(nb_gpt_init(&m, p, &sc, &rng), NB_OK);
+    ck_assert_int_eq(nb_gpt_load_state_dict(NULL, &src.state_dict), NB_ERR_NULL);
+    ck_assert_int_eq(nb_gpt_load_state_dict(&m, NULL), NB_ERR_NULL);
+    ck_assert_int_eq(nb_gpt_load_state_dict(&m, &sd3), NB_ERR_VALUE);
+    ck_assert_error_has(p, "no tensor named 'trf_blocks.0.att.W_query.weight'");
+    nb_ctx_clear_error(p);
+    sc.n_embd = 6;
+    ck_assert_int_eq(nb_gpt_init(&src, f, &sc, &rng), NB_OK);
+    ck_assert_int_eq(nb_gpt_load_state_dict(&m, &src.state_dict), NB_ERR_SHAPE);
+    ck_assert_error_has(p, "'tok_emb.weight' has shape (7, 4) here but (7, 6) in the source");
+    nb_ctx_free(f);
+    nb_ctx_free(p);
+}
+END_TEST
+
+START_TEST(test_matrix_gpt_forward) {
+    nb_ctx *p = nb_ctx_new(0), *s = nb_ctx_new(0);
+    nb_pcg32 rng;
+    nb_pcg32_seed(&rng, 1, 1);
+    nb_gpt_config c = small(NB_GPT_NANOGPT);
+    nb_gpt m;
+    ck_assert_int_eq(nb_gpt_init(&m, p, &c, &rng), NB_OK);
+    const int64_t v[4] = {0, 1, 2, 3};
+    nb_tensor *ids = nb_from_data(s, NB_I64, NB_SHAPE(1, 4), v);
+    ck_assert_ptr_null(nb_gpt_forward(NULL, &m, ids));
+    ck_assert_ptr_null(nb_gpt_infer(NULL, &m, ids));
+    ck_assert_ptr_null(nb_gpt_loss(NULL, &m, ids, ids, NULL));
+    /* float ids, 1-D ids, negative ids */
+    nb_tensor *fl = nb_zeros(s, NB_F32, NB_SHAPE(1, 4));
+    ck_assert_ptr_null(nb_gpt_forward(s, &m, fl));
+    ck_assert_error_has(s, "gpt: ids is f32 (1, 4)");
+    nb_ctx_reset(s);
+    ids = nb_from_data(s, NB_I64, NB_SHAPE(4), v);
+    ck_assert_ptr_null(nb_gpt_infer(s, &m, ids));
+    ck_assert_error_has(s, "gpt: ids is i64 (4)");
+    nb_ctx_reset(s);
+    ids = nb_from_data(s, NB_I64, NB_SHAPE(1, 4), ((const int64_t[]){0, -1, 2, 3}));
+    ck_assert_ptr_null(nb_gpt_forward(s, &m, ids));
+    ck_assert_error_has(s, "ids[1] = -1 is outside [0, vocab_size 7)");
+    /* targets of another shape, or NULL */
+    nb_ctx_reset(s);
+    ids = nb_from_data(s, NB_I64, NB_SHAPE(1, 4), v);
+    nb_tensor *t3 = nb_from_data(s, NB_I64, NB_SHAPE(1, 3), v);
+    nb_tensor *lg = (nb_tensor *)1;
+    ck_assert_ptr_null(nb_gpt_loss(s, &m, ids, t3, &lg));
+    ck_assert_ptr_null(lg);
+    ck_assert_error_has(s, "targets (1, 3) do not match ids (1, 4)");
+    nb_ctx_reset(s);
+    ids = nb_from_data(s, NB_I64, NB_SHAPE(1, 4), v);
+    ck_assert_ptr_null(nb_gpt_loss(s, &m, ids, NULL, NULL));
+    ck_assert_error_has(s, "targets is NULL");
+    /* an uninitialised model */
+    nb_ctx_reset(s);
+    nb_gpt zero;
+    memset(&zero, 0, sizeof zero);
+    ids = nb_from_data(s, NB_I64, NB_SHAPE(1, 4), v);
+    ck_assert_ptr_null(nb_gpt_forward(s, &zero, ids));
+    ck_assert_error_has(s, "model is not initialised");
+    /* NaN weights propagate, nothing crashes */
+    nb_ctx_reset(s);
+    nb_set(m.wte, 0, NAN);
+    ids = nb_from_data(s, NB_I64, NB_SHAPE(1, 4), v);
+    nb_tensor *y = nb_gpt_infer(s, &m, ids);
+    ck_assert_ptr_nonnull(y);
+    ck_assert(isnan(nb_get(y, 0)));
+    nb_ctx_free(s);
+    nb_ctx_free(p);
+}
+END_TEST
+
+START_TEST(test_matrix_gpt_cache_and_generate) {
+    nb_ctx *p = nb_ctx_new(0), *s = nb_ctx_new(0);
+    nb_pcg32 rng;
+    nb_pcg32_seed(&rng, 1, 1);
+    nb_gpt_config c = small(NB_GPT_GPTMODEL);
+    nb_gpt m, other;
+    ck_assert_int_eq(nb_gpt_init(&m, p, &c, &rng), NB_OK);
+    c.n_layer = 2;
+    ck_assert_int_eq(nb_gpt_init(&other, p, &c, &rng), NB_OK);
+    ck_assert_ptr_null(nb_gpt_cache_new(NULL, 1, s));
+    ck_assert_error_has(s, "gpt_cache_new: model is NULL");
+    nb_ctx_reset(s);
+    ck_assert_ptr_null(nb_gpt_cache_new(&m, -3, s));
+    ck_assert_error_has(s, "batch -3 is outside [1, 2^20]");
+    nb_ctx_reset(s);
+    nb_gpt_cache *kv = nb_gpt_cache_new(&m, 1, NULL);
+    ck_assert_ptr_nonnull(kv);
+    const int64_t v[4] = {0, 1, 2, 3};
+    nb_tensor *two = nb_from_data(s, NB_I64, NB_SHAPE(1, 2), v);
+    ck_assert_ptr_null(nb_gpt_forward_cached(s, &m, NULL, two));
+    ck_assert_error_has(s, "gpt_forward_cached: cache is NULL");
+    nb_ctx_reset(s);
+    /* a cache made for a model with another layer count */
+    two = nb_from_data(s, NB_I64, NB_SHAPE(1, 2), v);
+    ck_assert_ptr_null(nb_gpt_forward_cached(s, &other, kv, two));
+    ck_assert_error_has(s, "the cache must be made for this model");
+    ck_assert_int_eq(nb_gpt_cache_len(kv), 0);
+    ck_assert_int_eq(nb_gpt_cache_len(NULL), 0);
+    nb_gpt_cache_reset(NULL);
+    nb_gpt_cache_free(NULL);
+    nb_gpt_cache_free(kv);
+    /* generate: NULLs, bad counts, bad options, prompt out of range */
+    int64_t out[16], n = -1;
+    nb_gpt_sample_opts o = nb_gpt_sample_defaults();
+    o.max_new_tokens = 3;
+    ck_assert_int_eq(nb_gpt_generate(&m, NULL, 1, &o, out, &n, p), NB_ERR_NULL);
+    ck_assert_error_has(p, "gpt_generate: prompt is NULL");
+    ck_assert_int_eq(n, 0);
+    nb_ctx_clear_error(p);
+    ck_assert_int_eq(nb_gpt_generate(&m, v, 1, NULL, out, &n, p), NB_ERR_NULL);
+    nb_ctx_clear_error(p);
+    ck_assert_int_eq(nb_gpt_generate(&m, v, 1, &o, NULL, &n, p), NB_ERR_NULL);
+    nb_ctx_clear_error(p);
+    ck_assert_int_eq(nb_gpt_generate(&m, v, 0, &o, out, &n, p), NB_ERR_VALUE);
+    nb_ctx_clear_error(p);
+    o.temperature = NAN;
+    ck_assert_int_eq(nb_gpt_generate(&m, v, 1, &o, out, &n, p), NB_ERR_VALUE);
+    ck_assert_error_has(p, "temperature nan");
+    nb_ctx_clear_error(p);
+    o.temperature = 1, o.top_k = -1;
+    ck_assert_int_eq(nb_gpt_generate(&m, v, 1, &o, out, &n, p), NB_ERR_VALUE);
+    nb_ctx_clear_error(p);
+    o.top_k = 0;
+    const int64_t badp[2] = {1, 7};
+    ck_assert_int_eq(nb_gpt_generate(&m, badp, 2, &o, out, &n, p), NB_ERR_VALUE);
+    ck_assert_error_has(p, "prompt[1] = 7 is outside [0, 7)");
+    nb_ctx_clear_error(p);
+    /* zero new tokens: the prompt comes back; a huge top_k keeps everything */
+    o.max_new_tokens = 0;
+    ck_assert_int_eq(nb_gpt_generate(&m, v, 4, &o, out, &n, NULL), NB_OK);
+    ck_assert_int_eq(n, 4);
+    o.max_new_tokens = 9, o.top_k = 1000;
+    ck_assert_int_eq(nb_gpt_generate(&m, v, 4, &o, out, &n, NULL), NB_OK);
+    ck_assert_int_eq(n, 13);
+    nb_ctx_free(s);
+    nb_ctx_free(p);
+}
+END_TEST
+
+static nb_tensor *zero_loss(nb_ctx *ctx, int micro, void *user) {
+    (void)micro;
+    return nb_sum(ctx, nb_mul(ctx, user, nb_scalar(ctx, NB_F32, 0.0)));
+}
+
+START_TEST(test_matrix_train_pieces) {
+    nb_ctx *p = nb_ctx_new(0), *s = nb_ctx_new(0);
+    /* AdamW groups: the constructor's checks */
+    ck_assert_ptr_null(nb_adamw_new_groups(NULL, nb_adamw_defaults(1e-3), false, p));
+    ck_assert_error_has(p, "adamw: params list is NULL");
+    nb_ctx_clear_error(p);
+    nb_tensor *w = nb_requires_grad(nb_ones(p, NB_F32, NB_SHAPE(2, 2)));
+    nb_tensor_list l = {0};
+    nb_list_add(&l, "w", w);
+    nb_adam_opts o = nb_adamw_defaults(1e-3);
+    o.beta1 = 1.0;
+    ck_assert_ptr_null(nb_adamw_new_groups(&l, o, true, p));
+    ck_assert_error_has(p, "beta1 = 1 is outside [0, 1)");
+    nb_ctx_clear_error(p);
+    nb_optim *opt = nb_adamw_new_groups(&l, nb_adamw_defaults(1e-3), false, p);
+    ck_assert_ptr_nonnull(opt);
+    /* the schedule: NULL, and degenerate iterations */
+    ck_assert(isnan(nb_lr_at(NULL, 3)));
+    nb_lr_schedule sch = {1e-3, true, 0, 0, 1e-4};
+    ck_assert_double_eq(nb_lr_at(&sch, 0), 1e-4); /* lr_decay_iters == warmup_iters */
+    ck_assert(isnan(nb_lr_at(&sch, -5)));
+    /* the step: NULLs, bad counts, bad lr */
+    nb_train_step st = {opt, &l, 1, 0, 1e-3, zero_loss, w, NULL, NULL};
+    ck_assert_int_eq(nb_train_step_run(NULL, &st, NULL), NB_ERR_NULL);
+    ck_assert_int_eq(nb_train_step_run(s, NULL, NULL), NB_ERR_NULL);
+    ck_assert_error_has(s, "train_step: step is NULL");
+    nb_ctx_clear_error(s);
+    nb_train_step bad = st;
+    bad.opt = NULL;
+    ck_assert_int_eq(nb_train_step_run(s, &bad, NULL), NB_ERR_NULL);
+    ck_assert_error_has(s, "train_step: opt is NULL");
+    nb_ctx_clear_error(s);
+    bad = st, bad.accum_steps = -1;
+    ck_assert_int_eq(nb_train_step_run(s, &bad, NULL), NB_ERR_VALUE);
+    nb_ctx_clear_error(s);
+    bad = st, bad.lr = NAN;
+    nb_step_result r = {1, 1};
+    ck_assert_int_eq(nb_train_step_run(s, &bad, &r), NB_ERR_VALUE);
+    ck_assert_error_has(s, "train_step: lr nan must be >= 0");
+    ck_assert(isnan(r.loss));
+    nb_ctx_clear_error(s);
+    ck_assert_int_eq(nb_train_step_run(s, &st, &r), NB_OK);
+    ck_assert_double_eq(r.loss, 0.0);
+    ck_assert_double_eq(r.grad_norm, 0.0);
+    /* zero gradient: only the decay of the 2-D weight moves it */
+    ck_assert_double_eq(nb_get(w, 0), (float)(1.0f * (float)(1.0 - 1e-3 * 0.01)));
+    nb_optim_free(opt);
+    nb_ctx_free(s);
+    nb_ctx_free(p);
+}
+END_TEST
+
+Suite *suite_matrix_gpt(void) {
+    Suite *s = suite_create("matrix_gpt");
+    TCase *tc = tcase_create("gpt");
+    tcase_add_test(tc, test_matrix_gpt_config_and_init);
+    tcase_add_test(tc, test_matrix_gpt_state_dict);
+    tcase_add_test(tc, test_matrix_gpt_forward);
+    tcase_add_test(tc, test_matrix_gpt_cache_and_generate);
+    tcase_add_test(tc, test_matrix_train_pieces);
+    suite_add_tcase(s, tc);
+    return s;
+}

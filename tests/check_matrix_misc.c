@@ -1,0 +1,380 @@
+/* check_matrix_misc.c - the bad-input matrix for nabla/nn.h, nabla/optim.h,
+ * nabla/io.h and nabla/gradcheck.h: modules, optimizers, files, gradient
+ * checks. See check_matrix_ops.c's top comment for the matrix's rules and
+ * how to add a case for a new public function. */
+#include "check_nabla.h"
+
+#include <unistd.h>
+
+#include "matrix_util.h"
+
+/* ---- modules ------------------------------------------------------------- */
+/* Each module: NULL module / context / rng at init, sizes 0, negative and
+ * overflowing, a bad dtype; at forward NULL x and x of the wrong width. */
+START_TEST(test_linear_dropout_embedding) {
+    nb_ctx *p = nb_ctx_new(0), *ctx = nb_ctx_new(0);
+    nb_pcg32 rng;
+    nb_pcg32_seed(&rng, 1, 1);
+    nb_nn_linear lin;
+    ck_assert_int_ne(nb_nn_linear_init(NULL, p, 3, 2, true, NB_F32, &rng), NB_OK);
+    ck_assert_int_ne(nb_nn_linear_init(&lin, NULL, 3, 2, true, NB_F32, &rng), NB_OK);
+    expect_any(p, nb_nn_linear_init(&lin, p, 0, 2, true, NB_F32, &rng) != NB_OK, "");
+    expect_any(p, nb_nn_linear_init(&lin, p, 3, -2, true, NB_F32, &rng) != NB_OK, "");
+    expect_any(p, nb_nn_linear_init(&lin, p, INT64_MAX, INT64_MAX, true, NB_F32, &rng) != NB_OK, "");
+    expect_any(p, nb_nn_linear_init(&lin, p, 3, 2, true, NB_I64, &rng) != NB_OK, "");
+    ck_assert_int_eq(nb_nn_linear_init(&lin, p, 3, 2, true, NB_F32, &rng), NB_OK);
+    nb_nn_linear_train(&lin, false);
+    nb_nn_linear_train(NULL, true);
+    ck_assert_ptr_null(nb_nn_linear_forward(ctx, NULL, nb_ones(ctx, NB_F32, NB_SHAPE(1, 3))));
+    nb_ctx_clear_error(ctx);
+    expect_fail(ctx, !nb_nn_linear_forward(ctx, &lin, NULL), NB_ERR_NULL, "Linear");
+    expect_fail(ctx, !nb_nn_linear_forward(ctx, &lin, nb_ones(ctx, NB_F32, NB_SHAPE(1, 4))),
+                NB_ERR_SHAPE, "Linear");
+    expect_fail(ctx, !nb_nn_linear_forward(ctx, &lin, nb_ones(ctx, NB_F64, NB_SHAPE(1, 3))),
+                NB_ERR_DTYPE, "Linear");
+
+    nb_nn_dropout d;
+    expect_any(p, nb_nn_dropout_init(&d, p, 1.5, &rng) != NB_OK, "");
+    expect_any(p, nb_nn_dropout_init(&d, p, NAN, &rng) != NB_OK, "");
+    ck_assert_int_eq(nb_nn_dropout_init(&d, p, 0.5, &rng), NB_OK);
+    nb_nn_dropout_train(&d, false);
+    nb_nn_dropout_train(NULL, false);
+    nb_tensor *x = nb_ones(ctx, NB_F32, NB_SHAPE(2, 3));
+    ck_assert_double_eq(nb_get(nb_nn_dropout_forward(ctx, &d, x), 5), 1); /* eval: identity */
+    expect_any(ctx, !nb_nn_dropout_forward(ctx, &d, NULL), "Dropout");
+
+    nb_nn_embedding e;
+    expect_any(p, nb_nn_embedding_init(&e, p, 0, 3, NB_F32, &rng) != NB_OK, "");
+    expect_any(p, nb_nn_embedding_init(&e, p, 5, -3, NB_F32, &rng) != NB_OK, "");
+    ck_assert_int_eq(nb_nn_embedding_init(&e, p, 5, 3, NB_F32, &rng), NB_OK);
+    nb_nn_embedding_train(&e, true);
+    nb_nn_embedding_train(NULL, true);
+    nb_tensor *ids = nb_from_doubles(ctx, NB_I64, NB_SHAPE(2), (const double[]){4, 5});
+    expect_fail(ctx, !nb_nn_embedding_forward(ctx, &e, ids), NB_ERR_VALUE, "embedding");
+    expect_any(ctx, !nb_nn_embedding_forward(ctx, &e, NULL), "Embedding");
+    expect_fail(ctx, !nb_nn_embedding_forward(ctx, &e, x), NB_ERR_DTYPE, "embedding");
+    nb_ctx_free(ctx);
+    nb_ctx_free(p);
+}
+END_TEST
+
+START_TEST(test_norm_gelu) {
+    nb_ctx *p = nb_ctx_new(0), *ctx = nb_ctx_new(0);
+    nb_nn_layer_norm ln;
+    expect_any(p, nb_nn_layer_norm_init(&ln, p, 0, 1e-5, true, NB_F32) != NB_OK, "");
+    expect_any(p, nb_nn_layer_norm_init(&ln, p, 3, -1, true, NB_F32) != NB_OK, "");
+    expect_any(p, nb_nn_layer_norm_init(&ln, p, 3, 1e-5, true, (nb_dtype)42) != NB_OK, "");
+    ck_assert_int_eq(nb_nn_layer_norm_init(&ln, p, 3, 1e-5, true, NB_F32), NB_OK);
+    nb_nn_layer_norm_train(&ln, true);
+    nb_nn_layer_norm_train(NULL, true);
+    expect_fail(ctx, !nb_nn_layer_norm_forward(ctx, &ln, NULL), NB_ERR_NULL, "LayerNorm");
+    expect_any(ctx, !nb_nn_layer_norm_forward(ctx, &ln, nb_ones(ctx, NB_F32, NB_SHAPE(2, 4))),
+               "LayerNorm");
+    nb_nn_gelu g;
+    expect_any(p, nb_nn_gelu_init(&g, p, (nb_gelu_approx)7) != NB_OK, "");
+    ck_assert_int_eq(nb_nn_gelu_init(&g, p, NB_GELU_TANH), NB_OK);
+    nb_nn_gelu_train(&g, false);
+    nb_nn_gelu_train(NULL, false);
+    expect_any(ctx, !nb_nn_gelu_forward(ctx, &g, NULL), "GELU");
+    ck_assert_ptr_nonnull(nb_nn_gelu_forward(ctx, &g, nb_ones(ctx, NB_F32, NB_SHAPE(2))));
+    nb_ctx_free(ctx);
+    nb_ctx_free(p);
+}
+END_TEST
+
+START_TEST(test_attention_modules) {
+    nb_ctx *p = nb_ctx_new(0), *ctx = nb_ctx_new(0);
+    nb_pcg32 rng;
+    nb_pcg32_seed(&rng, 5, 5);
+    nb_tensor *x2 = nb_ones(ctx, NB_F32, NB_SHAPE(4, 3)), *x3 = nb_ones(ctx, NB_F32, NB_SHAPE(1, 4, 3));
+    nb_tensor *wide = nb_ones(ctx, NB_F32, NB_SHAPE(1, 4, 5)), *long3 = nb_ones(ctx, NB_F32, NB_SHAPE(1, 9, 3));
+
+    nb_nn_self_attention_v1 v1;
+    expect_any(p, nb_nn_self_attention_v1_init(&v1, p, 0, 2, NB_F32, &rng) != NB_OK, "");
+    ck_assert_int_eq(nb_nn_self_attention_v1_init(&v1, p, 3, 2, NB_F32, &rng), NB_OK);
+    nb_nn_self_attention_v1_train(&v1, false);
+    nb_nn_self_attention_v1_train(NULL, false);
+    ck_assert_ptr_nonnull(nb_nn_self_attention_v1_forward(ctx, &v1, x2));
+    expect_any(ctx, !nb_nn_self_attention_v1_forward(ctx, &v1, NULL), "");
+    expect_any(ctx, !nb_nn_self_attention_v1_forward(ctx, &v1, x3), "");
+
+    nb_nn_self_attention_v2 v2;
+    expect_any(p, nb_nn_self_attention_v2_init(&v2, p, 3, -1, false, NB_F32, &rng) != NB_OK, "");
+    ck_assert_int_eq(nb_nn_self_attention_v2_init(&v2, p, 3, 2, true, NB_F32, &rng), NB_OK);
+    nb_nn_self_attention_v2_train(&v2, true);
+    nb_nn_self_attention_v2_train(NULL, true);
+    ck_assert_ptr_nonnull(nb_nn_self_attention_v2_forward(ctx, &v2, x2));
+    expect_any(ctx, !nb_nn_self_attention_v2_forward(ctx, &v2, NULL), "");
+
+    nb_nn_causal_attention ca;
+    expect_any(p, nb_nn_causal_attention_init(&ca, p, 3, 2, 0, 0.0, false, NB_F32, &rng) != NB_OK, "");
+    expect_any(p, nb_nn_causal_attention_init(&ca, p, 3, 2, 4, 2.0, false, NB_F32, &rng) != NB_OK, "");
+    ck_assert_int_eq(nb_nn_causal_attention_init(&ca, p, 3, 2, 4, 0.1, false, NB_F32, &rng), NB_OK);
+    nb_nn_causal_attention_train(&ca, false);
+    nb_nn_causal_attention_train(NULL, false);
+    ck_assert_ptr_nonnull(nb_nn_causal_attention_forward(ctx, &ca, x3));
+    expect_any(ctx, !nb_nn_causal_attention_forward(ctx, &ca, long3), ""); /* T > context */
+    expect_any(ctx, !nb_nn_causal_attention_forward(ctx, &ca, wide), "");
+    nb_tensor *badmask = nb_ones(ctx, NB_F32, NB_SHAPE(1, 4));
+    expect_any(ctx, !nb_nn_causal_attention_forward_masked(ctx, &ca, x3, badmask, NULL), "");
+
+    nb_nn_mha_wrapper w;
+    expect_any(p, nb_nn_mha_wrapper_init(&w, p, 3, 2, 4, 0.0, 0, false, NB_F32, &rng) != NB_OK, "");
+    expect_any(p, nb_nn_mha_wrapper_init(&w, p, 3, 2, 4, 0.0, -3, false, NB_F32, &rng) != NB_OK, "");
+    ck_assert_int_eq(nb_nn_mha_wrapper_init(&w, p, 3, 2, 4, 0.0, 2, false, NB_F32, &rng), NB_OK);
+    nb_nn_mha_wrapper_train(&w, false);
+    nb_nn_mha_wrapper_train(NULL, false);
+    ck_assert_ptr_nonnull(nb_nn_mha_wrapper_forward(ctx, &w, x3));
+    expect_any(ctx, !nb_nn_mha_wrapper_forward(ctx, &w, NULL), "");
+
+    nb_nn_mha m;
+    expect_any(p, nb_nn_mha_init(&m, p, 3, 3, 4, 0.0, 2, false, NB_F32, &rng) != NB_OK, ""); /* 3 % 2 */
+    expect_any(p, nb_nn_mha_init(&m, p, 3, 4, 4, 0.0, INT32_MAX, false, NB_F32, &rng) != NB_OK, "");
+    ck_assert_int_eq(nb_nn_mha_init(&m, p, 3, 4, 4, 0.0, 2, false, NB_F32, &rng), NB_OK);
+    nb_nn_mha_train(&m, false);
+    nb_nn_mha_train(NULL, false);
+    ck_assert_ptr_nonnull(nb_nn_mha_forward(ctx, &m, x3));
+    expect_any(ctx, !nb_nn_mha_forward(ctx, &m, long3), "");
+    expect_any(ctx, !nb_nn_mha_forward_masked(ctx, &m, x3, badmask, NULL), "");
+    nb_tensor *weights = NULL;
+    ck_assert_ptr_nonnull(nb_nn_mha_forward_masked(ctx, &m, x3, NULL, &weights));
+    nb_ctx_free(ctx);
+    nb_ctx_free(p);
+}
+END_TEST
+
+START_TEST(test_param_lists) {
+    nb_ctx *p = nb_ctx_new(0);
+    nb_tensor_list a = {0}, b = {0}, dst = {0};
+    nb_list_add(&a, "w", nb_requires_grad(nb_ones(p, NB_F32, NB_SHAPE(2, 3))));
+    nb_list_add(&b, "w", nb_ones(p, NB_F32, NB_SHAPE(3, 2)));
+    nb_params_zero_grad(NULL);
+    nb_params_zero_grad(&a);
+    ck_assert_int_eq(nb_params_copy_from(NULL, &b), NB_ERR_NULL);
+    ck_assert_int_eq(nb_params_copy_from(&a, NULL), NB_ERR_NULL);
+    ck_assert_int_eq(nb_params_copy_from(&a, &b), NB_ERR_SHAPE);
+    ck_assert_int_ne(nb_params_add_prefixed(NULL, p, "x", &a), NB_OK);
+    ck_assert_int_ne(nb_params_add_prefixed(&dst, p, NULL, &a), NB_OK);
+    ck_assert_int_ne(nb_params_add_prefixed(&dst, p, "x", NULL), NB_OK);
+    ck_assert_int_eq(nb_params_add_prefixed(&dst, p, "x", &a), NB_OK);
+    ck_assert_int_ne(nb_params_add_prefixed(&dst, p, "x", &a), NB_OK); /* duplicate */
+    ck_assert_str_eq(nb_list_name(&dst, 0), "x.w");
+    nb_ctx_free(p);
+}
+END_TEST
+
+/* ---- optimizers ------------------------------------------------------------ */
+START_TEST(test_optimizers) {
+    nb_ctx *p = nb_ctx_new(0);
+    nb_tensor_list params = {0};
+    nb_tensor *w = nb_requires_grad(nb_ones(p, NB_F32, NB_SHAPE(2)));
+    nb_list_add(&params, "w", w);
+    nb_sgd_opts so = nb_sgd_defaults(0.1);
+    nb_adam_opts ao = nb_adam_defaults(0.1), awo = nb_adamw_defaults(0.1);
+    ck_assert_ptr_null(nb_sgd_new(NULL, so, p));
+    ck_assert_ptr_null(nb_adam_new(NULL, ao, NULL));
+    so.lr = -1;
+    expect_any(p, !nb_sgd_new(&params, so, p), "");
+    so = nb_sgd_defaults(0.1);
+    so.nesterov = true; /* needs momentum */
+    expect_any(p, !nb_sgd_new(&params, so, p), "");
+    ao.beta1 = 1.0;
+    expect_any(p, !nb_adam_new(&params, ao, p), "");
+    awo.eps = NAN;
+    expect_any(p, !nb_adamw_new(&params, awo, p), "");
+    nb_tensor_list ints = {0};
+    nb_list_add(&ints, "i", nb_zeros(p, NB_I64, NB_SHAPE(2)));
+    expect_any(p, !nb_sgd_new(&ints, nb_sgd_defaults(0.1), p), "");
+
+    nb_optim *o = nb_adamw_new(&params, nb_adamw_defaults(0.1), p);
+    ck_assert_ptr_nonnull(o);
+    ck_assert_str_eq(nb_optim_kind(o), "adamw");
+    ck_assert_ptr_null(nb_optim_kind(NULL));
+    nb_sgd_opts got_s;
+    nb_adam_opts got_a;
+    ck_assert(!nb_optim_sgd_options(o, &got_s));
+    ck_assert(nb_optim_adam_options(o, &got_a));
+    ck_assert(!nb_optim_adam_options(NULL, &got_a));
+    ck_assert(!nb_optim_adam_options(o, NULL));
+    /* NaN learning rate: refused, the old one kept. */
+    nb_optim_set_lr(o, NAN);
+    nb_optim_set_lr(NULL, 1);
+    ck_assert_double_eq(nb_optim_get_lr(o), 0.1);
+    ck_assert(isnan(nb_optim_get_lr(NULL)));
+    ck_assert_int_eq(nb_optim_step(NULL), NB_ERR_NULL);
+    ((float *)w->grad)[0] = NAN;
+    ck_assert_int_eq(nb_optim_step(o), NB_OK); /* NaN propagates, as in PyTorch */
+    ck_assert(isnan(nb_get(w, 0)));
+    ck_assert_int_eq(nb_optim_step_count(o), 1);
+    ck_assert_int_eq(nb_optim_step_count(NULL), 0);
+    nb_optim_zero_grad(o);
+    nb_optim_zero_grad(NULL);
+    ck_assert_ptr_nonnull(nb_optim_error(NULL));
+    nb_tensor_list st = {0};
+    ck_assert_int_ne(nb_optim_state(o, NULL, &st), NB_OK);
+    ck_assert_int_ne(nb_optim_state(o, p, NULL), NB_OK);
+    nb_ctx_clear_error(p);
+    ck_assert_int_eq(nb_optim_state(o, p, &st), NB_OK);
+    ck_assert_int_ne(nb_optim_load_state(o, NULL), NB_OK);
+    ck_assert_int_ne(nb_optim_load_state(NULL, &st), NB_OK);
+    nb_tensor_list wrong = {0};
+    nb_list_add(&wrong, "state.w.exp_avg", nb_ones(p, NB_F32, NB_SHAPE(3)));
+    ck_assert_int_ne(nb_optim_load_state(o, &wrong), NB_OK);
+    ck_assert_ptr_nonnull(strstr(nb_optim_error(o), "w"));
+    nb_optim_free(o);
+    nb_optim_free(NULL);
+
+    nb_optim *s = nb_sgd_new(&params, nb_sgd_defaults(0.1), p);
+    ck_assert(nb_optim_sgd_options(s, &got_s));
+    nb_optim_free(s);
+    nb_optim *a = nb_adam_new(&params, nb_adam_defaults(0.1), p);
+    nb_optim_free(a);
+
+    ((float *)w->grad)[0] = INFINITY;
+    ck_assert(isnan(nb_clip_grad_norm(NULL, 1.0)) || nb_clip_grad_norm(NULL, 1.0) == 0);
+    double n = nb_clip_grad_norm(&params, 1.0);
+    ck_assert(isinf(n) || isnan(n));
+    ck_assert(isnan(nb_clip_grad_norm(&params, -1.0)) || nb_clip_grad_norm(&params, -1.0) >= 0);
+    nb_clip_grad_value(NULL, 1.0);
+    nb_clip_grad_value(&params, NAN);
+    ((float *)w->grad)[0] = 5;
+    nb_clip_grad_value(&params, 1.0);
+    ck_assert_double_eq(nb_grad_get(w, 0), 1.0);
+    nb_ctx_free(p);
+}
+END_TEST
+
+/* ---- files ------------------------------------------------------------------ */
+START_TEST(test_files) {
+    nb_ctx *ctx = nb_ctx_new(0);
+    char dir[] = "/tmp/nb-mx-XXXXXX", path[64], pathb[64];
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/a.safetensors", dir);
+    snprintf(pathb, sizeof pathb, "%s/missing/b", dir);
+    nb_tensor_list l = {0}, out = {0};
+    nb_list_add(&l, "x", nb_ones(ctx, NB_F32, NB_SHAPE(2)));
+    expect_fail(ctx, nb_save_safetensors(ctx, NULL, &l, 0, NULL, NULL), NB_ERR_NULL, "save_safetensors");
+    expect_fail(ctx, nb_save_safetensors(ctx, path, NULL, 0, NULL, NULL), NB_ERR_NULL, "save_safetensors");
+    expect_any(ctx, nb_save_safetensors(ctx, path, &l, -1, NULL, NULL), "save_safetensors");
+    expect_any(ctx, nb_save_safetensors(ctx, path, &l, 1, NULL, NULL), "save_safetensors");
+    expect_fail(ctx, nb_save_safetensors(ctx, pathb, &l, 0, NULL, NULL), NB_ERR_IO, "save_safetensors");
+    ck_assert_int_eq(nb_save_safetensors(NULL, path, &l, 0, NULL, NULL), NB_ERR_NULL);
+    ck_assert_int_eq(nb_save_safetensors(ctx, path, &l, 0, NULL, NULL), NB_OK);
+    expect_fail(ctx, nb_load_safetensors(ctx, path, NULL), NB_ERR_NULL, "load_safetensors");
+    expect_fail(ctx, nb_load_safetensors(ctx, NULL, &out), NB_ERR_NULL, "load_safetensors");
+    expect_fail(ctx, nb_load_safetensors(ctx, pathb, &out), NB_ERR_IO, "load_safetensors");
+    expect_fail(ctx, nb_load_safetensors(ctx, dir, &out), NB_ERR_IO, "load_safetensors");
+    expect_fail(ctx, nb_load_safetensors(ctx, "/dev/zero", &out), NB_ERR_IO, "load_safetensors");
+    int n_meta = 7;
+    expect_any(ctx, nb_load_safetensors_meta(ctx, path, &out, -1, &n_meta, NULL, NULL),
+               "load_safetensors");
+    ck_assert_int_eq(n_meta, 0);
+    expect_any(ctx, nb_load_safetensors_meta(ctx, path, &out, 2, NULL, NULL, NULL), "load_safetensors");
+    ck_assert_int_eq(nb_load_safetensors_meta(ctx, path, &out, 0, NULL, NULL, NULL), NB_OK);
+    /* Loading the same names again into `out`: refused, out unchanged. */
+    expect_fail(ctx, nb_load_safetensors(ctx, path, &out), NB_ERR_VALUE, "load_safetensors");
+    ck_assert_int_eq(out.n, 1);
+
+    nb_tensor_list params = {0};
+    nb_tensor *w = nb_requires_grad(nb_ones(ctx, NB_F32, NB_SHAPE(2)));
+    nb_list_add(&params, "w", w);
+    expect_fail(ctx, nb_save_checkpoint(ctx, NULL, &params, NULL, NULL, 0, NULL, NULL), NB_ERR_NULL,
+                "save_checkpoint");
+    expect_fail(ctx, nb_save_checkpoint(ctx, path, NULL, NULL, NULL, 0, NULL, NULL), NB_ERR_NULL,
+                "save_checkpoint");
+    const char *k[] = {"format"}, *v[] = {"mine"};
+    expect_fail(ctx, nb_save_checkpoint(ctx, path, &params, NULL, NULL, 1, k, v), NB_ERR_VALUE,
+                "save_checkpoint");
+    ck_assert_int_eq(nb_save_checkpoint(ctx, path, &params, NULL, NULL, 0, NULL, NULL), NB_OK);
+    expect_fail(ctx, nb_load_checkpoint(ctx, path, NULL, NULL, NULL), NB_ERR_NULL, "load_checkpoint");
+    expect_fail(ctx, nb_load_checkpoint(ctx, NULL, &params, NULL, NULL), NB_ERR_NULL, "load_checkpoint");
+    nb_optim *o = nb_sgd_new(&params, nb_sgd_defaults(0.1), ctx);
+    expect_fail(ctx, nb_load_checkpoint(ctx, path, &params, o, NULL), NB_ERR_VALUE, "load_checkpoint");
+    nb_optim_free(o);
+    ck_assert_int_eq(nb_load_checkpoint(ctx, path, &params, NULL, NULL), NB_OK);
+    ck_assert_ptr_null(nb_pcg32_tensor(NULL, NULL));
+    expect_any(ctx, !nb_pcg32_tensor(ctx, NULL), "");
+    unlink(path);
+    rmdir(dir);
+    nb_ctx_free(ctx);
+}
+END_TEST
+
+/* ---- gradcheck ---------------------------------------------------------------- */
+static nb_tensor *f_square_sum(nb_ctx *ctx, nb_tensor *const *in, void *user) {
+    (void)user;
+    return nb_sum(ctx, nb_mul(ctx, in[0], in[0]));
+}
+
+static nb_tensor *f_fails(nb_ctx *ctx, nb_tensor *const *in, void *user) {
+    (void)in;
+    (void)user;
+    nb_ctx_fail(ctx, NB_ERR_SHAPE, "user function failed");
+    return NULL;
+}
+
+START_TEST(test_gradcheck_args) {
+    nb_ctx *ctx = nb_ctx_new(0);
+    nb_tensor *x = nb_requires_grad(nb_from_doubles(ctx, NB_F64, NB_SHAPE(2), (const double[]){1, 2}));
+    nb_gradcheck_opts o = nb_gradcheck_defaults();
+    nb_gradcheck_result r;
+    ck_assert_int_eq(nb_gradcheck(f_square_sum, NULL, 1, &x, &o, &r), NB_OK);
+    ck_assert_int_ne(nb_gradcheck(NULL, NULL, 1, &x, NULL, NULL), NB_OK);
+    ck_assert_int_ne(nb_gradcheck(f_square_sum, NULL, 1, NULL, NULL, NULL), NB_OK);
+    ck_assert_int_ne(nb_gradcheck(f_square_sum, NULL, -1, &x, NULL, NULL), NB_OK);
+    ck_assert_int_ne(nb_gradcheck(f_fails, NULL, 1, &x, NULL, &r), NB_OK);
+    nb_set(x, 0, NAN);
+    ck_assert_int_ne(nb_gradcheck(f_square_sum, NULL, 1, &x, NULL, NULL), NB_OK);
+    nb_ctx_free(ctx);
+}
+END_TEST
+
+/* nb_gradcheck_params: NULL and corrupt lists, a NULL parameter, a failing
+ * f; the parameter's struct is restored whatever happens. */
+static nb_tensor_list *g_params;
+static nb_tensor *f_param_sum(nb_ctx *ctx, nb_tensor *const *in, void *user) {
+    (void)in, (void)user;
+    return nb_sum(ctx, nb_mul(ctx, g_params->t[0], g_params->t[0]));
+}
+
+START_TEST(test_gradcheck_params_args) {
+    nb_ctx *ctx = nb_ctx_new(0);
+    nb_tensor *w = nb_requires_grad(nb_from_doubles(ctx, NB_F32, NB_SHAPE(2), (const double[]){1, 2}));
+    nb_tensor_list l = {0}, bad = {0};
+    nb_list_add(&l, "w", w);
+    g_params = &l;
+    nb_tensor before = *w;
+    nb_gradcheck_result r;
+    ck_assert_int_eq(nb_gradcheck_params(f_param_sum, NULL, &l, 0, NULL, NULL, &r), NB_OK);
+    ck_assert(memcmp(w, &before, sizeof before) == 0);
+    ck_assert_int_eq(nb_gradcheck_params(NULL, NULL, &l, 0, NULL, NULL, &r), NB_ERR_NULL);
+    ck_assert_int_eq(nb_gradcheck_params(f_fails, NULL, &l, 0, NULL, NULL, &r), NB_ERR_SHAPE);
+    ck_assert(memcmp(w, &before, sizeof before) == 0);
+    bad.n = 1; /* names[0] and t[0] NULL */
+    ck_assert_int_eq(nb_gradcheck_params(f_param_sum, NULL, &bad, 0, NULL, NULL, &r), NB_ERR_NULL);
+    ck_assert_ptr_nonnull(strstr(r.message, "parameter 0"));
+    bad.n = -3;
+    ck_assert_int_eq(nb_gradcheck_params(f_param_sum, NULL, &bad, 0, NULL, NULL, &r), NB_ERR_SIZE);
+    bad.n = NB_LIST_MAX + 1;
+    ck_assert_int_eq(nb_gradcheck_params(f_param_sum, NULL, &bad, 0, NULL, NULL, &r), NB_ERR_SIZE);
+    /* NULL params is nb_gradcheck */
+    nb_tensor *x = nb_requires_grad(nb_from_doubles(ctx, NB_F64, NB_SHAPE(2), (const double[]){1, 2}));
+    ck_assert_int_eq(nb_gradcheck_params(f_square_sum, NULL, NULL, 1, &x, NULL, NULL), NB_OK);
+    nb_ctx_free(ctx);
+}
+END_TEST
+
+Suite *suite_matrix_misc(void) {
+    Suite *s = suite_create("matrix_misc");
+    TCase *tc = tcase_create("misc");
+    tcase_add_test(tc, test_linear_dropout_embedding);
+    tcase_add_test(tc, test_norm_gelu);
+    tcase_add_test(tc, test_attention_modules);
+    tcase_add_test(tc, test_param_lists);
+    tcase_add_test(tc, test_optimizers);
+    tcase_add_test(tc, test_files);
+    tcase_add_test(tc, test_gradcheck_args);
+    tcase_add_test(tc, test_gradcheck_params_args);
+    suite_add_tcase(s, tc);
+    return s;
+}

@@ -1,0 +1,366 @@
+/* check_matrix_ops.c - the bad-input matrix for the ops of nabla/ops.h.
+ *
+ * THE MATRIX (tests/check_matrix*.c): every function declared in
+ * include/nabla.h and include/nabla/ (every .h) has cases here, with hostile
+ * arguments: NULL for each pointer, mismatched shapes, zero-size dims, sizes
+ * whose product overflows, mixed dtypes, NaN/Inf data, negative and huge
+ * counts, out-of-range enums, the wrong mode. Each case asserts a clear
+ * error (the status, and a message naming the op) or the documented result.
+ * Check's fork mode isolates a crash to one case, each case has Check's
+ * time limit, and `make memcheck` runs them under valgrind for leaks.
+ *
+ * tools/matrix_coverage.py (run by `make test`) lists the public functions
+ * and fails for any that no tests/check_matrix*.c file calls: a NEW PUBLIC
+ * FUNCTION needs at least one case calling it (`nb_name(`) in one of these
+ * files. Add a row to the op table below for a new op (it then gets the whole
+ * battery), or a START_TEST in the file of its header's area:
+ *   check_matrix_ops.c   nabla/ops.h
+ *   check_matrix_core.c  nabla/core.h, nabla/random.h
+ *   check_matrix_misc.c  nabla/nn.h, nabla/optim.h, nabla/io.h, nabla/gradcheck.h
+ *
+ * Here every op of the table gets the same battery: a valid call works; NULL
+ * ctx gives NULL; each NULL tensor gives NB_ERR_NULL; an I64 input where a
+ * float is needed and mixed f32/f64 give NB_ERR_DTYPE; a second input of the
+ * wrong shape gives an error naming the op; NaN/Inf data never crash (and
+ * propagate through elementwise ops); an earlier error is kept (sticky);
+ * with grad disabled nothing is recorded. Per-op value cases (dims, counts,
+ * probabilities, enums) follow the table. */
+#include "check_nabla.h"
+
+#include "matrix_util.h"
+
+/* ---- the op table ---------------------------------------------------------- */
+static nb_pcg32 g_rng;
+
+typedef nb_tensor *(*op2_fn)(nb_ctx *ctx, nb_tensor *a, nb_tensor *b);
+
+#define ELEMWISE 1u /* out[0] is NaN when a[0] is */
+#define B_FLOAT 2u  /* b is a float input of a's dtype */
+#define B_OPT 4u      /* b may be NULL (layer_norm without affine) */
+#define B_ANYSHAPE 8u /* any shape of b fits (embedding's ids) */
+
+typedef struct op_case {
+    const char *name; /* the op named in errors */
+    op2_fn fn;
+    int n_in;         /* 1: only a; 2: a and b */
+    int a_nd;
+    int64_t a_shape[4];
+    int b_nd;
+    int64_t b_shape[4];
+    nb_dtype b_dt;
+    unsigned flags;
+} op_case;
+
+static nb_tensor *w_add(nb_ctx *c, nb_tensor *a, nb_tensor *b) { return nb_add(c, a, b); }
+static nb_tensor *w_sub(nb_ctx *c, nb_tensor *a, nb_tensor *b) { return nb_sub(c, a, b); }
+static nb_tensor *w_mul(nb_ctx *c, nb_tensor *a, nb_tensor *b) { return nb_mul(c, a, b); }
+static nb_tensor *w_div(nb_ctx *c, nb_tensor *a, nb_tensor *b) { return nb_div(c, a, b); }
+static nb_tensor *w_mse(nb_ctx *c, nb_tensor *a, nb_tensor *b) { return nb_mse_loss(c, a, b); }
+static nb_tensor *w_matmul(nb_ctx *c, nb_tensor *a, nb_tensor *b) { return nb_matmul(c, a, b); }
+static nb_tensor *w_neg(nb_ctx *c, nb_tensor *a, nb_tensor *b) { (void)b; return nb_neg(c, a); }
+static nb_tensor *w_scale(nb_ctx *c, nb_tensor *a, nb_tensor *b) { (void)b; return nb_scale(c, a, 2); }
+static nb_tensor *w_add_scalar(nb_ctx *c, nb_tensor *a, nb_tensor *b) { (void)b; return nb_add_scalar(c, a, 2); }
+static nb_tensor *w_exp(nb_ctx *c, nb_tensor *a, nb_tensor *b) { (void)b; return nb_exp(c, a); }
+static nb_tensor *w_log(nb_ctx *c, nb_tensor *a, nb_tensor *b) { (void)b; return nb_log(c, a); }
+static nb_tensor *w_sqrt(nb_ctx *c, nb_tensor *a, nb_tensor *b) { (void)b; return nb_sqrt(c, a); }
+static nb_tensor *w_pow(nb_ctx *c, nb_tensor *a, nb_tensor *b) { (void)b; return nb_pow(c, a, 3); }
+static nb_tensor *w_tanh(nb_ctx *c, nb_tensor *a, nb_tensor *b) { (void)b; return nb_tanh(c, a); }
+static nb_tensor *w_sigmoid(nb_ctx *c, nb_tensor *a, nb_tensor *b) { (void)b; return nb_sigmoid(c, a); }
+static nb_tensor *w_relu(nb_ctx *c, nb_tensor *a, nb_tensor *b) { (void)b; return nb_relu(c, a); }
+static nb_tensor *w_gelu(nb_ctx *c, nb_tensor *a, nb_tensor *b) { (void)b; return nb_gelu(c, a, NB_GELU_NONE); }
+static nb_tensor *w_gelu_tanh(nb_ctx *c, nb_tensor *a, nb_tensor *b) { (void)b; return nb_gelu(c, a, NB_GELU_TANH); }
+static nb_tensor *w_sum(nb_ctx *c, nb_tensor *a, nb_tensor *b) { (void)b; return nb_sum(c, a); }
+static nb_tensor *w_mean(nb_ctx *c, nb_tensor *a, nb_tensor *b) { (void)b; return nb_mean(c, a); }
+static nb_tensor *w_sum_dim(nb_ctx *c, nb_tensor *a, nb_tensor *b) { (void)b; return nb_sum_dim(c, a, 1, false); }
+static nb_tensor *w_mean_dim(nb_ctx *c, nb_tensor *a, nb_tensor *b) { (void)b; return nb_mean_dim(c, a, -1, true); }
+static nb_tensor *w_max_dim(nb_ctx *c, nb_tensor *a, nb_tensor *b) { (void)b; return nb_max_dim(c, a, 1, false, NULL); }
+static nb_tensor *w_transpose(nb_ctx *c, nb_tensor *a, nb_tensor *b) { (void)b; return nb_transpose(c, a, 0, 1); }
+static nb_tensor *w_permute(nb_ctx *c, nb_tensor *a, nb_tensor *b) { (void)b; return nb_permute(c, a, (const int[]){1, 0}); }
+static nb_tensor *w_reshape(nb_ctx *c, nb_tensor *a, nb_tensor *b) { (void)b; return nb_reshape(c, a, NB_SHAPE(3, 2)); }
+static nb_tensor *w_contiguous(nb_ctx *c, nb_tensor *a, nb_tensor *b) { (void)b; return nb_contiguous(c, a); }
+static nb_tensor *w_causal_fill(nb_ctx *c, nb_tensor *a, nb_tensor *b) { (void)b; return nb_causal_fill(c, a, -INFINITY); }
+static nb_tensor *w_softmax(nb_ctx *c, nb_tensor *a, nb_tensor *b) { (void)b; return nb_softmax(c, a); }
+static nb_tensor *w_log_softmax(nb_ctx *c, nb_tensor *a, nb_tensor *b) { (void)b; return nb_log_softmax(c, a); }
+static nb_tensor *w_dropout(nb_ctx *c, nb_tensor *a, nb_tensor *b) { (void)b; return nb_dropout(c, a, 0.5, true, &g_rng); }
+static nb_tensor *w_concat(nb_ctx *c, nb_tensor *a, nb_tensor *b) {
+    nb_tensor *ts[2] = {a, b};
+    return nb_concat(c, 2, ts, 0);
+}
+static nb_tensor *w_split(nb_ctx *c, nb_tensor *a, nb_tensor *b) {
+    (void)b;
+    nb_tensor *out[2] = {NULL, NULL};
+    return nb_split(c, a, 1, 2, (const int64_t[]){1, 2}, out) == NB_OK ? out[1] : NULL;
+}
+static nb_tensor *w_masked_fill(nb_ctx *c, nb_tensor *a, nb_tensor *b) { return nb_masked_fill(c, a, b, -1); }
+static nb_tensor *w_cross_entropy(nb_ctx *c, nb_tensor *a, nb_tensor *b) { return nb_cross_entropy(c, a, b); }
+static nb_tensor *w_linear(nb_ctx *c, nb_tensor *a, nb_tensor *b) { return nb_linear(c, a, b, NULL); }
+static nb_tensor *w_embedding(nb_ctx *c, nb_tensor *a, nb_tensor *b) { return nb_embedding(c, a, b); }
+static nb_tensor *w_layer_norm(nb_ctx *c, nb_tensor *a, nb_tensor *b) { return nb_layer_norm(c, a, b, b, 1e-5); }
+
+#define S2(x, y) 2, {x, y, 1, 1}
+#define S1(x) 1, {x, 1, 1, 1}
+#define NONE 0, {1, 1, 1, 1}
+static const op_case ops[] = {
+    {"add", w_add, 2, S2(2, 3), S2(2, 3), NB_F32, ELEMWISE | B_FLOAT},
+    {"sub", w_sub, 2, S2(2, 3), S2(2, 3), NB_F32, ELEMWISE | B_FLOAT},
+    {"mul", w_mul, 2, S2(2, 3), S2(2, 3), NB_F32, ELEMWISE | B_FLOAT},
+    {"div", w_div, 2, S2(2, 3), S2(2, 3), NB_F32, ELEMWISE | B_FLOAT},
+    {"mse_loss", w_mse, 2, S2(2, 3), S2(2, 3), NB_F32, ELEMWISE | B_FLOAT},
+    {"matmul", w_matmul, 2, S2(2, 3), S2(3, 4), NB_F32, ELEMWISE | B_FLOAT},
+    {"concat", w_concat, 2, S2(2, 3), S2(2, 3), NB_F32, ELEMWISE | B_FLOAT},
+    {"linear", w_linear, 2, S2(2, 3), S2(4, 3), NB_F32, ELEMWISE | B_FLOAT},
+    {"layer_norm", w_layer_norm, 2, S2(2, 3), S1(3), NB_F32, ELEMWISE | B_FLOAT | B_OPT},
+    {"masked_fill", w_masked_fill, 2, S2(2, 3), S2(2, 3), NB_BOOL, 0},
+    {"cross_entropy", w_cross_entropy, 2, S2(2, 3), S1(2), NB_I64, ELEMWISE},
+    {"embedding", w_embedding, 2, S2(5, 3), S2(2, 2), NB_I64, B_ANYSHAPE},
+    {"neg", w_neg, 1, S2(2, 3), NONE, NB_F32, ELEMWISE},
+    {"scale", w_scale, 1, S2(2, 3), NONE, NB_F32, ELEMWISE},
+    {"add_scalar", w_add_scalar, 1, S2(2, 3), NONE, NB_F32, ELEMWISE},
+    {"exp", w_exp, 1, S2(2, 3), NONE, NB_F32, ELEMWISE},
+    {"log", w_log, 1, S2(2, 3), NONE, NB_F32, ELEMWISE},
+    {"sqrt", w_sqrt, 1, S2(2, 3), NONE, NB_F32, ELEMWISE},
+    {"pow", w_pow, 1, S2(2, 3), NONE, NB_F32, ELEMWISE},
+    {"tanh", w_tanh, 1, S2(2, 3), NONE, NB_F32, ELEMWISE},
+    {"sigmoid", w_sigmoid, 1, S2(2, 3), NONE, NB_F32, ELEMWISE},
+    {"relu", w_relu, 1, S2(2, 3), NONE, NB_F32, ELEMWISE},
+    {"gelu", w_gelu, 1, S2(2, 3), NONE, NB_F32, ELEMWISE},
+    {"gelu", w_gelu_tanh, 1, S2(2, 3), NONE, NB_F32, ELEMWISE},
+    {"sum", w_sum, 1, S2(2, 3), NONE, NB_F32, ELEMWISE},
+    {"mean", w_mean, 1, S2(2, 3), NONE, NB_F32, ELEMWISE},
+    {"sum_dim", w_sum_dim, 1, S2(2, 3), NONE, NB_F32, ELEMWISE},
+    {"mean_dim", w_mean_dim, 1, S2(2, 3), NONE, NB_F32, ELEMWISE},
+    {"max_dim", w_max_dim, 1, S2(2, 3), NONE, NB_F32, 0},
+    {"transpose", w_transpose, 1, S2(2, 3), NONE, NB_F32, ELEMWISE},
+    {"permute", w_permute, 1, S2(2, 3), NONE, NB_F32, ELEMWISE},
+    {"reshape", w_reshape, 1, S2(2, 3), NONE, NB_F32, ELEMWISE},
+    {"contiguous", w_contiguous, 1, S2(2, 3), NONE, NB_F32, ELEMWISE},
+    {"causal_fill", w_causal_fill, 1, S2(3, 3), NONE, NB_F32, ELEMWISE},
+    {"softmax", w_softmax, 1, S2(2, 3), NONE, NB_F32, ELEMWISE},
+    {"log_softmax", w_log_softmax, 1, S2(2, 3), NONE, NB_F32, ELEMWISE},
+    {"split", w_split, 1, S2(2, 3), NONE, NB_F32, 0},
+    {"dropout", w_dropout, 1, S2(2, 3), NONE, NB_F32, 0},
+};
+#define N_OPS (int)(sizeof ops / sizeof ops[0])
+
+/* a (values 0.1, 0.2, ... of dtype dt) and b (the case's dtype; ids 0/1). */
+static nb_tensor *make_a(nb_ctx *ctx, const op_case *o, nb_dtype dt) {
+    nb_tensor *a = nb_empty(ctx, dt, o->a_nd, o->a_shape);
+    for (size_t i = 0; a && i < a->numel; i++) nb_set(a, i, dt == NB_I64 ? 1 : 0.1 * (double)(i + 1));
+    return a;
+}
+
+static nb_tensor *make_b(nb_ctx *ctx, const op_case *o, nb_dtype dt, int nd, const int64_t *shape) {
+    if (o->n_in < 2) return NULL;
+    nb_tensor *b = nb_empty(ctx, dt, nd, shape);
+    for (size_t i = 0; b && i < b->numel; i++)
+        nb_set(b, i, dt == NB_I64 || dt == NB_BOOL ? (double)(i % 2) : 0.05 * (double)(i + 1));
+    return b;
+}
+
+START_TEST(test_op_valid) {
+    const op_case *o = &ops[_i];
+    nb_ctx *ctx = nb_ctx_new(0);
+    nb_tensor *a = nb_requires_grad(make_a(ctx, o, NB_F32));
+    nb_tensor *b = make_b(ctx, o, o->b_dt, o->b_nd, o->b_shape);
+    nb_tensor *y = o->fn(ctx, a, b);
+    ck_assert_msg(y, "%s: %s", o->name, nb_ctx_error(ctx));
+    ck_assert_int_eq(nb_backward(ctx, nb_sum(ctx, y), NULL), NB_OK);
+    nb_ctx_free(ctx);
+}
+END_TEST
+
+START_TEST(test_op_null) {
+    const op_case *o = &ops[_i];
+    nb_ctx *ctx = nb_ctx_new(0);
+    nb_tensor *a = make_a(ctx, o, NB_F32);
+    nb_tensor *b = make_b(ctx, o, o->b_dt, o->b_nd, o->b_shape);
+    ck_assert_ptr_null(o->fn(NULL, a, b));
+    expect_fail(ctx, o->fn(ctx, NULL, b) == NULL, NB_ERR_NULL, o->name);
+    if (o->n_in == 2 && !(o->flags & B_OPT))
+        expect_fail(ctx, o->fn(ctx, a, NULL) == NULL, NB_ERR_NULL, o->name);
+    nb_ctx_free(ctx);
+}
+END_TEST
+
+START_TEST(test_op_dtype) {
+    const op_case *o = &ops[_i];
+    nb_ctx *ctx = nb_ctx_new(0);
+    nb_tensor *b = make_b(ctx, o, o->b_dt, o->b_nd, o->b_shape);
+    expect_fail(ctx, o->fn(ctx, make_a(ctx, o, NB_I64), b) == NULL, NB_ERR_DTYPE, o->name);
+    expect_fail(ctx, o->fn(ctx, make_a(ctx, o, NB_BOOL), b) == NULL, NB_ERR_DTYPE, o->name);
+    if (o->flags & B_FLOAT) {
+        nb_tensor *a64 = make_a(ctx, o, NB_F64);
+        expect_fail(ctx, o->fn(ctx, a64, b) == NULL, NB_ERR_DTYPE, o->name);
+        nb_tensor *bi = make_b(ctx, o, NB_I64, o->b_nd, o->b_shape);
+        expect_fail(ctx, o->fn(ctx, make_a(ctx, o, NB_F32), bi) == NULL, NB_ERR_DTYPE, o->name);
+    }
+    nb_ctx_free(ctx);
+}
+END_TEST
+
+START_TEST(test_op_shape) {
+    const op_case *o = &ops[_i];
+    if (o->n_in < 2 || (o->flags & B_ANYSHAPE)) return;
+    nb_ctx *ctx = nb_ctx_new(0);
+    nb_tensor *a = make_a(ctx, o, NB_F32);
+    nb_tensor *b = make_b(ctx, o, o->b_dt, 3, (const int64_t[]){5, 7, 2});
+    nb_tensor *y = o->fn(ctx, a, b);
+    ck_assert_msg(!y, "%s accepted a (5, 7, 2) second input", o->name);
+    ck_assert_int_ne(nb_ctx_status(ctx), NB_OK);
+    ck_assert_error_has(ctx, o->name);
+    nb_ctx_free(ctx);
+}
+END_TEST
+
+START_TEST(test_op_nan_inf) {
+    const op_case *o = &ops[_i];
+    nb_ctx *ctx = nb_ctx_new(0);
+    nb_tensor *a = nb_requires_grad(make_a(ctx, o, NB_F32));
+    nb_set(a, 0, NAN);
+    nb_set(a, 1, INFINITY);
+    nb_set(a, a->numel - 1, -INFINITY);
+    nb_tensor *b = make_b(ctx, o, o->b_dt, o->b_nd, o->b_shape);
+    nb_tensor *y = o->fn(ctx, a, b);
+    ck_assert_msg(y, "%s refused NaN/Inf data: %s", o->name, nb_ctx_error(ctx));
+    if (o->flags & ELEMWISE) ck_assert_msg(isnan(nb_get(y, 0)), "%s lost the NaN", o->name);
+    ck_assert_int_eq(nb_backward(ctx, nb_sum(ctx, y), NULL), NB_OK);
+    nb_ctx_free(ctx);
+}
+END_TEST
+
+START_TEST(test_op_sticky_and_no_grad) {
+    const op_case *o = &ops[_i];
+    nb_ctx *ctx = nb_ctx_new(0);
+    nb_tensor *a = nb_requires_grad(make_a(ctx, o, NB_F32));
+    nb_tensor *b = make_b(ctx, o, o->b_dt, o->b_nd, o->b_shape);
+    nb_ctx_fail(ctx, NB_ERR_STATE, "earlier failure");
+    ck_assert_ptr_null(o->fn(ctx, a, b));
+    ck_assert_str_eq(nb_ctx_error(ctx), "earlier failure");
+    nb_ctx_clear_error(ctx);
+    nb_set_grad_enabled(ctx, false);
+    int len = nb_tape_len(ctx);
+    nb_tensor *y = o->fn(ctx, a, b);
+    ck_assert_ptr_nonnull(y);
+    ck_assert_int_eq(nb_tape_len(ctx), len);
+    ck_assert_ptr_null(y->node);
+    nb_ctx_free(ctx);
+}
+END_TEST
+
+/* ---- per-op values: dims, counts, sizes, enums -------------------------- */
+START_TEST(test_dims_out_of_range) {
+    nb_ctx *ctx = nb_ctx_new(0);
+    nb_tensor *a = nb_ones(ctx, NB_F32, NB_SHAPE(2, 3));
+    expect_fail(ctx, !nb_sum_dim(ctx, a, 2, false), NB_ERR_VALUE, "sum_dim");
+    expect_fail(ctx, !nb_mean_dim(ctx, a, -3, false), NB_ERR_VALUE, "mean_dim");
+    expect_fail(ctx, !nb_max_dim(ctx, a, 99, false, NULL), NB_ERR_VALUE, "max_dim");
+    expect_fail(ctx, !nb_transpose(ctx, a, 0, INT32_MIN), NB_ERR_VALUE, "transpose");
+    expect_any(ctx, !nb_permute(ctx, a, (const int[]){0, 0}), "permute");
+    expect_any(ctx, !nb_permute(ctx, a, (const int[]){0, 7}), "permute");
+    expect_fail(ctx, !nb_permute(ctx, a, NULL), NB_ERR_NULL, "permute");
+    nb_ctx_free(ctx);
+}
+END_TEST
+
+START_TEST(test_reshape_sizes) {
+    nb_ctx *ctx = nb_ctx_new(0);
+    nb_tensor *a = nb_ones(ctx, NB_F32, NB_SHAPE(2, 3));
+    expect_any(ctx, !nb_reshape(ctx, a, NB_SHAPE(4, 2)), "reshape");
+    expect_any(ctx, !nb_reshape(ctx, a, NB_SHAPE(0, 6)), "reshape");
+    expect_any(ctx, !nb_reshape(ctx, a, NB_SHAPE(-2, -3)), "reshape");
+    expect_any(ctx, !nb_reshape(ctx, a, NB_SHAPE(INT64_MAX, 2, 3)), "reshape");
+    expect_any(ctx, !nb_reshape(ctx, a, NB_SHAPE((int64_t)1 << 32, (int64_t)1 << 32)), "reshape");
+    expect_any(ctx, !nb_reshape(ctx, a, 5, (const int64_t[]){1, 1, 1, 2, 3}), "reshape");
+    expect_any(ctx, !nb_reshape(ctx, a, -1, (const int64_t[]){6}), "reshape");
+    expect_fail(ctx, !nb_reshape(ctx, a, 2, NULL), NB_ERR_NULL, "reshape");
+    nb_ctx_free(ctx);
+}
+END_TEST
+
+START_TEST(test_concat_split_counts) {
+    nb_ctx *ctx = nb_ctx_new(0);
+    nb_tensor *a = nb_ones(ctx, NB_F32, NB_SHAPE(2, 3)), *b = nb_ones(ctx, NB_F32, NB_SHAPE(2, 4));
+    nb_tensor *ts[2] = {a, b}, *out[3];
+    expect_any(ctx, !nb_concat(ctx, 0, ts, 0), "concat");
+    expect_any(ctx, !nb_concat(ctx, -1, ts, 0), "concat");
+    expect_fail(ctx, !nb_concat(ctx, 2, NULL, 0), NB_ERR_NULL, "concat");
+    expect_fail(ctx, !nb_concat(ctx, 2, ts, 0), NB_ERR_SHAPE, "concat"); /* 3 vs 4 columns */
+    expect_fail(ctx, !nb_concat(ctx, 2, ts, 5), NB_ERR_VALUE, "concat");
+    ck_assert_ptr_nonnull(nb_concat(ctx, 2, ts, 1));                     /* (2, 7) */
+    expect_any(ctx, nb_split(ctx, a, 1, 2, (const int64_t[]){1, 1}, out), "split");
+    expect_any(ctx, nb_split(ctx, a, 1, 2, (const int64_t[]){-1, 4}, out), "split");
+    expect_any(ctx, nb_split(ctx, a, 1, 2, (const int64_t[]){0, 3}, out), "split");
+    expect_any(ctx, nb_split(ctx, a, 1, -2, (const int64_t[]){1, 2}, out), "split");
+    expect_any(ctx, nb_split(ctx, a, 1, 2, (const int64_t[]){INT64_MAX, INT64_MAX - 2}, out), "split");
+    expect_any(ctx, nb_split(ctx, a, 9, 2, (const int64_t[]){1, 2}, out), "split");
+    expect_fail(ctx, nb_split(ctx, a, 1, 2, NULL, out), NB_ERR_NULL, "split");
+    expect_fail(ctx, nb_split(ctx, a, 1, 2, (const int64_t[]){1, 2}, NULL), NB_ERR_NULL, "split");
+    nb_ctx_free(ctx);
+}
+END_TEST
+
+START_TEST(test_value_arguments) {
+    nb_ctx *ctx = nb_ctx_new(0);
+    nb_tensor *a = nb_ones(ctx, NB_F32, NB_SHAPE(2, 3));
+    nb_pcg32 rng;
+    nb_pcg32_seed(&rng, 1, 2);
+    expect_fail(ctx, !nb_dropout(ctx, a, 1.5, true, &rng), NB_ERR_VALUE, "dropout");
+    expect_fail(ctx, !nb_dropout(ctx, a, -0.1, true, &rng), NB_ERR_VALUE, "dropout");
+    expect_fail(ctx, !nb_dropout(ctx, a, NAN, true, &rng), NB_ERR_VALUE, "dropout");
+    /* Eval mode is the identity; p = 1 in training zeroes everything. */
+    ck_assert_double_eq(nb_get(nb_dropout(ctx, a, 0.5, false, NULL), 4), 1.0);
+    ck_assert_double_eq(nb_get(nb_dropout(ctx, a, 1.0, true, &rng), 4), 0.0);
+    expect_any(ctx, !nb_gelu(ctx, a, (nb_gelu_approx)99), "gelu");
+    expect_any(ctx, !nb_layer_norm(ctx, a, NULL, NULL, -1), "layer_norm");
+    expect_any(ctx, !nb_layer_norm(ctx, a, NULL, NULL, NAN), "layer_norm");
+    ck_assert_ptr_nonnull(nb_layer_norm(ctx, a, NULL, NULL, 1e-5)); /* affine-free */
+    ck_assert_str_eq(nb_op_name((nb_op)-1), "?");
+    ck_assert_str_eq(nb_op_name(NB_OP_COUNT), "?");
+    ck_assert_str_eq(nb_op_name(NB_OP_ADD), "add");
+    ck_assert_int_eq(nb_op_arity(NB_OP_MATMUL), 2);
+    ck_assert_int_eq(nb_op_arity((nb_op)1000), 0);
+    nb_ctx_free(ctx);
+}
+END_TEST
+
+START_TEST(test_index_arguments) {
+    nb_ctx *ctx = nb_ctx_new(0);
+    nb_tensor *w = nb_ones(ctx, NB_F32, NB_SHAPE(5, 3));
+    nb_tensor *logits = nb_ones(ctx, NB_F32, NB_SHAPE(2, 5));
+    const double bad_ids[4][2] = {{0, 5}, {-1, 0}, {0, 1e15}, {INT64_MIN, 0}};
+    for (int k = 0; k < 4; k++) {
+        nb_tensor *ids = nb_empty(ctx, NB_I64, NB_SHAPE(2));
+        ((int64_t *)ids->data)[0] = k == 3 ? INT64_MIN : (int64_t)bad_ids[k][0];
+        ((int64_t *)ids->data)[1] = (int64_t)bad_ids[k][1];
+        expect_fail(ctx, !nb_embedding(ctx, w, ids), NB_ERR_VALUE, "embedding");
+        expect_fail(ctx, !nb_cross_entropy(ctx, logits, ids), NB_ERR_VALUE, "cross_entropy");
+    }
+    /* ids (2, 2, 2, 2) would give a 5-dim output. */
+    nb_tensor *ids4 = nb_zeros(ctx, NB_I64, NB_SHAPE(2, 2, 2, 2));
+    expect_any(ctx, !nb_embedding(ctx, w, ids4), "embedding");
+    nb_tensor *mask = nb_ones(ctx, NB_F32, NB_SHAPE(2, 5));
+    expect_fail(ctx, !nb_masked_fill(ctx, logits, mask, 0), NB_ERR_DTYPE, "masked_fill");
+    expect_any(ctx, !nb_causal_fill(ctx, nb_ones(ctx, NB_F32, NB_SHAPE(7)), 0), "causal_fill");
+    nb_ctx_free(ctx);
+}
+END_TEST
+
+Suite *suite_matrix_ops(void) {
+    Suite *s = suite_create("matrix_ops");
+    TCase *tc = tcase_create("battery");
+    tcase_add_loop_test(tc, test_op_valid, 0, N_OPS);
+    tcase_add_loop_test(tc, test_op_null, 0, N_OPS);
+    tcase_add_loop_test(tc, test_op_dtype, 0, N_OPS);
+    tcase_add_loop_test(tc, test_op_shape, 0, N_OPS);
+    tcase_add_loop_test(tc, test_op_nan_inf, 0, N_OPS);
+    tcase_add_loop_test(tc, test_op_sticky_and_no_grad, 0, N_OPS);
+    suite_add_tcase(s, tc);
+    TCase *tv = tcase_create("values");
+    tcase_add_test(tv, test_dims_out_of_range);
+    tcase_add_test(tv, test_reshape_sizes);
+    tcase_add_test(tv, test_concat_split_counts);
+    tcase_add_test(tv, test_value_arguments);
+    tcase_add_test(tv, test_index_arguments);
+    suite_add_tcase(s, tv);
+    return s;
+}

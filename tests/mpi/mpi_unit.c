@@ -1,0 +1,81 @@
+/* mpi_unit.c - the MPI layer's own checks, run under mpirun by `make test-mpi`
+ * (Check's forking runner does not mix with MPI, so this prints the plain
+ * "N passed, N failed" line itself; every rank checks, rank 0 reports).
+ *
+ *   - nb_mpi_average: each rank's gradient is a known function of (rank,
+ *     element); the result must equal the rank-order sum / size, bit for bit,
+ *     over several buckets and a f32 and a f64 tensor, the same on every rank;
+ *   - nb_mpi_bcast: rank 0's values everywhere;
+ *   - nb_mpi_check_drift: silent on equal parameters, names the nudged rank;
+ *   - nb_mpi_agree: no failure -> 0; rank size-1 fails -> every rank gets
+ *     "rank R: <its message>". */
+#include "nb_mpi.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+static int passed, failed;
+
+static void check(nb_mpi *m, int ok_here, const char *what) {
+    int ok = 0;
+    MPI_Allreduce(&ok_here, &ok, 1, MPI_INT, MPI_MIN, m->comm);
+    if (ok) passed++;
+    else failed++;
+    if (m->rank == 0) printf("%s: %s\n", ok ? "PASS" : "FAIL", what);
+}
+
+static double value(int rank, size_t i) { return sin((double)i * 0.37 + rank) * (1.0 + rank); }
+
+int main(int argc, char **argv) {
+    nb_mpi m;
+    if (nb_mpi_init(&argc, &argv, &m)) return 1;
+    nb_ctx *ctx = nb_ctx_new(0);
+    /* 700k f64 + 5 f32 elements: three buckets of 512k doubles would be
+     * more than one, and the f32 tail crosses a chunk boundary. */
+    nb_tensor *a = nb_requires_grad(nb_zeros(ctx, NB_F64, NB_SHAPE(700, 1000)));
+    nb_tensor *b = nb_requires_grad(nb_zeros(ctx, NB_F32, NB_SHAPE(5)));
+    nb_tensor_list l = {0};
+    nb_list_add(&l, "a", a);
+    nb_list_add(&l, "b", b);
+    for (size_t i = 0; i < a->numel; i++) ((double *)a->grad)[i] = value(m.rank, i);
+    for (size_t i = 0; i < b->numel; i++) ((float *)b->grad)[i] = (float)value(m.rank, i + 7);
+
+    int ok = nb_mpi_average(&m, &l, true) == 0;
+    for (size_t i = 0; ok && i < a->numel; i++) {
+        double acc = value(0, i);
+        for (int r = 1; r < m.size; r++) acc += value(r, i);
+        ok = ((double *)a->grad)[i] == acc / m.size;
+    }
+    for (size_t i = 0; ok && i < b->numel; i++) {
+        double acc = (float)value(0, i + 7);
+        for (int r = 1; r < m.size; r++) acc += (float)value(r, i + 7);
+        ok = ((float *)b->grad)[i] == (float)(acc / m.size);
+    }
+    check(&m, ok, "average: rank-order mean, bit for bit, f64 over buckets and f32");
+
+    for (size_t i = 0; i < a->numel; i++) ((double *)a->data)[i] = value(m.rank, i);
+    ok = nb_mpi_bcast(&m, &l, false) == 0;
+    for (size_t i = 0; ok && i < a->numel; i++) ok = ((double *)a->data)[i] == value(0, i);
+    check(&m, ok, "bcast: rank 0's values on every rank");
+
+    char msg[256] = "";
+    check(&m, nb_mpi_check_drift(&m, &l, msg, sizeof msg) == 0, "drift: equal parameters pass");
+    if (m.rank == m.size - 1 && m.size > 1) ((double *)a->data)[12345] += 1e-12;
+    int drift = nb_mpi_check_drift(&m, &l, msg, sizeof msg);
+    char want[64];
+    snprintf(want, sizeof want, "ranks %d differ", m.size - 1);
+    check(&m, m.size == 1 || (drift == 1 && strstr(msg, want)), "drift: a nudged rank is named");
+
+    snprintf(msg, sizeof msg, "nothing");
+    check(&m, nb_mpi_agree(&m, 0, msg, sizeof msg) == 0, "agree: no rank failed");
+    snprintf(msg, sizeof msg, "bad data in batch 3");
+    int bad = nb_mpi_agree(&m, m.rank == m.size - 1, msg, sizeof msg);
+    snprintf(want, sizeof want, "rank %d: bad data in batch 3", m.size - 1);
+    check(&m, bad == 1 && strcmp(msg, want) == 0, "agree: every rank gets the failing rank's message");
+
+    nb_ctx_free(ctx);
+    if (m.rank == 0) printf("mpi_unit (%d ranks): %d passed, %d failed\n", m.size, passed, failed);
+    nb_mpi_finalize(&m);
+    return failed != 0;
+}

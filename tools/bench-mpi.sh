@@ -1,0 +1,50 @@
+#!/bin/sh
+# make bench-mpi: data-parallel scaling of nabla-gpt-mpi on this machine.
+# The cpu-baby GPT (nanoGPT's CPU config: n_layer 4, n_head 4, n_embd 128,
+# block_size 64) at one fixed global batch of 12 sequences per iteration,
+# as gradient_accumulation_steps=2 micro-batches of 6:
+#   1 rank,  1 thread:  both micro-batches on one process
+#   2 ranks, 1 thread each: one micro-batch per rank (nanoGPT divides
+#                       gradient_accumulation_steps among the ranks)
+# against the best single process at 2 threads (the same 2 x 6, and one
+# batch of 12). Tokens/s is the global batch's tokens over the median
+# iteration time in log.jsonl, after 5 warm-up iterations.
+#   sh tools/bench-mpi.sh BUILD_DIR [ITERS]
+set -e
+B=$1
+iters=${2:-40}
+RUN="mpirun"
+[ "$(id -u)" = 0 ] && RUN="$RUN --allow-run-as-root --oversubscribe"
+export OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+sh "$(dirname "$0")/fortunes-corpus.sh" "$tmp/text.txt"
+model="--data=$tmp/text.txt --n_layer=4 --n_head=4 --n_embd=128 --block_size=64 --dropout=0.0 \
+  --max_iters=$iters --eval_interval=100000 --eval_iters=1 --decay_lr=False"
+
+# Median "ms" of iterations 5.. in a log.jsonl -> tokens/s for `tokens`.
+toks() {
+    awk -v tokens="$2" -F'"ms": ' '/"ms": / && ++n > 5 { split($2, a, "}"); v[++m] = a[1] + 0 }
+        END { for (i = 1; i <= m; i++) for (j = i + 1; j <= m; j++) if (v[j] < v[i]) { t = v[i]; v[i] = v[j]; v[j] = t }
+              med = m % 2 ? v[(m + 1) / 2] : (v[m / 2] + v[m / 2 + 1]) / 2
+              printf "%.0f", tokens / (med / 1000) }' "$1/log.jsonl"
+}
+tokens=$((12 * 64))
+"$B/bin/nabla-gpt" train $model --batch_size=6 --gradient_accumulation_steps=2 --threads=1 \
+    --out_dir="$tmp/r1" > /dev/null
+$RUN -np 2 "$B/bin/nabla-gpt-mpi" train $model --batch_size=6 --gradient_accumulation_steps=2 \
+    --threads=1 --out_dir="$tmp/r2" > /dev/null
+"$B/bin/nabla-gpt" train $model --batch_size=6 --gradient_accumulation_steps=2 --threads=2 \
+    --out_dir="$tmp/t2a" > /dev/null
+"$B/bin/nabla-gpt" train $model --batch_size=12 --gradient_accumulation_steps=1 --threads=2 \
+    --out_dir="$tmp/t2b" > /dev/null
+r1=$(toks "$tmp/r1" $tokens) r2=$(toks "$tmp/r2" $tokens)
+a=$(toks "$tmp/t2a" $tokens) b=$(toks "$tmp/t2b" $tokens)
+t2=$((a > b ? a : b))
+echo "cpu-baby GPT (4/4/128, block 64), global batch 12 x 64 = $tokens tokens per iteration, $iters iterations"
+echo "ranks=1 threads=1 tok_per_s=$r1"
+echo "ranks=2 threads=1 tok_per_s=$r2"
+echo "ranks=1 threads=2 tok_per_s=$t2 (best of 2 x 6 and 1 x 12)"
+awk -v r1="$r1" -v r2="$r2" -v t2="$t2" 'BEGIN {
+    printf "speedup 2 ranks / 1 rank = %.2fx (target >= 1.7x), parallel efficiency %.0f%%\n", r2 / r1, 50 * r2 / r1
+    printf "2 ranks / best single process at 2 threads = %.2fx (target >= 1.0x)\n", r2 / t2 }'

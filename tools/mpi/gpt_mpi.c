@@ -1,0 +1,112 @@
+/* gpt_mpi.c - the gpt_dist of nabla-gpt-mpi: nabla-gpt's training loop
+ * (tools/support/gpt_train.c) made data-parallel with nb_mpi.
+ *
+ * Every collective call here starts with an error agreement (nb_mpi_agree).
+ * A rank that fails anywhere calls agree(failed = 1) once and stops; the
+ * other ranks meet that call at their next collective, whichever it is, and
+ * stop with the failing rank's message. So no rank waits forever for a peer
+ * that has given up.
+ *
+ * Two test seams, read from the environment (tests/mpi/test_mpi.sh):
+ *   NB_MPI_TEST_FAIL=R:I   rank R fails at iteration I's gradient sync
+ *   NB_MPI_TEST_NUDGE=R:I  rank R adds 1e-6 to its first parameter after
+ *                          iteration I's step, so the drift check must fire */
+#include "gpt_mpi.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct gpt_mpi {
+    nb_mpi m;
+    int failed_reported; /* this rank took part in an agreement that failed */
+    long fail_rank, fail_iter, nudge_rank, nudge_iter;
+    long sync_calls; /* gradient syncs so far = iterations run in this process */
+} gpt_mpi;
+
+static gpt_mpi G;
+
+static void parse_seam(const char *name, long *rank, long *iter) {
+    const char *v = getenv(name);
+    *rank = *iter = -1;
+    if (v && sscanf(v, "%ld:%ld", rank, iter) != 2) *rank = *iter = -1;
+}
+
+static int agree(const gpt_dist *d, int failed, char *msg, size_t n) {
+    (void)d;
+    if (G.failed_reported) return 1; /* the failure is already known to all */
+    int bad = nb_mpi_agree(&G.m, failed, msg, n);
+    if (bad) G.failed_reported = 1;
+    return bad;
+}
+
+static int bcast(const gpt_dist *d, const nb_tensor_list *params) {
+    char msg[512] = "";
+    if (agree(d, 0, msg, sizeof msg)) return gpt_fail(d->prog, "%s", msg);
+    if (nb_mpi_bcast(&G.m, params, false)) return gpt_fail(d->prog, "MPI_Bcast of the parameters failed");
+    return 0;
+}
+
+static nb_status grad_sync(const nb_tensor_list *params, void *user) {
+    const gpt_dist *d = user;
+    char msg[512] = "";
+    long it = G.sync_calls++;
+    int inject = G.m.rank == G.fail_rank && it == G.fail_iter;
+    if (inject) snprintf(msg, sizeof msg, "injected failure at iteration %ld (NB_MPI_TEST_FAIL)", it);
+    if (agree(d, inject, msg, sizeof msg)) {
+        gpt_fail(d->prog, "%s", msg);
+        return NB_ERR_STATE;
+    }
+    if (nb_mpi_average(&G.m, params, true)) {
+        gpt_fail(d->prog, "MPI gradient allreduce failed");
+        return NB_ERR_IO;
+    }
+    return NB_OK;
+}
+
+static int mean(const gpt_dist *d, double *v, int n) {
+    char msg[512] = "";
+    if (agree(d, 0, msg, sizeof msg)) return gpt_fail(d->prog, "%s", msg);
+    double sum[8];
+    if (n > 8 || MPI_Allreduce(v, sum, n, MPI_DOUBLE, MPI_SUM, G.m.comm) != MPI_SUCCESS)
+        return gpt_fail(d->prog, "MPI_Allreduce of the losses failed");
+    for (int i = 0; i < n; i++) v[i] = sum[i] / G.m.size;
+    return 0;
+}
+
+static int drift(const gpt_dist *d, const nb_tensor_list *params, long iter) {
+    char msg[512] = "";
+    if (G.m.rank == G.nudge_rank && iter == G.nudge_iter) {
+        nb_tensor *t = nb_list_tensor(params, 0);
+        nb_set(t, 0, nb_get(t, 0) + 1e-6);
+    }
+    if (agree(d, 0, msg, sizeof msg)) return gpt_fail(d->prog, "%s", msg);
+    if (nb_mpi_check_drift(&G.m, params, msg, sizeof msg)) {
+        G.failed_reported = 1; /* every rank saw it */
+        return gpt_fail(d->prog, "iter %ld: %s", iter, msg);
+    }
+    return 0;
+}
+
+static int gather(const gpt_dist *d, const void *mine, size_t bytes, void *all) {
+    char msg[512] = "";
+    if (agree(d, 0, msg, sizeof msg)) return gpt_fail(d->prog, "%s", msg);
+    if (MPI_Allgather(mine, (int)bytes, MPI_BYTE, all, (int)bytes, MPI_BYTE, G.m.comm) != MPI_SUCCESS)
+        return gpt_fail(d->prog, "MPI_Allgather failed");
+    return 0;
+}
+
+int gpt_mpi_start(int *argc, char ***argv, gpt_dist *d, const char *prog) {
+    if (nb_mpi_init(argc, argv, &G.m)) {
+        fprintf(stderr, "%s: MPI_Init failed\n", prog);
+        return 1;
+    }
+    parse_seam("NB_MPI_TEST_FAIL", &G.fail_rank, &G.fail_iter);
+    parse_seam("NB_MPI_TEST_NUDGE", &G.nudge_rank, &G.nudge_iter);
+    *d = (gpt_dist){.rank = G.m.rank, .world = G.m.size, .prog = prog, .agree = agree,
+                    .bcast = bcast, .grad_sync = grad_sync, .mean = mean, .drift = drift,
+                    .gather = gather};
+    return 0;
+}
+
+void gpt_mpi_stop(void) { nb_mpi_finalize(&G.m); }

@@ -1,0 +1,186 @@
+/* nb_mpi.c - parameter broadcast, deterministic gradient averaging, drift
+ * checks and error agreement over MPI (see nb_mpi.h). */
+#include "nb_mpi.h"
+
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int nb_mpi_init(int *argc, char ***argv, nb_mpi *m) {
+    int inited = 0;
+    memset(m, 0, sizeof *m);
+    MPI_Initialized(&inited);
+    if (!inited && MPI_Init(argc, argv) != MPI_SUCCESS) return 1;
+    m->comm = MPI_COMM_WORLD;
+    MPI_Comm_set_errhandler(m->comm, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(m->comm, &m->rank);
+    MPI_Comm_size(m->comm, &m->size);
+    return 0;
+}
+
+void nb_mpi_finalize(nb_mpi *m) {
+    free(m->send);
+    free(m->recv);
+    m->send = m->recv = NULL;
+    m->cap = 0;
+    int fin = 0;
+    MPI_Finalized(&fin);
+    if (!fin) MPI_Finalize();
+}
+
+/* The buffer a list entry contributes: its values or its gradient (NULL when
+ * it has none yet). */
+static void *entry_buf(const nb_tensor *t, bool grads) { return grads ? t->grad : t->data; }
+
+static int float_entry(const nb_tensor *t) { return t && (t->dtype == NB_F32 || t->dtype == NB_F64); }
+
+int nb_mpi_bcast(nb_mpi *m, const nb_tensor_list *l, bool grads) {
+    for (int i = 0; i < l->n; i++) {
+        nb_tensor *t = nb_list_tensor(l, i);
+        void *p = entry_buf(t, grads);
+        if (!p) return 1; /* every rank has the same layout, so all return here */
+        /* Tensors larger than INT_MAX bytes go in pieces. */
+        size_t bytes = t->numel * nb_dtype_size(t->dtype);
+        for (size_t off = 0; off < bytes; off += (size_t)INT_MAX) {
+            size_t len = bytes - off < (size_t)INT_MAX ? bytes - off : (size_t)INT_MAX;
+            if (MPI_Bcast((char *)p + off, (int)len, MPI_BYTE, 0, m->comm) != MPI_SUCCESS) return 1;
+        }
+    }
+    return 0;
+}
+
+/* A cursor over the concatenation of the list's float buffers. */
+typedef struct cursor {
+    const nb_tensor_list *l;
+    bool grads;
+    int i;      /* entry */
+    size_t off; /* element within the entry */
+} cursor;
+
+static void cursor_skip(cursor *c) {
+    while (c->i < c->l->n && (!float_entry(nb_list_tensor(c->l, c->i)) || c->off >= nb_list_tensor(c->l, c->i)->numel)) {
+        c->i++;
+        c->off = 0;
+    }
+}
+
+/* Copies the next `len` elements into dst (as doubles; entries without a
+ * gradient read as zeros), or writes src back when `store`. */
+static void cursor_move(cursor *c, double *buf, size_t len, bool store) {
+    size_t done = 0;
+    while (done < len) {
+        cursor_skip(c);
+        nb_tensor *t = nb_list_tensor(c->l, c->i);
+        size_t take = t->numel - c->off;
+        if (take > len - done) take = len - done;
+        void *p = entry_buf(t, c->grads);
+        for (size_t k = 0; k < take; k++) {
+            size_t e = c->off + k;
+            if (t->dtype == NB_F64) {
+                if (store && p) ((double *)p)[e] = buf[done + k];
+                else if (!store) buf[done + k] = p ? ((double *)p)[e] : 0.0;
+            } else {
+                if (store && p) ((float *)p)[e] = (float)buf[done + k];
+                else if (!store) buf[done + k] = p ? ((float *)p)[e] : 0.0;
+            }
+        }
+        c->off += take;
+        done += take;
+    }
+}
+
+static int reserve(nb_mpi *m, size_t doubles) {
+    if (doubles <= m->cap) return 0;
+    double *s = realloc(m->send, doubles * sizeof *s);
+    if (!s) return 1;
+    m->send = s;
+    double *r = realloc(m->recv, doubles * sizeof *r);
+    if (!r) return 1;
+    m->recv = r;
+    m->cap = doubles;
+    return 0;
+}
+
+/* One bucket of `len` elements: reduce-scatter by MPI_Alltoall, a sum in
+ * rank order, all-gather. */
+static int average_bucket(nb_mpi *m, cursor *rd, cursor *wr, size_t len) {
+    size_t p = (size_t)m->size;
+    size_t chunk = (len + p - 1) / p;
+    if (reserve(m, chunk * p)) return 1;
+    cursor_move(rd, m->send, len, false);
+    memset(m->send + len, 0, (chunk * p - len) * sizeof(double));
+    if (MPI_Alltoall(m->send, (int)chunk, MPI_DOUBLE, m->recv, (int)chunk, MPI_DOUBLE, m->comm) !=
+        MPI_SUCCESS)
+        return 1;
+    /* m->recv[s * chunk + k] is rank s's element (rank * chunk + k). */
+    double *mine = m->send; /* reused: the send data has gone */
+    for (size_t k = 0; k < chunk; k++) {
+        double acc = m->recv[k];
+        for (size_t s = 1; s < p; s++) acc += m->recv[s * chunk + k];
+        mine[k] = acc / (double)m->size;
+    }
+    if (MPI_Allgather(mine, (int)chunk, MPI_DOUBLE, m->recv, (int)chunk, MPI_DOUBLE, m->comm) !=
+        MPI_SUCCESS)
+        return 1;
+    cursor_move(wr, m->recv, len, true);
+    return 0;
+}
+
+int nb_mpi_average(nb_mpi *m, const nb_tensor_list *l, bool grads) {
+    size_t total = 0;
+    for (int i = 0; i < l->n; i++)
+        if (float_entry(nb_list_tensor(l, i))) total += nb_list_tensor(l, i)->numel;
+    if (m->size == 1) return 0;
+    size_t bucket = NB_MPI_BUCKET / sizeof(double);
+    cursor rd = {l, grads, 0, 0}, wr = {l, grads, 0, 0};
+    for (size_t at = 0; at < total; at += bucket) {
+        size_t len = total - at < bucket ? total - at : bucket;
+        if (average_bucket(m, &rd, &wr, len)) return 1;
+    }
+    return 0;
+}
+
+uint64_t nb_mpi_hash(const nb_tensor_list *l) {
+    uint64_t h = 1469598103934665603ull;
+    for (int i = 0; i < l->n; i++) {
+        const nb_tensor *t = nb_list_tensor(l, i);
+        if (!t || !t->data) continue;
+        const unsigned char *p = t->data;
+        size_t bytes = t->numel * nb_dtype_size(t->dtype);
+        for (size_t k = 0; k < bytes; k++) {
+            h ^= p[k];
+            h *= 1099511628211ull;
+        }
+    }
+    return h;
+}
+
+int nb_mpi_check_drift(nb_mpi *m, const nb_tensor_list *l, char *msg, size_t n) {
+    unsigned long long h = nb_mpi_hash(l), h0 = h;
+    MPI_Bcast(&h0, 1, MPI_UNSIGNED_LONG_LONG, 0, m->comm);
+    int differs = h != h0, any = 0;
+    MPI_Allreduce(&differs, &any, 1, MPI_INT, MPI_MAX, m->comm);
+    if (!any) return 0;
+    int *all = calloc((size_t)m->size, sizeof *all);
+    if (all) MPI_Allgather(&differs, 1, MPI_INT, all, 1, MPI_INT, m->comm);
+    size_t w = (size_t)snprintf(msg, n, "parameters drifted: ranks");
+    for (int r = 0; all && r < m->size && w < n; r++)
+        if (all[r]) w += (size_t)snprintf(msg + w, n - w, " %d", r);
+    if (w < n) snprintf(msg + w, n - w, " differ from rank 0 (hash %016llx)", h0);
+    free(all);
+    return 1;
+}
+
+#define AGREE_MSG 512
+
+int nb_mpi_agree(nb_mpi *m, int failed, char *msg, size_t n) {
+    int mine = failed ? m->rank : INT_MAX, first = INT_MAX;
+    MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, m->comm);
+    if (first == INT_MAX) return 0;
+    char buf[AGREE_MSG] = {0};
+    if (m->rank == first) snprintf(buf, sizeof buf, "%s", msg && msg[0] ? msg : "failed");
+    MPI_Bcast(buf, AGREE_MSG, MPI_CHAR, first, m->comm);
+    if (msg && n) snprintf(msg, n, "rank %d: %s", first, buf);
+    return 1;
+}

@@ -1,0 +1,70 @@
+/* nb_mpi.h - data-parallel training over MPI, for nabla-gpt-mpi and for your
+ * own training loop. Not part of libnabla: the library stays free of MPI;
+ * compile this file with mpicc beside your program (see `make mpi`).
+ *
+ * Each rank holds the whole model. The pattern, per training step:
+ *
+ *   nb_mpi m;  nb_mpi_init(&argc, &argv, &m);       // once
+ *   nb_mpi_bcast(&m, &params, false);               // rank 0's init everywhere
+ *   for each step:
+ *       forward + backward on this rank's slice of the batch
+ *       nb_mpi_average(&m, &params, true);          // grads := mean over ranks
+ *       clip, optimizer step (identical on every rank)
+ *       if (nb_mpi_agree(&m, failed, msg, sizeof msg)) stop on every rank
+ *   nb_mpi_check_drift(&m, &params, msg, sizeof msg); // every eval_interval
+ *
+ * Determinism: nb_mpi_average gives every rank the same bits, and the same
+ * bits for a given rank count from run to run: the gradients are cut into
+ * buckets of at most NB_MPI_BUCKET bytes; in each bucket rank r receives
+ * every rank's r-th chunk (MPI_Alltoall), adds them in rank order (0, 1, ...)
+ * in double, scales by 1/size and sends its summed chunk to all
+ * (MPI_Allgather). That is a reduce-scatter plus all-gather, the same bytes
+ * on the wire as a ring allreduce, but with a fixed summation order, which
+ * MPI_Allreduce does not promise. */
+#ifndef NB_MPI_H
+#define NB_MPI_H
+
+#include <mpi.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "nabla.h"
+
+#define NB_MPI_BUCKET (4u << 20) /* bytes of gradient per message round */
+
+typedef struct nb_mpi {
+    MPI_Comm comm;
+    int rank, size;
+    double *send, *recv; /* bucket staging, size * chunk doubles each */
+    size_t cap;          /* doubles allocated in send and recv */
+} nb_mpi;
+
+/* MPI_Init (when not initialised yet) and the rank/size of MPI_COMM_WORLD.
+ * Errors are returned, not aborted on: MPI_ERRORS_RETURN is set. */
+int nb_mpi_init(int *argc, char ***argv, nb_mpi *m);
+/* Frees the staging buffers and finalises MPI. */
+void nb_mpi_finalize(nb_mpi *m);
+
+/* Rank 0's values (grads=false) or gradients (grads=true) of every tensor in
+ * the list, copied to every rank. */
+int nb_mpi_bcast(nb_mpi *m, const nb_tensor_list *l, bool grads);
+/* Every tensor's values or gradients replaced by their mean over ranks, in
+ * the fixed order described above. Tensors without a gradient take part as
+ * zeros (so ranks agree on the layout even when one rank's batch never
+ * reached a parameter). */
+int nb_mpi_average(nb_mpi *m, const nb_tensor_list *l, bool grads);
+
+/* A 64-bit FNV-1a hash of every tensor's bytes, in list order. */
+uint64_t nb_mpi_hash(const nb_tensor_list *l);
+/* 0 when every rank holds bit-identical parameters; otherwise 1 on every
+ * rank, with a message naming the ranks whose hashes differ from rank 0's. */
+int nb_mpi_check_drift(nb_mpi *m, const nb_tensor_list *l, char *msg, size_t n);
+
+/* Collective error agreement: each rank says whether it failed (and why, in
+ * msg). Returns 0 when no rank failed. Otherwise returns 1 on every rank and
+ * leaves in msg, on every rank, "rank R: <R's message>" for the lowest
+ * failing rank R. */
+int nb_mpi_agree(nb_mpi *m, int failed, char *msg, size_t n);
+
+#endif
