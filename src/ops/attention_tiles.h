@@ -1,5 +1,6 @@
 /* ops/attention_tiles.h - the tile kernels of nb_sdpa for one element type,
- * included by ops/attention.c once with SDPA_T float and once with double.
+ * included by ops/attention.c once with SDPA_T float (SDPA_IS_FLOAT 1) and
+ * once with double (0).
  * The types and helpers they use (sdpa_job, SDPA_BQ, SDPA_BK, causal_limit,
  * tile_visible, keep_row) are defined there.
  *
