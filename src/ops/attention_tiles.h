@@ -149,7 +149,7 @@ static void SDPA_FN(sdpa_forward_tile)(const sdpa_job *J, int64_t b, int64_t h, 
             if (alpha != 1) SDPA_FN(scale_in_place)(acc + r * hdv, alpha, hdv);
             if (J->dropout) {
                 keep_row(J, b, h, i0 + r, j0, bk, keep);
-                for (int64_t c = 0; c < bk; c++) x[c] = keep[c] ? x[c] * keep_scale : (T)0;
+                for (int64_t c = 0; c < bk; c++) x[c] *= (T)keep[c] * keep_scale;
             }
         }
         /* acc (bq, hdv) += P_tile @ V_tile */
@@ -214,7 +214,7 @@ static void SDPA_FN(sdpa_backward_head)(const sdpa_job *J, int64_t b, int64_t h)
                 if (J->dropout) {
                     keep_row(J, b, h, i0 + r, j0, bk, keep);
                     for (int64_t c = 0; c < bk; c++) {
-                        T z = keep[c] ? keep_scale : (T)0, pc = pr[c];
+                        T z = (T)keep[c] * keep_scale, pc = pr[c];
                         pr[c] = pc * z; /* Pd, for dV */
                         dpr[c] = pc * (dpr[c] * z - dd[r]) * scale;
                     }
