@@ -179,6 +179,7 @@ static void sdpa_backward(nb_ctx *ctx, nb_node *n) {
 static bool check_sizes(nb_ctx *ctx, const char *op, nb_tensor *q, nb_tensor *k, nb_tensor *v) {
     nb_tensor *in[3] = {q, k, v};
     static const char *const names[3] = {"q", "k", "v"};
+    if (!nb_ctx_ok(ctx)) return false;
     for (int i = 0; i < 3; i++)
         if (!in[i]) {
             nb_ctx_fail(ctx, NB_ERR_NULL, "%s: %s is NULL", op, names[i]);

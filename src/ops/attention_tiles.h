@@ -1,5 +1,6 @@
 /* ops/attention_tiles.h - the tile kernels of nb_sdpa for one element type,
- * included by ops/attention.c once with SDPA_T float and once with double.
+ * included by ops/attention.c once with SDPA_T float (SDPA_IS_FLOAT 1) and
+ * once with double (0).
  * The types and helpers they use (sdpa_job, SDPA_BQ, SDPA_BK, causal_limit,
  * tile_visible, keep_row) are defined there.
  *
@@ -87,9 +88,13 @@ static inline SDPA_T SDPA_FN(dot_row)(const SDPA_T *restrict x, const SDPA_T *re
 
 /* dst (cols, rows) = src (rows, cols)^T, src's rows ld apart: K^T and V^T
  * of a head, so that the tile products read them row by row. */
-static void SDPA_FN(transpose)(SDPA_T *dst, const SDPA_T *src, int64_t ld, int64_t rows,
-                               int64_t cols) {
-    for (int64_t j = 0; j < rows; j++)
+static void SDPA_FN(transpose)(SDPA_T *restrict dst, const SDPA_T *restrict src, int64_t ld,
+                               int64_t rows, int64_t cols) {
+    int64_t j0 = 0;
+    for (; j0 + 8 <= rows; j0 += 8) /* 8 source rows at once: whole lines written */
+        for (int64_t d = 0; d < cols; d++)
+            for (int jj = 0; jj < 8; jj++) dst[d * rows + j0 + jj] = src[(j0 + jj) * ld + d];
+    for (int64_t j = j0; j < rows; j++)
         for (int64_t d = 0; d < cols; d++) dst[d * rows + j] = src[j * ld + d];
 }
 
@@ -144,7 +149,7 @@ static void SDPA_FN(sdpa_forward_tile)(const sdpa_job *J, int64_t b, int64_t h, 
             if (alpha != 1) SDPA_FN(scale_in_place)(acc + r * hdv, alpha, hdv);
             if (J->dropout) {
                 keep_row(J, b, h, i0 + r, j0, bk, keep);
-                for (int64_t c = 0; c < bk; c++) x[c] = keep[c] ? x[c] * keep_scale : (T)0;
+                for (int64_t c = 0; c < bk; c++) x[c] *= (T)keep[c] * keep_scale;
             }
         }
         /* acc (bq, hdv) += P_tile @ V_tile */
@@ -209,7 +214,7 @@ static void SDPA_FN(sdpa_backward_head)(const sdpa_job *J, int64_t b, int64_t h)
                 if (J->dropout) {
                     keep_row(J, b, h, i0 + r, j0, bk, keep);
                     for (int64_t c = 0; c < bk; c++) {
-                        T z = keep[c] ? keep_scale : (T)0, pc = pr[c];
+                        T z = (T)keep[c] * keep_scale, pc = pr[c];
                         pr[c] = pc * z; /* Pd, for dV */
                         dpr[c] = pc * (dpr[c] * z - dd[r]) * scale;
                     }
