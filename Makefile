@@ -10,14 +10,19 @@
 #   make fuzz       libFuzzer campaign over the file loaders (FUZZ_SECONDS=60 in all)
 #   make soak       20,000-step training at 1 and 2 threads: RSS, speed, resume
 #   make bench      speed figures (bench-gpt: nabla-gpt vs PyTorch's GPT)
+#   make bench-attention  the fused attention op against the composed ops
 #   make test-browser  the tape explorer page clicked through in headless Chromium
 #   make docs       docs/tape.svg redrawn from the current tape (Graphviz)
+#   make test-asan  suite, examples, gradcheck under ASan+UBSan (clang), in build/asan
+#   make test-tsan  the threaded ops and the demo at 2 threads under TSan, in build/tsan
+#   make debug      NB_DEBUG build in build/debug (use-after-reset checks) + suite
 #   make install    PREFIX=/usr/local DESTDIR=
 #
 # Your CFLAGS/LDFLAGS/CPPFLAGS are added to ours, not replacing them.
 
 VERSION := $(shell sed -n 's/^\#define NB_VERSION "\(.*\)"/\1/p' include/nabla/core.h)
 SOMAJOR := $(firstword $(subst ., ,$(VERSION)))
+comma := ,
 
 PREFIX ?= /usr/local
 LIBDIR ?= $(PREFIX)/lib
@@ -30,6 +35,11 @@ CFLAGS ?= -O2 -g
 B := build
 
 NB_CFLAGS := -std=c11 -D_POSIX_C_SOURCE=200809L -Wall -Wextra -Iinclude
+# NB_DEBUG=1: every op checks that its tensors were made since their
+# context's last reset (see nb_ctx_reset).
+ifeq ($(NB_DEBUG),1)
+NB_CFLAGS += -DNB_DEBUG=1
+endif
 # The library's sources are grouped by layer (core -> tape -> ops -> nn, train,
 # io, check); each includes src/nb_internal.h.
 LIB_CFLAGS := -Isrc
@@ -58,10 +68,11 @@ PC := $(B)/nabla.pc
 DEPS_OK := $(B)/.deps-ok
 
 .PHONY: all lib deps test demo gradcheck memcheck bench install uninstall clean
-.PHONY: bench-compare bench-gemm
+.PHONY: bench-compare bench-gemm bench-attention
 .PHONY: fuzz fuzz-seeds soak
 .PHONY: test-slow
 .PHONY: demo-reverse bench-gpt
+.PHONY: test-asan test-tsan debug
 
 all: lib $(EXAMPLES) $(TOOLS)
 lib: $(LIB_A) $(B)/libnabla.so $(PC)
@@ -75,7 +86,8 @@ deps: $(DEPS_OK)
 # Only the targets that need packages install them (before any compiling);
 # plain `make` and `make install` just check for the one build dependency,
 # libcjson-dev, and say how to get it.
-INSTALL_GOALS := test test-slow test-browser demo memcheck bench-gpt deps
+INSTALL_GOALS := test test-slow test-browser test-asan test-tsan test-mpi mpi demo demo-reverse \
+  memcheck bench bench-gpt bench-compare bench-gemm bench-mpi fuzz soak docs gradcheck deps
 ifneq ($(filter $(INSTALL_GOALS),$(MAKECMDGOALS)),)
 BUILD_DEPS := $(DEPS_OK)
 else
@@ -163,6 +175,45 @@ memcheck: $(DEPS_OK) all $(TEST_BIN)
 	CK_FORK=no CK_DEFAULT_TIMEOUT=600 NB_MEMCHECK=1 NB_BUILD_DIR=$(abspath $(B)) valgrind --leak-check=full \
 	  --errors-for-leak-kinds=definite,indirect,possible --error-exitcode=1 $(TEST_BIN)
 
+# ---- sanitizer and debug builds, each in its own directory under $(B) ----
+# clang with the sanitizer runtimes (installed when a probe program does not
+# link). ASan also poisons the arena's free space and redzones (context.c).
+ASAN_FLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined \
+	-fno-sanitize-recover=all
+TSAN_FLAGS := -O1 -g -fsanitize=thread
+SAN_ENV := ASAN_OPTIONS=detect_leaks=1:detect_stack_use_after_return=1:exitcode=86 \
+	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:exitcode=86 \
+	TSAN_OPTIONS=halt_on_error=1:exitcode=86
+define san_probe
+	@mkdir -p $(B)
+	@printf 'int main(void) { return 0; }\n' > $(B)/san-probe.c
+	@clang $(1) $(B)/san-probe.c -o $(B)/san-probe 2>/dev/null || \
+	  sh tools/install-deps.sh clang libclang-rt-14-dev
+	@rm -f $(B)/san-probe $(B)/san-probe.c
+endef
+
+test-asan: $(DEPS_OK)
+	$(call san_probe,-fsanitize=address$(comma)undefined)
+	$(MAKE) --no-print-directory B=$(B)/asan CC=clang CFLAGS="$(ASAN_FLAGS)" \
+	  LDFLAGS="$(ASAN_FLAGS)" all $(B)/asan/tests/check_nabla
+	$(SAN_ENV) NB_BUILD_DIR=$(abspath $(B)/asan) $(B)/asan/tests/check_nabla
+	$(SAN_ENV) sh tools/run-examples.sh $(B)/asan
+	$(SAN_ENV) $(B)/asan/bin/nabla-gradcheck
+
+test-tsan: $(DEPS_OK)
+	$(call san_probe,-fsanitize=thread)
+	$(MAKE) --no-print-directory B=$(B)/tsan CC=clang CFLAGS="$(TSAN_FLAGS)" \
+	  LDFLAGS="$(TSAN_FLAGS)" $(B)/tsan/examples/demo_reverse $(B)/tsan/tests/check_nabla
+	$(SAN_ENV) CK_RUN_SUITE=threads NB_BUILD_DIR=$(abspath $(B)/tsan) $(B)/tsan/tests/check_nabla
+	@# exit 1 is the demo's own verdict (60 steps miss its accuracy goal); 86 is TSan's
+	$(SAN_ENV) $(B)/tsan/examples/demo_reverse --steps 60 --threads 2 --out $(B)/tsan/demo; \
+	  rc=$$?; [ $$rc -le 1 ] || { echo "demo_reverse exited with $$rc" >&2; exit 1; }
+
+debug: $(DEPS_OK)
+	$(MAKE) --no-print-directory B=$(B)/debug NB_DEBUG=1 CFLAGS="-O0 -g" all \
+	  $(B)/debug/tests/check_nabla
+	NB_BUILD_DIR=$(abspath $(B)/debug) $(B)/debug/tests/check_nabla
+
 gradcheck: $(B)/bin/nabla-gradcheck
 	$(B)/bin/nabla-gradcheck
 
@@ -191,6 +242,13 @@ bench-compare: $(B)/bin/nabla-bench-mha
 	@sh tools/install-deps.sh python3-torch
 	/usr/bin/python3 tools/bench_compare.py --build $(B)
 
+# The fused attention op (nb_sdpa) against the composed ops, and
+# MultiHeadAttention steps on both paths, at the medium and large configs, 1
+# and 2 threads, interleaved. About a minute.
+bench-attention: $(B)/bin/nabla-bench-attention
+	$(B)/bin/nabla-bench-attention --threads 1
+	$(B)/bin/nabla-bench-attention --threads 2
+
 # nabla's float32 gemm against OpenBLAS sgemm (the yardstick only: the
 # library never links OpenBLAS).
 OPENBLAS_INC := /usr/include/x86_64-linux-gnu/openblas-pthread
@@ -216,7 +274,10 @@ test-browser: $(DEPS_OK) all
 FUZZ_SECONDS ?= 60
 FUZZ_CC := clang
 FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=undefined -g -O1
-FUZZ_NAMES := $(patsubst tests/fuzz/fuzz_%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
+# A target whose comment names a missing file (" * fuzz-needs: FILE") is skipped.
+FUZZ_ALL := $(patsubst tests/fuzz/fuzz_%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
+fuzz_needs = $(shell sed -n 's/^ \* fuzz-needs: //p' tests/fuzz/fuzz_$(1).c)
+FUZZ_NAMES := $(foreach n,$(FUZZ_ALL),$(if $(call fuzz_needs,$(n)),$(if $(wildcard $(call fuzz_needs,$(n))),$(n)),$(n)))
 FUZZ_BINS := $(FUZZ_NAMES:%=$(B)/fuzz/fuzz_%)
 FUZZ_OBJ := $(SRC:src/%.c=$(B)/fuzz/obj/%.o)
 FUZZ_DEPS := $(B)/.fuzz-deps-ok
@@ -231,7 +292,7 @@ $(B)/fuzz/obj/%.o: src/%.c $(HDR) | $(DEPS_OK) $(FUZZ_DEPS)
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(NB_CFLAGS) $(LIB_CFLAGS) $(CJSON_CFLAGS) $(FUZZ_SAN) -fsanitize=fuzzer-no-link -c $< -o $@
 
-$(B)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_input.h $(FUZZ_OBJ)
+$(B)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(wildcard tests/fuzz/*.h) $(FUZZ_OBJ)
 	$(FUZZ_CC) $(NB_CFLAGS) -D_GNU_SOURCE -Itests/fuzz $(FUZZ_SAN) -fsanitize=fuzzer $< $(FUZZ_OBJ) \
 	  -o $@ $(CJSON_LIBS) $(NB_LIBS)
 
@@ -251,6 +312,13 @@ SOAK_STEPS ?= 20000
 soak: $(B)/bin/nabla-soak
 	$(B)/bin/nabla-soak --steps $(SOAK_STEPS) --threads 1
 	$(B)/bin/nabla-soak --steps $(SOAK_STEPS) --threads 2
+
+# docs/tape.svg, the README's picture: the lecture tape of teach_backprop,
+# top to bottom, scaled by Graphviz to at most 8 in (576 pt, 768 px) wide.
+docs: $(DEPS_OK) $(B)/examples/teach_backprop
+	@command -v dot >/dev/null || sh tools/install-deps.sh graphviz
+	$(B)/examples/teach_backprop --dot=$(B)/tape.dot --force >/dev/null
+	dot -Tsvg -Gsize=8,20 $(B)/tape.dot -o docs/tape.svg
 
 install: lib
 	install -d $(DESTDIR)$(INCLUDEDIR)/nabla $(DESTDIR)$(LIBDIR) $(DESTDIR)$(PKGCONFIGDIR)

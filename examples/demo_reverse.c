@@ -273,7 +273,8 @@ static bool write_svg(const char *path, const float *loss, int steps) {
         fprintf(f, "%.1f,%.1f ", x, y);
     }
     fprintf(f, "\"/>\n</svg>\n");
-    return fclose(f) == 0;
+    bool ok = !ferror(f);
+    return fclose(f) == 0 && ok;
 }
 
 /* DIR/loss.csv and DIR/loss.svg: the files --out DIR asks for. */
@@ -285,8 +286,9 @@ static void write_curve(const config *c, const float *curve, const float *accs) 
     if (f) {
         fprintf(f, "step,loss,train_accuracy\n");
         for (int s = 0; s < c->steps; s++) fprintf(f, "%d,%.6f,%.2f\n", s + 1, curve[s], accs[s]);
-        fclose(f);
-        printf("wrote %s", path);
+        bool ok = !ferror(f);
+        if (fclose(f) != 0 || !ok) fprintf(stderr, "demo_reverse: writing %s failed\n", path);
+        else printf("wrote %s", path);
         snprintf(path, sizeof path, "%s/loss.svg", c->out_dir);
         if (write_svg(path, curve, c->steps)) printf(" and %s", path);
         printf("\n");

@@ -146,19 +146,10 @@ static nb_tensor *gpt(nb_ctx *ctx, nb_ctx *params) {
 int main(int argc, char **argv) {
     teach_outputs out = {0};
     const char *model = "lecture";
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--help")) {
-            fputs(usage, stdout);
-            return 0;
-        }
-        if (outputs_flag(&out, argv[i]) || flag_value(argv[i], "model", &model)) continue;
-        fprintf(stderr, "teach_backprop: unknown argument '%s'\n%s", argv[i], usage);
-        return 2;
-    }
-    bool known = !strcmp(model, "lecture") || !strcmp(model, "attention") || !strcmp(model, "gpt");
-    if (!known || !outputs_valid(&out)) {
-        fprintf(stderr, "teach_backprop: %s\n%s",
-                known ? "an output flag needs a file name" : "unknown --model", usage);
+    int status = parse_args(argc, argv, "teach_backprop", usage, &out, "model", &model);
+    if (status >= 0) return status;
+    if (strcmp(model, "lecture") && strcmp(model, "attention") && strcmp(model, "gpt")) {
+        fprintf(stderr, "teach_backprop: unknown --model '%s'\n%s", model, usage);
         return 2;
     }
     nb_ctx *ctx = nb_ctx_new(0), *params = nb_ctx_new(0);

@@ -38,6 +38,27 @@ static inline bool outputs_valid(const teach_outputs *o) {
     return !(o->dot && !*o->dot) && !(o->html && !*o->html) && !(o->json && !*o->json);
 }
 
+/* Parses the command line: --help, the output flags and, when `extra` is
+ * not NULL, --<extra>=VALUE into *extra_value. Returns -1 to go on, or the
+ * exit status: 0 after --help (usage on stdout), 2 after a usage error
+ * (message on stderr). */
+static inline int parse_args(int argc, char **argv, const char *prog, const char *usage,
+                             teach_outputs *o, const char *extra, const char **extra_value) {
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--help")) {
+            fputs(usage, stdout);
+            return 0;
+        }
+        if (outputs_flag(o, argv[i]) || (extra && flag_value(argv[i], extra, extra_value)))
+            continue;
+        fprintf(stderr, "%s: unknown argument '%s'\n%s", prog, argv[i], usage);
+        return 2;
+    }
+    if (outputs_valid(o)) return -1;
+    fprintf(stderr, "%s: an output flag needs a file name\n%s", prog, usage);
+    return 2;
+}
+
 static inline nb_status write_dot(nb_ctx *ctx, const nb_tensor *root, FILE *f) {
     return nb_tape_dot(ctx, root, f);
 }

@@ -41,19 +41,8 @@ static double g(const nb_tensor *t) { return nb_grad_get(t, 0); }
 
 int main(int argc, char **argv) {
     teach_outputs out = {0};
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--help")) {
-            fputs(usage, stdout);
-            return 0;
-        }
-        if (outputs_flag(&out, argv[i])) continue;
-        fprintf(stderr, "teach_scalar: unknown argument '%s'\n%s", argv[i], usage);
-        return 2;
-    }
-    if (!outputs_valid(&out)) {
-        fprintf(stderr, "teach_scalar: an output flag needs a file name\n%s", usage);
-        return 2;
-    }
+    int status = parse_args(argc, argv, "teach_scalar", usage, &out, NULL, NULL);
+    if (status >= 0) return status;
     nb_ctx *ctx = nb_ctx_new(0);
     if (!ctx) return 1;
     nb_tensor *x1 = leaf(ctx, "x1", 2.0), *w1 = leaf(ctx, "w1", -3.0);

@@ -32,6 +32,8 @@ struct nb_ctx {
     size_t mallocs;        /* malloc calls made by this context */
     nb_node *tape;         /* the newest node; nodes link to older ones */
     int tape_len;
+    uint32_t generation;   /* resets so far; tensors carry it in their stamp */
+    nb_chunk *quarantine;  /* NB_DEBUG: the last step's chunks, overwritten, not reused */
     bool grad_enabled;
     bool backward_done;    /* a backward pass has run over this tape */
     bool detect_anomaly;   /* check every gradient for NaN/inf */
@@ -123,6 +125,13 @@ NB_HIDDEN nb_status nb_list_append(nb_tensor_list *l, const char *name, nb_tenso
  * (train/optim.c, for checkpoints)? why[] names the first difference. */
 NB_HIDDEN bool nb_optim_matches(const nb_optim *o, const nb_tensor_list *params, char *why,
                                 size_t n);
+
+/* Use after reset (NB_DEBUG builds; always true otherwise): are the
+ * non-NULL in[0..n-1] tensors made since their context's last reset? The
+ * first that is not gets an NB_ERR_STATE error on ctx naming op. */
+NB_HIDDEN bool nb_check_live(nb_ctx *ctx, const char *op, int n, const nb_tensor *const *in);
+/* The stamp a tensor made now in ctx carries (checked by nb_check_live). */
+NB_HIDDEN uint32_t nb_ctx_stamp(const nb_ctx *ctx);
 
 /* Can v be converted to int64_t (truncating) without undefined behaviour? */
 NB_HIDDEN bool nb_fits_i64(double v);

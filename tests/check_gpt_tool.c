@@ -17,13 +17,6 @@ typedef struct gpt_run {
     char out[16384], err[4096];
 } gpt_run;
 
-static void slurp(const char *path, char *buf, size_t n) {
-    FILE *f = fopen(path, "r");
-    size_t k = f ? fread(buf, 1, n - 1, f) : 0;
-    buf[k] = '\0';
-    if (f) fclose(f);
-}
-
 static void gpt_run_init(gpt_run *r) {
     memset(r, 0, sizeof *r);
     snprintf(r->dir, sizeof r->dir, "/tmp/nb-gpt-XXXXXX");
@@ -52,9 +45,9 @@ static void gpt_exec(gpt_run *r, const char *args) {
     r->status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
     char p[128];
     snprintf(p, sizeof p, "%s/stdout", r->dir);
-    slurp(p, r->out, sizeof r->out);
+    nb_test_read_text(p, r->out, sizeof r->out);
     snprintf(p, sizeof p, "%s/stderr", r->dir);
-    slurp(p, r->err, sizeof r->err);
+    nb_test_read_text(p, r->err, sizeof r->err);
 }
 
 static void write_file(const char *path, const char *data, size_t n) {
@@ -68,7 +61,7 @@ static void write_file(const char *path, const char *data, size_t n) {
 static int read_log(const char *dir, double *loss, double *lr, int max) {
     char path[128], buf[65536];
     snprintf(path, sizeof path, "%s/log.jsonl", dir);
-    slurp(path, buf, sizeof buf);
+    nb_test_read_text(path, buf, sizeof buf);
     int n = 0;
     for (char *l = strtok(buf, "\n"); l; l = strtok(NULL, "\n")) {
         int it;

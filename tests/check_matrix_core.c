@@ -26,6 +26,7 @@ START_TEST(test_null_context) {
     nb_ctx_clear_error(NULL);
     ck_assert_int_eq(nb_ctx_status(NULL), NB_ERR_NULL);
     ck_assert_int_eq(nb_ctx_fail(NULL, NB_ERR_VALUE, "x %d", 1), NB_ERR_VALUE);
+    ck_assert_ptr_null(nb_pcg32_tensor(NULL, NULL));
     ck_assert_ptr_nonnull(nb_ctx_error(NULL)); /* "NULL context" */
     ck_assert(!nb_set_grad_enabled(NULL, true));
     ck_assert(!nb_is_grad_enabled(NULL));
@@ -107,6 +108,13 @@ START_TEST(test_random_creation) {
     nb_pcg32_seed(&rng, 3, 4);
     ck_assert_ptr_nonnull(nb_uniform(ctx, NB_F32, NB_SHAPE(3), -1, 1, &rng));
     ck_assert_ptr_nonnull(nb_normal(ctx, NB_F64, NB_SHAPE(3), 0, 1, &rng));
+    expect_fail(ctx, !nb_uniform(ctx, NB_F32, NB_SHAPE(3), 0, 1, NULL), NB_ERR_NULL, "uniform");
+    expect_fail(ctx, !nb_normal(ctx, NB_F32, NB_SHAPE(3), 0, 1, NULL), NB_ERR_NULL, "normal");
+    expect_fail(ctx, !nb_uniform(ctx, NB_F32, NB_SHAPE(3), 2, 1, &rng), NB_ERR_VALUE, "uniform");
+    expect_fail(ctx, !nb_uniform(ctx, NB_F32, NB_SHAPE(3), 0, INFINITY, &rng), NB_ERR_VALUE, "uniform");
+    expect_fail(ctx, !nb_uniform(ctx, NB_F32, NB_SHAPE(3), NAN, 1, &rng), NB_ERR_VALUE, "uniform");
+    expect_fail(ctx, !nb_normal(ctx, NB_F32, NB_SHAPE(3), 0, -1, &rng), NB_ERR_VALUE, "normal");
+    expect_fail(ctx, !nb_normal(ctx, NB_F32, NB_SHAPE(3), 0, NAN, &rng), NB_ERR_VALUE, "normal");
     expect_any(ctx, !nb_uniform(ctx, NB_I64, NB_SHAPE(3), 0, 1, &rng), "");
     expect_any(ctx, !nb_normal(ctx, NB_F32, 2, NULL, 0, 1, &rng), "");
     nb_ctx_free(ctx);
@@ -161,9 +169,16 @@ START_TEST(test_element_access) {
     nb_tensor *i = nb_zeros(ctx, NB_I64, NB_SHAPE(1));
     nb_set(i, 0, -3);
     ck_assert_double_eq(nb_get(i, 0), -3);
-    nb_set(i, 0, 1e300);
-    nb_set(i, 0, NAN);
-    nb_set(i, 0, -INFINITY);
+    const double bad[] = {1e300, NAN, -INFINITY, 9223372036854775808.0};
+    for (int k = 0; k < 4; k++) {
+        nb_set(i, 0, bad[k]);
+        ck_assert_int_eq(nb_ctx_status(ctx), NB_ERR_VALUE);
+        ck_assert_double_eq(nb_get(i, 0), -3);
+        nb_ctx_clear_error(ctx);
+    }
+    expect_fail(ctx, !nb_full(ctx, NB_I64, NB_SHAPE(2), NAN), NB_ERR_VALUE, "");
+    expect_fail(ctx, !nb_from_doubles(ctx, NB_I64, NB_SHAPE(1), (const double[]){INFINITY}),
+                NB_ERR_VALUE, "");
     nb_ctx_free(ctx);
 }
 END_TEST
@@ -190,6 +205,35 @@ START_TEST(test_shapes_and_printing) {
     nb_print(NULL);
     nb_print_grad(NULL);
     nb_print_grad(a); /* "None" */
+    nb_ctx_free(ctx);
+}
+END_TEST
+
+/* Print options out of range: huge precision is capped, negative values
+ * keep the current ones, any nonzero sci_mode means on, linewidth 0 gives
+ * one element a line, threshold 0 summarizes; nothing overflows. */
+START_TEST(test_printoptions_bad_values) {
+    nb_ctx *ctx = nb_ctx_new(0);
+    nb_tensor *a = nb_from_doubles(ctx, NB_F64, NB_SHAPE(8), (const double[]){1e300, -1e-300, NAN, INFINITY, 0, -0.0, 1, 2});
+    char *s;
+    nb_set_printoptions(1000, -5, -5, -5, 7);
+    s = nb_test_format(a);
+    ck_assert_ptr_nonnull(strstr(s, "e+300"));
+    ck_assert_ptr_nonnull(strstr(s, "nan"));
+    free(s);
+    nb_set_printoptions(2, 0, 1, 0, 0);
+    s = nb_test_format(a);
+    ck_assert_ptr_nonnull(strstr(s, "..."));
+    ck_assert_ptr_nonnull(strstr(s, ",\n"));
+    free(s);
+    nb_set_printoptions(-1, 0, 0, -1, NB_SCI_AUTO);
+    s = nb_test_format(a);
+    ck_assert_ptr_nonnull(strstr(s, "..."));
+    free(s);
+    nb_reset_printoptions();
+    s = nb_test_format(nb_from_doubles(ctx, NB_F32, NB_SHAPE(2), (const double[]){1e-10, 1}));
+    ck_assert_str_eq(s, "tensor([1.0000e-10, 1.0000e+00])");
+    free(s);
     nb_ctx_free(ctx);
 }
 END_TEST
@@ -277,6 +321,11 @@ START_TEST(test_tape_and_custom_ops) {
     ck_assert_int_eq(nb_tape_dot(ctx, out, f), NB_OK);
     ck_assert_int_eq(nb_tape_dot(ctx, NULL, NULL), NB_ERR_NULL);
     fclose(f);
+    FILE *full = fopen("/dev/full", "w");
+    if (full) { /* every write fails: reported, not ignored */
+        ck_assert_int_eq(nb_tape_dot(ctx, out, full), NB_ERR_IO);
+        fclose(full);
+    }
     nb_ctx_free(ctx);
 }
 END_TEST
@@ -303,6 +352,13 @@ START_TEST(test_pcg32) {
     ck_assert(d >= 0 && d < 1);
     ck_assert(isfinite(nb_pcg32_normal(&rng)));
     (void)nb_pcg32_next(&rng);
+    /* A NULL generator: 0 or NaN, no crash. */
+    nb_pcg32_seed(NULL, 1, 2);
+    ck_assert_uint_eq(nb_pcg32_next(NULL), 0);
+    ck_assert_uint_eq(nb_pcg32_bounded(NULL, 5), 0);
+    ck_assert(isnan(nb_pcg32_float(NULL)));
+    ck_assert(isnan(nb_pcg32_double(NULL)));
+    ck_assert(isnan(nb_pcg32_normal(NULL)));
 }
 END_TEST
 
@@ -321,6 +377,7 @@ Suite *suite_matrix_core(void) {
     tcase_add_test(tc, test_tape_and_custom_ops);
     tcase_add_test(tc, test_threads);
     tcase_add_test(tc, test_pcg32);
+    tcase_add_test(tc, test_printoptions_bad_values);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -264,6 +264,7 @@ START_TEST(test_files) {
     expect_fail(ctx, nb_load_safetensors(ctx, NULL, &out), NB_ERR_NULL, "load_safetensors");
     expect_fail(ctx, nb_load_safetensors(ctx, pathb, &out), NB_ERR_IO, "load_safetensors");
     expect_fail(ctx, nb_load_safetensors(ctx, dir, &out), NB_ERR_IO, "load_safetensors");
+    expect_fail(ctx, nb_load_safetensors(ctx, "/dev/zero", &out), NB_ERR_IO, "load_safetensors");
     int n_meta = 7;
     expect_any(ctx, nb_load_safetensors_meta(ctx, path, &out, -1, &n_meta, NULL, NULL),
                "load_safetensors");
@@ -328,6 +329,41 @@ START_TEST(test_gradcheck_args) {
 }
 END_TEST
 
+/* nb_gradcheck_params: NULL and corrupt lists, a NULL parameter, a failing
+ * f; the parameter's struct is restored whatever happens. */
+static nb_tensor_list *g_params;
+static nb_tensor *f_param_sum(nb_ctx *ctx, nb_tensor *const *in, void *user) {
+    (void)in, (void)user;
+    return nb_sum(ctx, nb_mul(ctx, g_params->t[0], g_params->t[0]));
+}
+
+START_TEST(test_gradcheck_params_args) {
+    nb_ctx *ctx = nb_ctx_new(0);
+    nb_tensor *w = nb_requires_grad(nb_from_doubles(ctx, NB_F32, NB_SHAPE(2), (const double[]){1, 2}));
+    nb_tensor_list l = {0}, bad = {0};
+    nb_list_add(&l, "w", w);
+    g_params = &l;
+    nb_tensor before = *w;
+    nb_gradcheck_result r;
+    ck_assert_int_eq(nb_gradcheck_params(f_param_sum, NULL, &l, 0, NULL, NULL, &r), NB_OK);
+    ck_assert(memcmp(w, &before, sizeof before) == 0);
+    ck_assert_int_eq(nb_gradcheck_params(NULL, NULL, &l, 0, NULL, NULL, &r), NB_ERR_NULL);
+    ck_assert_int_eq(nb_gradcheck_params(f_fails, NULL, &l, 0, NULL, NULL, &r), NB_ERR_SHAPE);
+    ck_assert(memcmp(w, &before, sizeof before) == 0);
+    bad.n = 1; /* names[0] and t[0] NULL */
+    ck_assert_int_eq(nb_gradcheck_params(f_param_sum, NULL, &bad, 0, NULL, NULL, &r), NB_ERR_NULL);
+    ck_assert_ptr_nonnull(strstr(r.message, "parameter 0"));
+    bad.n = -3;
+    ck_assert_int_eq(nb_gradcheck_params(f_param_sum, NULL, &bad, 0, NULL, NULL, &r), NB_ERR_SIZE);
+    bad.n = NB_LIST_MAX + 1;
+    ck_assert_int_eq(nb_gradcheck_params(f_param_sum, NULL, &bad, 0, NULL, NULL, &r), NB_ERR_SIZE);
+    /* NULL params is nb_gradcheck */
+    nb_tensor *x = nb_requires_grad(nb_from_doubles(ctx, NB_F64, NB_SHAPE(2), (const double[]){1, 2}));
+    ck_assert_int_eq(nb_gradcheck_params(f_square_sum, NULL, NULL, 1, &x, NULL, NULL), NB_OK);
+    nb_ctx_free(ctx);
+}
+END_TEST
+
 Suite *suite_matrix_misc(void) {
     Suite *s = suite_create("matrix_misc");
     TCase *tc = tcase_create("misc");
@@ -338,6 +374,7 @@ Suite *suite_matrix_misc(void) {
     tcase_add_test(tc, test_optimizers);
     tcase_add_test(tc, test_files);
     tcase_add_test(tc, test_gradcheck_args);
+    tcase_add_test(tc, test_gradcheck_params_args);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -44,6 +44,15 @@
         ck_assert_msg(strstr(e_, (part)) != NULL, "error '%s' lacks '%s'", e_, (part)); \
     } while (0)
 
+/* The first n-1 bytes of a file into buf, NUL-terminated ("" when it cannot
+ * be read). */
+static inline void nb_test_read_text(const char *path, char *buf, size_t n) {
+    FILE *f = fopen(path, "r");
+    size_t k = f ? fread(buf, 1, n - 1, f) : 0;
+    buf[k] = '\0';
+    if (f) fclose(f);
+}
+
 /* Prints t into a string (caller frees). */
 static inline char *nb_test_format(const nb_tensor *t) {
     char *buf = NULL;

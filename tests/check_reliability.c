@@ -279,6 +279,92 @@ START_TEST(test_checkpoint_optimizer_over_other_tensors) {
 }
 END_TEST
 
+/* ---- 9. use after reset, in NB_DEBUG builds (make debug) -------------------- */
+#ifdef NB_DEBUG
+START_TEST(test_debug_use_after_reset) {
+    nb_ctx *ctx = nb_ctx_new(0);
+    nb_tensor *x = nb_requires_grad(nb_ones(ctx, NB_F32, NB_SHAPE(3)));
+    nb_tensor *loss = nb_sum(ctx, nb_mul(ctx, x, x));
+    nb_ctx_reset(ctx);
+    /* right after the reset */
+    ck_assert(isnan(nb_item(loss)));
+    nb_set(x, 0, 5.0); /* ignored */
+    ck_assert_ptr_null(nb_add(ctx, x, x));
+    ck_assert_int_eq(nb_ctx_status(ctx), NB_ERR_STATE);
+    ck_assert_error_has(ctx, "add: input 1 was used after its context was reset");
+    nb_ctx_clear_error(ctx);
+    /* the next step makes the same tensors again, in the same order */
+    nb_tensor *x2 = nb_requires_grad(nb_ones(ctx, NB_F32, NB_SHAPE(3)));
+    nb_tensor *loss2 = nb_sum(ctx, nb_mul(ctx, x2, x2));
+    ck_assert_double_eq(nb_item(loss2), 3);
+    ck_assert(isnan(nb_item(loss)));
+    ck_assert_ptr_null(nb_mul(ctx, x2, x));
+    ck_assert_error_has(ctx, "mul: input 2 was used after its context was reset");
+    nb_ctx_clear_error(ctx);
+    ck_assert_int_eq(nb_backward(ctx, loss, NULL), NB_ERR_STATE);
+    ck_assert_error_has(ctx, "backward: input 1 was used after its context was reset");
+    nb_ctx_clear_error(ctx);
+    /* tensors of another context are unaffected */
+    nb_ctx *params = nb_ctx_new(0);
+    nb_tensor *w = nb_ones(params, NB_F32, NB_SHAPE(3));
+    ck_assert_ptr_nonnull(nb_mul(ctx, w, x2));
+    ck_assert_int_eq(nb_backward(ctx, loss2, NULL), NB_OK);
+    nb_ctx_free(params);
+    nb_ctx_free(ctx);
+}
+END_TEST
+#endif
+
+/* ---- 10. ASan sees an op writing past its tensor (make test-asan) ------------- */
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define NB_TEST_ASAN 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__)
+#define NB_TEST_ASAN 1
+#endif
+#ifdef NB_TEST_ASAN
+#include <sys/wait.h>
+
+/* A custom op whose forward writes one element past its output, as a buggy
+ * kernel would: the next arena allocation sits right behind it. */
+static void write_past_output(void) {
+    nb_ctx *ctx = nb_ctx_new(0);
+    nb_tensor *out = nb_empty(ctx, NB_F32, NB_SHAPE(16)); /* 64 bytes: no padding */
+    nb_tensor *next = nb_zeros(ctx, NB_F32, NB_SHAPE(16));
+    ((volatile float *)out->data)[16] = 1.0f;
+    printf("not caught: %g\n", nb_get(next, 0));
+    nb_ctx_free(ctx);
+}
+
+START_TEST(test_asan_sees_arena_overflow) {
+    int fds[2];
+    ck_assert_int_eq(pipe(fds), 0);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        dup2(fds[1], 2);
+        close(fds[0]);
+        write_past_output();
+        _exit(0);
+    }
+    close(fds[1]);
+    char report[8192] = {0};
+    size_t got = 0;
+    ssize_t r;
+    while (got < sizeof report - 1 && (r = read(fds[0], report + got, sizeof report - 1 - got)) > 0)
+        got += (size_t)r;
+    close(fds[0]);
+    int st;
+    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+    ck_assert_msg(!(WIFEXITED(st) && WEXITSTATUS(st) == 0), "the overflow was not caught");
+    ck_assert_msg(strstr(report, "AddressSanitizer: use-after-poison") != NULL, "report: %s", report);
+    ck_assert_msg(strstr(report, "WRITE of size 4") != NULL, "report: %s", report);
+}
+END_TEST
+#endif
+
 Suite *suite_reliability(void) {
     Suite *s = suite_create("reliability");
     TCase *tc = tcase_create("defects");
@@ -292,6 +378,12 @@ Suite *suite_reliability(void) {
     tcase_add_test(tc, test_second_backward_on_one_tape);
     tcase_add_test(tc, test_record_output_twice_or_as_input);
     tcase_add_test(tc, test_checkpoint_optimizer_over_other_tensors);
+#ifdef NB_DEBUG
+    tcase_add_test(tc, test_debug_use_after_reset);
+#endif
+#ifdef NB_TEST_ASAN
+    tcase_add_test(tc, test_asan_sees_arena_overflow);
+#endif
     suite_add_tcase(s, tc);
     return s;
 }

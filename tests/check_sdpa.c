@@ -50,6 +50,12 @@ static nb_tensor *fused(nb_ctx *c, nb_tensor *const *in, const sdpa_case *s) {
 
 static nb_tensor *f_fused(nb_ctx *c, nb_tensor *const *in, void *u) { return fused(c, in, u); }
 
+/* q, k and v all the same tensor: three gradients into one buffer. */
+static nb_tensor *f_shared(nb_ctx *c, nb_tensor *const *in, void *u) {
+    nb_tensor *same[3] = {in[0], in[0], in[0]};
+    return fused(c, same, u);
+}
+
 /* q, k, v leaves in `p`, drawn from N(0, 1). */
 static void make_qkv(nb_ctx *p, nb_dtype dt, const sdpa_case *s, nb_pcg32 *rng, nb_tensor **in) {
     in[0] = nb_requires_grad(nb_normal(p, dt, NB_SHAPE(s->B, s->Tq, s->H, s->hd), 0, 1, rng));
@@ -119,16 +125,16 @@ static void check_against_composed(const sdpa_case *s, double tol) {
     nb_ctx_free(p);
 }
 
-/* Batch 0 pads keys 5, 33 and 60..69; batch 1 pads its first 40 keys, so
- * with the causal mask its queries 0..39 see nothing, and key tile 0 (keys
- * 0..31) is hidden from every query. */
+/* Batch 0 pads keys 5, 33 and 60..69; batch 1 pads its first 66 keys, so
+ * with the causal mask its queries 0..65 see nothing, and key tile 0 (keys
+ * 0..63) is hidden from every query. */
 static uint8_t pad70[140];
 
 static void fill_pad70(void) {
     memset(pad70, 0, sizeof pad70);
     pad70[5] = pad70[33] = 1;
     for (int j = 60; j < 70; j++) pad70[j] = 1;
-    for (int j = 0; j < 40; j++) pad70[70 + j] = 1;
+    for (int j = 0; j < 66; j++) pad70[70 + j] = 1;
 }
 
 START_TEST(test_matches_composed_causal) {
@@ -186,6 +192,15 @@ START_TEST(test_gradcheck_finite_differences) {
     fill_pad70();
     sdpa_case big = {2, 70, 70, 2, 3, 2, true, 0.2, 7, pad70};
     gradcheck_case(&big, true);
+    sdpa_case shared = {2, 5, 5, 2, 3, 3, true, 0.0, 0, NULL};
+    nb_ctx *p = nb_ctx_new(0);
+    nb_pcg32 rng;
+    nb_pcg32_seed(&rng, 6, 6);
+    nb_tensor *x = nb_requires_grad(nb_normal(p, NB_F64, NB_SHAPE(2, 5, 2, 3), 0, 1, &rng));
+    nb_gradcheck_result r;
+    ck_assert_int_eq(nb_gradcheck(f_shared, &shared, 1, &x, NULL, &r), NB_OK);
+    ck_assert_msg(r.passed, "%s", r.message);
+    nb_ctx_free(p);
 }
 END_TEST
 
@@ -207,6 +222,28 @@ START_TEST(test_fully_masked_rows_are_zero) {
     for (size_t i = 0; i < in[0]->numel; i++) ck_assert(isfinite(nb_grad_get(in[0], i)));
     nb_ctx_free(c);
     nb_ctx_free(p);
+}
+END_TEST
+
+/* A NaN in a key poisons the rows of the queries that see it, as nb_softmax
+ * does, in float32 (the SIMD exp) and float64; rows that do not see it stay
+ * finite. */
+START_TEST(test_nan_propagates) {
+    for (int dt = NB_F32; dt <= NB_F64; dt++) {
+        sdpa_case s = {1, 70, 70, 1, 2, 2, true, 0.0, 0, NULL};
+        nb_ctx *p = nb_ctx_new(0), *c = nb_ctx_new(0);
+        nb_pcg32 rng;
+        nb_pcg32_seed(&rng, 4, 4);
+        nb_tensor *in[3];
+        make_qkv(p, (nb_dtype)dt, &s, &rng, in);
+        nb_set(in[1], 66 * 2, NAN); /* key 66 */
+        nb_tensor *y = fused(c, in, &s);
+        ck_assert_ptr_nonnull(y);
+        for (int64_t i = 0; i < 70; i++)
+            ck_assert_msg(isnan(nb_get(y, (size_t)i * 2)) == (i >= 66), "query %d", (int)i);
+        nb_ctx_free(c);
+        nb_ctx_free(p);
+    }
 }
 END_TEST
 
@@ -287,7 +324,7 @@ START_TEST(test_memory_is_linear_in_t) {
     nb_tensor *y = fused(c, in, &s);
     ck_assert_int_eq(nb_backward(c, nb_sum(c, y), NULL), NB_OK);
     size_t tt = 512 * 512 * sizeof(float); /* one head's weights: 1 MiB */
-    ck_assert_msg(c->peak < tt / 4, "fused attention used %zu bytes", c->peak);
+    ck_assert_msg(c->peak < tt / 2, "fused attention used %zu bytes", c->peak);
     nb_ctx_free(c);
     nb_ctx_free(p);
 }
@@ -440,6 +477,7 @@ Suite *suite_sdpa(void) {
     tcase_add_test(tc, test_matches_composed_dropout);
     tcase_add_test(tc, test_gradcheck_finite_differences);
     tcase_add_test(tc, test_fully_masked_rows_are_zero);
+    tcase_add_test(tc, test_nan_propagates);
     tcase_add_test(tc, test_dropout_mask_rule);
     tcase_add_test(tc, test_pcg32_advance_is_next_repeated);
     tcase_add_test(tc, test_same_bits_one_and_two_threads);

@@ -7,14 +7,23 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static char *dot_of(const nb_ctx *ctx, const nb_tensor *root) {
-    char *buf = NULL;
-    size_t len = 0;
+static nb_status dot_view(nb_ctx *ctx, const nb_tensor *root, FILE *f) {
+    return nb_tape_dot(ctx, root, f);
+}
+
+/* What a view function writes, as a string (free it). */
+static char *view_of(nb_status (*view)(nb_ctx *, const nb_tensor *, FILE *), nb_ctx *ctx,
+                     const nb_tensor *root) {
+    static char *buf; /* static: gcc takes a local's address for a dangling pointer */
+    static size_t len;
+    buf = NULL, len = 0;
     FILE *f = open_memstream(&buf, &len);
-    ck_assert_int_eq(nb_tape_dot(ctx, root, f), NB_OK);
+    ck_assert_int_eq(view(ctx, root, f), NB_OK);
     fclose(f);
     return buf;
 }
+
+static char *dot_of(nb_ctx *ctx, const nb_tensor *root) { return view_of(dot_view, ctx, root); }
 
 START_TEST(test_tape_dot_draws_ops_tensors_and_grads) {
     nb_ctx *ctx = nb_ctx_new(0);
@@ -31,8 +40,7 @@ START_TEST(test_tape_dot_draws_ops_tensors_and_grads) {
     ck_assert_ptr_nonnull(strstr(dot, "x | (2) f64 | data [1.0000, -2.0000] | grad [2.0000, -4.0000]"));
     ck_assert_ptr_nonnull(strstr(dot, "() f64 | data [5.0000] | grad [1.0000]"));
     /* x feeds mul twice: two edges from one box */
-    char edge[64];
-    snprintf(edge, sizeof edge, "t%p -> op0;", (void *)x);
+    const char *edge = "t0 -> op0;";
     char *first = strstr(dot, edge);
     ck_assert_ptr_nonnull(first);
     ck_assert_ptr_nonnull(strstr(first + 1, edge));
@@ -65,6 +73,14 @@ START_TEST(test_tape_dot_names_parameters_by_module_path) {
     ck_assert_ptr_null(strstr(dot, "{weight |"));
     ck_assert_ptr_null(strstr(dot, "{bias |"));
     free(dot);
+    char *trace = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&trace, &len);
+    nb_tape_print(step, f);
+    fclose(f);
+    ck_assert_ptr_nonnull(strstr(trace, "linear        (1, 4, 3), W_query.weight (2, 3)*, W_query.bias (2)* -> (1, 4, 2)"));
+    ck_assert_ptr_nonnull(strstr(trace, "out_proj.weight (2, 2)*, out_proj.bias (2)*"));
+    free(trace);
 
     nb_nn_linear fc;
     nb_tensor_list mlp = {0}, block = {0}, model = {0};
@@ -75,18 +91,26 @@ START_TEST(test_tape_dot_names_parameters_by_module_path) {
     ck_assert_str_eq(fc.weight->name, "transformer.h.0.mlp.c_fc.weight");
     ck_assert_str_eq(model.names[1], "transformer.h.0.mlp.c_fc.bias");
     ck_assert_str_eq(fc.bias->name, model.names[1]);
+
+    /* nanoGPT's layout, drawn: the full path on every parameter */
+    nb_gpt_config cfg = nb_gpt_config_default(NB_GPT_NANOGPT);
+    cfg.vocab_size = 5, cfg.block_size = 4, cfg.n_layer = 1, cfg.n_head = 2, cfg.n_embd = 4;
+    cfg.dtype = NB_F64;
+    nb_gpt gpt;
+    ck_assert_int_eq(nb_gpt_init(&gpt, params, &cfg, &rng), NB_OK);
+    nb_ctx_reset(step);
+    nb_tensor *ids = nb_from_doubles(step, NB_I64, NB_SHAPE(1, 3), (double[]){1, 4, 2});
+    nb_tensor *tg = nb_from_doubles(step, NB_I64, NB_SHAPE(1, 3), (double[]){4, 2, 0});
+    nb_tensor *loss = nb_gpt_loss(step, &gpt, ids, tg, NULL);
+    ck_assert_int_eq(nb_backward(step, loss, NULL), NB_OK);
+    dot = dot_of(step, loss);
+    ck_assert_ptr_nonnull(strstr(dot, "{transformer.h.0.mlp.c_fc.weight | (16, 4) f64"));
+    ck_assert_ptr_nonnull(strstr(dot, "{transformer.h.0.attn.c_attn.weight | (12, 4) f64"));
+    free(dot);
+    nb_gpt_free(&gpt);
     nb_ctx_free(step), nb_ctx_free(params);
 }
 END_TEST
-
-static char *html_of(nb_ctx *ctx, const nb_tensor *root) {
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&buf, &len);
-    ck_assert_int_eq(nb_tape_html(ctx, root, f), NB_OK);
-    fclose(f);
-    return buf;
-}
 
 /* The page is self-contained, carries every op's rule, and what each step
  * sends is the local rule's share: for y = x * x + x, mul sends 2x·dout
@@ -98,7 +122,7 @@ START_TEST(test_tape_html_is_self_contained_and_steps) {
     x->name = "x";
     nb_tensor *s = nb_sum(ctx, nb_add(ctx, nb_mul(ctx, x, x), x));
     ck_assert_int_eq(nb_backward(ctx, s, NULL), NB_OK);
-    char *page = html_of(ctx, s);
+    char *page = view_of(nb_tape_html, ctx, s);
     ck_assert_ptr_nonnull(strstr(page, "<!DOCTYPE html>"));
     ck_assert_ptr_null(strstr(page, "<script src"));
     ck_assert_ptr_null(strstr(page, "<link"));
@@ -115,10 +139,21 @@ START_TEST(test_tape_html_is_self_contained_and_steps) {
     free(page);
     /* nothing reached by backward: no steps, still a page */
     nb_tensor *y = nb_exp(ctx, x);
-    page = html_of(ctx, y);
+    page = view_of(nb_tape_html, ctx, y);
     ck_assert_ptr_null(strstr(page, "\"index\":3,\"op\":\"exp\",\"formula\":\"dx = dout · out  (out = exp(x))\",\"site\":null,\"inputs\":[0],\"out\":4,\"sends\""));
     ck_assert_ptr_nonnull(strstr(page, "\"index\":3,\"op\":\"exp\""));
     free(page);
+    /* a big tensor is summarized: its first 64 values and min, max, mean */
+    nb_tensor *big = nb_requires_grad(nb_zeros(ctx, NB_F64, NB_SHAPE(10, 10)));
+    for (size_t i = 0; i < 100; i++) nb_set(big, i, (double)i);
+    nb_tensor *m = nb_mean(ctx, big);
+    ck_assert_int_eq(nb_backward(ctx, m, NULL), NB_OK);
+    page = view_of(nb_tape_json, ctx, m);
+    ck_assert_ptr_nonnull(strstr(page, ",62,63],\"grad\":[0.01,"));
+    ck_assert_ptr_nonnull(strstr(page, "\"truncated\":true,\"data_stats\":[0,99,49.5],\"grad_stats\":[0.01,0.01,0.01"));
+    ck_assert_ptr_null(strstr(page, "\"sends\"")); /* the JSON alone has no steps */
+    free(page);
+    ck_assert_int_eq(nb_tape_json(NULL, s, stdout), NB_ERR_NULL);
     ck_assert_int_eq(nb_tape_html(NULL, s, stdout), NB_ERR_NULL);
     ck_assert_int_eq(nb_tape_html(ctx, s, NULL), NB_ERR_NULL);
     FILE *ro = fopen("/dev/null", "r"); /* writes fail: ferror */
@@ -233,6 +268,83 @@ START_TEST(test_teach_scalar_matches_pytorch) {
 }
 END_TEST
 
+/* The custom-op example: SiLU's values (torch.nn.functional.silu([-2, 0, 2])
+ * = [-0.2384, 0, 1.7616], PyTorch's repr in both) in both dtypes, gradcheck passing the right rule
+ * and naming the planted wrong one, and training that works. */
+START_TEST(test_custom_op_silu_example) {
+    int st;
+    const char *out = example_output("custom_op_silu", &st);
+    ck_assert_msg(st == 0, "custom_op_silu failed:\n%s", out);
+    ck_assert_ptr_nonnull(strstr(out, "tensor([-0.2384,  0.0000,  1.7616])\n"
+                                      "tensor([-0.2384,  0.0000,  1.7616], dtype=torch.float64)\n"));
+    ck_assert_ptr_nonnull(strstr(out, "gradcheck silu: passed\n"));
+    ck_assert_ptr_nonnull(strstr(out, "gradcheck silu_wrong (the planted bug): failed, blamed op #0 "
+                                      "'silu_wrong' at examples/custom_op_silu.c:"));
+    const char *at = strstr(out, "training: loss went from ");
+    ck_assert_ptr_nonnull(at);
+    double first, last;
+    ck_assert_int_eq(sscanf(at, "training: loss went from %lf to %lf", &first, &last), 2);
+    ck_assert_double_gt(first, 0.1);
+    ck_assert_double_lt(last, first / 10);
+    out = example_output("custom_op_silu --help", &st);
+    ck_assert_int_eq(st, 0);
+    ck_assert_ptr_nonnull(strstr(out, "usage: custom_op_silu"));
+    example_output("custom_op_silu --bogus", &st);
+    ck_assert_int_eq(WEXITSTATUS(st), 2);
+    example_output("teach_scalar --bogus", &st);
+    ck_assert_int_eq(WEXITSTATUS(st), 2);
+}
+END_TEST
+
+static char *slurp(const char *path) {
+    FILE *f = fopen(path, "r");
+    ck_assert_msg(f != NULL, "cannot read %s", path);
+    static char buf[1 << 18];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    buf[n] = '\0';
+    fclose(f);
+    return strdup(buf);
+}
+
+/* Defect: docs/tape.svg was 5004 px wide and older than the tape. `make
+ * docs` draws it top to bottom within 900 px, from the current
+ * teach_backprop: every op label (with its creation line) of today's DOT is
+ * in the picture, and the README shows it. */
+START_TEST(test_docs_tape_svg_is_current_and_fits) {
+    char *svg = slurp(NB_SOURCE_DIR "/docs/tape.svg");
+    const char *w = strstr(svg, "<svg width=\"");
+    ck_assert_ptr_nonnull(w);
+    double width_pt = atof(w + strlen("<svg width=\""));
+    ck_assert_double_gt(width_pt, 100);
+    ck_assert_double_le(width_pt * 4 / 3, 900); /* pt to CSS px */
+    const char *vb = strstr(svg, "viewBox=\"");
+    double x0, y0, vw, vh;
+    ck_assert_int_eq(sscanf(vb, "viewBox=\"%lf %lf %lf %lf", &x0, &y0, &vw, &vh), 4);
+    ck_assert_double_le(vw * 4 / 3, 900);
+
+    char dir[] = "/tmp/nb-docs-XXXXXX", dot_path[64];
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(dot_path, sizeof dot_path, "%s/tape.dot", dir);
+    ck_assert_int_eq(run_in(dir, "teach_backprop --dot=tape.dot"), 0);
+    char *dot = slurp(dot_path);
+    int ops = 0;
+    for (const char *at = strstr(dot, "label=\"#"); at; at = strstr(at + 1, "label=\"#")) {
+        char op[64], site[128], want[200];
+        ck_assert_int_eq(sscanf(at, "label=\"%63[^\\]\\n%127[^\"]", op, site), 2);
+        snprintf(want, sizeof want, ">%s</text>", op);
+        ck_assert_msg(strstr(svg, want) != NULL, "docs/tape.svg lacks %s: run make docs", op);
+        snprintf(want, sizeof want, ">%s</text>", site);
+        ck_assert_msg(strstr(svg, want) != NULL, "docs/tape.svg lacks %s: run make docs", site);
+        ops++;
+    }
+    ck_assert_int_eq(ops, 4);
+    char *readme = slurp(NB_SOURCE_DIR "/README.md");
+    ck_assert_ptr_nonnull(strstr(readme, "](docs/tape.svg)"));
+    remove(dot_path), rmdir(dir);
+    free(svg), free(dot), free(readme);
+}
+END_TEST
+
 START_TEST(test_teach_backprop_prints_every_step) {
     const char *dir = getenv("NB_BUILD_DIR");
     char cmd[2048];
@@ -244,7 +356,7 @@ START_TEST(test_teach_backprop_prints_every_step) {
     size_t n = fread(out, 1, sizeof out - 1, p);
     out[n] = '\0';
     ck_assert_int_eq(pclose(p), 0);
-    ck_assert_ptr_nonnull(strstr(out, "#0   matmul        (2, 3), (3, 2)* -> (2, 2)  at examples/teach_backprop.c:"));
+    ck_assert_ptr_nonnull(strstr(out, "#0   matmul        x (2, 3), W (3, 2)* -> a (2, 2)  at examples/teach_backprop.c:"));
     ck_assert_ptr_nonnull(strstr(out, "#3   mse_loss"));
     ck_assert_ptr_nonnull(strstr(out, "L = tensor(0.5709, dtype=torch.float64)"));
     ck_assert_ptr_nonnull(strstr(out, "grad sent to W:\ntensor([[ 0.1786, -0.1534],\n"
@@ -266,6 +378,8 @@ Suite *suite_teach(void) {
     tcase_add_test(tc, test_teach_backprop_prints_every_step);
     tcase_add_test(tc, test_teach_backprop_writes_only_what_it_is_told);
     tcase_add_test(tc, test_teach_scalar_matches_pytorch);
+    tcase_add_test(tc, test_custom_op_silu_example);
+    tcase_add_test(tc, test_docs_tape_svg_is_current_and_fits);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -50,13 +50,6 @@ typedef struct result {
     char dir[64]; /* a fresh temporary directory for the run's files */
 } result;
 
-static void read_text(const char *path, char *buf, size_t n) {
-    FILE *f = fopen(path, "r");
-    size_t k = f ? fread(buf, 1, n - 1, f) : 0;
-    buf[k] = '\0';
-    if (f) fclose(f);
-}
-
 /* Runs nabla-train with args[0..] (NULL-terminated), stdout and stderr
  * captured in r. */
 static void run_tool(result *r, const char *const *args) {
@@ -84,8 +77,8 @@ static void run_tool(result *r, const char *const *args) {
     int st;
     ck_assert_int_eq(waitpid(pid, &st, 0), pid);
     r->status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-    read_text(outp, r->out, sizeof r->out);
-    read_text(errp, r->err, sizeof r->err);
+    nb_test_read_text(outp, r->out, sizeof r->out);
+    nb_test_read_text(errp, r->err, sizeof r->err);
     unlink(outp);
     unlink(errp);
 }

@@ -59,6 +59,14 @@ def main():
         target = TARGETS.get(c)
         mark = "" if target is None else (" ok" if ratio <= target else " MISS")
         print(f"{c:8} {text} {ratio:7.3f} {target if target else '-':>7}{mark}")
+    print()
+    print("CPU time per step on one thread (a check that holds up when other programs load "
+          "the machine):")
+    for c, nb, pt in rows:
+        n1 = [float(r["cpu_ms_per_step"]) for r in nb if r["threads"] == "1"]
+        p1 = [float(r["cpu_ms_per_step"]) for r in pt if r["mode"] == "1"]
+        if n1 and p1:
+            print(f"{c:8} nabla {n1[0]:10.4g} ms  PyTorch {p1[0]:10.4g} ms  ratio {n1[0] / p1[0]:.3f}")
     c, nb, pt = rows[-1]
     nb_rss = max(float(r["peak_rss_mb"]) for r in nb)
     pt_rss = min(float(r["peak_rss_mb"]) for r in pt)

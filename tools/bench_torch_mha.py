@@ -12,9 +12,10 @@ OMP_WAIT_POLICY=PASSIVE), each setting OMP_NUM_THREADS and
 OPENBLAS_NUM_THREADS before importing torch (torch.set_num_threads does not
 reach Debian's OpenBLAS), and prints one line per mode:
 
-    torch config=NAME mode=M ms_per_step=X peak_rss_mb=Y
+    torch config=NAME mode=M ms_per_step=X peak_rss_mb=Y cpu_ms_per_step=Z
 
-with the median of 5 rounds after warm-up and the child's peak RSS.
+with the median of 5 rounds after warm-up, the child's peak RSS (VmHWM)
+and its CPU time per step (all threads).
 """
 import argparse
 import os
@@ -35,9 +36,21 @@ MODES = {  # name: (threads, OMP_WAIT_POLICY or None)
 ROUNDS = 5
 
 
+def peak_rss_mb():
+    """VmHWM (it starts afresh at exec, unlike ru_maxrss), in MB."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024.0
+    except OSError:
+        pass
+    import resource
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
 def child(config, mode, seconds):
     """Runs in a process whose thread variables were set before this import."""
-    import resource
     import time
 
     import torch
@@ -59,20 +72,25 @@ def child(config, mode, seconds):
         loss.backward()
         opt.step()
 
-    def round_time(secs):
-        n, t0 = 0, time.perf_counter()
+    cpu = [0.0, 0]  # CPU seconds of the timed rounds, their steps
+
+    def round_time(secs, timed=True):
+        n, t0, c0 = 0, time.perf_counter(), time.process_time()
         while True:
             step()
             n += 1
             t = time.perf_counter()
             if n >= 2 and t - t0 >= secs:
+                if timed:
+                    cpu[0] += time.process_time() - c0
+                    cpu[1] += n
                 return (t - t0) / n
 
-    round_time(seconds / 2)  # warm-up
+    round_time(seconds / 2, timed=False)  # warm-up
     times = sorted(round_time(seconds) for _ in range(ROUNDS))
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+    rss = peak_rss_mb()
     print(f"torch config={config} mode={mode} ms_per_step={times[ROUNDS // 2] * 1e3:.5g} "
-          f"peak_rss_mb={rss:.1f}", flush=True)
+          f"peak_rss_mb={rss:.1f} cpu_ms_per_step={cpu[0] / cpu[1] * 1e3:.5g}", flush=True)
 
 
 def main():

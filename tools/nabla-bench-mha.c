@@ -13,9 +13,11 @@
  *
  *   config=NAME threads=N ms_per_step=X peak_rss_mb=Y minflt_per_step=Z
  *
- * peak_rss_mb is the process's peak resident set (getrusage), so one config
+ * peak_rss_mb is the process's peak resident set (VmHWM), so one config
  * per process; minflt_per_step counts minor page faults per timed step,
- * near 0 once the arenas hold their peak. */
+ * near 0 once the arenas hold their peak; cpu_ms_per_step is the CPU time
+ * of all threads per step (with one thread, a figure less disturbed than
+ * the wall time when other programs share the machine). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,10 +66,30 @@ static long minor_faults(void) {
     return ru.ru_minflt;
 }
 
-static double peak_rss_mb(void) {
+/* User + system CPU seconds of the whole process (every thread). */
+static double cpu_seconds(void) {
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
-    return (double)ru.ru_maxrss / 1024.0; /* ru_maxrss is in KiB on Linux */
+    return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+           1e-6 * (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
+}
+
+/* The peak resident set in MB: VmHWM of /proc/self/status, which starts
+ * afresh at exec (getrusage's ru_maxrss would include the parent's before
+ * exec); ru_maxrss where /proc is missing. */
+static double peak_rss_mb(void) {
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long kb = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "VmHWM: %ld kB", &kb) == 1) break;
+    if (f) fclose(f);
+    if (kb < 0) {
+        struct rusage ru;
+        getrusage(RUSAGE_SELF, &ru);
+        kb = ru.ru_maxrss; /* KiB on Linux */
+    }
+    return (double)kb / 1024.0;
 }
 
 typedef struct bench {
@@ -135,6 +157,7 @@ static int run(const mha_config *c, const int *threads, int n_counts, double sec
     int status = 1;
     double per_step[MAX_THREAD_COUNTS][ROUNDS];
     long faults[MAX_THREAD_COUNTS] = {0}, steps_all[MAX_THREAD_COUNTS] = {0};
+    double cpu[MAX_THREAD_COUNTS] = {0};
     if (bench_init(&b, c, &init, &drop) == NB_OK) {
         status = 0;
         /* warm-up on every count: arenas and optimizer state reach their peak */
@@ -147,7 +170,9 @@ static int run(const mha_config *c, const int *threads, int n_counts, double sec
             for (int k = 0; k < n_counts && !status; k++) {
                 nb_set_num_threads(threads[k]);
                 long f0 = minor_faults(), s = 0;
+                double c0 = cpu_seconds();
                 per_step[k][r] = round_time(&b, seconds, &s);
+                cpu[k] += cpu_seconds() - c0;
                 faults[k] += minor_faults() - f0;
                 steps_all[k] += s;
                 status = per_step[k][r] < 0;
@@ -159,9 +184,11 @@ static int run(const mha_config *c, const int *threads, int n_counts, double sec
     } else {
         for (int k = 0; k < n_counts; k++) {
             qsort(per_step[k], ROUNDS, sizeof(double), cmp_double);
-            printf("config=%s threads=%d ms_per_step=%.5g peak_rss_mb=%.1f minflt_per_step=%.2f\n",
+            printf("config=%s threads=%d ms_per_step=%.5g peak_rss_mb=%.1f minflt_per_step=%.2f "
+                   "cpu_ms_per_step=%.5g\n",
                    c->name, threads[k], per_step[k][ROUNDS / 2] * 1e3, peak_rss_mb(),
-                   (double)faults[k] / (double)steps_all[k]);
+                   (double)faults[k] / (double)steps_all[k],
+                   cpu[k] / (double)steps_all[k] * 1e3);
         }
     }
     nb_optim_free(b.opt);

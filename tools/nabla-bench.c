@@ -16,7 +16,13 @@
  * embeddings, causal MultiHeadAttention with dropout and a residual,
  * LayerNorm, a Linear head, cross-entropy, AdamW), built here from the
  * public API alone, and prints the median microseconds per step of five
- * rounds. */
+ * rounds.
+ *
+ * The elementwise lines time the SIMD loops on 16M-element float tensors
+ * (64 MB each, beyond the caches) and print GB/s counted from the bytes each
+ * must read and write, beside a memcpy of 64 MB (read + write) as the
+ * machine's bandwidth: "x copy" is how many times slower than that copy a
+ * kernel moves its bytes (the target is at most 2). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -173,6 +179,133 @@ static int bench_one(const bench_case *c) {
     }
     nb_ctx_free(step);
     nb_ctx_free(params);
+    return status;
+}
+
+/* ---- elementwise kernels against memory bandwidth ------------------------- */
+
+#define EW_N ((int64_t)1 << 24)
+
+typedef struct ew_state {
+    nb_ctx *params, *step;
+    nb_tensor *x, *seed;
+    nb_pcg32 rng;
+    nb_optim *opt;
+    nb_tensor_list list;
+    void *src, *dst; /* the memcpy reference */
+} ew_state;
+
+typedef int (*ew_fn)(ew_state *s);
+
+static int ew_copy(ew_state *s) {
+    memcpy(s->dst, s->src, (size_t)EW_N * sizeof(float));
+    return 0;
+}
+
+static int ew_exp(ew_state *s) {
+    nb_ctx_reset(s->step);
+    return nb_exp(s->step, s->x) ? 0 : 1;
+}
+
+static int ew_softmax(ew_state *s) {
+    nb_ctx_reset(s->step);
+    return nb_softmax(s->step, nb_reshape(s->step, s->x, NB_SHAPE(EW_N / 256, 256))) ? 0 : 1;
+}
+
+/* forward, then backward from `seed` (y, dy, dx read; dx written) */
+static int ew_softmax_both(ew_state *s) {
+    nb_ctx_reset(s->step);
+    nb_tensor *y = nb_softmax(s->step, s->x);
+    return y && nb_backward(s->step, y, s->seed) == NB_OK ? 0 : 1;
+}
+
+static int ew_dropout(ew_state *s) {
+    nb_ctx_reset(s->step);
+    return nb_dropout(s->step, s->x, 0.1, true, &s->rng) ? 0 : 1;
+}
+
+static int ew_adam(ew_state *s) { return nb_optim_step(s->opt) == NB_OK ? 0 : 1; }
+
+/* Seconds per call: the median of five rounds of about 0.1 s. */
+static double ew_time(ew_fn fn, ew_state *s) {
+    double r[5];
+    if (fn(s)) return -1; /* warm-up */
+    for (int k = 0; k < 5; k++) {
+        long reps = 0;
+        double t0 = now(), t;
+        do {
+            if (fn(s)) return -1;
+            reps++;
+            t = now();
+        } while (t - t0 < 0.1);
+        r[k] = (t - t0) / (double)reps;
+        for (int j = k; j > 0 && r[j] < r[j - 1]; j--) {
+            double tmp = r[j];
+            r[j] = r[j - 1];
+            r[j - 1] = tmp;
+        }
+    }
+    return r[2];
+}
+
+static int bench_elementwise(void) {
+    static const struct {
+        const char *name, *what;
+        ew_fn fn;
+        double bytes; /* per element */
+    } cases[] = {
+        {"copy", "memcpy 64 MB (the yardstick)", ew_copy, 8},
+        {"exp", "y = exp(x)", ew_exp, 8},
+        {"softmax", "rows of 256, forward", ew_softmax, 8},
+        {"softmax f+b", "rows of 256, forward + backward", ew_softmax_both, 24},
+        {"dropout", "p 0.1: y and the byte mask", ew_dropout, 9},
+        {"adam", "p, m, v updated from g", ew_adam, 28},
+    };
+    ew_state s = {nb_ctx_new(0), nb_ctx_new(0), NULL, NULL, {0, 0}, NULL, {0}, NULL, NULL};
+    nb_pcg32_seed(&s.rng, 42, 7);
+    int status = 1;
+    if (s.params && s.step) {
+        s.x = nb_requires_grad(
+            nb_uniform(s.params, NB_F32, NB_SHAPE(EW_N / 256, 256), -4, 4, &s.rng));
+        s.seed = nb_uniform(s.params, NB_F32, NB_SHAPE(EW_N / 256, 256), -1, 1, &s.rng);
+        s.src = malloc((size_t)EW_N * sizeof(float));
+        s.dst = malloc((size_t)EW_N * sizeof(float));
+        if (s.x && s.seed && s.src && s.dst) {
+            memset(s.src, 1, (size_t)EW_N * sizeof(float));
+            memset(s.dst, 0, (size_t)EW_N * sizeof(float));
+            memcpy(s.x->grad, s.seed->data, (size_t)EW_N * sizeof(float));
+            s.list.n = 1;
+            s.list.names[0] = "x";
+            s.list.t[0] = s.x;
+            s.opt = nb_adam_new(&s.list, nb_adam_defaults(1e-3), s.params);
+        }
+    }
+    if (s.opt) {
+        status = 0;
+        double copy_gbs = 0;
+        printf("\n%-16s %-4s %-34s %10s %8s %12s\n", "elementwise", "type", "what", "ms",
+               "GB/s", "x copy");
+        for (size_t i = 0; i < sizeof cases / sizeof cases[0] && !status; i++) {
+            double t = ew_time(cases[i].fn, &s);
+            if (t < 0) {
+                status = 1;
+                break;
+            }
+            double gbs = cases[i].bytes * (double)EW_N / t * 1e-9;
+            if (i == 0) copy_gbs = gbs;
+            printf("%-16s %-4s %-34s %10.2f %8.2f %12.2f\n", cases[i].name, "f32", cases[i].what,
+                   t * 1e3, gbs, copy_gbs / gbs);
+        }
+    }
+    if (status) {
+        const char *e = nb_ctx_error(s.step) ? nb_ctx_error(s.step) : nb_ctx_error(s.params);
+        fprintf(stderr, "nabla-bench: elementwise: %s\n", e ? e : "failed");
+    }
+    free(s.src);
+    free(s.dst);
+    nb_optim_free(s.opt);
+    nb_ctx_free(s.step);
+    nb_ctx_free(s.params);
     return status;
 }
 
@@ -340,10 +473,11 @@ static int bench_gpt_sample(nb_gpt_arch arch, int n_layer, int n_head, int64_t n
 
 static const char usage[] =
     "usage: nabla-bench [FILTER]\n"
-    "Times each kernel (forward, forward+backward, GFLOP/s) and one training step\n"
-    "of the demo model, and GPT sampling with and without the KV cache; FILTER\n"
-    "keeps the cases whose name contains it (e.g. matmul, \"gpt sample\",\n"
-    "\"demo step\"). Prints a table on stdout; writes no files.\n"
+    "Times each kernel (forward, forward+backward, GFLOP/s), the elementwise kernels\n"
+    "against memcpy (GB/s), one training step of the demo model and GPT sampling with\n"
+    "and without the KV cache; FILTER keeps the cases whose name contains it (e.g.\n"
+    "matmul, elementwise, \"demo step\", \"gpt sample\"). Prints a table on stdout;\n"
+    "writes no files.\n"
     "  --help  this text\n";
 
 int main(int argc, char **argv) {
@@ -365,6 +499,7 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         if (!filter || strstr(cases[i].name, filter)) status |= bench_one(&cases[i]);
     if (!filter || strstr("demo step", filter)) status |= bench_demo_step();
+    if (!filter || strstr("elementwise", filter)) status |= bench_elementwise();
     if (!filter || strstr("gpt sample", filter)) {
         status |= bench_gpt_sample(NB_GPT_NANOGPT, 4, 4, 128, 64, 65,
                                    "nanoGPT 4/4/128, T 64, V 65");

@@ -88,7 +88,7 @@ static int cmd_sample(const gpt_flags *f) {
     const char *k[64], *v[64];
     int n = 0, st = 0;
     nb_tensor_list sd = {0};
-    nb_gpt gpt;
+    nb_gpt gpt = {0};
     nb_char_vocab vocab;
     if (nb_load_safetensors_meta(pctx, path, &sd, 64, &n, k, v)) {
         st = gpt_fail(PROG, "sample: %s", nb_ctx_error(pctx));
@@ -108,6 +108,8 @@ static int cmd_sample(const gpt_flags *f) {
     if (!st && !prompt) st = gpt_fail(PROG, "--start: %s", nb_ctx_error(pctx));
     if (!st) st = draw_samples(f, pctx, &gpt, &vocab, prompt);
     free(start);
+    nb_list_free(&sd);
+    nb_gpt_free(&gpt);
     nb_ctx_free(pctx);
     return st;
 }
@@ -152,7 +154,7 @@ static int cmd_bench(const gpt_flags *f) {
     c.vocab_size = f->vocab_size, c.block_size = f->block_size, c.n_layer = (int)f->n_layer;
     c.n_head = (int)f->n_head, c.n_embd = f->n_embd, c.dropout = f->dropout;
     c.bias = f->bias, c.qkv_bias = f->qkv_bias, c.dtype = gpt_flags_dtype(f);
-    nb_gpt gpt;
+    nb_gpt gpt = {0};
     bench b = {&gpt, NULL, NULL};
     int64_t B = f->batch_size, T = f->block_size;
     if (!nb_gpt_init(&gpt, pctx, &c, &rng)) {
@@ -181,6 +183,7 @@ static int cmd_bench(const gpt_flags *f) {
         else printf("sample_tok_per_s_kv_cache=%.0f sample_tok_per_s_no_cache=%.0f\n", with, without);
     }
     nb_optim_free(opt);
+    nb_gpt_free(&gpt);
     nb_ctx_free(sctx), nb_ctx_free(pctx);
     return st;
 }

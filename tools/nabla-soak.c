@@ -247,7 +247,7 @@ static int run_resumed(const opts *o, const uint64_t *hashes, const char *path) 
 
 static int parse(int argc, char **argv, opts *o) {
     *o = (opts){.steps = 20000, .threads = 1, .every = 1000, .warmup = 2000};
-    for (int i = 1; i < argc; i++) {
+    for (int i = 1; i < argc; i += 2) { /* options come in (name, value) pairs */
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             usage(stdout);
             return 1;
@@ -263,7 +263,6 @@ static int parse(int argc, char **argv, opts *o) {
             return 2;
         }
         *dst = (int)v;
-        i++;
     }
     if (o->warmup + o->steps / 5 > o->steps - o->steps / 5 || o->every > o->steps) {
         fprintf(stderr, "nabla-soak: --steps too small for --warmup and --every\n");

@@ -29,6 +29,7 @@ CASES = [
     ("examples/teach_backprop", ["--model=attention"]),
     ("examples/teach_backprop", ["--model=gpt"]),
     ("examples/teach_scalar", []),
+    ("examples/custom_op_silu", []),
 ]
 NUM = re.compile(r"-?inf|nan|-?\d+(?:\.\d*)?(?:e[-+]?\d+)?")
 
@@ -99,6 +100,13 @@ def check_page(driver, page, tape):
             if uses[i] == 1 and n["inputs"].count(i) == 1:
                 expect_close(f"step {k + 1} (#{n['index']} {n['op']}) sends to tensor {i}",
                              shown(pre.text), tensors[i]["grad"])
+    driver.find_element(By.ID, "nb-back").click()
+    if int(count.get_attribute("data-step")) != len(reached) - 1:
+        raise AssertionError("Back did not go back one step")
+    driver.find_element(By.ID, "nb-reset").click()
+    if int(count.get_attribute("data-step")) != 0 or driver.find_elements(By.CSS_SELECTOR, ".nb-current"):
+        raise AssertionError("Reset did not go back to the start")
+    driver.find_element(By.ID, "nb-all").click()
     for t in tensors:
         if t["grad"] is None:
             continue

@@ -72,7 +72,14 @@ nb_ctx *nb_ctx_new(size_t reserve);
 void nb_ctx_free(nb_ctx *ctx);
 
 /* Forgets every tensor and the tape, keeps the memory, clears the error.
- * Tensors of this context must not be used afterwards. */
+ * Tensors of this context must not be used afterwards. A library built with
+ * NB_DEBUG=1 (`make debug`) catches such use: every tensor carries a stamp
+ * of its context's reset count, reset overwrites the last step's memory and
+ * keeps it out of use for one step, and every op (and nb_get, nb_set,
+ * nb_copy, nb_backward, nb_record) refuses a tensor made before the last
+ * reset with NB_ERR_STATE ("used after its context was reset"); nb_get
+ * gives NaN. Older tensors point at freed memory: `make test-asan` reports
+ * those. */
 void nb_ctx_reset(nb_ctx *ctx);
 
 /* The first error's message, or NULL when there is none ("NULL context"
@@ -102,12 +109,15 @@ bool nb_is_grad_enabled(const nb_ctx *ctx);
 void nb_ctx_set_site(nb_ctx *ctx, const char *file, int line);
 #define NB_HERE(ctx) nb_ctx_set_site((ctx), __FILE__, __LINE__)
 
-/* Worker threads for the heaviest kernel (linear), process-wide; 1
- * (the default) runs everything on the calling thread. Results are
- * bit-identical for every thread count: work is split only over independent
- * outputs. Returns the count now in use (it may be lower if threads could not
- * be started). Call nb_set_num_threads(1) before exit to join the workers.
- * Not for use from several threads at once. */
+/* Worker threads for the heavy kernels (matmul and linear, softmax, the
+ * elementwise ops, dropout, the optimizers), process-wide, in a persistent
+ * pool; 1 runs everything on the calling thread. Without a call, the first
+ * use reads the NB_NUM_THREADS environment variable (1 when unset).
+ * Results are bit-identical for every thread count: work is split only over
+ * independent outputs, and small tensors stay on the caller. Returns the
+ * count now in use (it may be lower if threads could not be started). Call
+ * nb_set_num_threads(1) before exit to join the workers. Not for use from
+ * several threads at once. */
 int nb_set_num_threads(int n);
 int nb_get_num_threads(void);
 
@@ -139,6 +149,7 @@ typedef struct nb_tensor {
     nb_node *node;              /* the op that made it; NULL for leaves */
     nb_ctx *owner;              /* the context whose arena holds it */
     const char *name;           /* optional label for printing and graphs */
+    uint32_t stamp;             /* which reset of owner made it (see nb_ctx_reset) */
 } nb_tensor;
 
 /* Shape arguments are (ndim, const int64_t *shape). NB_SHAPE(2, 3) expands to
@@ -295,9 +306,11 @@ bool nb_set_detect_anomaly(nb_ctx *ctx, bool on);
 
 /* Number of nodes on the tape. */
 int nb_tape_len(const nb_ctx *ctx);
-/* Prints the tape, one node a line: index, op, input and output shapes,
- * creation site. For teaching and debugging. NB_OK, NB_ERR_NULL,
- * NB_ERR_MEMORY or NB_ERR_IO (a write failed; f is flushed to find out). */
+/* Prints the tape, one node a line: index, op, input and output shapes
+ * (after the tensor's name when it has one: parameters show their module
+ * path, "W_query.weight (2, 3)*"), creation site. For teaching and
+ * debugging. NB_OK, NB_ERR_NULL, NB_ERR_MEMORY or NB_ERR_IO (a write
+ * failed; f is flushed to find out). */
 nb_status nb_tape_print(const nb_ctx *ctx, FILE *f);
 /* Writes the tape as a Graphviz digraph (render with `dot -Tsvg`): a box per
  * tensor with its shape, first values and gradient, an ellipse per op with

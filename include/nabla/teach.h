@@ -37,6 +37,8 @@ const char *nb_op_formula(nb_op op);
  * the page shows the forward graph only. To find what each node sends, the
  * writer runs every local rule once more into scratch buffers: the tensors'
  * own gradients are left as they were, and the context's arena may grow.
+ * Write it before anything changes the tensors' values (an optimizer step):
+ * the rules read the values as they are now.
  *
  * Returns NB_OK; NB_ERR_NULL for a NULL ctx or f; NB_ERR_MEMORY; NB_ERR_IO
  * when a write to f failed (ferror). The caller opens and closes f (check

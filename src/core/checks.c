@@ -10,6 +10,7 @@ bool nb_check_float_inputs(nb_ctx *ctx, const char *name, int n, nb_tensor *cons
             return false;
         }
     }
+    if (!nb_check_live(ctx, name, n, (const nb_tensor *const *)in)) return false;
     for (int i = 0; i < n; i++) {
         char s[64];
         if (in[i]->dtype != NB_F32 && in[i]->dtype != NB_F64) {

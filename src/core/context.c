@@ -9,6 +9,30 @@
 #define NB_ALIGN 64
 #define NB_DEFAULT_RESERVE (1u << 20)
 
+/* Under AddressSanitizer the arena's free space is poisoned, and every
+ * allocation is followed by a poisoned redzone of at least NB_ALIGN bytes,
+ * so an op that reads or writes past its tensor is reported like a heap
+ * overflow. Memory is unpoisoned when it is handed out and poisoned again
+ * by reset. */
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define NB_ARENA_ASAN 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__)
+#define NB_ARENA_ASAN 1
+#endif
+#ifdef NB_ARENA_ASAN
+#include <sanitizer/asan_interface.h>
+#define NB_REDZONE NB_ALIGN
+#define POISON(p, n) ASAN_POISON_MEMORY_REGION((p), (n))
+#define UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION((p), (n))
+#else
+#define NB_REDZONE 0
+#define POISON(p, n) ((void)(p), (void)(n))
+#define UNPOISON(p, n) ((void)(p), (void)(n))
+#endif
+
 static const char *const status_names[] = {
     "ok", "NULL argument", "shape error", "dtype error", "size error", "value error",
     "out of memory", "state error", "I/O error", "format error",
@@ -20,6 +44,11 @@ const char *nb_status_str(nb_status s) {
     return (s >= 0 && s < NB_STATUS_COUNT) ? status_names[s] : "unknown status";
 }
 
+static unsigned char *chunk_base(nb_chunk *c) {
+    uintptr_t p = (uintptr_t)(c + 1);
+    return (unsigned char *)((p + NB_ALIGN - 1) & ~(uintptr_t)(NB_ALIGN - 1));
+}
+
 static nb_chunk *chunk_new(nb_ctx *ctx, size_t size) {
     if (size > SIZE_MAX - sizeof(nb_chunk) - NB_ALIGN) return NULL;
     nb_chunk *c = malloc(sizeof(nb_chunk) + size + NB_ALIGN);
@@ -27,15 +56,24 @@ static nb_chunk *chunk_new(nb_ctx *ctx, size_t size) {
     c->next = ctx->chunks;
     c->size = size;
     c->used = 0;
+    POISON(chunk_base(c), size);
     ctx->chunks = c;
     ctx->reserved += size;
     ctx->mallocs++;
     return c;
 }
 
-static unsigned char *chunk_base(nb_chunk *c) {
-    uintptr_t p = (uintptr_t)(c + 1);
-    return (unsigned char *)((p + NB_ALIGN - 1) & ~(uintptr_t)(NB_ALIGN - 1));
+static void chunk_free(nb_chunk *c) {
+    UNPOISON(chunk_base(c), c->size);
+    free(c);
+}
+
+static void chunks_free(nb_chunk *c) {
+    while (c) {
+        nb_chunk *next = c->next;
+        chunk_free(c);
+        c = next;
+    }
 }
 
 nb_ctx *nb_ctx_new(size_t reserve) {
@@ -52,32 +90,68 @@ nb_ctx *nb_ctx_new(size_t reserve) {
 
 void nb_ctx_free(nb_ctx *ctx) {
     if (!ctx) return;
-    nb_chunk *c = ctx->chunks;
-    while (c) {
-        nb_chunk *next = c->next;
-        free(c);
-        c = next;
-    }
+    chunks_free(ctx->quarantine);
+    chunks_free(ctx->chunks);
     free(ctx);
 }
 
+/* The high half tags a live tensor, the low half is the generation. */
+#define NB_STAMP_TAG 0x4e420000u
+uint32_t nb_ctx_stamp(const nb_ctx *ctx) { return NB_STAMP_TAG | (ctx->generation & 0xffffu); }
+
+bool nb_check_live(nb_ctx *ctx, const char *op, int n, const nb_tensor *const *in) {
+#ifdef NB_DEBUG
+    for (int i = 0; i < n; i++) {
+        const nb_tensor *t = in[i];
+        /* the tag first: a header overwritten by reset has no valid owner */
+        if (!t || !t->owner) continue;
+        if ((t->stamp & 0xffff0000u) == NB_STAMP_TAG && t->stamp == nb_ctx_stamp(t->owner))
+            continue;
+        nb_ctx_fail(ctx, NB_ERR_STATE, "%s: input %d was used after its context was reset "
+                    "(a tensor from an earlier step?)", op, i + 1);
+        return false;
+    }
+#else
+    (void)ctx, (void)op, (void)n, (void)in;
+#endif
+    return true;
+}
+
+#ifdef NB_DEBUG
+/* The last step's memory is overwritten and kept out of use for one more
+ * step, so a tensor from before the reset reads a garbage stamp instead of
+ * a new tensor's header at the same address. The step gets a fresh chunk
+ * (not counted in nb_ctx_mallocs, so steady-state checks still hold). */
+static void quarantine_chunks(nb_ctx *ctx) {
+    chunks_free(ctx->quarantine);
+    for (nb_chunk *c = ctx->chunks; c; c = c->next) memset(chunk_base(c), 0xdb, c->used);
+    ctx->quarantine = ctx->chunks;
+    ctx->chunks = NULL;
+    ctx->reserved = 0;
+    size_t want = ctx->peak + ctx->peak / 8;
+    if (chunk_new(ctx, want > NB_DEFAULT_RESERVE ? want : NB_DEFAULT_RESERVE)) ctx->mallocs--;
+}
+#endif
+
 void nb_ctx_reset(nb_ctx *ctx) {
     if (!ctx) return;
+    ctx->generation++;
+#ifdef NB_DEBUG
+    quarantine_chunks(ctx);
+#endif
     /* Several chunks mean the last step outgrew the arena: replace them by
      * one chunk that holds the peak, so the next steps need no malloc. */
     if (ctx->chunks && ctx->chunks->next) {
         size_t want = ctx->peak + ctx->peak / 8;
-        nb_chunk *c = ctx->chunks;
-        while (c) {
-            nb_chunk *next = c->next;
-            free(c);
-            c = next;
-        }
+        chunks_free(ctx->chunks);
         ctx->chunks = NULL;
         ctx->reserved = 0;
         if (!chunk_new(ctx, want)) chunk_new(ctx, NB_DEFAULT_RESERVE);
     }
-    for (nb_chunk *c = ctx->chunks; c; c = c->next) c->used = 0;
+    for (nb_chunk *c = ctx->chunks; c; c = c->next) {
+        POISON(chunk_base(c), c->used);
+        c->used = 0;
+    }
     ctx->used = 0;
     ctx->tape = NULL;
     ctx->tape_len = 0;
@@ -97,12 +171,12 @@ void *nb_ctx_alloc_raw(nb_ctx *ctx, size_t bytes) {
     if (bytes == 0) bytes = 1;
     /* No allocator can return more than half the address space; asking
      * malloc would only fail later (and look like a negative size to it). */
-    if (bytes > (size_t)PTRDIFF_MAX / 2) {
+    if (bytes > (size_t)PTRDIFF_MAX / 2 - NB_REDZONE) {
         nb_ctx_fail(ctx, NB_ERR_MEMORY, "alloc: %zu bytes is more than a process can allocate",
                     bytes);
         return NULL;
     }
-    size_t need = (bytes + NB_ALIGN - 1) & ~(size_t)(NB_ALIGN - 1);
+    size_t need = (bytes + NB_REDZONE + NB_ALIGN - 1) & ~(size_t)(NB_ALIGN - 1);
     nb_chunk *c = ctx->chunks;
     if (!c || c->size - c->used < need) {
         size_t size = c ? c->size * 2 : NB_DEFAULT_RESERVE;
@@ -114,6 +188,7 @@ void *nb_ctx_alloc_raw(nb_ctx *ctx, size_t bytes) {
         }
     }
     unsigned char *p = chunk_base(c) + c->used;
+    UNPOISON(p, bytes);
     c->used += need;
     ctx->used += need;
     if (ctx->used > ctx->peak) ctx->peak = ctx->used;

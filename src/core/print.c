@@ -98,7 +98,7 @@ static void walk(fmt *f, int dim, size_t offset, visit_fn visit) {
     int64_t n = t->shape[dim], edge = opts.edgeitems;
     bool cut = f->summarize && n > 2 * edge;
     for (int64_t i = 0; i < n; i++) {
-        if (cut && i == edge) i = n - edge;
+        if (cut && i == edge && (i = n - edge) >= n) break; /* edgeitems 0: nothing after */
         walk(f, dim + 1, offset + (size_t)i * inner, visit);
     }
 }
@@ -119,10 +119,13 @@ static void stats(fmt *f, size_t i) {
     if (v != ceil(v)) f->int_mode = false;
 }
 
+/* Room for "%.40f" of the largest double (309 digits + 41). */
+#define ELEM_CHARS 400
+
 static void widen(fmt *f, size_t i) {
     double v = value_at(f, i);
     if (!isfinite(v) || v == 0.0) return;
-    char s[128];
+    char s[ELEM_CHARS];
     int len = f->sci_mode ? format_float(v, 'e', opts.precision, s, sizeof s)
               : f->int_mode ? format_float(v, 'f', 0, s, sizeof s) + 1
                             : format_float(v, 'f', opts.precision, s, sizeof s);
@@ -144,7 +147,7 @@ static void formatter(fmt *f) {
 }
 
 static void put_elem(FILE *out, const fmt *f, size_t i) {
-    char s[128];
+    char s[ELEM_CHARS];
     int len = format_one(f, i, s, sizeof s);
     fprintf(out, "%*s%s", f->width > len ? f->width - len : 0, "", s);
 }

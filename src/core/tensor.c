@@ -86,6 +86,7 @@ static nb_tensor *tensor_alloc(nb_ctx *ctx, const char *op, nb_dtype dt, int ndi
     for (int d = 0; d < NB_MAX_DIMS; d++) t->shape[d] = d < ndim ? shape[d] : 1;
     t->numel = numel;
     t->owner = ctx;
+    t->stamp = nb_ctx_stamp(ctx);
     if (data != DATA_NONE) {
         size_t bytes = numel * nb_dtype_size(dt);
         t->data = data == DATA_RAW ? nb_ctx_alloc_raw(ctx, bytes) : nb_ctx_alloc(ctx, bytes);
@@ -215,6 +216,7 @@ nb_tensor *nb_copy(nb_ctx *ctx, const nb_tensor *t, nb_dtype dt) {
         nb_ctx_fail(ctx, NB_ERR_NULL, "copy: input is NULL");
         return NULL;
     }
+    if (!nb_check_live(ctx, "copy", 1, &t)) return NULL;
     nb_tensor *c = tensor_alloc(ctx, "copy", dt, t->ndim, t->shape, DATA_RAW);
     if (!c) return NULL;
     if (dt == t->dtype) {
@@ -273,7 +275,7 @@ static double load(nb_dtype dt, const void *p, size_t i) {
 }
 
 double nb_get(const nb_tensor *t, size_t i) {
-    if (!t || !t->data || i >= t->numel) return NAN;
+    if (!t || !nb_check_live(NULL, "get", 1, &t) || !t->data || i >= t->numel) return NAN;
     return load(t->dtype, t->data, i);
 }
 
@@ -283,7 +285,8 @@ double nb_grad_get(const nb_tensor *t, size_t i) {
 }
 
 void nb_set(nb_tensor *t, size_t i, double v) {
-    if (!t || !t->data || i >= t->numel) return;
+    const nb_tensor *ct = t;
+    if (!t || !nb_check_live(NULL, "set", 1, &ct) || !t->data || i >= t->numel) return;
     switch (t->dtype) {
     case NB_F32: ((float *)t->data)[i] = (float)v; break;
     case NB_F64: ((double *)t->data)[i] = v; break;

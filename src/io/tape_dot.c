@@ -3,7 +3,7 @@
  * values and gradient, one ellipse per op, arrows in the forward direction.
  *
  *   nb_tape_dot(ctx, loss, f);      then:  dot -Tsvg tape.dot -o tape.svg */
-#include "nb_internal.h"
+#include "tape_json.h"
 
 #include <stdlib.h>
 
@@ -16,19 +16,13 @@ static void dot_values(FILE *f, const nb_tensor *t, const void *buf) {
     }
     size_t n = t->numel < DOT_SHOW ? t->numel : DOT_SHOW;
     fputc('[', f);
-    for (size_t i = 0; i < n; i++) {
-        double v = t->dtype == NB_F32   ? ((const float *)buf)[i]
-                   : t->dtype == NB_F64 ? ((const double *)buf)[i]
-                   : t->dtype == NB_I64 ? (double)((const int64_t *)buf)[i]
-                                        : (double)((const uint8_t *)buf)[i];
-        fprintf(f, i ? ", %.4f" : "%.4f", v);
-    }
+    for (size_t i = 0; i < n; i++) fprintf(f, i ? ", %.4f" : "%.4f", nb_buf_get(t, buf, i));
     fputs(t->numel > n ? ", ...]" : "]", f);
 }
 
-static void dot_tensor(FILE *f, const nb_tensor *t, const nb_tensor *root) {
+static void dot_tensor(FILE *f, const nb_tensor *t, size_t id, const nb_tensor *root) {
     char s[64];
-    fprintf(f, "  t%p [shape=record%s, label=\"{", (const void *)t,
+    fprintf(f, "  t%zu [shape=record%s, label=\"{", id,
             t == root ? ", style=bold" : t->node ? "" : ", style=filled, fillcolor=\"#eef5ff\"");
     if (t->name) fprintf(f, "%s | ", t->name);
     fprintf(f, "%s %s | data ", nb_shape_str(t, s, sizeof s), nb_dtype_name(t->dtype));
@@ -40,10 +34,12 @@ static void dot_tensor(FILE *f, const nb_tensor *t, const nb_tensor *root) {
     fputs("}\"];\n", f);
 }
 
-static bool seen_before(const void **seen, size_t n, const void *p) {
+/* The position of p in seen[0..n), or n when it is not there. Tensors are
+ * named by it (t0, t1, ...), so the same tape gives the same file. */
+static size_t seen_at(const void **seen, size_t n, const void *p) {
     for (size_t i = 0; i < n; i++)
-        if (seen[i] == p) return true;
-    return false;
+        if (seen[i] == p) return i;
+    return n;
 }
 
 nb_status nb_tape_dot(const nb_ctx *ctx, const nb_tensor *root, FILE *f) {
@@ -64,13 +60,13 @@ nb_status nb_tape_dot(const nb_ctx *ctx, const nb_tensor *root, FILE *f) {
         const nb_node *node = order[k];
         if (root && root->node && node->index > root->node->index) continue;
         for (int i = 0; i < node->n_in; i++)
-            if (!seen_before(seen, count, node->in[i])) {
+            if (seen_at(seen, count, node->in[i]) == count) {
                 seen[count++] = node->in[i];
-                dot_tensor(f, node->in[i], root);
+                dot_tensor(f, node->in[i], count - 1, root);
             }
-        if (!seen_before(seen, count, node->out)) {
+        if (seen_at(seen, count, node->out) == count) {
             seen[count++] = node->out;
-            dot_tensor(f, node->out, root);
+            dot_tensor(f, node->out, count - 1, root);
         }
         fprintf(f, "  op%d [shape=ellipse, label=\"#%d %s", node->index, node->index, node->name);
         if (node->file) {
@@ -79,8 +75,8 @@ nb_status nb_tape_dot(const nb_ctx *ctx, const nb_tensor *root, FILE *f) {
         }
         fputs("\"];\n", f);
         for (int i = 0; i < node->n_in; i++)
-            fprintf(f, "  t%p -> op%d;\n", (const void *)node->in[i], node->index);
-        fprintf(f, "  op%d -> t%p;\n", node->index, (const void *)node->out);
+            fprintf(f, "  t%zu -> op%d;\n", seen_at(seen, count, node->in[i]), node->index);
+        fprintf(f, "  op%d -> t%zu;\n", node->index, seen_at(seen, count, node->out));
     }
     fputs("}\n", f);
     free(order), free(seen);

@@ -63,7 +63,7 @@ static void json_str(FILE *f, const char *s) {
     fputc('"', f);
 }
 
-static double value_at(const nb_tensor *t, const void *buf, size_t i) {
+double nb_buf_get(const nb_tensor *t, const void *buf, size_t i) {
     switch (t->dtype) {
     case NB_F32: return ((const float *)buf)[i];
     case NB_F64: return ((const double *)buf)[i];
@@ -91,7 +91,7 @@ static void json_values(FILE *f, const nb_tensor *t, const void *buf) {
     fputc('[', f);
     for (size_t i = 0; i < n; i++) {
         if (i) fputc(',', f);
-        json_num(f, value_at(t, buf, i), t->dtype);
+        json_num(f, nb_buf_get(t, buf, i), t->dtype);
     }
     fputc(']', f);
 }
@@ -100,7 +100,7 @@ static void json_values(FILE *f, const nb_tensor *t, const void *buf) {
 static void json_stats(FILE *f, const nb_tensor *t, const void *buf) {
     double lo = INFINITY, hi = -INFINITY, sum = 0;
     for (size_t i = 0; i < t->numel; i++) {
-        double v = value_at(t, buf, i);
+        double v = nb_buf_get(t, buf, i);
         lo = v < lo ? v : lo, hi = v > hi ? v : hi, sum += v;
     }
     fputc('[', f);

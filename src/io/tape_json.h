@@ -12,4 +12,8 @@
  * NB_ERR_IO. */
 NB_HIDDEN nb_status nb_tape_json_write(nb_ctx *ctx, const nb_tensor *root, FILE *f, bool steps);
 
+/* Element i of buf, which holds t->numel elements of t's dtype (t->data or
+ * t->grad), as a double. */
+NB_HIDDEN double nb_buf_get(const nb_tensor *t, const void *buf, size_t i);
+
 #endif

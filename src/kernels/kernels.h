@@ -13,13 +13,14 @@
 #endif
 
 /* ---- float32 gemm micro-kernels (sgemm_*.c) -------------------------------
- * c (MR, NR) = or += a (MR, kc) @ b (kc, NR), where a is packed column by
- * column (a[p * MR + r]) and b row by row (b[p * NR + l]), both zero-padded
- * to the full tile; c's rows are ldc apart. Each c element is one FMA chain
+ * c (MR, NR) = or += a (MR, kc) @ b (kc, NR), where a's element (r, p) is
+ * a[r * ars + p * acs] (in place, or packed with ars 1, acs MR) and b is
+ * packed row by row (b[p * NR + l]), zero-padded to NR; c's rows are ldc
+ * apart. Each c element is one FMA chain
  * over p = 0..kc-1 from zero, then stored in or added to c: every kernel
  * (and the unpacked gemm in ops/matmul.c) gives the same bits. */
-typedef void (*nb_sgemm_ukr)(int64_t kc, const float *a, const float *b, float *c, int64_t ldc,
-                             bool add);
+typedef void (*nb_sgemm_ukr)(int64_t kc, const float *a, int64_t ars, int64_t acs,
+                             const float *b, float *c, int64_t ldc, bool add);
 
 typedef struct nb_sgemm_kernel {
     int mr, nr;
@@ -29,12 +30,12 @@ typedef struct nb_sgemm_kernel {
 #if NB_X86_KERNELS
 #define NB_SGEMM_AVX512_MR 8
 #define NB_SGEMM_AVX512_NR 32
-NB_HIDDEN void nb_sgemm_ukr_avx512(int64_t kc, const float *a, const float *b, float *c,
-                                   int64_t ldc, bool add);
+NB_HIDDEN void nb_sgemm_ukr_avx512(int64_t kc, const float *a, int64_t ars, int64_t acs,
+                                   const float *b, float *c, int64_t ldc, bool add);
 #define NB_SGEMM_AVX2_MR 6
 #define NB_SGEMM_AVX2_NR 16
-NB_HIDDEN void nb_sgemm_ukr_avx2(int64_t kc, const float *a, const float *b, float *c,
-                                 int64_t ldc, bool add);
+NB_HIDDEN void nb_sgemm_ukr_avx2(int64_t kc, const float *a, int64_t ars, int64_t acs,
+                                 const float *b, float *c, int64_t ldc, bool add);
 #endif
 
 /* The kernel for this CPU (AVX-512, else AVX2 + FMA), or NULL when it has
@@ -42,9 +43,9 @@ NB_HIDDEN void nb_sgemm_ukr_avx2(int64_t kc, const float *a, const float *b, flo
 NB_HIDDEN const nb_sgemm_kernel *nb_sgemm_kernel_best(void);
 
 /* c (rows, cols) (+)= a @ b as nb_gemm_float does (same strides, same
- * bits), blocked and packed for kernel k: panels of b (kc, nc) and slivers
- * of a (MR, kc) are copied into per-thread buffers kept for the thread's
- * life. kc is NB_GEMM_KC, the same inner block as the unpacked gemm. */
+ * bits), blocked and packed for kernel k: panels of b (kc, nc), and the
+ * last sliver of a when it has fewer than MR rows, are copied into
+ * per-thread buffers kept for the thread's life. kc is NB_GEMM_KC, the same inner block as the unpacked gemm. */
 #define NB_GEMM_KC 256
 NB_HIDDEN bool nb_sgemm_packed(const nb_sgemm_kernel *k, float *c, const float *a, int64_t ars,
                                int64_t acs, const float *b, int64_t brs, int64_t bcs,
@@ -63,6 +64,10 @@ NB_HIDDEN bool nb_sgemm_packed(const nb_sgemm_kernel *k, float *c, const float *
  * scale without overflow). exp(-inf) = 0, exp(+inf) = inf, NaN stays. */
 NB_HIDDEN float nb_expf_poly(float x);
 
+/* The sum of 16 partial sums (part[k] holding elements k mod 16) in the
+ * fixed tree every build uses: halves added pairwise, 8, 4, 2, 1. */
+NB_HIDDEN float nb_vec_sum16(const float *part);
+
 /* Adam's update of n elements (the common case: no amsgrad, no maximize,
  * no L2 term; AdamW's decay as p *= shrink, 1 for Adam), the same
  * operations in the same order as the scalar loop in train/optim.c:
@@ -74,6 +79,8 @@ typedef struct nb_adam_coef {
 
 typedef struct nb_vec_kernels {
     const char *isa; /* "avx512", "avx2" or "portable" */
+    /* the largest of n >= 1 elements, NaN when any is NaN */
+    float (*max)(const float *x, size_t n);
     /* y = exp(x - m) for n elements; returns their sum. */
     float (*exp_sub_sum)(float *y, const float *x, float m, size_t n);
     /* y *= s */
@@ -88,6 +95,8 @@ typedef struct nb_vec_kernels {
                         size_t n);
     void (*adam)(float *p, const float *g, float *m, float *v, size_t n,
                  const nb_adam_coef *c);
+    /* nb_pcg32_fill: n draws, the bits of nb_pcg32_next, rng left after them */
+    void (*pcg32_fill)(nb_pcg32 *rng, uint32_t *out, size_t n);
 } nb_vec_kernels;
 
 NB_HIDDEN extern const nb_vec_kernels nb_vec_portable;
@@ -96,7 +105,8 @@ NB_HIDDEN extern const nb_vec_kernels nb_vec_avx512;
 NB_HIDDEN extern const nb_vec_kernels nb_vec_avx2;
 #endif
 /* The best set for this CPU (decided once; NB_VEC_PORTABLE=1 in the
- * environment forces the portable one). */
+ * environment forces the portable one). The AVX-512 set needs AVX512F and
+ * AVX512DQ (64-bit multiplies for PCG32). */
 NB_HIDDEN const nb_vec_kernels *nb_vec(void);
 
 #endif

@@ -12,17 +12,17 @@ enum { MR = NB_SGEMM_AVX2_MR, NR = NB_SGEMM_AVX2_NR };
  * accumulators in registers at -O2. */
 #define ROWS6(X) X(0) X(1) X(2) X(3) X(4) X(5)
 
-__attribute__((target("avx2,fma"))) void nb_sgemm_ukr_avx2(int64_t kc, const float *a,
+__attribute__((target("avx2,fma"))) void nb_sgemm_ukr_avx2(int64_t kc, const float *a, int64_t ars, int64_t acs,
                                                            const float *b, float *c,
                                                            int64_t ldc, bool add) {
 #define DECL(r) __m256 c##r##0 = _mm256_setzero_ps(), c##r##1 = _mm256_setzero_ps();
     ROWS6(DECL)
     for (int64_t p = 0; p < kc; p++) {
         __m256 b0 = _mm256_loadu_ps(b + p * NR), b1 = _mm256_loadu_ps(b + p * NR + 8);
-        const float *ap = a + p * MR;
+        const float *ap = a + p * acs;
 #define FMA(r)                                       \
     {                                                \
-        __m256 av = _mm256_broadcast_ss(ap + (r));   \
+        __m256 av = _mm256_broadcast_ss(ap + (r) * ars);   \
         c##r##0 = _mm256_fmadd_ps(av, b0, c##r##0);  \
         c##r##1 = _mm256_fmadd_ps(av, b1, c##r##1);  \
     }

@@ -12,17 +12,17 @@ enum { MR = NB_SGEMM_AVX512_MR, NR = NB_SGEMM_AVX512_NR };
  * accumulators in registers at -O2. */
 #define ROWS8(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7)
 
-__attribute__((target("avx512f"))) void nb_sgemm_ukr_avx512(int64_t kc, const float *a,
+__attribute__((target("avx512f"))) void nb_sgemm_ukr_avx512(int64_t kc, const float *a, int64_t ars, int64_t acs,
                                                              const float *b, float *c,
                                                              int64_t ldc, bool add) {
 #define DECL(r) __m512 c##r##0 = _mm512_setzero_ps(), c##r##1 = _mm512_setzero_ps();
     ROWS8(DECL)
     for (int64_t p = 0; p < kc; p++) {
         __m512 b0 = _mm512_loadu_ps(b + p * NR), b1 = _mm512_loadu_ps(b + p * NR + 16);
-        const float *ap = a + p * MR;
+        const float *ap = a + p * acs;
 #define FMA(r)                                       \
     {                                                \
-        __m512 av = _mm512_set1_ps(ap[r]);           \
+        __m512 av = _mm512_set1_ps(ap[(r) * ars]);           \
         c##r##0 = _mm512_fmadd_ps(av, b0, c##r##0);  \
         c##r##1 = _mm512_fmadd_ps(av, b1, c##r##1);  \
     }

@@ -5,12 +5,14 @@
  *   for each NC-column panel of c:
  *     for each KC block of the inner dimension:
  *       pack b (kc, nc) into NR-wide slivers            (L2 resident)
- *       for each MR-row sliver of c:
- *         pack a (MR, kc)                               (L1 resident)
+ *       for each MR-row sliver of c (a read in place, L1 resident):
  *         for each NR-wide sliver: micro-kernel c (MR, NR) (+)= a @ b
  *
- * Packing makes every transposition the same contiguous stream, and pads
- * edge tiles with zeros; a partial tile of c goes through a small buffer.
+ * Packing b makes every transposition the same contiguous stream, zero-
+ * padded at the edge. a is read in place through its strides (both
+ * layouts give the kernel cache-friendly broadcasts), except a last sliver
+ * of fewer than MR rows, which is packed with zero rows; a partial tile of
+ * c goes through a small buffer.
  * The packing buffers belong to the calling thread (allocated at its first
  * call, freed when it exits), so no call allocates after the first. */
 #include "kernels.h"
@@ -65,22 +67,21 @@ static void pack_b(float *dst, const float *b0, int64_t brs, int64_t bcs, int64_
             for (int64_t p = 0; p < kc; p++) memcpy(dst + p * nr, bj + p * brs, sizeof(float) * (size_t)nr);
             continue;
         }
-        for (int64_t p = 0; p < kc; p++) {
-            float *d = dst + p * nr;
-            for (int l = 0; l < w; l++) d[l] = bj[p * brs + l * bcs];
-            for (int l = w; l < nr; l++) d[l] = 0;
+        if (brs == 1) { /* b^T: each column of b is a contiguous row in memory */
+            for (int l = 0; l < w; l++)
+                for (int64_t p = 0; p < kc; p++) dst[p * nr + l] = bj[l * bcs + p];
+        } else {
+            for (int64_t p = 0; p < kc; p++)
+                for (int l = 0; l < w; l++) dst[p * nr + l] = bj[p * brs + l * bcs];
         }
+        for (int64_t p = 0; p < kc; p++)
+            for (int l = w; l < nr; l++) dst[p * nr + l] = 0;
     }
 }
 
-/* a's sliver (h rows, kc) at a0 -> (kc, MR), column by column. */
+/* a's last sliver (h < MR rows, kc) at a0 -> (kc, MR), zero rows below. */
 static void pack_a(float *dst, const float *a0, int64_t ars, int64_t acs, int64_t kc, int h,
                    int mr) {
-    if (acs == 1 && h == mr) { /* rows contiguous: read each row once */
-        for (int r = 0; r < mr; r++)
-            for (int64_t p = 0; p < kc; p++) dst[p * mr + r] = a0[r * ars + p];
-        return;
-    }
     for (int64_t p = 0; p < kc; p++) {
         float *d = dst + p * mr;
         for (int r = 0; r < h; r++) d[r] = a0[r * ars + p * acs];
@@ -103,18 +104,23 @@ bool nb_sgemm_packed(const nb_sgemm_kernel *k, float *c, const float *a, int64_t
             pack_b(pb->b, b + p0 * brs + j0 * bcs, brs, bcs, kc, nc, nr);
             for (int64_t i = 0; i < rows; i += mr) {
                 int h = rows - i < mr ? (int)(rows - i) : mr;
-                pack_a(pb->a, a + i * ars + p0 * acs, ars, acs, kc, h, mr);
+                const float *as = a + i * ars + p0 * acs;
+                int64_t sr = ars, sc = acs;
+                if (h < mr) {
+                    pack_a(pb->a, as, ars, acs, kc, h, mr);
+                    as = pb->a, sr = 1, sc = mr;
+                }
                 for (int64_t j = 0; j < nc; j += nr) {
                     int w = nc - j < nr ? (int)(nc - j) : nr;
                     float *ct = c + i * cols + j0 + j;
                     const float *bs = pb->b + j / nr * (kc * nr);
                     if (h == mr && w == nr) {
-                        k->ukr(kc, pb->a, bs, ct, cols, acc);
+                        k->ukr(kc, as, sr, sc, bs, ct, cols, acc);
                         continue;
                     }
                     for (int r = 0; acc && r < h; r++)
                         memcpy(edge + r * nr, ct + r * cols, sizeof(float) * (size_t)w);
-                    k->ukr(kc, pb->a, bs, edge, nr, acc);
+                    k->ukr(kc, as, sr, sc, bs, edge, nr, acc);
                     for (int r = 0; r < h; r++)
                         memcpy(ct + r * cols, edge + r * nr, sizeof(float) * (size_t)w);
                 }

@@ -32,12 +32,23 @@ ATTR static __m256 exp8(__m256 x) {
     return _mm256_blendv_ps(y, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
 }
 
-static float sum16(const float *part) {
-    float s[16];
-    memcpy(s, part, sizeof s);
-    for (int w = 8; w >= 1; w /= 2)
-        for (int i = 0; i < w; i++) s[i] = s[i] + s[i + w];
-    return s[0];
+ATTR static float max(const float *x, size_t n) {
+    __m256 m = _mm256_set1_ps(x[0]), nan_ = _mm256_setzero_ps();
+    size_t j = 0;
+    for (; j + 8 <= n; j += 8) {
+        __m256 v = _mm256_loadu_ps(x + j);
+        nan_ = _mm256_or_ps(nan_, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+        m = _mm256_max_ps(m, v);
+    }
+    float part[8], r = x[0];
+    _mm256_storeu_ps(part, m);
+    bool any_nan = _mm256_movemask_ps(nan_) != 0;
+    for (int l = 0; l < 8; l++) r = part[l] > r ? part[l] : r;
+    for (; j < n; j++) {
+        r = x[j] > r ? x[j] : r;
+        any_nan |= isnan(x[j]);
+    }
+    return any_nan ? NAN : r;
 }
 
 ATTR static float exp_sub_sum(float *y, const float *x, float m, size_t n) {
@@ -59,7 +70,7 @@ ATTR static float exp_sub_sum(float *y, const float *x, float m, size_t n) {
         y[j] = nb_expf_poly(d);
         part[j % 16] = part[j % 16] + y[j];
     }
-    return sum16(part);
+    return nb_vec_sum16(part);
 }
 
 ATTR static void scale(float *y, float s, size_t n) {
@@ -84,7 +95,7 @@ ATTR static void softmax_bwd(float *dx, const float *y, const float *dy, size_t 
         float t = dy[j] * y[j];
         part[j % 16] = part[j % 16] + t;
     }
-    float dot = sum16(part);
+    float dot = nb_vec_sum16(part);
     __m256 dv = _mm256_set1_ps(dot);
     for (j = 0; j + 8 <= n; j += 8) {
         __m256 t = _mm256_mul_ps(_mm256_loadu_ps(y + j), _mm256_sub_ps(_mm256_loadu_ps(dy + j), dv));
@@ -156,6 +167,6 @@ ATTR static void adam(float *p, const float *g, float *m, float *v, size_t n,
     if (i < n) nb_vec_portable.adam(p + i, g + i, m + i, v + i, n - i, c);
 }
 
-const nb_vec_kernels nb_vec_avx2 = {"avx2", exp_sub_sum, scale, softmax_bwd,
-                                    dropout, dropout_bwd, adam};
+const nb_vec_kernels nb_vec_avx2 = {"avx2", max, exp_sub_sum, scale, softmax_bwd,
+                                    dropout, dropout_bwd, adam, nb_pcg32_fill};
 #endif

@@ -35,13 +35,23 @@ ATTR static __m512 exp16(__m512 x) {
 ATTR static float sum16(__m512 v) {
     float s[16];
     _mm512_storeu_ps(s, v);
-    for (int w = 8; w >= 1; w /= 2)
-        for (int i = 0; i < w; i++) s[i] = s[i] + s[i + w];
-    return s[0];
+    return nb_vec_sum16(s);
 }
 
 ATTR static __mmask16 tail_mask(size_t left) {
     return left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1);
+}
+
+ATTR static float max(const float *x, size_t n) {
+    __m512 m = _mm512_set1_ps(x[0]);
+    __mmask16 nan_ = 0;
+    for (size_t j = 0; j < n; j += 16) {
+        __mmask16 k = tail_mask(n - j);
+        __m512 v = _mm512_mask_loadu_ps(m, k, x + j); /* lanes past the end repeat m */
+        nan_ |= _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+        m = _mm512_max_ps(m, v);
+    }
+    return nan_ ? NAN : _mm512_reduce_max_ps(m);
 }
 
 ATTR static float exp_sub_sum(float *y, const float *x, float m, size_t n) {
@@ -132,6 +142,51 @@ ATTR static void adam(float *p, const float *g, float *m, float *v, size_t n,
     }
 }
 
-const nb_vec_kernels nb_vec_avx512 = {"avx512", exp_sub_sum, scale, softmax_bwd,
-                                      dropout, dropout_bwd, adam};
+/* PCG32 16 draws at a time: lane l of (s0, s1) holds the state l steps on
+ * (A_l s + C_l, see nb_pcg32_fill), and every lane jumps 16 steps per
+ * round; the output permutation in 64-bit lanes, then narrowed to 32. */
+#define PCG_MULT 6364136223846793005ULL
+
+__attribute__((target("avx512f,avx512dq"))) static __m256i pcg_out8(__m512i old) {
+    __m512i x = _mm512_srli_epi64(_mm512_xor_si512(_mm512_srli_epi64(old, 18), old), 27);
+    __m256i xs = _mm512_cvtepi64_epi32(x);
+    __m256i rot = _mm512_cvtepi64_epi32(_mm512_srli_epi64(old, 59));
+    __m256i back = _mm256_and_si256(_mm256_sub_epi32(_mm256_set1_epi32(32), rot),
+                                    _mm256_set1_epi32(31));
+    return _mm256_or_si256(_mm256_srlv_epi32(xs, rot), _mm256_sllv_epi32(xs, back));
+}
+
+__attribute__((target("avx512f,avx512dq"))) static void pcg32_fill(nb_pcg32 *rng, uint32_t *out,
+                                                                   size_t n) {
+    if (n < 16) {
+        nb_pcg32_fill(rng, out, n);
+        return;
+    }
+    uint64_t a[17], c[17]; /* A_l, C_l for l = 0..16 */
+    a[0] = 1, c[0] = 0;
+    for (int l = 1; l <= 16; l++) {
+        a[l] = a[l - 1] * PCG_MULT;
+        c[l] = c[l - 1] * PCG_MULT + rng->inc;
+    }
+    uint64_t st = rng->state, s0[8], s1[8];
+    for (int l = 0; l < 8; l++) {
+        s0[l] = a[l] * st + c[l];
+        s1[l] = a[l + 8] * st + c[l + 8];
+    }
+    __m512i v0 = _mm512_loadu_si512(s0), v1 = _mm512_loadu_si512(s1);
+    __m512i a16 = _mm512_set1_epi64((long long)a[16]), c16 = _mm512_set1_epi64((long long)c[16]);
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        _mm256_storeu_si256((__m256i *)(out + i), pcg_out8(v0));
+        _mm256_storeu_si256((__m256i *)(out + i + 8), pcg_out8(v1));
+        v0 = _mm512_add_epi64(_mm512_mullo_epi64(v0, a16), c16);
+        v1 = _mm512_add_epi64(_mm512_mullo_epi64(v1, a16), c16);
+    }
+    _mm512_storeu_si512(s0, v0);
+    rng->state = s0[0]; /* lane 0 is the state after i draws */
+    nb_pcg32_fill(rng, out + i, n - i);
+}
+
+const nb_vec_kernels nb_vec_avx512 = {"avx512", max, exp_sub_sum, scale, softmax_bwd,
+                                      dropout, dropout_bwd, adam, pcg32_fill};
 #endif

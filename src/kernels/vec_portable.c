@@ -37,13 +37,22 @@ float nb_expf_poly(float x) {
     return p * s1 * s2;
 }
 
-/* 16 partial sums, element j into part j % 16, combined in a fixed tree. */
-static float sum16(const float *part) {
+float nb_vec_sum16(const float *part) {
     float s[16];
     memcpy(s, part, sizeof s);
     for (int w = 8; w >= 1; w /= 2)
         for (int i = 0; i < w; i++) s[i] = s[i] + s[i + w];
     return s[0];
+}
+
+static float max(const float *x, size_t n) {
+    float m = x[0];
+    bool nan_ = false;
+    for (size_t j = 0; j < n; j++) {
+        m = x[j] > m ? x[j] : m;
+        nan_ |= isnan(x[j]);
+    }
+    return nan_ ? NAN : m;
 }
 
 static float exp_sub_sum(float *y, const float *x, float m, size_t n) {
@@ -53,7 +62,7 @@ static float exp_sub_sum(float *y, const float *x, float m, size_t n) {
         y[j] = nb_expf_poly(d);
         part[j % 16] = part[j % 16] + y[j];
     }
-    return sum16(part);
+    return nb_vec_sum16(part);
 }
 
 static void scale(float *y, float s, size_t n) {
@@ -66,7 +75,7 @@ static void softmax_bwd(float *dx, const float *y, const float *dy, size_t n) {
         float t = dy[j] * y[j];
         part[j % 16] = part[j % 16] + t;
     }
-    float dot = sum16(part);
+    float dot = nb_vec_sum16(part);
     for (size_t j = 0; j < n; j++) {
         float t = dy[j] - dot;
         t = y[j] * t;
@@ -107,8 +116,8 @@ static void adam(float *p, const float *g, float *m, float *v, size_t n, const n
     }
 }
 
-const nb_vec_kernels nb_vec_portable = {"portable", exp_sub_sum, scale, softmax_bwd,
-                                        dropout, dropout_bwd, adam};
+const nb_vec_kernels nb_vec_portable = {"portable", max, exp_sub_sum, scale, softmax_bwd,
+                                        dropout, dropout_bwd, adam, nb_pcg32_fill};
 
 const nb_vec_kernels *nb_vec(void) {
     static const nb_vec_kernels *best;
@@ -117,7 +126,8 @@ const nb_vec_kernels *nb_vec(void) {
     const char *e = getenv("NB_VEC_PORTABLE");
 #if NB_X86_KERNELS
     if (!(e && e[0] == '1')) {
-        if (__builtin_cpu_supports("avx512f")) k = &nb_vec_avx512;
+        if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq"))
+            k = &nb_vec_avx512;
         else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) k = &nb_vec_avx2;
     }
 #else

@@ -454,6 +454,7 @@ nb_status nb_gpt_config_from_state_dict(const nb_tensor_list *sd, int n_head,
                                         nb_gpt_config *out, nb_ctx *err) {
     const char *fn = "gpt_config_from_state_dict";
     if (!sd || !out) return nb_ctx_fail(err, NB_ERR_NULL, "%s: %s is NULL", fn, sd ? "out" : "sd");
+    if (n_head < 1) return nb_ctx_fail(err, NB_ERR_VALUE, "%s: n_head %d is not >= 1", fn, n_head);
     bool nano = nb_list_get(sd, "transformer.wte.weight") != NULL;
     const nb_tensor *wte = nb_list_get(sd, nano ? "transformer.wte.weight" : "tok_emb.weight");
     const nb_tensor *wpe = nb_list_get(sd, nano ? "transformer.wpe.weight" : "pos_emb.weight");

@@ -25,8 +25,10 @@
  * order, so results are the same bits on any thread count. */
 #include "nb_internal.h"
 
-#define SDPA_BQ 32 /* query rows per tile */
-#define SDPA_BK 32 /* keys per tile */
+#include "kernels/kernels.h"
+
+#define SDPA_BQ 64 /* query rows per tile */
+#define SDPA_BK 64 /* keys per tile */
 
 /* One call: sizes, data, and what the masks hide. */
 typedef struct sdpa_job {
@@ -36,6 +38,7 @@ typedef struct sdpa_job {
     void *o;                            /* (B, Tq, H * hdv) */
     void *lse;                          /* (B, H, Tq): m + log(l) per query row */
     void *acc;                          /* scratch, see the kernels */
+    void *kt;                           /* forward: K^T per head (B, H, hd, Tk) */
     const uint8_t *pad;                 /* (B, Tk), true = padding; NULL for none */
     bool causal;
     double scale;
@@ -47,9 +50,11 @@ typedef struct sdpa_job {
     void *gq, *gk, *gv;  /* backward: the inputs' gradients, or NULL */
 } sdpa_job;
 
-/* Whether key j is hidden from query i of batch b. */
-static inline bool key_hidden(const sdpa_job *J, int64_t b, int64_t i, int64_t j) {
-    return (J->causal && j > i) || (J->pad && J->pad[b * J->Tk + j]);
+/* How many keys of [j0, j0 + bk) the causal mask lets query i see: the
+ * first ones, up to key i. */
+static inline int64_t causal_limit(const sdpa_job *J, int64_t i, int64_t j0, int64_t bk) {
+    int64_t lim = J->causal ? i - j0 + 1 : bk;
+    return lim < 0 ? 0 : lim > bk ? bk : lim;
 }
 
 /* Whether some query of [i0, i0 + bq) sees some key of [j0, j0 + bk). */
@@ -81,9 +86,11 @@ static void set_dropout(sdpa_job *J, double p, uint64_t seed) {
 }
 
 #define SDPA_T float
+#define SDPA_IS_FLOAT 1
 #include "attention_tiles.h"
 #undef SDPA_T
 #define SDPA_T double
+#define SDPA_IS_FLOAT 0
 #include "attention_tiles.h"
 #undef SDPA_T
 
@@ -95,6 +102,20 @@ static void forward_range(void *arg, int64_t begin, int64_t end) {
             sdpa_forward_tile_float(J, bh / J->H, bh % J->H, qt);
         else
             sdpa_forward_tile_double(J, bh / J->H, bh % J->H, qt);
+    }
+}
+
+static void transpose_range(void *arg, int64_t begin, int64_t end) {
+    const sdpa_job *J = arg;
+    int64_t ld = J->H * J->hd, per_head = J->hd * J->Tk;
+    for (int64_t bh = begin; bh < end; bh++) {
+        int64_t b = bh / J->H, h = bh % J->H, off = b * J->Tk * ld + h * J->hd;
+        if (J->dtype == NB_F32)
+            transpose_float((float *)J->kt + bh * per_head, (const float *)J->k + off, ld, J->Tk,
+                            J->hd);
+        else
+            transpose_double((double *)J->kt + bh * per_head, (const double *)J->k + off, ld,
+                             J->Tk, J->hd);
     }
 }
 
@@ -146,7 +167,7 @@ static void sdpa_backward(nb_ctx *ctx, nb_node *n) {
     J.gk = nb_grad_buffer(ctx, k);
     J.gv = nb_grad_buffer(ctx, v);
     if (!J.gq && !J.gk && !J.gv) return;
-    size_t per_head = (size_t)(J.Tq * J.hd + J.Tk * J.hd + J.Tk * J.hdv);
+    size_t per_head = (size_t)(J.Tq * J.hd + 2 * J.Tk * J.hd + 2 * J.Tk * J.hdv);
     J.acc = nb_ctx_alloc_raw(ctx, (size_t)(J.B * J.H) * per_head * nb_dtype_size(q->dtype));
     if (!J.acc) return;
     nb_parallel_for(J.B * J.H, min_items(J.Tq * J.Tk * (2 * J.hd + 3 * J.hdv)), backward_range,
@@ -228,8 +249,10 @@ nb_tensor *nb_sdpa(nb_ctx *ctx, nb_tensor *q, nb_tensor *k, nb_tensor *v,
     size_t es = nb_dtype_size(q->dtype);
     J.lse = out ? nb_ctx_alloc_raw(ctx, (size_t)(J.B * J.H * J.Tq) * es) : NULL;
     J.acc = J.lse ? nb_ctx_alloc_raw(ctx, out->numel * es) : NULL; /* (B, H, Tq, hdv) */
-    if (!J.acc) return NULL;
+    J.kt = J.acc ? nb_ctx_alloc_raw(ctx, k->numel * es) : NULL;
+    if (!J.kt) return NULL;
     J.o = out->data;
+    nb_parallel_for(J.B * J.H, min_items(J.Tk * J.hd * 16), transpose_range, &J);
     nb_parallel_for(J.B * J.H * J.nqt, min_items(SDPA_BQ * J.Tk * (J.hd + J.hdv)), forward_range,
                     &J);
     nb_tensor *in[3] = {q, k, v};

@@ -1,6 +1,6 @@
 /* ops/attention_tiles.h - the tile kernels of nb_sdpa for one element type,
  * included by ops/attention.c once with SDPA_T float and once with double.
- * The types and helpers they use (sdpa_job, SDPA_BQ, SDPA_BK, key_hidden,
+ * The types and helpers they use (sdpa_job, SDPA_BQ, SDPA_BK, causal_limit,
  * tile_visible, keep_row) are defined there.
  *
  * Notation for head (b, h): Q (Tq, hd), K (Tk, hd), V (Tk, hdv), rows
@@ -16,6 +16,90 @@
 #define SDPA_EXP(x) _Generic((SDPA_T)0, float: expf, default: exp)(x)
 #define SDPA_LOG(x) _Generic((SDPA_T)0, float: logf, default: log)(x)
 
+/* x[c] = exp(x[c] - m) over a row of scores whose max is m, -inf giving 0;
+ * returns the sum. The SIMD kernel (its fixed order of partial sums) for
+ * float, libm's exp for double. */
+static inline SDPA_T SDPA_FN(exp_shifted)(SDPA_T *x, int64_t n, SDPA_T m) {
+#if SDPA_IS_FLOAT
+    return nb_vec()->exp_sub_sum(x, x, m, (size_t)n);
+#else
+    double sum = 0;
+    for (int64_t c = 0; c < n; c++) {
+        x[c] = x[c] == -INFINITY ? 0 : exp(x[c] - m);
+        sum += x[c];
+    }
+    return sum;
+#endif
+}
+
+/* Row r's scores x (bk) scaled, with keys at and after `lim` (causal) and
+ * padded ones (colbias -inf, else 0) set to -inf. Returns the row max, NaN
+ * if the row holds a NaN. */
+static inline SDPA_T SDPA_FN(mask_row)(SDPA_T *x, int64_t bk, int64_t lim, SDPA_T scale,
+                                       const SDPA_T *colbias) {
+    SDPA_T mx = -INFINITY;
+    bool nan_ = false;
+    for (int64_t c = 0; c < lim; c++) {
+        x[c] = x[c] * scale + colbias[c];
+        mx = x[c] > mx ? x[c] : mx;
+        nan_ |= isnan(x[c]);
+    }
+    for (int64_t c = lim; c < bk; c++) x[c] = -INFINITY;
+    return nan_ ? (SDPA_T)NAN : mx;
+}
+
+/* Row helpers over n elements, in fixed-length chunks that gcc vectorizes
+ * at -O2 (each output element is computed the same way wherever it sits):
+ * y += x; y = x * s; y *= s; and x . y in 8 partial sums added in a fixed
+ * order. */
+static inline void SDPA_FN(add_row)(SDPA_T *restrict y, const SDPA_T *restrict x, int64_t n) {
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        for (int l = 0; l < 16; l++) y[i + l] += x[i + l];
+    for (; i < n; i++) y[i] += x[i];
+}
+
+static inline void SDPA_FN(scale_row)(SDPA_T *restrict y, const SDPA_T *restrict x, SDPA_T s,
+                                      int64_t n) {
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        for (int l = 0; l < 16; l++) y[i + l] = x[i + l] * s;
+    for (; i < n; i++) y[i] = x[i] * s;
+}
+
+static inline void SDPA_FN(scale_in_place)(SDPA_T *y, SDPA_T s, int64_t n) {
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        for (int l = 0; l < 16; l++) y[i + l] *= s;
+    for (; i < n; i++) y[i] *= s;
+}
+
+static inline SDPA_T SDPA_FN(dot_row)(const SDPA_T *restrict x, const SDPA_T *restrict y,
+                                      int64_t n) {
+    SDPA_T part[8] = {0}, sum = 0;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int l = 0; l < 8; l++) part[l] += x[i + l] * y[i + l];
+    for (int l = 0; l < 8; l++) sum += part[l];
+    for (; i < n; i++) sum += x[i] * y[i];
+    return sum;
+}
+
+/* dst (cols, rows) = src (rows, cols)^T, src's rows ld apart: K^T and V^T
+ * of a head, so that the tile products read them row by row. */
+static void SDPA_FN(transpose)(SDPA_T *dst, const SDPA_T *src, int64_t ld, int64_t rows,
+                               int64_t cols) {
+    for (int64_t j = 0; j < rows; j++)
+        for (int64_t d = 0; d < cols; d++) dst[d * rows + j] = src[j * ld + d];
+}
+
+/* colbias for keys [j0, j0 + bk) of batch b: -inf for padding, else 0. */
+static inline void SDPA_FN(pad_bias)(const sdpa_job *J, int64_t b, int64_t j0, int64_t bk,
+                                     SDPA_T *colbias) {
+    for (int64_t c = 0; c < bk; c++)
+        colbias[c] = J->pad && J->pad[b * J->Tk + j0 + c] ? (SDPA_T)-INFINITY : (SDPA_T)0;
+}
+
 /* ---- forward: one query tile, all its visible key tiles -----------------------
  * Online softmax over the key tiles, per query row r with running max m and
  * running sum l of exp(x - m), x = scale * q . k (-inf where hidden):
@@ -24,18 +108,19 @@
  * Z the dropout keep mask (all ones without dropout). At the end
  *   out = acc / l,  lse = m + log(l)   (saved for backward),
  * and a row with nothing visible (l = 0) gets out = 0, lse = -inf.
- * acc is this tile's (bq, hdv) block of the (B, H, Tq, hdv) scratch. */
+ * acc is this tile's (bq, hdv) block of the (B, H, Tq, hdv) scratch; K^T
+ * comes from the (B, H, hd, Tk) scratch kt. */
 static void SDPA_FN(sdpa_forward_tile)(const sdpa_job *J, int64_t b, int64_t h, int64_t qt) {
     typedef SDPA_T T;
     const int64_t H = J->H, Tq = J->Tq, Tk = J->Tk, hd = J->hd, hdv = J->hdv;
     const int64_t ldq = H * hd, ldv = H * hdv;
     const int64_t i0 = qt * SDPA_BQ, bq = Tq - i0 < SDPA_BQ ? Tq - i0 : SDPA_BQ;
     const T *q = (const T *)J->q + (b * Tq + i0) * ldq + h * hd;
-    const T *k = (const T *)J->k + b * Tk * ldq + h * hd;
+    const T *kt = (const T *)J->kt + (b * H + h) * hd * Tk; /* K^T (hd, Tk) */
     const T *v = (const T *)J->v + b * Tk * ldv + h * hdv;
     T *acc = (T *)J->acc + ((b * H + h) * Tq + i0) * hdv;
     const T scale = (T)J->scale, keep_scale = (T)J->keep_scale;
-    T s[SDPA_BQ * SDPA_BK], m[SDPA_BQ], l[SDPA_BQ];
+    T s[SDPA_BQ * SDPA_BK], m[SDPA_BQ], l[SDPA_BQ], colbias[SDPA_BK];
     uint8_t keep[SDPA_BK];
     memset(acc, 0, (size_t)(bq * hdv) * sizeof(T));
     for (int64_t r = 0; r < bq; r++) m[r] = -INFINITY, l[r] = 0;
@@ -43,27 +128,20 @@ static void SDPA_FN(sdpa_forward_tile)(const sdpa_job *J, int64_t b, int64_t h, 
         const int64_t bk = Tk - j0 < SDPA_BK ? Tk - j0 : SDPA_BK;
         if (!tile_visible(J, b, i0, bq, j0, bk)) continue;
         /* s (bq, bk) = Q_tile @ K_tile^T */
-        SDPA_GEMM(s, q, ldq, 1, k + j0 * ldq, 1, ldq, bq, hd, bk, false);
+        SDPA_GEMM(s, q, ldq, 1, kt + j0, Tk, 1, bq, hd, bk, false);
+        SDPA_FN(pad_bias)(J, b, j0, bk, colbias);
         for (int64_t r = 0; r < bq; r++) {
-            T *x = s + r * bk, mx = -INFINITY;
-            for (int64_t c = 0; c < bk; c++) {
-                x[c] = key_hidden(J, b, i0 + r, j0 + c) ? (T)-INFINITY : x[c] * scale;
-                mx = x[c] > mx ? x[c] : mx;
-            }
-            T m_new = mx > m[r] ? mx : m[r];
+            T *x = s + r * bk;
+            T mx = SDPA_FN(mask_row)(x, bk, causal_limit(J, i0 + r, j0, bk), scale, colbias);
+            T m_new = mx > m[r] || isnan(mx) ? mx : m[r];
             if (m_new == -INFINITY) { /* nothing visible yet in this row */
                 memset(x, 0, (size_t)bk * sizeof(T));
                 continue;
             }
-            T alpha = SDPA_EXP(m[r] - m_new), sum = 0;
-            for (int64_t c = 0; c < bk; c++) {
-                x[c] = x[c] == -INFINITY ? (T)0 : SDPA_EXP(x[c] - m_new);
-                sum += x[c];
-            }
+            T alpha = SDPA_EXP(m[r] - m_new), sum = SDPA_FN(exp_shifted)(x, bk, m_new);
             l[r] = l[r] * alpha + sum;
             m[r] = m_new;
-            if (alpha != 1)
-                for (int64_t d = 0; d < hdv; d++) acc[r * hdv + d] *= alpha;
+            if (alpha != 1) SDPA_FN(scale_in_place)(acc + r * hdv, alpha, hdv);
             if (J->dropout) {
                 keep_row(J, b, h, i0 + r, j0, bk, keep);
                 for (int64_t c = 0; c < bk; c++) x[c] = keep[c] ? x[c] * keep_scale : (T)0;
@@ -75,8 +153,7 @@ static void SDPA_FN(sdpa_forward_tile)(const sdpa_job *J, int64_t b, int64_t h, 
     T *o = (T *)J->o + (b * Tq + i0) * ldv + h * hdv;
     T *lse = (T *)J->lse + (b * H + h) * Tq + i0;
     for (int64_t r = 0; r < bq; r++) {
-        T inv = l[r] > 0 ? (T)1 / l[r] : (T)0;
-        for (int64_t d = 0; d < hdv; d++) o[r * ldv + d] = acc[r * hdv + d] * inv;
+        SDPA_FN(scale_row)(o + r * ldv, acc + r * hdv, l[r] > 0 ? (T)1 / l[r] : (T)0, hdv);
         lse[r] = l[r] > 0 ? m[r] + SDPA_LOG(l[r]) : (T)-INFINITY;
     }
 }
@@ -89,7 +166,8 @@ static void SDPA_FN(sdpa_forward_tile)(const sdpa_job *J, int64_t b, int64_t h, 
  *   dS = P o (dP - D),  dQ += scale dS K,  dK += scale dS^T Q
  * (D equals rowsum(P o dP), the softmax's correction term). Reuses the
  * forward's output O and lse. dQ, dK, dV collect in this head's contiguous
- * scratch (Tq, hd), (Tk, hd), (Tk, hdv), then are added into the gradients;
+ * scratch (Tq, hd), (Tk, hd), (Tk, hdv), then are added into the gradients
+ * (K^T and V^T are copied next to them first);
  * one thread owns the whole head, so the order of every sum is fixed. */
 static void SDPA_FN(sdpa_backward_head)(const sdpa_job *J, int64_t b, int64_t h) {
     typedef SDPA_T T;
@@ -101,30 +179,33 @@ static void SDPA_FN(sdpa_backward_head)(const sdpa_job *J, int64_t b, int64_t h)
     const T *o = (const T *)J->o + b * Tq * ldv + h * hdv;
     const T *dout = (const T *)J->dout + b * Tq * ldv + h * hdv;
     const T *lse = (const T *)J->lse + (b * H + h) * Tq;
-    T *dq = (T *)J->acc + (b * H + h) * (Tq * hd + Tk * hd + Tk * hdv);
+    T *dq = (T *)J->acc + (b * H + h) * (Tq * hd + 2 * Tk * hd + 2 * Tk * hdv);
     T *dk = dq + Tq * hd, *dv = dk + Tk * hd;
+    T *kt = dv + Tk * hdv, *vt = kt + hd * Tk; /* K^T (hd, Tk), V^T (hdv, Tk) */
     const T scale = (T)J->scale, keep_scale = (T)J->keep_scale;
-    T p[SDPA_BQ * SDPA_BK], dp[SDPA_BQ * SDPA_BK], dd[SDPA_BQ];
+    T p[SDPA_BQ * SDPA_BK], dp[SDPA_BQ * SDPA_BK], dd[SDPA_BQ], colbias[SDPA_BK];
     uint8_t keep[SDPA_BK];
     memset(dq, 0, (size_t)(Tq * hd + Tk * hd + Tk * hdv) * sizeof(T));
+    SDPA_FN(transpose)(kt, k, ldq, Tk, hd);
+    SDPA_FN(transpose)(vt, v, ldv, Tk, hdv);
     for (int64_t i0 = 0; i0 < Tq; i0 += SDPA_BQ) {
         const int64_t bq = Tq - i0 < SDPA_BQ ? Tq - i0 : SDPA_BQ;
         const T *qt = q + i0 * ldq, *ot = o + i0 * ldv, *dot = dout + i0 * ldv;
-        for (int64_t r = 0; r < bq; r++) {
-            T sum = 0;
-            for (int64_t d = 0; d < hdv; d++) sum += dot[r * ldv + d] * ot[r * ldv + d];
-            dd[r] = sum;
-        }
+        for (int64_t r = 0; r < bq; r++) dd[r] = SDPA_FN(dot_row)(dot + r * ldv, ot + r * ldv, hdv);
         for (int64_t j0 = 0; j0 < Tk; j0 += SDPA_BK) {
             const int64_t bk = Tk - j0 < SDPA_BK ? Tk - j0 : SDPA_BK;
             if (!tile_visible(J, b, i0, bq, j0, bk)) continue;
-            SDPA_GEMM(p, qt, ldq, 1, k + j0 * ldq, 1, ldq, bq, hd, bk, false);   /* Q K^T */
-            SDPA_GEMM(dp, dot, ldv, 1, v + j0 * ldv, 1, ldv, bq, hdv, bk, false); /* dO V^T */
+            SDPA_GEMM(p, qt, ldq, 1, kt + j0, Tk, 1, bq, hd, bk, false);    /* Q K^T */
+            SDPA_GEMM(dp, dot, ldv, 1, vt + j0, Tk, 1, bq, hdv, bk, false); /* dO V^T */
+            SDPA_FN(pad_bias)(J, b, j0, bk, colbias);
             for (int64_t r = 0; r < bq; r++) {
                 T *pr = p + r * bk, *dpr = dp + r * bk, L = lse[i0 + r];
-                for (int64_t c = 0; c < bk; c++)
-                    pr[c] = L == -INFINITY || key_hidden(J, b, i0 + r, j0 + c)
-                                ? (T)0 : SDPA_EXP(pr[c] * scale - L);
+                if (L == -INFINITY) { /* the query sees nothing: P = 0 */
+                    memset(pr, 0, (size_t)bk * sizeof(T));
+                } else {
+                    SDPA_FN(mask_row)(pr, bk, causal_limit(J, i0 + r, j0, bk), scale, colbias);
+                    SDPA_FN(exp_shifted)(pr, bk, L);
+                }
                 if (J->dropout) {
                     keep_row(J, b, h, i0 + r, j0, bk, keep);
                     for (int64_t c = 0; c < bk; c++) {
@@ -145,11 +226,11 @@ static void SDPA_FN(sdpa_backward_head)(const sdpa_job *J, int64_t b, int64_t h)
     /* into the gradients, (B, T, H, hd) like the inputs */
     T *gq = J->gq, *gk = J->gk, *gv = J->gv;
     for (int64_t i = 0; gq && i < Tq; i++)
-        for (int64_t d = 0; d < hd; d++) gq[(b * Tq + i) * ldq + h * hd + d] += dq[i * hd + d];
+        SDPA_FN(add_row)(gq + (b * Tq + i) * ldq + h * hd, dq + i * hd, hd);
     for (int64_t j = 0; gk && j < Tk; j++)
-        for (int64_t d = 0; d < hd; d++) gk[(b * Tk + j) * ldq + h * hd + d] += dk[j * hd + d];
+        SDPA_FN(add_row)(gk + (b * Tk + j) * ldq + h * hd, dk + j * hd, hd);
     for (int64_t j = 0; gv && j < Tk; j++)
-        for (int64_t d = 0; d < hdv; d++) gv[(b * Tk + j) * ldv + h * hdv + d] += dv[j * hdv + d];
+        SDPA_FN(add_row)(gv + (b * Tk + j) * ldv + h * hdv, dv + j * hdv, hdv);
 }
 
 #undef SDPA_CAT2
@@ -158,3 +239,4 @@ static void SDPA_FN(sdpa_backward_head)(const sdpa_job *J, int64_t b, int64_t h)
 #undef SDPA_GEMM
 #undef SDPA_EXP
 #undef SDPA_LOG
+#undef SDPA_IS_FLOAT

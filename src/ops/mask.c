@@ -107,6 +107,35 @@ nb_tensor *nb_masked_fill(nb_ctx *ctx, nb_tensor *a, const nb_tensor *mask, doub
 /* ---- causal_fill: out[..., i, j] = j > i ? value : a[..., i, j] ----------------
  * a is (..., T1, T2); the strict upper triangle of each matrix is filled. */
 
+/* Rows [lo, hi) of all the (T1, T2) matrices, row r being row r % T1 of
+ * matrix r / T1; split over threads (rows are independent). */
+typedef struct cf_job {
+    const nb_tensor *a;
+    nb_tensor *out;
+    void *ga; /* backward */
+    double value;
+    int64_t t1, t2;
+} cf_job;
+
+static int64_t cf_grain(int64_t t2) { return t2 > 0 && t2 < 16384 ? 16384 / t2 : 1; }
+
+static void causal_fill_backward_rows(void *arg, int64_t lo, int64_t hi) {
+    const cf_job *c = arg;
+    int64_t t1 = c->t1, t2 = c->t2;
+#define K(T)                                                                  \
+    {                                                                         \
+        const T *g = c->out->grad;                                            \
+        T *da = c->ga;                                                        \
+        for (int64_t r = lo; r < hi; r++) {                                   \
+            size_t row = (size_t)r * (size_t)t2;                              \
+            int64_t i = r % t1, keep = i + 1 < t2 ? i + 1 : t2; /* j <= i */  \
+            for (int64_t j = 0; j < keep; j++) da[row + j] += g[row + j];     \
+        }                                                                     \
+    }
+    NB_DISPATCH(c->out->dtype, K);
+#undef K
+}
+
 /* Backward: da += g below and on the diagonal, nothing above. Reuses no
  * forward values, only the shape. */
 static void causal_fill_backward(nb_ctx *ctx, nb_node *n) {
@@ -114,19 +143,26 @@ static void causal_fill_backward(nb_ctx *ctx, nb_node *n) {
     void *ga = nb_grad_buffer(ctx, a);
     if (!ga) return;
     int64_t t1 = a->shape[a->ndim - 2], t2 = a->shape[a->ndim - 1];
-    size_t mats = a->numel / (size_t)(t1 * t2);
+    cf_job c = {a, out, ga, 0, t1, t2};
+    nb_parallel_for(t2 ? (int64_t)(a->numel / (size_t)t2) : 0, cf_grain(t2),
+                    causal_fill_backward_rows, &c);
+}
+
+static void causal_fill_rows(void *arg, int64_t lo, int64_t hi) {
+    const cf_job *c = arg;
+    int64_t t1 = c->t1, t2 = c->t2;
 #define K(T)                                                                  \
     {                                                                         \
-        const T *g = out->grad;                                               \
-        T *da = ga;                                                           \
-        for (size_t b = 0; b < mats; b++)                                     \
-            for (int64_t i = 0; i < t1; i++) {                                \
-                size_t row = (b * (size_t)t1 + (size_t)i) * (size_t)t2;       \
-                int64_t keep = i + 1 < t2 ? i + 1 : t2; /* j <= i */          \
-                for (int64_t j = 0; j < keep; j++) da[row + j] += g[row + j]; \
-            }                                                                 \
+        const T *x = c->a->data;                                              \
+        T *y = c->out->data;                                                  \
+        const T v = (T)c->value;                                              \
+        for (int64_t r = lo; r < hi; r++) {                                   \
+            size_t row = (size_t)r * (size_t)t2;                              \
+            int64_t i = r % t1;                                               \
+            for (int64_t j = 0; j < t2; j++) y[row + j] = j > i ? v : x[row + j]; \
+        }                                                                     \
     }
-    NB_DISPATCH(out->dtype, K);
+    NB_DISPATCH(c->out->dtype, K);
 #undef K
 }
 
@@ -143,21 +179,8 @@ nb_tensor *nb_causal_fill(nb_ctx *ctx, nb_tensor *a, double value) {
     nb_tensor *out = nb_empty_raw(ctx, a->dtype, a->ndim, a->shape); /* every element is written */
     if (!out) return NULL;
     int64_t t1 = a->shape[a->ndim - 2], t2 = a->shape[a->ndim - 1];
-    size_t mats = a->numel / (size_t)(t1 * t2);
-#define K(T)                                                                  \
-    {                                                                         \
-        const T *x = a->data;                                                 \
-        T *y = out->data;                                                     \
-        const T v = (T)value;                                                 \
-        for (size_t b = 0; b < mats; b++)                                     \
-            for (int64_t i = 0; i < t1; i++) {                                \
-                size_t row = (b * (size_t)t1 + (size_t)i) * (size_t)t2;       \
-                for (int64_t j = 0; j < t2; j++)                              \
-                    y[row + j] = j > i ? v : x[row + j];                      \
-            }                                                                 \
-    }
-    NB_DISPATCH(out->dtype, K);
-#undef K
+    cf_job c = {a, out, NULL, value, t1, t2};
+    nb_parallel_for(t2 ? (int64_t)(a->numel / (size_t)t2) : 0, cf_grain(t2), causal_fill_rows, &c);
     nb_node *n = nb_record_op(ctx, NB_OP_CAUSAL_FILL, out, 1, &a, causal_fill_backward);
     if (n) n->f[0] = value;
     return out;

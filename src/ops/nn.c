@@ -17,6 +17,7 @@ static bool check_named_inputs(nb_ctx *ctx, const char *op, int n, nb_tensor *co
             return false;
         }
     }
+    if (!nb_check_live(ctx, op, n, (const nb_tensor *const *)in)) return false;
     for (int i = 0; i < n; i++) {
         if (!in[i]) continue;
         char s[64], s0[64];
@@ -254,7 +255,7 @@ static void dropout_forward_range(void *arg, int64_t lo, int64_t hi) {
     uint32_t bits[256];
     for (int64_t i0 = lo; i0 < hi; i0 += 256) {
         size_t n = hi - i0 < 256 ? (size_t)(hi - i0) : 256;
-        nb_pcg32_fill(&rng, bits, n);
+        j->vk->pcg32_fill(&rng, bits, n);
         if (j->dt == NB_F32) {
             j->vk->dropout((float *)j->y + i0, j->mask + i0, (const float *)j->x + i0, bits,
                            j->threshold, (float)j->scale, n);
@@ -367,6 +368,7 @@ nb_tensor *nb_embedding(nb_ctx *ctx, nb_tensor *weight, const nb_tensor *ids) {
         nb_ctx_fail(ctx, NB_ERR_NULL, "%s: ids is NULL", op);
         return NULL;
     }
+    if (!nb_check_live(ctx, op, 1, &ids)) return NULL;
     if (weight->ndim != 2) {
         nb_ctx_fail(ctx, NB_ERR_SHAPE,
                     "%s: weight %s has %d dims, expected 2 (num_embeddings, embedding_dim)", op,

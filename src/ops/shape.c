@@ -8,6 +8,37 @@
 
 /* ---- the strided copy behind permute and transpose ------------------------------ */
 
+/* Rows [lo, hi) of dst (each os[3] long, row r at i0, i1, i2 of os[0..2]). */
+typedef struct pc_job {
+    nb_dtype dt;
+    void *dst;
+    const void *src;
+    int64_t os[4], ss[4]; /* dst's shape and src's stride for each of its dims */
+    bool add;
+} pc_job;
+
+static void permute_rows(void *arg, int64_t lo, int64_t hi) {
+    const pc_job *j = arg;
+    const int64_t *os = j->os, *ss = j->ss;
+#define K(T)                                                                       \
+    {                                                                              \
+        const T *x = j->src;                                                       \
+        for (int64_t r = lo; r < hi; r++) {                                        \
+            int64_t i2 = r % os[2], i1 = r / os[2] % os[1], i0 = r / os[2] / os[1]; \
+            T *y = (T *)j->dst + r * os[3];                                        \
+            const T *xr = x + i0 * ss[0] + i1 * ss[1] + i2 * ss[2];                \
+            if (j->add)                                                            \
+                for (int64_t i3 = 0; i3 < os[3]; i3++) y[i3] += xr[i3 * ss[3]];    \
+            else if (ss[3] == 1) /* the last dim stays last: whole rows */         \
+                memcpy(y, xr, (size_t)os[3] * sizeof(T));                          \
+            else                                                                   \
+                for (int64_t i3 = 0; i3 < os[3]; i3++) y[i3] = xr[i3 * ss[3]];     \
+        }                                                                          \
+    }
+    NB_DISPATCH(j->dt, K);
+#undef K
+}
+
 /* dst (shape[perm[0]], ..., shape[perm[nd-1]]) = src (shape) permuted:
  * dst[i0, i1, ...] = src[...] with src's dim perm[d] indexed by i_d.
  * With `add`, dst += instead of =. dst is written in row-major order, so
@@ -25,25 +56,9 @@ static void permute_copy(nb_dtype dt, void *dst, const void *src, int nd,
         os[4 - nd + d] = shape[perm[d]];
         ss[4 - nd + d] = sstride[perm[d]];
     }
-#define K(T)                                                                       \
-    {                                                                              \
-        T *y = dst;                                                                \
-        const T *x = src;                                                          \
-        for (int64_t i0 = 0; i0 < os[0]; i0++)                                     \
-            for (int64_t i1 = 0; i1 < os[1]; i1++)                                 \
-                for (int64_t i2 = 0; i2 < os[2]; i2++) {                           \
-                    const T *xr = x + i0 * ss[0] + i1 * ss[1] + i2 * ss[2];        \
-                    if (add)                                                       \
-                        for (int64_t i3 = 0; i3 < os[3]; i3++) y[i3] += xr[i3 * ss[3]]; \
-                    else if (ss[3] == 1) /* the last dim stays last: whole rows */ \
-                        memcpy(y, xr, (size_t)os[3] * sizeof(T));                  \
-                    else                                                           \
-                        for (int64_t i3 = 0; i3 < os[3]; i3++) y[i3] = xr[i3 * ss[3]]; \
-                    y += os[3];                                                    \
-                }                                                                  \
-    }
-    NB_DISPATCH(dt, K);
-#undef K
+    pc_job j = {dt, dst, src, {os[0], os[1], os[2], os[3]}, {ss[0], ss[1], ss[2], ss[3]}, add};
+    int64_t rows = os[0] * os[1] * os[2];
+    nb_parallel_for(rows, os[3] > 0 && os[3] < 16384 ? 16384 / os[3] : 1, permute_rows, &j);
 }
 
 /* ---- permute / transpose: out = a with dims reordered ------------------------- */

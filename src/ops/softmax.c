@@ -43,12 +43,17 @@ static void softmax_rows(void *arg, int64_t lo, int64_t hi) {
             const T *x = (const T *)a->data + r * cols;                           \
             T *y = (T *)jb->out->data + r * cols;                                 \
             T m = x[0];                                                           \
-            bool nan_ = isnan(x[0]);                                              \
-            for (size_t j = 1; j < cols; j++) { /* selects, not branches */       \
-                m = x[j] > m ? x[j] : m;                                          \
-                nan_ |= isnan(x[j]);                                              \
+            if (sizeof(T) == sizeof(float)) {                                     \
+                m = (T)jb->vk->max((const float *)x, cols);                       \
+            } else {                                                              \
+                bool nan_ = isnan(x[0]);                                          \
+                for (size_t j = 1; j < cols; j++) { /* selects, not branches */   \
+                    m = x[j] > m ? x[j] : m;                                      \
+                    nan_ |= isnan(x[j]);                                          \
+                }                                                                 \
+                if (nan_) m = (T)NAN;                                             \
             }                                                                     \
-            if (nan_) m = (T)NAN;                                                 \
+            bool nan_ = isnan(m);                                                 \
             if (m == -INFINITY) {                                                 \
                 for (size_t j = 0; j < cols; j++)                                 \
                     y[j] = x[j] == -INFINITY ? (log_out ? (T)-INFINITY : (T)0) : x[j]; \

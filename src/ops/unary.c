@@ -12,7 +12,7 @@
  * run in float for f32 tensors and in double for f64, as PyTorch's CPU kernels
  * do. log and sqrt of negative numbers give NaN, as in PyTorch; that is a
  * value, not an error. */
-#include "nb_internal.h"
+#include "kernels/kernels.h"
 
 #include <tgmath.h>
 
@@ -27,7 +27,7 @@ typedef void (*unary_fwd)(const nb_tensor *a, nb_tensor *out, double p);
         const T *xs = a->data;                                                  \
         T *ys = out->data;                                                      \
         const T p = (T)p_;                                                      \
-        for (size_t i = 0; i < a->numel; i++) {                                 \
+        for (size_t i = (size_t)lo; i < (size_t)hi; i++) {                      \
             const T x = xs[i];                                                  \
             T y;                                                                \
             FWD;                                                                \
@@ -41,8 +41,8 @@ typedef void (*unary_fwd)(const nb_tensor *a, nb_tensor *out, double p);
         typedef TYPE T;                                                         \
         const T *xs = a->data, *ys = out->data, *gs = out->grad;                \
         T *dx = ga;                                                             \
-        const T p = (T)n->f[0];                                                 \
-        for (size_t i = 0; i < a->numel; i++) {                                 \
+        const T p = (T)p_;                                                      \
+        for (size_t i = (size_t)lo; i < (size_t)hi; i++) {                      \
             const T x = xs[i], y = ys[i];                                       \
             T d;                                                                \
             DER;                                                                \
@@ -52,22 +52,49 @@ typedef void (*unary_fwd)(const nb_tensor *a, nb_tensor *out, double p);
     }
 
 /* Defines NAME_forward (y from x and p) and NAME_backward (dx += g * d, with
- * d = dy/dx from x, y and p). FWD assigns y; DER assigns d. */
+ * d = dy/dx from x, y and p), each split over threads in element ranges
+ * (every element is independent, so the bits do not depend on the split).
+ * FWD assigns y; DER assigns d. */
+typedef struct unary_job {
+    const nb_tensor *a;
+    nb_tensor *out;
+    double p;
+    void *ga;
+} unary_job;
+
+#define UNARY_GRAIN 16384 /* elements worth a thread */
+
 #define UNARY_OP(NAME, FWD, DER)                                                \
-    static void NAME##_forward(const nb_tensor *a, nb_tensor *out, double p_) { \
+    static void NAME##_fwd_range(void *arg, int64_t lo, int64_t hi) {           \
+        const unary_job *j = arg;                                               \
+        const nb_tensor *a = j->a;                                              \
+        nb_tensor *out = j->out;                                                \
+        double p_ = j->p;                                                       \
         if (a->dtype == NB_F32)                                                 \
             UNARY_FWD_LOOP(float, FWD)                                          \
         else                                                                    \
             UNARY_FWD_LOOP(double, FWD)                                         \
     }                                                                           \
-    static void NAME##_backward(nb_ctx *ctx, nb_node *n) {                      \
-        nb_tensor *a = n->in[0], *out = n->out;                                 \
-        void *ga = nb_grad_buffer(ctx, a);                                      \
-        if (!ga) return;                                                        \
+    static void NAME##_forward(const nb_tensor *a, nb_tensor *out, double p_) { \
+        unary_job j = {a, out, p_, NULL};                                       \
+        nb_parallel_for((int64_t)a->numel, UNARY_GRAIN, NAME##_fwd_range, &j);  \
+    }                                                                           \
+    static void NAME##_bwd_range(void *arg, int64_t lo, int64_t hi) {           \
+        const unary_job *j = arg;                                               \
+        const nb_tensor *a = j->a, *out = j->out;                               \
+        void *ga = j->ga;                                                       \
+        double p_ = j->p;                                                       \
         if (a->dtype == NB_F32)                                                 \
             UNARY_BWD_LOOP(float, DER)                                          \
         else                                                                    \
             UNARY_BWD_LOOP(double, DER)                                         \
+    }                                                                           \
+    static void NAME##_backward(nb_ctx *ctx, nb_node *n) {                      \
+        nb_tensor *a = n->in[0], *out = n->out;                                 \
+        void *ga = nb_grad_buffer(ctx, a);                                      \
+        if (!ga) return;                                                        \
+        unary_job j = {a, out, n->f[0], ga};                                    \
+        nb_parallel_for((int64_t)a->numel, UNARY_GRAIN, NAME##_bwd_range, &j);  \
     }
 
 /* The shared driver: a (any shape, f32/f64) -> out (same shape). Records the
@@ -105,8 +132,31 @@ nb_tensor *nb_add_scalar(nb_ctx *ctx, nb_tensor *a, double s) {
 
 /* ---- exp: y = e^x;  dy/dx = e^x = y (reuses the saved output) --------------- */
 UNARY_OP(exp, y = exp(x), d = y)
+
+/* float exp through the SIMD polynomial (kernels/vec_*.c, within 2 ulp of
+ * expf), split over threads; double through the loop above. */
+typedef struct exp_job {
+    const float *x;
+    float *y;
+    const nb_vec_kernels *vk;
+} exp_job;
+
+static void exp_range(void *arg, int64_t lo, int64_t hi) {
+    const exp_job *j = arg;
+    j->vk->exp_sub_sum(j->y + lo, j->x + lo, 0.0f, (size_t)(hi - lo));
+}
+
+static void exp_forward_fast(const nb_tensor *a, nb_tensor *out, double p_) {
+    if (a->dtype != NB_F32) {
+        exp_forward(a, out, p_);
+        return;
+    }
+    exp_job j = {a->data, out->data, nb_vec()};
+    nb_parallel_for((int64_t)a->numel, 16384, exp_range, &j);
+}
+
 nb_tensor *nb_exp(nb_ctx *ctx, nb_tensor *a) {
-    return unary(ctx, NB_OP_EXP, a, 0, exp_forward, exp_backward, NULL);
+    return unary(ctx, NB_OP_EXP, a, 0, exp_forward_fast, exp_backward, NULL);
 }
 
 /* ---- log: y = ln x;  dy/dx = 1 / x (reuses the input) ----------------------- */

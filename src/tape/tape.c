@@ -50,6 +50,10 @@ static nb_node *record(nb_ctx *ctx, int op, const char *name, nb_tensor *out, in
                        nb_tensor *const *in, nb_backward_fn backward) {
     if (!nb_ctx_ok(ctx) || !out || !ctx->grad_enabled || !any_requires_grad(n_in, in))
         return NULL;
+    const nb_tensor *o = out;
+    if (!nb_check_live(ctx, name, 1, &o) ||
+        !nb_check_live(ctx, name, n_in, (const nb_tensor *const *)in))
+        return NULL;
     if (out->node) {
         nb_ctx_fail(ctx, NB_ERR_STATE, "%s: its output was already recorded by op #%d '%s'; "
                     "an output belongs to one node", name, out->node->index, out->node->name);
@@ -168,8 +172,8 @@ static bool check_anomaly(nb_ctx *ctx, const nb_node *n) {
         char s[64];
         nb_ctx_fail(ctx, NB_ERR_VALUE,
                     "anomaly: backward of op #%d '%s' (created at %s:%d) produced a non-finite "
-                    "gradient for input %d %s",
-                    n->index, n->name, n->file ? n->file : "?", n->line, i + 1,
+                    "gradient for its input %d %s",
+                    n->index, n->name, n->file ? n->file : "?", n->line, i, /* 0-based, as gradcheck */
                     nb_shape_str(t, s, sizeof s));
         return false;
     }
@@ -181,6 +185,8 @@ nb_status nb_backward(nb_ctx *ctx, nb_tensor *out, const nb_tensor *grad_out) {
     if (ctx->status != NB_OK) return ctx->status;
     char s[64], s2[64];
     if (!out) return nb_ctx_fail(ctx, NB_ERR_NULL, "backward: output is NULL");
+    const nb_tensor *both[2] = {out, grad_out};
+    if (!nb_check_live(ctx, "backward", 2, both)) return ctx->status;
     if (!out->requires_grad)
         return nb_ctx_fail(ctx, NB_ERR_STATE,
                            "backward: output %s does not require grad (no input was marked "
@@ -246,10 +252,14 @@ nb_status nb_tape_print(const nb_ctx *ctx, FILE *f) {
         const nb_node *node = order[k];
         char s[64];
         fprintf(f, "  #%-3d %-14s", node->index, node->name);
-        for (int i = 0; i < node->n_in; i++)
-            fprintf(f, "%s%s%s", i ? ", " : "", nb_shape_str(node->in[i], s, sizeof s),
-                    node->in[i]->requires_grad ? "*" : "");
-        fprintf(f, " -> %s", nb_shape_str(node->out, s, sizeof s));
+        /* named tensors (parameters by module path) show their name */
+        for (int i = 0; i < node->n_in; i++) {
+            const nb_tensor *t = node->in[i];
+            fprintf(f, "%s%s%s%s%s", i ? ", " : "", t->name ? t->name : "", t->name ? " " : "",
+                    nb_shape_str(t, s, sizeof s), t->requires_grad ? "*" : "");
+        }
+        fprintf(f, " -> %s%s%s", node->out->name ? node->out->name : "",
+                node->out->name ? " " : "", nb_shape_str(node->out, s, sizeof s));
         if (node->file) fprintf(f, "  at %s:%d", node->file, node->line);
         fputc('\n', f);
     }

@@ -193,10 +193,10 @@ static int model_from_init(run *r) {
     if (nb_load_safetensors_meta(r->pctx, r->f->init, &sd, 64, &n_meta, keys, values))
         return gpt_fail(r->prog, "--init: %s", nb_ctx_error(r->pctx));
     vocab_from_meta(r, n_meta < 64 ? n_meta : 64, keys, values);
-    if (nb_gpt_from_state_dict(&r->gpt, r->pctx, &sd, (int)r->f->n_head, r->f->dropout,
-                               gpt_flags_dtype(r->f), &r->rng_model))
-        return gpt_fail(r->prog, "--init=%s: %s", r->f->init, nb_ctx_error(r->pctx));
-    return 0;
+    nb_status st = nb_gpt_from_state_dict(&r->gpt, r->pctx, &sd, (int)r->f->n_head,
+                                          r->f->dropout, gpt_flags_dtype(r->f), &r->rng_model);
+    nb_list_free(&sd);
+    return st ? gpt_fail(r->prog, "--init=%s: %s", r->f->init, nb_ctx_error(r->pctx)) : 0;
 }
 
 static int build_model(run *r) {
@@ -383,6 +383,7 @@ static int resume_vocab(run *r) {
     int world = 1;
     for (int i = 0; i < n && i < 16; i++)
         if (!strcmp(keys[i], "world")) world = atoi(values[i]);
+    nb_list_free(&l);
     nb_ctx_free(tmp);
     if (world != r->hooks.world)
         return gpt_fail(r->prog, "--resume: %s was saved by %d process(es) and this run has %d; "
@@ -519,6 +520,7 @@ int gpt_train_run(const gpt_flags *f, const char *prog, const gpt_train_hooks *h
     if (d) st = dist_finish(r, st);
     free(r->peers);
     nb_optim_free(r->opt);
+    nb_gpt_free(&r->gpt);
     nb_ctx_free(r->sctx), nb_ctx_free(r->pctx);
     free(r);
     return st;

@@ -1,0 +1,169 @@
+/* check_matrix_teach.c - the bad-input matrix (see check_matrix_ops.c's top
+ * comment) for nabla/teach.h, the print options of nabla/core.h, the fused
+ * attention op of nabla/ops.h and nb_gradcheck_params (nabla/gradcheck.h). */
+#include "check_nabla.h"
+
+#include <math.h>
+
+#include "matrix_util.h"
+
+START_TEST(test_op_formula) {
+    ck_assert_str_eq(nb_op_formula((nb_op)-1), "?");
+    ck_assert_str_eq(nb_op_formula(NB_OP_COUNT), "?");
+    ck_assert_str_eq(nb_op_formula((nb_op)1000000), "?");
+    ck_assert_ptr_nonnull(strstr(nb_op_formula(NB_OP_MUL), "dout · y"));
+}
+END_TEST
+
+/* f reads the file back: at most `cap` bytes. */
+static size_t slurp(FILE *f, char *buf, size_t cap) {
+    rewind(f);
+    size_t n = fread(buf, 1, cap - 1, f);
+    buf[n] = '\0';
+    return n;
+}
+
+START_TEST(test_tape_html_json) {
+    nb_ctx *ctx = nb_ctx_new(0);
+    nb_tensor *x = nb_requires_grad(nb_from_doubles(ctx, NB_F64, NB_SHAPE(2), (double[]){NAN, INFINITY}));
+    nb_tensor *y = nb_sum(ctx, nb_mul(ctx, x, x));
+    nb_backward(ctx, y, NULL);
+    FILE *f = tmpfile();
+    ck_assert_int_eq(nb_tape_html(NULL, y, f), NB_ERR_NULL);
+    ck_assert_int_eq(nb_tape_json(NULL, y, f), NB_ERR_NULL);
+    ck_assert_int_eq(nb_tape_html(ctx, y, NULL), NB_ERR_NULL);
+    ck_assert_int_eq(nb_tape_json(ctx, y, NULL), NB_ERR_NULL);
+    nb_ctx_clear_error(ctx);
+    /* NaN and inf values are written as JSON strings, never as bare NaN */
+    ck_assert_int_eq(nb_tape_json(ctx, y, f), NB_OK);
+    char buf[8192];
+    slurp(f, buf, sizeof buf);
+    ck_assert_ptr_nonnull(strstr(buf, "\"NaN\""));
+    ck_assert_ptr_nonnull(strstr(buf, "\"Infinity\""));
+    ck_assert_ptr_null(strstr(buf, ": NaN"));
+    fclose(f);
+    /* a tensor of another context as the root */
+    nb_ctx *other = nb_ctx_new(0);
+    nb_tensor *z = nb_ones(other, NB_F64, NB_SHAPE(1));
+    f = tmpfile();
+    nb_status st = nb_tape_html(ctx, z, f);
+    ck_assert(st == NB_OK || nb_ctx_error(ctx)); /* a page of nothing, or a clear error */
+    nb_ctx_clear_error(ctx);
+    fclose(f);
+    /* a failing stream is reported */
+    FILE *full = fopen("/dev/full", "w");
+    if (full) {
+        ck_assert_int_eq(nb_tape_html(ctx, y, full), NB_ERR_IO);
+        nb_ctx_clear_error(ctx);
+        fclose(full);
+    }
+    nb_ctx_free(other);
+    nb_ctx_free(ctx);
+}
+END_TEST
+
+START_TEST(test_printoptions) {
+    nb_ctx *ctx = nb_ctx_new(0);
+    nb_tensor *t = nb_from_doubles(ctx, NB_F32, NB_SHAPE(2), (double[]){1.5, 2.25});
+    char buf[256];
+    FILE *f = tmpfile();
+    /* out-of-range values keep the current setting (PyTorch's None) */
+    nb_set_printoptions(-7, -1, -1, -100, NB_SCI_AUTO);
+    nb_fprint(f, t);
+    slurp(f, buf, sizeof buf);
+    ck_assert_str_eq(buf, "tensor([1.5000, 2.2500])");
+    nb_set_printoptions(2, 1000, 3, 80, 1);
+    f = freopen(NULL, "w+", f);
+    nb_fprint(f, t);
+    slurp(f, buf, sizeof buf);
+    ck_assert_str_eq(buf, "tensor([1.50e+00, 2.25e+00])");
+    nb_set_printoptions(100000, INT64_MAX, 1 << 30, 1 << 30, 42); /* huge: no crash */
+    f = freopen(NULL, "w+", f);
+    nb_fprint(f, t);
+    nb_reset_printoptions();
+    f = freopen(NULL, "w+", f);
+    nb_fprint(f, t);
+    slurp(f, buf, sizeof buf);
+    ck_assert_str_eq(buf, "tensor([1.5000, 2.2500])");
+    fclose(f);
+    nb_ctx_free(ctx);
+}
+END_TEST
+
+START_TEST(test_sdpa_bad_input) {
+    nb_ctx *ctx = nb_ctx_new(0);
+    nb_tensor *q = nb_ones(ctx, NB_F64, NB_SHAPE(1, 3, 2, 4));
+    nb_tensor *k = nb_ones(ctx, NB_F64, NB_SHAPE(1, 3, 2, 4));
+    nb_tensor *v = nb_ones(ctx, NB_F64, NB_SHAPE(1, 3, 2, 4));
+    ck_assert_ptr_null(nb_sdpa(NULL, q, k, v, NULL, true, 0.5, 0, 1));
+    expect_fail(ctx, !nb_sdpa(ctx, NULL, k, v, NULL, true, 0.5, 0, 1), NB_ERR_NULL, "sdpa");
+    expect_fail(ctx, !nb_sdpa(ctx, q, k, NULL, NULL, true, 0.5, 0, 1), NB_ERR_NULL, "sdpa");
+    expect_any(ctx, !nb_sdpa(ctx, q, nb_ones(ctx, NB_F64, NB_SHAPE(1, 3, 2, 5)), v, NULL, true, 0.5, 0, 1), "sdpa");
+    expect_any(ctx, !nb_sdpa(ctx, q, k, nb_ones(ctx, NB_F64, NB_SHAPE(2, 3, 2, 4)), NULL, true, 0.5, 0, 1), "sdpa");
+    expect_any(ctx, !nb_sdpa(ctx, nb_ones(ctx, NB_F64, NB_SHAPE(3, 2, 4)), k, v, NULL, true, 0.5, 0, 1), "sdpa");
+    expect_fail(ctx, !nb_sdpa(ctx, nb_ones(ctx, NB_F32, NB_SHAPE(1, 3, 2, 4)), k, v, NULL, true, 0.5, 0, 1),
+                NB_ERR_DTYPE, "sdpa");
+    expect_any(ctx, !nb_sdpa(ctx, q, k, v, NULL, true, 0.5, 1.5, 1), "sdpa");
+    expect_any(ctx, !nb_sdpa(ctx, q, k, v, NULL, true, 0.5, NAN, 1), "sdpa");
+    expect_any(ctx, !nb_sdpa(ctx, q, k, v, nb_zeros(ctx, NB_BOOL, NB_SHAPE(1, 4)), false, 0.5, 0, 1), "sdpa");
+    expect_any(ctx, !nb_sdpa(ctx, q, k, v, nb_zeros(ctx, NB_F64, NB_SHAPE(1, 3)), false, 0.5, 0, 1), "sdpa");
+    /* NaN data: no crash, NaN out */
+    nb_set(q, 0, NAN);
+    nb_tensor *o = nb_sdpa(ctx, q, k, v, NULL, false, 0.5, 0, 1);
+    ck_assert_ptr_nonnull(o);
+    ck_assert(isnan(nb_get(o, 0)));
+
+    ck_assert_ptr_null(nb_sdpa_dropout_mask(NULL, 1, 1, 2, 2, 0.5, 1));
+    expect_any(ctx, !nb_sdpa_dropout_mask(ctx, 1, 1, 2, 2, -0.1, 1), "");
+    expect_any(ctx, !nb_sdpa_dropout_mask(ctx, 1, 1, 2, 2, NAN, 1), "");
+    expect_any(ctx, !nb_sdpa_dropout_mask(ctx, 0, 1, 2, 2, 0.5, 1), "");
+    expect_any(ctx, !nb_sdpa_dropout_mask(ctx, 1, -1, 2, 2, 0.5, 1), "");
+    expect_any(ctx, !nb_sdpa_dropout_mask(ctx, INT64_MAX, INT64_MAX, 2, 2, 0.5, 1), "");
+    nb_tensor *all = nb_sdpa_dropout_mask(ctx, 1, 1, 2, 3, 0, 1);
+    ck_assert_ptr_nonnull(all);
+    for (size_t i = 0; i < all->numel; i++) ck_assert_double_eq(nb_get(all, i), 1);
+    nb_ctx_free(ctx);
+}
+END_TEST
+
+static nb_tensor *f_lin(nb_ctx *c, nb_tensor *const *in, void *layer) {
+    return nb_nn_linear_forward(c, layer, in[0]);
+}
+
+START_TEST(test_gradcheck_params_bad_input) {
+    nb_ctx *p = nb_ctx_new(0), *ctx = nb_ctx_new(0);
+    nb_pcg32 rng;
+    nb_pcg32_seed(&rng, 3, 3);
+    nb_nn_linear lin;
+    ck_assert_int_eq(nb_nn_linear_init(&lin, p, 3, 2, true, NB_F32, &rng), NB_OK);
+    nb_tensor *x = nb_uniform(ctx, NB_F64, NB_SHAPE(2, 3), -1, 1, &rng);
+    nb_gradcheck_result r;
+    ck_assert_int_ne(nb_gradcheck_params(NULL, &lin, &lin.params, 1, &x, NULL, &r), NB_OK);
+    ck_assert_int_ne(nb_gradcheck_params(f_lin, &lin, &lin.params, -1, &x, NULL, &r), NB_OK);
+    ck_assert_int_ne(nb_gradcheck_params(f_lin, &lin, &lin.params, 1, NULL, NULL, &r), NB_OK);
+    nb_tensor *null_in[1] = {NULL};
+    ck_assert_int_ne(nb_gradcheck_params(f_lin, &lin, &lin.params, 1, null_in, NULL, &r), NB_OK);
+    nb_tensor_list holey = {0};
+    nb_list_add(&holey, "w", lin.weight);
+    holey.n = -4; /* a corrupt list */
+    ck_assert_int_ne(nb_gradcheck_params(f_lin, &lin, &holey, 1, &x, NULL, &r), NB_OK);
+    /* the module is untouched by the failed calls and a good one passes */
+    ck_assert_int_eq(lin.weight->dtype, NB_F32);
+    ck_assert_int_eq(nb_gradcheck_params(f_lin, &lin, &lin.params, 1, &x, NULL, &r), NB_OK);
+    ck_assert(r.passed);
+    ck_assert_int_eq(lin.weight->dtype, NB_F32);
+    nb_ctx_free(ctx), nb_ctx_free(p);
+}
+END_TEST
+
+Suite *suite_matrix_teach(void) {
+    Suite *s = suite_create("matrix_teach");
+    TCase *tc = tcase_create("core");
+    tcase_add_test(tc, test_op_formula);
+    tcase_add_test(tc, test_tape_html_json);
+    tcase_add_test(tc, test_printoptions);
+    tcase_add_test(tc, test_sdpa_bad_input);
+    tcase_add_test(tc, test_gradcheck_params_bad_input);
+    suite_add_tcase(s, tc);
+    return s;
+}

@@ -1,0 +1,280 @@
+/* check_speed.c - what the speed work must not change: a whole training
+ * step (MultiHeadAttention, MSE, backward, Adam) gives the same bits on 1
+ * and 2 threads; a steady-state step allocates nothing; the SIMD kernels
+ * (src/kernels/) give their portable twins' bits; the packed gemm is the
+ * documented FMA chain bit for bit in every transposition; the polynomial
+ * expf is within 2 ulp of libm; nb_pcg32_advance lands where the draws do. */
+#include "check_nabla.h"
+
+#include "kernels/kernels.h"
+
+/* ---- a training step on 1 and 2 threads -------------------------------------------- */
+
+/* MultiHeadAttention(128, 128, context 64, dropout 0.1, 4 heads) on x (8, 64,
+ * 128), MSE against a target, backward, Adam: sizes at which matmul,
+ * linear, softmax, dropout and Adam all split over two threads. */
+typedef struct train_run {
+    nb_ctx *params, *step;
+    nb_nn_mha m;
+    nb_optim *opt;
+    nb_tensor *x, *target;
+    nb_pcg32 drop;
+} train_run;
+
+static void train_init(train_run *t) {
+    nb_pcg32 init;
+    nb_pcg32_seed(&init, 2024, 1);
+    nb_pcg32_seed(&t->drop, 2024, 3);
+    t->params = nb_ctx_new(0);
+    t->step = nb_ctx_new(0);
+    ck_assert_int_eq(nb_nn_mha_init(&t->m, t->params, 128, 128, 64, 0.1, 4, false, NB_F32, &init),
+                     NB_OK);
+    t->m.dropout.rng = &t->drop;
+    t->x = nb_uniform(t->params, NB_F32, NB_SHAPE(8, 64, 128), -1, 1, &init);
+    t->target = nb_uniform(t->params, NB_F32, NB_SHAPE(8, 64, 128), -1, 1, &init);
+    t->opt = nb_adam_new(&t->m.params, nb_adam_defaults(1e-3), t->params);
+    ck_assert_ptr_nonnull(t->opt);
+}
+
+static nb_tensor *train_step(train_run *t) {
+    nb_ctx_reset(t->step);
+    nb_tensor *loss = nb_mse_loss(t->step, nb_nn_mha_forward(t->step, &t->m, t->x), t->target);
+    ck_assert_ptr_nonnull(loss);
+    nb_params_zero_grad(&t->m.params);
+    ck_assert_int_eq(nb_backward(t->step, loss, NULL), NB_OK);
+    ck_assert_int_eq(nb_optim_step(t->opt), NB_OK);
+    return loss;
+}
+
+static void train_free(train_run *t) {
+    nb_optim_free(t->opt);
+    nb_ctx_free(t->step);
+    nb_ctx_free(t->params);
+}
+
+/* Three steps each; then the losses, every parameter and its last gradient
+ * must be memcmp-identical. */
+START_TEST(test_train_step_same_bits_on_1_and_2_threads) {
+    train_run run[2];
+    float loss[2][3];
+    for (int k = 0; k < 2; k++) {
+        ck_assert_int_eq(nb_set_num_threads(k + 1), k + 1);
+        train_init(&run[k]);
+        for (int s = 0; s < 3; s++) loss[k][s] = *(float *)train_step(&run[k])->data;
+    }
+    nb_set_num_threads(1);
+    ck_assert(memcmp(loss[0], loss[1], sizeof loss[0]) == 0);
+    ck_assert(loss[0][2] < loss[0][0]); /* and it trains */
+    for (int i = 0; i < run[0].m.params.n; i++) {
+        nb_tensor *a = run[0].m.params.t[i], *b = run[1].m.params.t[i];
+        size_t bytes = a->numel * sizeof(float);
+        ck_assert_msg(memcmp(a->data, b->data, bytes) == 0, "%s differs",
+                      run[0].m.params.names[i]);
+        ck_assert_msg(memcmp(a->grad, b->grad, bytes) == 0, "%s's gradient differs",
+                      run[0].m.params.names[i]);
+    }
+    train_free(&run[0]);
+    train_free(&run[1]);
+}
+END_TEST
+
+/* After two warm-up steps (the arena grows to its peak, Adam allocates its
+ * state), eight more steps on 2 threads call malloc no more. */
+START_TEST(test_steady_state_steps_do_not_allocate) {
+    nb_set_num_threads(2);
+    train_run t;
+    train_init(&t);
+    train_step(&t);
+    train_step(&t);
+    size_t step_mallocs = nb_ctx_mallocs(t.step), param_mallocs = nb_ctx_mallocs(t.params);
+    size_t reserved = nb_ctx_mem_reserved(t.step);
+    for (int s = 0; s < 8; s++) train_step(&t);
+    ck_assert_uint_eq(nb_ctx_mallocs(t.step), step_mallocs);
+    ck_assert_uint_eq(nb_ctx_mallocs(t.params), param_mallocs);
+    ck_assert_uint_eq(nb_ctx_mem_reserved(t.step), reserved);
+    nb_set_num_threads(1);
+    train_free(&t);
+}
+END_TEST
+
+/* ---- the SIMD elementwise kernels ------------------------------------------------- */
+
+static void fill(float *v, size_t n, nb_pcg32 *r, float lo, float hi) {
+    for (size_t i = 0; i < n; i++) v[i] = lo + (hi - lo) * nb_pcg32_float(r);
+}
+
+/* Kernel set v against the portable one, on every length from 0 to 40 (each
+ * tail) and 1000, including -inf inputs to exp. */
+static void check_vec_set(const nb_vec_kernels *v) {
+    const nb_vec_kernels *p = &nb_vec_portable;
+    enum { N = 1000 };
+    static float x[N], y[N], dy[N], a1[N], a2[N], b1[N], b2[N], m1[N], m2[N];
+    static uint32_t bits[N];
+    static unsigned char k1[N], k2[N];
+    nb_pcg32 r;
+    nb_pcg32_seed(&r, 9, 9);
+    for (size_t n = 0; n <= N; n = n < 40 ? n + 1 : n < N ? N : N + 1) {
+        fill(x, n, &r, -30, 5);
+        if (n > 3) x[3] = -INFINITY;
+        fill(y, n, &r, 0, 1);
+        fill(dy, n, &r, -1, 1);
+        nb_pcg32 r1 = r, r2 = r;
+        v->pcg32_fill(&r1, bits, n);
+        p->pcg32_fill(&r2, bits, 0); /* nothing drawn, nothing changed */
+        ck_assert_uint_eq(r2.state, r.state);
+        for (size_t i = 0; i < n; i++) ck_assert_uint_eq(bits[i], nb_pcg32_next(&r2));
+        ck_assert_uint_eq(r1.state, r2.state);
+        r = r1;
+        if (n > 0) {
+            float m1 = v->max(x, n), m2 = p->max(x, n);
+            ck_assert(memcmp(&m1, &m2, sizeof m1) == 0);
+            memcpy(a1, x, n * sizeof(float));
+            a1[n / 2] = NAN;
+            ck_assert(isnan(v->max(a1, n)) && isnan(p->max(a1, n)));
+        }
+        float s1 = v->exp_sub_sum(a1, x, 1.5f, n), s2 = p->exp_sub_sum(a2, x, 1.5f, n);
+        ck_assert(memcmp(&s1, &s2, sizeof s1) == 0);
+        ck_assert(memcmp(a1, a2, n * sizeof(float)) == 0);
+        v->scale(a1, 0.37f, n);
+        p->scale(a2, 0.37f, n);
+        ck_assert(memcmp(a1, a2, n * sizeof(float)) == 0);
+        memcpy(b1, dy, sizeof b1);
+        memcpy(b2, dy, sizeof b2);
+        v->softmax_bwd(b1, y, dy, n);
+        p->softmax_bwd(b2, y, dy, n);
+        ck_assert(memcmp(b1, b2, n * sizeof(float)) == 0);
+        v->dropout(a1, k1, x, bits, 1677722, 1.25f, n);
+        p->dropout(a2, k2, x, bits, 1677722, 1.25f, n);
+        ck_assert(memcmp(a1, a2, n * sizeof(float)) == 0);
+        ck_assert(memcmp(k1, k2, n) == 0);
+        v->dropout_bwd(b1, k1, dy, 1.25f, n);
+        p->dropout_bwd(b2, k2, dy, 1.25f, n);
+        ck_assert(memcmp(b1, b2, n * sizeof(float)) == 0);
+        nb_adam_coef c = {0.999f, 0.9f, 0.1f, 0.999f, 0.001f, 0.3f, 1e-8f, -0.01f};
+        memcpy(a1, y, sizeof a1), memcpy(a2, y, sizeof a2);
+        memcpy(m1, dy, sizeof m1), memcpy(m2, dy, sizeof m2);
+        fill(b1, n, &r, 0, 1);
+        memcpy(b2, b1, sizeof b2);
+        v->adam(a1, x, m1, b1, n, &c);
+        p->adam(a2, x, m2, b2, n, &c);
+        ck_assert(memcmp(a1, a2, n * sizeof(float)) == 0);
+        ck_assert(memcmp(m1, m2, n * sizeof(float)) == 0);
+        ck_assert(memcmp(b1, b2, n * sizeof(float)) == 0);
+    }
+}
+
+/* The set this CPU uses, and each SIMD set the CPU can run. */
+START_TEST(test_vec_kernels_match_portable) {
+    check_vec_set(nb_vec());
+#if NB_X86_KERNELS
+    if (__builtin_cpu_supports("avx512f")) check_vec_set(&nb_vec_avx512);
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) check_vec_set(&nb_vec_avx2);
+#endif
+}
+END_TEST
+
+/* Distance in units in the last place between two finite floats of one sign. */
+static int64_t ulps(float a, float b) {
+    int32_t ia, ib;
+    memcpy(&ia, &a, 4);
+    memcpy(&ib, &b, 4);
+    return ia > ib ? (int64_t)ia - ib : (int64_t)ib - ia;
+}
+
+/* nb_expf_poly against libm's exp in double, rounded to float, over about
+ * two million points of [-87.3, 88.7] (normal results), the edges, and the
+ * special values. The same bits from the SIMD kernel are checked above. */
+START_TEST(test_expf_poly_within_2_ulp) {
+    int64_t worst = 0;
+    float at = 0;
+    for (double x = -87.3; x <= 88.7; x += 8.3e-5) {
+        float xf = (float)x, want = (float)exp((double)xf), got = nb_expf_poly(xf);
+        int64_t u = ulps(got, want);
+        if (u > worst) worst = u, at = xf;
+    }
+    ck_assert_msg(worst <= 2, "expf_poly is %lld ulp off at %.9g", (long long)worst, at);
+    ck_assert_float_eq(nb_expf_poly(0.0f), 1.0f);
+    ck_assert_float_eq(nb_expf_poly(-INFINITY), 0.0f);
+    ck_assert_float_eq(nb_expf_poly(-200.0f), 0.0f);
+    ck_assert(isinf(nb_expf_poly(INFINITY)));
+    ck_assert(isinf(nb_expf_poly(89.0f)));
+    ck_assert(isnan(nb_expf_poly(NAN)));
+    ck_assert(ulps(nb_expf_poly(88.72f), (float)exp((double)88.72f)) <= 2);
+}
+END_TEST
+
+/* ---- the packed gemm ------------------------------------------------------------- */
+
+/* c (13, 45) (+)= a (13, 300) @ b (300, 45) in the four transpositions and
+ * both modes, against the contract written out: per NB_GEMM_KC block an fmaf
+ * chain from zero, stored or added. Bit for bit. */
+static void check_packed(const nb_sgemm_kernel *k) {
+    enum { R = 13, K = 300, C = 45 };
+    static float a[R * K], b[K * C], c[R * C], want[R * C], c0[R * C];
+    nb_pcg32 r;
+    nb_pcg32_seed(&r, 3, 4);
+    fill(a, R * K, &r, -1, 1);
+    fill(b, K * C, &r, -1, 1);
+    fill(c0, R * C, &r, -1, 1);
+    for (int t = 0; t < 8; t++) {
+        bool ta = t & 1, tb = t & 2, add = t & 4;
+        int64_t ars = ta ? 1 : K, acs = ta ? R : 1, brs = tb ? 1 : C, bcs = tb ? K : 1;
+        for (int i = 0; i < R; i++)
+            for (int j = 0; j < C; j++) {
+                float w = c0[i * C + j];
+                for (int p0 = 0; p0 < K; p0 += NB_GEMM_KC) {
+                    float acc = 0;
+                    for (int p = p0; p < K && p < p0 + NB_GEMM_KC; p++)
+                        acc = fmaf(a[i * ars + p * acs], b[p * brs + j * bcs], acc);
+                    w = (add || p0 > 0) ? w + acc : acc;
+                }
+                want[i * C + j] = w;
+            }
+        memcpy(c, c0, sizeof c);
+        ck_assert(nb_sgemm_packed(k, c, a, ars, acs, b, brs, bcs, R, K, C, add));
+        ck_assert_msg(memcmp(c, want, sizeof c) == 0, "%dx%d kernel: case %d differs", k->mr,
+                      k->nr, t);
+    }
+}
+
+/* The kernel this CPU uses, and the AVX2 one when it can run (a CPU with
+ * neither runs only the portable gemm, which check_kernels covers). */
+START_TEST(test_packed_gemm_is_the_fma_chain) {
+    const nb_sgemm_kernel *k = nb_sgemm_kernel_best();
+    if (k) check_packed(k);
+#if NB_X86_KERNELS
+    static const nb_sgemm_kernel avx2 = {NB_SGEMM_AVX2_MR, NB_SGEMM_AVX2_NR, nb_sgemm_ukr_avx2};
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) check_packed(&avx2);
+#endif
+}
+END_TEST
+
+/* ---- nb_pcg32_advance ------------------------------------------------------------ */
+
+START_TEST(test_pcg32_advance_matches_draws) {
+    static const uint64_t deltas[] = {0, 1, 2, 3, 255, 256, 1000, 65537};
+    for (size_t i = 0; i < sizeof deltas / sizeof deltas[0]; i++) {
+        nb_pcg32 a, b;
+        nb_pcg32_seed(&a, 42, 54);
+        b = a;
+        for (uint64_t d = 0; d < deltas[i]; d++) nb_pcg32_next(&a);
+        nb_pcg32_advance(&b, deltas[i]);
+        ck_assert_uint_eq(a.state, b.state);
+        ck_assert_uint_eq(nb_pcg32_next(&a), nb_pcg32_next(&b));
+    }
+}
+END_TEST
+
+Suite *suite_speed(void) {
+    Suite *s = suite_create("speed");
+    TCase *tc = tcase_create("speed");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_train_step_same_bits_on_1_and_2_threads);
+    tcase_add_test(tc, test_steady_state_steps_do_not_allocate);
+    tcase_add_test(tc, test_vec_kernels_match_portable);
+    tcase_add_test(tc, test_expf_poly_within_2_ulp);
+    tcase_add_test(tc, test_packed_gemm_is_the_fma_chain);
+    tcase_add_test(tc, test_pcg32_advance_matches_draws);
+    suite_add_tcase(s, tc);
+    return s;
+}

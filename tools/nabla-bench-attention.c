@@ -1,0 +1,258 @@
+/* nabla-bench-attention - the fused attention op (nb_sdpa) against the
+ * composed ops it replaces, timed interleaved.
+ *
+ *   nabla-bench-attention [--config NAME] [--threads N] [--rounds R] [--seconds S]
+ *
+ * Two parts per config, each on both paths:
+ *   core      forward + backward of causal attention with dropout 0.1 on q,
+ *             k, v (B, T, H, hd) leaves, upstream gradient random:
+ *             fused     nb_sdpa
+ *             composed  permute, matmul, causal_fill, scale, softmax,
+ *                       dropout, matmul, permute (the seed's chain)
+ *   mha_step  one training step of MultiHeadAttention(D, D, T, 0.1, H, no
+ *             qkv bias): forward, MSE against zeros, backward, Adam; the
+ *             module's use_fused switched between rounds.
+ * Rounds alternate between the paths (the machine may be shared) and each
+ * line gives the median of its rounds:
+ *
+ *   config=NAME threads=N part=P path=fused ms=X cpu_ms=C arena_mb=Y
+ *
+ * ms is wall time, cpu_ms the process's CPU time (all threads; on a busy
+ * machine the fairer figure for one thread).
+ * arena_mb is the step context's bytes in use after backward: everything the
+ * step allocated (the arena frees nothing until the reset). Writes no file. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "nabla.h"
+
+typedef struct config {
+    const char *name;
+    int64_t B, T, D, H;
+} config;
+
+static const config configs[] = {
+    {"small", 8, 32, 64, 4},
+    {"medium", 16, 128, 256, 8},
+    {"large", 8, 256, 512, 8},
+};
+#define N_CONFIGS (sizeof configs / sizeof configs[0])
+#define MAX_ROUNDS 99
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: nabla-bench-attention [--config NAME] [--threads N] [--rounds R] "
+            "[--seconds S]\n"
+            "  Times causal attention with dropout 0.1, forward + backward, as one fused\n"
+            "  nb_sdpa op and as the composed ops, and MultiHeadAttention training steps on\n"
+            "  both paths; rounds alternate between the paths. Writes no file.\n"
+            "  --config NAME  small (B8 T32 D64 H4), medium (16 128 256 8), large (8 256 512 8);\n"
+            "                 default: medium and large\n"
+            "  --threads N    worker threads (1)\n"
+            "  --rounds R     rounds per path, median reported (5)\n"
+            "  --seconds S    time per round (0.3)\n"
+            "  --help         this text\n");
+}
+
+static double clock_s(clockid_t id) {
+    struct timespec ts;
+    clock_gettime(id, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+static double now(void) { return clock_s(CLOCK_MONOTONIC); }
+static double cpu_now(void) { return clock_s(CLOCK_PROCESS_CPUTIME_ID); }
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* ---- the two paths ------------------------------------------------------------ */
+
+typedef struct bench {
+    const config *c;
+    nb_ctx *params, *step;
+    nb_tensor *q, *k, *v, *g; /* core: (B, T, H, hd) leaves, g (B, T, D) */
+    nb_nn_mha mha;
+    nb_optim *opt;
+    nb_tensor *x, *zeros;
+    nb_pcg32 rng;
+    uint64_t seed;
+} bench;
+
+/* The seed's chain on (B, T, H, hd) inputs -> (B, T, D). */
+static nb_tensor *composed(nb_ctx *s, bench *b) {
+    static const int perm[4] = {0, 2, 1, 3};
+    const config *c = b->c;
+    nb_tensor *qh = nb_permute(s, b->q, perm), *kh = nb_permute(s, b->k, perm);
+    nb_tensor *vh = nb_permute(s, b->v, perm);
+    nb_tensor *scores = nb_causal_fill(s, nb_matmul(s, qh, nb_transpose(s, kh, 2, 3)), -INFINITY);
+    nb_tensor *w = nb_softmax(s, nb_scale(s, scores, 1.0 / sqrt((double)(c->D / c->H))));
+    w = nb_dropout(s, w, 0.1, true, &b->rng);
+    nb_tensor *o = nb_permute(s, nb_matmul(s, w, vh), perm);
+    return nb_reshape(s, o, NB_SHAPE(c->B, c->T, c->D));
+}
+
+/* One repetition; returns false on an error (printed). */
+static bool run_once(bench *b, bool mha_step, bool fused) {
+    nb_ctx *s = b->step;
+    nb_ctx_reset(s);
+    nb_tensor *y;
+    if (mha_step) {
+        b->mha.use_fused = fused;
+        nb_params_zero_grad(&b->mha.params);
+        y = nb_mse_loss(s, nb_nn_mha_forward(s, &b->mha, b->x), b->zeros);
+    } else {
+        nb_zero_grad(b->q), nb_zero_grad(b->k), nb_zero_grad(b->v);
+        y = fused ? nb_sdpa(s, b->q, b->k, b->v, NULL, true,
+                            1.0 / sqrt((double)(b->c->D / b->c->H)), 0.1, b->seed++)
+                  : composed(s, b);
+    }
+    if (!y || nb_backward(s, y, mha_step ? NULL : b->g) != NB_OK ||
+        (mha_step && nb_optim_step(b->opt) != NB_OK)) {
+        fprintf(stderr, "nabla-bench-attention: %s\n",
+                nb_ctx_error(s) ? nb_ctx_error(s) : "optimizer step failed");
+        return false;
+    }
+    return true;
+}
+
+/* Seconds per repetition over one round of about `seconds`; *cpu gets the
+ * process's CPU seconds per repetition (all threads). */
+static double round_time(bench *b, bool mha_step, bool fused, double seconds, double *cpu,
+                         bool *ok) {
+    int n = 0;
+    double t0 = now(), c0 = cpu_now(), t;
+    do {
+        if (!(*ok = run_once(b, mha_step, fused))) return 0;
+        n++;
+        t = now() - t0;
+    } while (t < seconds);
+    *cpu = (cpu_now() - c0) / n;
+    return t / n;
+}
+
+static bool bench_init(bench *b, const config *c) {
+    memset(b, 0, sizeof *b);
+    b->c = c;
+    b->params = nb_ctx_new(0);
+    b->step = nb_ctx_new(0);
+    nb_pcg32_seed(&b->rng, 1, 1);
+    int64_t hd = c->D / c->H;
+    nb_tensor **qkv[3] = {&b->q, &b->k, &b->v};
+    for (int i = 0; i < 3; i++)
+        *qkv[i] = nb_requires_grad(
+            nb_normal(b->params, NB_F32, NB_SHAPE(c->B, c->T, c->H, hd), 0, 1, &b->rng));
+    b->g = nb_normal(b->params, NB_F32, NB_SHAPE(c->B, c->T, c->D), 0, 1, &b->rng);
+    b->x = nb_normal(b->params, NB_F32, NB_SHAPE(c->B, c->T, c->D), 0, 1, &b->rng);
+    b->zeros = nb_zeros(b->params, NB_F32, NB_SHAPE(c->B, c->T, c->D));
+    if (nb_nn_mha_init(&b->mha, b->params, c->D, c->D, c->T, 0.1, (int)c->H, false, NB_F32,
+                       &b->rng) != NB_OK) {
+        fprintf(stderr, "nabla-bench-attention: %s\n", nb_ctx_error(b->params));
+        return false;
+    }
+    b->opt = nb_adam_new(&b->mha.params, nb_adam_defaults(1e-3), b->params);
+    if (!b->opt || nb_ctx_error(b->params)) {
+        fprintf(stderr, "nabla-bench-attention: %s\n",
+                nb_ctx_error(b->params) ? nb_ctx_error(b->params) : "Adam failed");
+        return false;
+    }
+    return true;
+}
+
+static void bench_free(bench *b) {
+    nb_optim_free(b->opt);
+    nb_ctx_free(b->step);
+    nb_ctx_free(b->params);
+}
+
+/* Both paths of one part, interleaved; prints two lines and the ratio. */
+static bool bench_part(bench *b, bool mha_step, int rounds, double seconds, int threads) {
+    double t[2][MAX_ROUNDS], cpu[2][MAX_ROUNDS], mb[2];
+    bool ok = true;
+    for (int path = 0; path < 2; path++) /* warm-up: the arena reaches its peak */
+        for (int i = 0; i < 2 && ok; i++) ok = run_once(b, mha_step, path == 0);
+    for (int r = 0; r < rounds && ok; r++)
+        for (int path = 0; path < 2 && ok; path++) {
+            t[path][r] = round_time(b, mha_step, path == 0, seconds, &cpu[path][r], &ok);
+            mb[path] = (double)nb_ctx_mem_used(b->step) / (1024.0 * 1024.0);
+        }
+    if (!ok) return false;
+    double med[2];
+    for (int path = 0; path < 2; path++) {
+        qsort(t[path], (size_t)rounds, sizeof(double), cmp_double);
+        qsort(cpu[path], (size_t)rounds, sizeof(double), cmp_double);
+        med[path] = 1e3 * t[path][rounds / 2];
+        printf("config=%s threads=%d part=%s path=%s ms=%.3f cpu_ms=%.3f arena_mb=%.1f\n",
+               b->c->name, threads, mha_step ? "mha_step" : "core",
+               path == 0 ? "fused" : "composed", med[path], 1e3 * cpu[path][rounds / 2],
+               mb[path]);
+    }
+    printf("config=%s threads=%d part=%s fused/composed time=%.2f arena=%.3f\n", b->c->name,
+           threads, mha_step ? "mha_step" : "core", med[0] / med[1], mb[0] / mb[1]);
+    fflush(stdout);
+    return true;
+}
+
+int main(int argc, char **argv) {
+    const char *only = NULL;
+    int threads = 1, rounds = 5;
+    double seconds = 0.3;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            return 0;
+        }
+        bool takes = !strcmp(a, "--config") || !strcmp(a, "--threads") ||
+                     !strcmp(a, "--rounds") || !strcmp(a, "--seconds");
+        if (!takes) {
+            fprintf(stderr, "nabla-bench-attention: unknown option '%s'\n", a);
+            usage(stderr);
+            return 2;
+        }
+        if (!val) {
+            fprintf(stderr, "nabla-bench-attention: %s needs a value\n", a);
+            return 2;
+        }
+        i++;
+        char *end;
+        if (!strcmp(a, "--config")) {
+            only = val;
+            continue;
+        }
+        double d = strtod(val, &end);
+        bool bad = *end != '\0' || !(d > 0);
+        if (!strcmp(a, "--threads")) bad |= d != (int)d || d > 64, threads = (int)d;
+        if (!strcmp(a, "--rounds")) bad |= d != (int)d || d > MAX_ROUNDS, rounds = (int)d;
+        if (!strcmp(a, "--seconds")) bad |= d > 60, seconds = d;
+        if (bad) {
+            fprintf(stderr, "nabla-bench-attention: bad value '%s' for %s\n", val, a);
+            return 2;
+        }
+    }
+    bool found = false;
+    for (size_t i = 0; i < N_CONFIGS; i++)
+        found |= only ? !strcmp(only, configs[i].name) : true;
+    if (!found) {
+        fprintf(stderr, "nabla-bench-attention: unknown config '%s' (small, medium, large)\n",
+                only);
+        return 2;
+    }
+    nb_set_num_threads(threads);
+    int status = 0;
+    for (size_t i = 0; i < N_CONFIGS && !status; i++) {
+        const config *c = &configs[i];
+        if (only ? strcmp(only, c->name) != 0 : !strcmp(c->name, "small")) continue;
+        bench b;
+        if (!bench_init(&b, c) || !bench_part(&b, false, rounds, seconds, threads) ||
+            !bench_part(&b, true, rounds, seconds, threads))
+            status = 1;
+        bench_free(&b);
+    }
+    nb_set_num_threads(1);
+    return status;
+}
