@@ -196,7 +196,7 @@ test-asan: $(DEPS_OK)
 	$(call san_probe,-fsanitize=address$(comma)undefined)
 	$(MAKE) --no-print-directory B=$(B)/asan CC=clang CFLAGS="$(ASAN_FLAGS)" \
 	  LDFLAGS="$(ASAN_FLAGS)" all $(B)/asan/tests/check_nabla
-	$(SAN_ENV) NB_BUILD_DIR=$(abspath $(B)/asan) $(B)/asan/tests/check_nabla
+	$(SAN_ENV) NB_BUILD_DIR=$(abspath $(B)/asan) NB_CC="clang $(ASAN_FLAGS)" $(B)/asan/tests/check_nabla
 	$(SAN_ENV) sh tools/run-examples.sh $(B)/asan
 	$(SAN_ENV) $(B)/asan/bin/nabla-gradcheck
 
