@@ -370,6 +370,34 @@ START_TEST(test_generate_cache_same_tokens) {
 }
 END_TEST
 
+/* Sampling's few-row linear layers split their outputs over threads: the
+ * logits are the same bits with 1 and 2 threads (a head of 2100 x 256 is
+ * big enough to be split). */
+START_TEST(test_cached_logits_threads_identical) {
+    nb_ctx *p = nb_ctx_new(0), *s = nb_ctx_new(0);
+    nb_pcg32 rng;
+    nb_pcg32_seed(&rng, 3, 1);
+    nb_gpt_config c = tiny_config(NB_GPT_NANOGPT, NB_F32);
+    c.vocab_size = 2100, c.n_embd = 256, c.n_layer = 1, c.n_head = 4;
+    nb_gpt m;
+    ck_assert_int_eq(nb_gpt_init(&m, p, &c, &rng), NB_OK);
+    const int64_t ids[3] = {5, 2000, 17};
+    float out[2][3 * 2100];
+    for (int k = 0; k < 2; k++) {
+        ck_assert_int_eq(nb_set_num_threads(k + 1), k + 1);
+        nb_gpt_cache *kv = nb_gpt_cache_new(&m, 1, s);
+        nb_tensor *y = nb_gpt_forward_cached(s, &m, kv, ids_from(s, 1, 3, ids));
+        ck_assert_ptr_nonnull(y);
+        memcpy(out[k], y->data, sizeof out[k]);
+        nb_gpt_cache_free(kv);
+    }
+    nb_set_num_threads(1);
+    ck_assert(memcmp(out[0], out[1], sizeof out[0]) == 0);
+    nb_ctx_free(s);
+    nb_ctx_free(p);
+}
+END_TEST
+
 /* ---- training pieces ------------------------------------------------------------ */
 
 typedef struct accum {
@@ -653,6 +681,7 @@ Suite *suite_gpt(void) {
     tcase_add_test(tm, test_cache_matches_full_gptmodel);
     tcase_add_test(tm, test_cache_matches_full_nanogpt);
     tcase_add_test(tm, test_generate_cache_same_tokens);
+    tcase_add_test(tm, test_cached_logits_threads_identical);
     tcase_add_test(tm, test_config_from_state_dict);
     tcase_add_test(tm, test_forward_errors);
     tcase_add_test(tm, test_summary_text);

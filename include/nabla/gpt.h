@@ -78,8 +78,10 @@ typedef struct nb_gpt_config {
     bool bias;          /* nanoGPT: Linear and LayerNorm biases */
     bool qkv_bias;      /* GPTModel: W_query/W_key/W_value biases */
     nb_dtype dtype;     /* NB_F32 or NB_F64 */
-    bool no_grad;       /* parameters without grad buffers (sampling only;
-                           halves the memory of a 124M model) */
+    bool no_grad;       /* parameters without grad buffers, nothing recorded
+                           (sampling only). GPTModel's attention weights come
+                           from nb_nn_mha_init, whose grad buffers are made and
+                           then dropped (17% of the 124M model's weights) */
 } nb_gpt_config;
 
 /* A config with each layout's familiar defaults:

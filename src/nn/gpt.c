@@ -306,12 +306,22 @@ NB_HIDDEN nb_tensor *nb_gpt_dropout(nb_ctx *ctx, nb_gpt *m, nb_tensor *x) {
  * the product. Otherwise nb_linear (recorded, with its backward). */
 enum { FEW_ROWS = 8 };
 
+typedef struct dot_job {
+    const nb_tensor *x, *w, *b;
+    nb_tensor *y;
+    int64_t rows, in, out;
+} dot_job;
+
+/* Outputs [o0, o1) of every row: eight partial sums along k, then the tail.
+ * Each output is computed the same way whatever the split, so the threads
+ * do not change any bit. */
 #define DOT_ROWS(T)                                                                 \
     {                                                                               \
-        const T *xp = x->data, *wp = w->data, *bp = b ? b->data : NULL;            \
-        T *yp = y->data;                                                            \
-        for (int64_t r = 0; r < rows; r++)                                          \
-            for (int64_t o = 0; o < out; o++) {                                     \
+        const T *xp = j->x->data, *wp = j->w->data, *bp = j->b ? j->b->data : NULL; \
+        T *yp = j->y->data;                                                         \
+        const int64_t in = j->in;                                                   \
+        for (int64_t r = 0; r < j->rows; r++)                                       \
+            for (int64_t o = o0; o < o1; o++) {                                     \
                 const T *xr = xp + r * in, *wr = wp + o * in;                       \
                 T acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};                                \
                 int64_t k = 0;                                                      \
@@ -320,9 +330,15 @@ enum { FEW_ROWS = 8 };
                 T sum = ((acc[0] + acc[4]) + (acc[1] + acc[5])) +                   \
                         ((acc[2] + acc[6]) + (acc[3] + acc[7]));                    \
                 for (; k < in; k++) sum += xr[k] * wr[k];                           \
-                yp[r * out + o] = bp ? sum + bp[o] : sum;                           \
+                yp[r * j->out + o] = bp ? sum + bp[o] : sum;                        \
             }                                                                       \
     }
+
+static void dot_range(void *arg, int64_t o0, int64_t o1) {
+    const dot_job *j = arg;
+    NB_DISPATCH(j->x->dtype, DOT_ROWS);
+}
+#undef DOT_ROWS
 
 NB_HIDDEN nb_tensor *nb_gpt_linear(nb_ctx *ctx, nb_tensor *x, nb_tensor *w, nb_tensor *b) {
     if (!nb_ctx_ok(ctx) || !x || !w || nb_is_grad_enabled(ctx) || x->dtype != w->dtype ||
@@ -335,10 +351,11 @@ NB_HIDDEN nb_tensor *nb_gpt_linear(nb_ctx *ctx, nb_tensor *x, nb_tensor *w, nb_t
     shape[x->ndim - 1] = out;
     nb_tensor *y = nb_empty(ctx, x->dtype, x->ndim, shape);
     if (!y) return NULL;
-    NB_DISPATCH(x->dtype, DOT_ROWS);
+    dot_job j = {x, w, b, y, rows, in, out};
+    /* a thread takes at least ~256k multiply-adds */
+    nb_parallel_for(out, 1 + (INT64_C(1) << 18) / (in * rows), dot_range, &j);
     return y;
 }
-#undef DOT_ROWS
 
 /* nanoGPT's CausalSelfAttention: c_attn, split q, k, v, heads, causal
  * softmax(q k^T / sqrt(hd)), attn_dropout, @ v, merge, c_proj. h (B, T, C). */
