@@ -6,6 +6,7 @@
  * every build. */
 #include "kernels.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 
 #define EXP_LO -104.0f /* exp below is 0 in float */
@@ -119,9 +120,10 @@ static void adam(float *p, const float *g, float *m, float *v, size_t n, const n
 const nb_vec_kernels nb_vec_portable = {"portable", max, exp_sub_sum, scale, softmax_bwd,
                                         dropout, dropout_bwd, adam, nb_pcg32_fill};
 
-const nb_vec_kernels *nb_vec(void) {
-    static const nb_vec_kernels *best;
-    if (best) return best;
+/* Chosen once (pthread_once: the worker threads ask too). */
+static const nb_vec_kernels *best;
+
+static void choose_vec(void) {
     const nb_vec_kernels *k = &nb_vec_portable;
     const char *e = getenv("NB_VEC_PORTABLE");
 #if NB_X86_KERNELS
@@ -134,5 +136,10 @@ const nb_vec_kernels *nb_vec(void) {
     (void)e;
 #endif
     best = k;
+}
+
+const nb_vec_kernels *nb_vec(void) {
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, choose_vec);
     return best;
 }

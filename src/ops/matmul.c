@@ -31,6 +31,8 @@
  * bit, across machines. */
 #include "kernels/kernels.h"
 
+#include <pthread.h>
+
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(NB_NO_AVX2)
 #define MM_AVX2 1
 #else
@@ -200,14 +202,14 @@ MM_GEMM_UNPACKED(double)
  * inner index in order, from zero, per MM_KC block, then stored in or added
  * to C), so the choice, and splitting C's rows or columns among threads,
  * do not change any bit. */
+static const nb_sgemm_kernel *sgemm_best;
+static void choose_sgemm(void) { sgemm_best = nb_sgemm_kernel_best(); }
+
+/* Chosen once (pthread_once: linear's worker threads ask too). */
 static const nb_sgemm_kernel *sgemm_kernel(void) {
-    static const nb_sgemm_kernel *k;
-    static bool chosen;
-    if (!chosen) {
-        k = nb_sgemm_kernel_best();
-        chosen = true;
-    }
-    return k;
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, choose_sgemm);
+    return sgemm_best;
 }
 
 void nb_gemm_float(float *c, const float *a, int64_t ars, int64_t acs, const float *b,
