@@ -42,7 +42,9 @@ static nb_status replay_checkpoint(const char *path, char *msg, size_t n) {
     uint64_t before = nb_fuzz_model_hash(&m);
     nb_status st = nb_load_checkpoint(ctx, path, &m.params, m.opt, &m.extra);
     snprintf(msg, n, "%s", st ? nb_ctx_error(ctx) : "");
-    if (st) ck_assert_msg(nb_fuzz_model_hash(&m) == before, "%s: a refused load changed the model", path);
+    if (st)
+        ck_assert_msg(nb_fuzz_model_hash(&m) == before, "%s: a refused load changed the model",
+                      path);
     nb_fuzz_model_free(&m);
     nb_ctx_free(ctx);
     return st;
@@ -84,11 +86,13 @@ static int replay_dir(const char *kind, int r) {
     char dir[1024], path[1280], msg[1024];
     snprintf(dir, sizeof dir, "%s/%s/%s", FUZZ_DIR, kind, replays[r].target);
     DIR *d = replays[r].fn ? opendir(dir) : NULL;
-    if (!d) return 0;
+    if (!d)
+        return 0;
     int count = 0;
     struct dirent *e;
     while ((e = readdir(d))) {
-        if (e->d_name[0] == '.') continue;
+        if (e->d_name[0] == '.')
+            continue;
         snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
         nb_status st = replays[r].fn(path, msg, sizeof msg);
         if (!replays[r].loader) {
@@ -97,8 +101,8 @@ static int replay_dir(const char *kind, int r) {
             ck_assert_msg(st == NB_OK, "%s should load: %s", path, msg);
         } else {
             ck_assert_msg(st != NB_OK, "%s should be refused", path);
-            ck_assert_msg(strstr(msg, replays[r].loader), "%s: message '%s' does not name %s",
-                          path, msg, replays[r].loader);
+            ck_assert_msg(strstr(msg, replays[r].loader), "%s: message '%s' does not name %s", path,
+                          msg, replays[r].loader);
         }
         count++;
     }
@@ -113,9 +117,7 @@ START_TEST(test_seeds_replay) {
 }
 END_TEST
 
-START_TEST(test_regressions_replay) {
-    replay_dir("regressions", _i);
-}
+START_TEST(test_regressions_replay) { replay_dir("regressions", _i); }
 END_TEST
 
 /* Every folder under seeds/ and regressions/ has a replay row. */
@@ -128,9 +130,11 @@ START_TEST(test_every_dir_replayed) {
         ck_assert_ptr_nonnull(d);
         struct dirent *e;
         while ((e = readdir(d))) {
-            if (e->d_name[0] == '.') continue;
+            if (e->d_name[0] == '.')
+                continue;
             bool found = false;
-            for (int r = 0; r < N_REPLAYS; r++) found |= !strcmp(replays[r].target, e->d_name);
+            for (int r = 0; r < N_REPLAYS; r++)
+                found |= !strcmp(replays[r].target, e->d_name);
             ck_assert_msg(found, "tests/fuzz/%s/%s has no row in check_fuzz_regressions.c",
                           kinds[k], e->d_name);
         }

@@ -17,6 +17,9 @@
  *   check_matrix_ops.c   nabla/ops.h
  *   check_matrix_core.c  nabla/core.h, nabla/random.h
  *   check_matrix_misc.c  nabla/nn.h, nabla/optim.h, nabla/io.h, nabla/gradcheck.h
+ *   check_matrix_data.c  nabla/data.h       check_matrix_gpt.c  nabla/gpt.h
+ *   check_matrix_teach.c nabla/teach.h, print options, fused attention
+ * (or a new tests/check_matrix_<area>.c: the script reads them all).
  *
  * Here every op of the table gets the same battery: a valid call works; NULL
  * ctx gives NULL; each NULL tensor gives NB_ERR_NULL; an I64 input where a
@@ -34,15 +37,15 @@ static nb_pcg32 g_rng;
 
 typedef nb_tensor *(*op2_fn)(nb_ctx *ctx, nb_tensor *a, nb_tensor *b);
 
-#define ELEMWISE 1u /* out[0] is NaN when a[0] is */
-#define B_FLOAT 2u  /* b is a float input of a's dtype */
-#define B_OPT 4u      /* b may be NULL (layer_norm without affine) */
+#define ELEMWISE   1u /* out[0] is NaN when a[0] is */
+#define B_FLOAT    2u /* b is a float input of a's dtype */
+#define B_OPT      4u /* b may be NULL (layer_norm without affine) */
 #define B_ANYSHAPE 8u /* any shape of b fits (embedding's ids) */
 
 typedef struct op_case {
     const char *name; /* the op named in errors */
     op2_fn fn;
-    int n_in;         /* 1: only a; 2: a and b */
+    int n_in; /* 1: only a; 2: a and b */
     int a_nd;
     int64_t a_shape[4];
     int b_nd;
@@ -57,31 +60,106 @@ static nb_tensor *w_mul(nb_ctx *c, nb_tensor *a, nb_tensor *b) { return nb_mul(c
 static nb_tensor *w_div(nb_ctx *c, nb_tensor *a, nb_tensor *b) { return nb_div(c, a, b); }
 static nb_tensor *w_mse(nb_ctx *c, nb_tensor *a, nb_tensor *b) { return nb_mse_loss(c, a, b); }
 static nb_tensor *w_matmul(nb_ctx *c, nb_tensor *a, nb_tensor *b) { return nb_matmul(c, a, b); }
-static nb_tensor *w_neg(nb_ctx *c, nb_tensor *a, nb_tensor *b) { (void)b; return nb_neg(c, a); }
-static nb_tensor *w_scale(nb_ctx *c, nb_tensor *a, nb_tensor *b) { (void)b; return nb_scale(c, a, 2); }
-static nb_tensor *w_add_scalar(nb_ctx *c, nb_tensor *a, nb_tensor *b) { (void)b; return nb_add_scalar(c, a, 2); }
-static nb_tensor *w_exp(nb_ctx *c, nb_tensor *a, nb_tensor *b) { (void)b; return nb_exp(c, a); }
-static nb_tensor *w_log(nb_ctx *c, nb_tensor *a, nb_tensor *b) { (void)b; return nb_log(c, a); }
-static nb_tensor *w_sqrt(nb_ctx *c, nb_tensor *a, nb_tensor *b) { (void)b; return nb_sqrt(c, a); }
-static nb_tensor *w_pow(nb_ctx *c, nb_tensor *a, nb_tensor *b) { (void)b; return nb_pow(c, a, 3); }
-static nb_tensor *w_tanh(nb_ctx *c, nb_tensor *a, nb_tensor *b) { (void)b; return nb_tanh(c, a); }
-static nb_tensor *w_sigmoid(nb_ctx *c, nb_tensor *a, nb_tensor *b) { (void)b; return nb_sigmoid(c, a); }
-static nb_tensor *w_relu(nb_ctx *c, nb_tensor *a, nb_tensor *b) { (void)b; return nb_relu(c, a); }
-static nb_tensor *w_gelu(nb_ctx *c, nb_tensor *a, nb_tensor *b) { (void)b; return nb_gelu(c, a, NB_GELU_NONE); }
-static nb_tensor *w_gelu_tanh(nb_ctx *c, nb_tensor *a, nb_tensor *b) { (void)b; return nb_gelu(c, a, NB_GELU_TANH); }
-static nb_tensor *w_sum(nb_ctx *c, nb_tensor *a, nb_tensor *b) { (void)b; return nb_sum(c, a); }
-static nb_tensor *w_mean(nb_ctx *c, nb_tensor *a, nb_tensor *b) { (void)b; return nb_mean(c, a); }
-static nb_tensor *w_sum_dim(nb_ctx *c, nb_tensor *a, nb_tensor *b) { (void)b; return nb_sum_dim(c, a, 1, false); }
-static nb_tensor *w_mean_dim(nb_ctx *c, nb_tensor *a, nb_tensor *b) { (void)b; return nb_mean_dim(c, a, -1, true); }
-static nb_tensor *w_max_dim(nb_ctx *c, nb_tensor *a, nb_tensor *b) { (void)b; return nb_max_dim(c, a, 1, false, NULL); }
-static nb_tensor *w_transpose(nb_ctx *c, nb_tensor *a, nb_tensor *b) { (void)b; return nb_transpose(c, a, 0, 1); }
-static nb_tensor *w_permute(nb_ctx *c, nb_tensor *a, nb_tensor *b) { (void)b; return nb_permute(c, a, (const int[]){1, 0}); }
-static nb_tensor *w_reshape(nb_ctx *c, nb_tensor *a, nb_tensor *b) { (void)b; return nb_reshape(c, a, NB_SHAPE(3, 2)); }
-static nb_tensor *w_contiguous(nb_ctx *c, nb_tensor *a, nb_tensor *b) { (void)b; return nb_contiguous(c, a); }
-static nb_tensor *w_causal_fill(nb_ctx *c, nb_tensor *a, nb_tensor *b) { (void)b; return nb_causal_fill(c, a, -INFINITY); }
-static nb_tensor *w_softmax(nb_ctx *c, nb_tensor *a, nb_tensor *b) { (void)b; return nb_softmax(c, a); }
-static nb_tensor *w_log_softmax(nb_ctx *c, nb_tensor *a, nb_tensor *b) { (void)b; return nb_log_softmax(c, a); }
-static nb_tensor *w_dropout(nb_ctx *c, nb_tensor *a, nb_tensor *b) { (void)b; return nb_dropout(c, a, 0.5, true, &g_rng); }
+static nb_tensor *w_neg(nb_ctx *c, nb_tensor *a, nb_tensor *b) {
+    (void)b;
+    return nb_neg(c, a);
+}
+static nb_tensor *w_scale(nb_ctx *c, nb_tensor *a, nb_tensor *b) {
+    (void)b;
+    return nb_scale(c, a, 2);
+}
+static nb_tensor *w_add_scalar(nb_ctx *c, nb_tensor *a, nb_tensor *b) {
+    (void)b;
+    return nb_add_scalar(c, a, 2);
+}
+static nb_tensor *w_exp(nb_ctx *c, nb_tensor *a, nb_tensor *b) {
+    (void)b;
+    return nb_exp(c, a);
+}
+static nb_tensor *w_log(nb_ctx *c, nb_tensor *a, nb_tensor *b) {
+    (void)b;
+    return nb_log(c, a);
+}
+static nb_tensor *w_sqrt(nb_ctx *c, nb_tensor *a, nb_tensor *b) {
+    (void)b;
+    return nb_sqrt(c, a);
+}
+static nb_tensor *w_pow(nb_ctx *c, nb_tensor *a, nb_tensor *b) {
+    (void)b;
+    return nb_pow(c, a, 3);
+}
+static nb_tensor *w_tanh(nb_ctx *c, nb_tensor *a, nb_tensor *b) {
+    (void)b;
+    return nb_tanh(c, a);
+}
+static nb_tensor *w_sigmoid(nb_ctx *c, nb_tensor *a, nb_tensor *b) {
+    (void)b;
+    return nb_sigmoid(c, a);
+}
+static nb_tensor *w_relu(nb_ctx *c, nb_tensor *a, nb_tensor *b) {
+    (void)b;
+    return nb_relu(c, a);
+}
+static nb_tensor *w_gelu(nb_ctx *c, nb_tensor *a, nb_tensor *b) {
+    (void)b;
+    return nb_gelu(c, a, NB_GELU_NONE);
+}
+static nb_tensor *w_gelu_tanh(nb_ctx *c, nb_tensor *a, nb_tensor *b) {
+    (void)b;
+    return nb_gelu(c, a, NB_GELU_TANH);
+}
+static nb_tensor *w_sum(nb_ctx *c, nb_tensor *a, nb_tensor *b) {
+    (void)b;
+    return nb_sum(c, a);
+}
+static nb_tensor *w_mean(nb_ctx *c, nb_tensor *a, nb_tensor *b) {
+    (void)b;
+    return nb_mean(c, a);
+}
+static nb_tensor *w_sum_dim(nb_ctx *c, nb_tensor *a, nb_tensor *b) {
+    (void)b;
+    return nb_sum_dim(c, a, 1, false);
+}
+static nb_tensor *w_mean_dim(nb_ctx *c, nb_tensor *a, nb_tensor *b) {
+    (void)b;
+    return nb_mean_dim(c, a, -1, true);
+}
+static nb_tensor *w_max_dim(nb_ctx *c, nb_tensor *a, nb_tensor *b) {
+    (void)b;
+    return nb_max_dim(c, a, 1, false, NULL);
+}
+static nb_tensor *w_transpose(nb_ctx *c, nb_tensor *a, nb_tensor *b) {
+    (void)b;
+    return nb_transpose(c, a, 0, 1);
+}
+static nb_tensor *w_permute(nb_ctx *c, nb_tensor *a, nb_tensor *b) {
+    (void)b;
+    return nb_permute(c, a, (const int[]){1, 0});
+}
+static nb_tensor *w_reshape(nb_ctx *c, nb_tensor *a, nb_tensor *b) {
+    (void)b;
+    return nb_reshape(c, a, NB_SHAPE(3, 2));
+}
+static nb_tensor *w_contiguous(nb_ctx *c, nb_tensor *a, nb_tensor *b) {
+    (void)b;
+    return nb_contiguous(c, a);
+}
+static nb_tensor *w_causal_fill(nb_ctx *c, nb_tensor *a, nb_tensor *b) {
+    (void)b;
+    return nb_causal_fill(c, a, -INFINITY);
+}
+static nb_tensor *w_softmax(nb_ctx *c, nb_tensor *a, nb_tensor *b) {
+    (void)b;
+    return nb_softmax(c, a);
+}
+static nb_tensor *w_log_softmax(nb_ctx *c, nb_tensor *a, nb_tensor *b) {
+    (void)b;
+    return nb_log_softmax(c, a);
+}
+static nb_tensor *w_dropout(nb_ctx *c, nb_tensor *a, nb_tensor *b) {
+    (void)b;
+    return nb_dropout(c, a, 0.5, true, &g_rng);
+}
 static nb_tensor *w_concat(nb_ctx *c, nb_tensor *a, nb_tensor *b) {
     nb_tensor *ts[2] = {a, b};
     return nb_concat(c, 2, ts, 0);
@@ -91,15 +169,28 @@ static nb_tensor *w_split(nb_ctx *c, nb_tensor *a, nb_tensor *b) {
     nb_tensor *out[2] = {NULL, NULL};
     return nb_split(c, a, 1, 2, (const int64_t[]){1, 2}, out) == NB_OK ? out[1] : NULL;
 }
-static nb_tensor *w_masked_fill(nb_ctx *c, nb_tensor *a, nb_tensor *b) { return nb_masked_fill(c, a, b, -1); }
-static nb_tensor *w_cross_entropy(nb_ctx *c, nb_tensor *a, nb_tensor *b) { return nb_cross_entropy(c, a, b); }
-static nb_tensor *w_linear(nb_ctx *c, nb_tensor *a, nb_tensor *b) { return nb_linear(c, a, b, NULL); }
-static nb_tensor *w_embedding(nb_ctx *c, nb_tensor *a, nb_tensor *b) { return nb_embedding(c, a, b); }
-static nb_tensor *w_layer_norm(nb_ctx *c, nb_tensor *a, nb_tensor *b) { return nb_layer_norm(c, a, b, b, 1e-5); }
+static nb_tensor *w_masked_fill(nb_ctx *c, nb_tensor *a, nb_tensor *b) {
+    return nb_masked_fill(c, a, b, -1);
+}
+static nb_tensor *w_cross_entropy(nb_ctx *c, nb_tensor *a, nb_tensor *b) {
+    return nb_cross_entropy(c, a, b);
+}
+static nb_tensor *w_linear(nb_ctx *c, nb_tensor *a, nb_tensor *b) {
+    return nb_linear(c, a, b, NULL);
+}
+static nb_tensor *w_embedding(nb_ctx *c, nb_tensor *a, nb_tensor *b) {
+    return nb_embedding(c, a, b);
+}
+static nb_tensor *w_layer_norm(nb_ctx *c, nb_tensor *a, nb_tensor *b) {
+    return nb_layer_norm(c, a, b, b, 1e-5);
+}
 
-#define S2(x, y) 2, {x, y, 1, 1}
-#define S1(x) 1, {x, 1, 1, 1}
-#define NONE 0, {1, 1, 1, 1}
+#define S2(x, y)                                                                                   \
+    2, { x, y, 1, 1 }
+#define S1(x)                                                                                      \
+    1, { x, 1, 1, 1 }
+#define NONE                                                                                       \
+    0, { 1, 1, 1, 1 }
 static const op_case ops[] = {
     {"add", w_add, 2, S2(2, 3), S2(2, 3), NB_F32, ELEMWISE | B_FLOAT},
     {"sub", w_sub, 2, S2(2, 3), S2(2, 3), NB_F32, ELEMWISE | B_FLOAT},
@@ -145,12 +236,14 @@ static const op_case ops[] = {
 /* a (values 0.1, 0.2, ... of dtype dt) and b (the case's dtype; ids 0/1). */
 static nb_tensor *make_a(nb_ctx *ctx, const op_case *o, nb_dtype dt) {
     nb_tensor *a = nb_empty(ctx, dt, o->a_nd, o->a_shape);
-    for (size_t i = 0; a && i < a->numel; i++) nb_set(a, i, dt == NB_I64 ? 1 : 0.1 * (double)(i + 1));
+    for (size_t i = 0; a && i < a->numel; i++)
+        nb_set(a, i, dt == NB_I64 ? 1 : 0.1 * (double)(i + 1));
     return a;
 }
 
 static nb_tensor *make_b(nb_ctx *ctx, const op_case *o, nb_dtype dt, int nd, const int64_t *shape) {
-    if (o->n_in < 2) return NULL;
+    if (o->n_in < 2)
+        return NULL;
     nb_tensor *b = nb_empty(ctx, dt, nd, shape);
     for (size_t i = 0; b && i < b->numel; i++)
         nb_set(b, i, dt == NB_I64 || dt == NB_BOOL ? (double)(i % 2) : 0.05 * (double)(i + 1));
@@ -200,7 +293,8 @@ END_TEST
 
 START_TEST(test_op_shape) {
     const op_case *o = &ops[_i];
-    if (o->n_in < 2 || (o->flags & B_ANYSHAPE)) return;
+    if (o->n_in < 2 || (o->flags & B_ANYSHAPE))
+        return;
     nb_ctx *ctx = nb_ctx_new(0);
     nb_tensor *a = make_a(ctx, o, NB_F32);
     nb_tensor *b = make_b(ctx, o, o->b_dt, 3, (const int64_t[]){5, 7, 2});
@@ -222,7 +316,8 @@ START_TEST(test_op_nan_inf) {
     nb_tensor *b = make_b(ctx, o, o->b_dt, o->b_nd, o->b_shape);
     nb_tensor *y = o->fn(ctx, a, b);
     ck_assert_msg(y, "%s refused NaN/Inf data: %s", o->name, nb_ctx_error(ctx));
-    if (o->flags & ELEMWISE) ck_assert_msg(isnan(nb_get(y, 0)), "%s lost the NaN", o->name);
+    if (o->flags & ELEMWISE)
+        ck_assert_msg(isnan(nb_get(y, 0)), "%s lost the NaN", o->name);
     ck_assert_int_eq(nb_backward(ctx, nb_sum(ctx, y), NULL), NB_OK);
     nb_ctx_free(ctx);
 }
@@ -286,12 +381,13 @@ START_TEST(test_concat_split_counts) {
     expect_fail(ctx, !nb_concat(ctx, 2, NULL, 0), NB_ERR_NULL, "concat");
     expect_fail(ctx, !nb_concat(ctx, 2, ts, 0), NB_ERR_SHAPE, "concat"); /* 3 vs 4 columns */
     expect_fail(ctx, !nb_concat(ctx, 2, ts, 5), NB_ERR_VALUE, "concat");
-    ck_assert_ptr_nonnull(nb_concat(ctx, 2, ts, 1));                     /* (2, 7) */
+    ck_assert_ptr_nonnull(nb_concat(ctx, 2, ts, 1)); /* (2, 7) */
     expect_any(ctx, nb_split(ctx, a, 1, 2, (const int64_t[]){1, 1}, out), "split");
     expect_any(ctx, nb_split(ctx, a, 1, 2, (const int64_t[]){-1, 4}, out), "split");
     expect_any(ctx, nb_split(ctx, a, 1, 2, (const int64_t[]){0, 3}, out), "split");
     expect_any(ctx, nb_split(ctx, a, 1, -2, (const int64_t[]){1, 2}, out), "split");
-    expect_any(ctx, nb_split(ctx, a, 1, 2, (const int64_t[]){INT64_MAX, INT64_MAX - 2}, out), "split");
+    expect_any(ctx, nb_split(ctx, a, 1, 2, (const int64_t[]){INT64_MAX, INT64_MAX - 2}, out),
+               "split");
     expect_any(ctx, nb_split(ctx, a, 9, 2, (const int64_t[]){1, 2}, out), "split");
     expect_fail(ctx, nb_split(ctx, a, 1, 2, NULL, out), NB_ERR_NULL, "split");
     expect_fail(ctx, nb_split(ctx, a, 1, 2, (const int64_t[]){1, 2}, NULL), NB_ERR_NULL, "split");

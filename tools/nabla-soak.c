@@ -27,12 +27,12 @@
 
 #include "nabla.h"
 
-#define N 8 /* digits per sequence; the input is 2N tokens */
-#define T (2 * N)
+#define N     8 /* digits per sequence; the input is 2N tokens */
+#define T     (2 * N)
 #define VOCAB 11
-#define SEP 10
+#define SEP   10
 #define BATCH 32
-#define D 32
+#define D     32
 #define HEADS 4
 #define BLOCK 500
 
@@ -68,8 +68,10 @@ static double now(void) {
 static long rss_kb(void) {
     FILE *f = fopen("/proc/self/statm", "r");
     long pages = 0, rss = 0;
-    if (f && fscanf(f, "%ld %ld", &pages, &rss) != 2) rss = 0;
-    if (f) fclose(f);
+    if (f && fscanf(f, "%ld %ld", &pages, &rss) != 2)
+        rss = 0;
+    if (f)
+        fclose(f);
     return rss * (sysconf(_SC_PAGESIZE) / 1024);
 }
 
@@ -83,21 +85,33 @@ static nb_status trainer_init(trainer *t, uint64_t seed) {
     nb_pcg32_seed(&t->data_rng, 42, 2);
     nb_pcg32_seed(&t->drop_rng, 42, 3);
     nb_status st = nb_nn_embedding_init(&t->tok, t->pctx, VOCAB, D, NB_F32, &init);
-    if (!st) st = nb_nn_embedding_init(&t->pos, t->pctx, T, D, NB_F32, &init);
-    if (!st) st = nb_nn_mha_init(&t->attn, t->pctx, D, D, T, 0.1, HEADS, false, NB_F32, &t->drop_rng);
-    if (!st) st = nb_nn_layer_norm_init(&t->norm, t->pctx, D, 1e-5, true, NB_F32);
-    if (!st) st = nb_nn_linear_init(&t->head, t->pctx, D, VOCAB, true, NB_F32, &init);
+    if (!st)
+        st = nb_nn_embedding_init(&t->pos, t->pctx, T, D, NB_F32, &init);
+    if (!st)
+        st = nb_nn_mha_init(&t->attn, t->pctx, D, D, T, 0.1, HEADS, false, NB_F32, &t->drop_rng);
+    if (!st)
+        st = nb_nn_layer_norm_init(&t->norm, t->pctx, D, 1e-5, true, NB_F32);
+    if (!st)
+        st = nb_nn_linear_init(&t->head, t->pctx, D, VOCAB, true, NB_F32, &init);
     nb_pcg32_seed(&t->drop_rng, 42, 3); /* the same dropout stream whatever the init */
-    if (!st) st = nb_params_add_prefixed(&t->params, t->pctx, "tok", &t->tok.params);
-    if (!st) st = nb_params_add_prefixed(&t->params, t->pctx, "pos", &t->pos.params);
-    if (!st) st = nb_params_add_prefixed(&t->params, t->pctx, "attn", &t->attn.params);
-    if (!st) st = nb_params_add_prefixed(&t->params, t->pctx, "norm", &t->norm.params);
-    if (!st) st = nb_params_add_prefixed(&t->params, t->pctx, "head", &t->head.params);
-    if (!st) st = nb_list_add(&t->extra, "data_rng", nb_pcg32_tensor(t->pctx, &t->data_rng));
-    if (!st) st = nb_list_add(&t->extra, "drop_rng", nb_pcg32_tensor(t->pctx, &t->drop_rng));
+    if (!st)
+        st = nb_params_add_prefixed(&t->params, t->pctx, "tok", &t->tok.params);
+    if (!st)
+        st = nb_params_add_prefixed(&t->params, t->pctx, "pos", &t->pos.params);
+    if (!st)
+        st = nb_params_add_prefixed(&t->params, t->pctx, "attn", &t->attn.params);
+    if (!st)
+        st = nb_params_add_prefixed(&t->params, t->pctx, "norm", &t->norm.params);
+    if (!st)
+        st = nb_params_add_prefixed(&t->params, t->pctx, "head", &t->head.params);
+    if (!st)
+        st = nb_list_add(&t->extra, "data_rng", nb_pcg32_tensor(t->pctx, &t->data_rng));
+    if (!st)
+        st = nb_list_add(&t->extra, "drop_rng", nb_pcg32_tensor(t->pctx, &t->drop_rng));
     if (!st) {
         t->opt = nb_adamw_new(&t->params, nb_adamw_defaults(3e-3), t->pctx);
-        if (!t->opt) st = nb_ctx_status(t->pctx) ? nb_ctx_status(t->pctx) : NB_ERR_MEMORY;
+        if (!t->opt)
+            st = nb_ctx_status(t->pctx) ? nb_ctx_status(t->pctx) : NB_ERR_MEMORY;
     }
     return st;
 }
@@ -115,24 +129,32 @@ static nb_status train_step(trainer *t) {
     int64_t ids[BATCH * T], pos[T], targets[BATCH * N];
     for (int b = 0; b < BATCH; b++) {
         int64_t *row = ids + b * T;
-        for (int i = 0; i < N; i++) row[i] = nb_pcg32_bounded(&t->data_rng, 10);
+        for (int i = 0; i < N; i++)
+            row[i] = nb_pcg32_bounded(&t->data_rng, 10);
         row[N] = SEP;
-        for (int j = 0; j < N; j++) targets[b * N + j] = row[N - 1 - j];
-        for (int j = 0; j + 1 < N; j++) row[N + 1 + j] = targets[b * N + j];
+        for (int j = 0; j < N; j++)
+            targets[b * N + j] = row[N - 1 - j];
+        for (int j = 0; j + 1 < N; j++)
+            row[N + 1 + j] = targets[b * N + j];
     }
-    for (int i = 0; i < T; i++) pos[i] = i;
+    for (int i = 0; i < T; i++)
+        pos[i] = i;
     nb_ctx *c = t->step;
     nb_ctx_reset(c);
     nb_optim_zero_grad(t->opt);
-    nb_tensor *x = nb_add(c, nb_nn_embedding_forward(c, &t->tok, nb_from_data(c, NB_I64, NB_SHAPE(BATCH, T), ids)),
-                          nb_nn_embedding_forward(c, &t->pos, nb_from_data(c, NB_I64, NB_SHAPE(T), pos)));
+    nb_tensor *x = nb_add(
+        c, nb_nn_embedding_forward(c, &t->tok, nb_from_data(c, NB_I64, NB_SHAPE(BATCH, T), ids)),
+        nb_nn_embedding_forward(c, &t->pos, nb_from_data(c, NB_I64, NB_SHAPE(T), pos)));
     nb_tensor *h = nb_add(c, x, nb_nn_mha_forward(c, &t->attn, x));
     nb_tensor *logits = nb_nn_linear_forward(c, &t->head, nb_nn_layer_norm_forward(c, &t->norm, h));
     nb_tensor *parts[2];
-    if (!logits || nb_split(c, logits, 1, 2, (const int64_t[]){N, N}, parts)) return nb_ctx_status(c);
+    if (!logits || nb_split(c, logits, 1, 2, (const int64_t[]){N, N}, parts))
+        return nb_ctx_status(c);
     nb_tensor *ans = nb_reshape(c, parts[1], NB_SHAPE(BATCH * N, VOCAB));
-    nb_tensor *loss = nb_cross_entropy(c, ans, nb_from_data(c, NB_I64, NB_SHAPE(BATCH * N), targets));
-    if (nb_backward(c, loss, NULL)) return nb_ctx_status(c);
+    nb_tensor *loss =
+        nb_cross_entropy(c, ans, nb_from_data(c, NB_I64, NB_SHAPE(BATCH * N), targets));
+    if (nb_backward(c, loss, NULL))
+        return nb_ctx_status(c);
     return nb_optim_step(t->opt);
 }
 
@@ -141,7 +163,8 @@ static uint64_t params_hash(const trainer *t) {
     for (int i = 0; i < t->params.n; i++) {
         const nb_tensor *p = nb_list_tensor(&t->params, i);
         const unsigned char *b = p->data;
-        for (size_t k = 0; k < p->numel * nb_dtype_size(p->dtype); k++) h = (h ^ b[k]) * 1099511628211u;
+        for (size_t k = 0; k < p->numel * nb_dtype_size(p->dtype); k++)
+            h = (h ^ b[k]) * 1099511628211u;
     }
     return h;
 }
@@ -149,7 +172,8 @@ static uint64_t params_hash(const trainer *t) {
 static double timed_block(trainer *t) {
     double t0 = now();
     for (int i = 0; i < BLOCK; i++)
-        if (train_step(t)) return 1e30;
+        if (train_step(t))
+            return 1e30;
     return now() - t0;
 }
 
@@ -157,12 +181,15 @@ static double timed_block(trainer *t) {
 static void interleaved_speed(trainer *old, double *best_old, double *best_fresh) {
     trainer fresh;
     *best_old = *best_fresh = 1e30;
-    if (trainer_init(&fresh, 99)) return;
+    if (trainer_init(&fresh, 99))
+        return;
     timed_block(&fresh); /* its warm-up: arenas grown, caches filled */
     for (int k = 0; k < 4; k++) {
         double a = timed_block(old), b = timed_block(&fresh);
-        if (a < *best_old) *best_old = a;
-        if (b < *best_fresh) *best_fresh = b;
+        if (a < *best_old)
+            *best_old = a;
+        if (b < *best_fresh)
+            *best_fresh = b;
     }
     trainer_free(&fresh);
 }
@@ -170,7 +197,8 @@ static void interleaved_speed(trainer *old, double *best_old, double *best_fresh
 /* Run A: figures and hashes. Returns the number of failed checks. */
 static int run_plain(const opts *o, uint64_t *hashes) {
     trainer t;
-    if (trainer_init(&t, 7)) return fprintf(stderr, "nabla-soak: init failed\n"), 1;
+    if (trainer_init(&t, 7))
+        return fprintf(stderr, "nabla-soak: init failed\n"), 1;
     long rss_warm = 0;
     double best_early = 1e30, best_late = 1e30, block_start = now(), t0 = now();
     int late_from = o->steps - o->steps / 5;
@@ -180,30 +208,38 @@ static int run_plain(const opts *o, uint64_t *hashes) {
             trainer_free(&t);
             return 1;
         }
-        if (s % o->every == 0) hashes[s / o->every] = params_hash(&t);
-        if (s == o->warmup) rss_warm = rss_kb();
+        if (s % o->every == 0)
+            hashes[s / o->every] = params_hash(&t);
+        if (s == o->warmup)
+            rss_warm = rss_kb();
         if (s % BLOCK == 0) {
             double dt = now() - block_start;
-            if (s > o->warmup && s <= o->warmup + o->steps / 5 && dt < best_early) best_early = dt;
-            if (s > late_from && dt < best_late) best_late = dt;
+            if (s > o->warmup && s <= o->warmup + o->steps / 5 && dt < best_early)
+                best_early = dt;
+            if (s > late_from && dt < best_late)
+                best_late = dt;
             block_start = now();
         }
     }
     double total = now() - t0;
     long rss_end = rss_kb(), grow = rss_end - rss_warm;
-    double early = BLOCK / best_early, late = BLOCK / best_late, drift = 100 * (late - early) / early;
+    double early = BLOCK / best_early, late = BLOCK / best_late,
+           drift = 100 * (late - early) / early;
     double b_old, b_fresh;
     interleaved_speed(&t, &b_old, &b_fresh);
-    double v_old = BLOCK / b_old, v_fresh = BLOCK / b_fresh, change = 100 * (v_old - v_fresh) / v_fresh;
+    double v_old = BLOCK / b_old, v_fresh = BLOCK / b_fresh,
+           change = 100 * (v_old - v_fresh) / v_fresh;
     int bad = 0;
     printf("  run A: %d steps in %.1f s (%.0f steps/s)\n", o->steps, total, o->steps / total);
     printf("  RSS after warm-up (step %d) %ld kB, at the end %ld kB: %+ld kB  %s\n", o->warmup,
            rss_warm, rss_end, grow, grow < 1024 ? "ok" : "FAIL (>= 1 MB)");
     bad += grow >= 1024;
     printf("  speed, best %d-step blocks: %.0f steps/s after warm-up, %.0f in the last 20%% "
-           "(%+.1f%%, machine load included)\n", BLOCK, early, late, drift);
-    printf("  speed at the end, alternating with a fresh model: %.0f vs %.0f steps/s: %+.1f%%  %s\n",
-           v_old, v_fresh, change, change > -10 ? "ok" : "FAIL (> 10% slower)");
+           "(%+.1f%%, machine load included)\n",
+           BLOCK, early, late, drift);
+    printf(
+        "  speed at the end, alternating with a fresh model: %.0f vs %.0f steps/s: %+.1f%%  %s\n",
+        v_old, v_fresh, change, change > -10 ? "ok" : "FAIL (> 10% slower)");
     bad += change <= -10;
     trainer_free(&t);
     return bad;
@@ -212,7 +248,8 @@ static int run_plain(const opts *o, uint64_t *hashes) {
 /* Run B: resume from a checkpoint every o->every steps; compare hashes. */
 static int run_resumed(const opts *o, const uint64_t *hashes, const char *path) {
     trainer t;
-    if (trainer_init(&t, 7)) return 1;
+    if (trainer_init(&t, 7))
+        return 1;
     int bad = 0, checks = 0;
     for (int s = 1; s <= o->steps && !bad; s++) {
         if (train_step(&t)) {
@@ -220,7 +257,8 @@ static int run_resumed(const opts *o, const uint64_t *hashes, const char *path) 
             bad++;
             break;
         }
-        if (s % o->every) continue;
+        if (s % o->every)
+            continue;
         if (nb_save_checkpoint(t.pctx, path, &t.params, t.opt, &t.extra, 0, NULL, NULL)) {
             fprintf(stderr, "nabla-soak: save at step %d: %s\n", s, nb_ctx_error(t.pctx));
             bad++;
@@ -252,9 +290,11 @@ static int parse(int argc, char **argv, opts *o) {
             usage(stdout);
             return 1;
         }
-        int *dst = !strcmp(argv[i], "--steps") ? &o->steps : !strcmp(argv[i], "--threads") ? &o->threads
-                 : !strcmp(argv[i], "--every") ? &o->every : !strcmp(argv[i], "--warmup") ? &o->warmup
-                 : NULL;
+        int *dst = !strcmp(argv[i], "--steps")     ? &o->steps
+                   : !strcmp(argv[i], "--threads") ? &o->threads
+                   : !strcmp(argv[i], "--every")   ? &o->every
+                   : !strcmp(argv[i], "--warmup")  ? &o->warmup
+                                                   : NULL;
         char *end;
         errno = 0;
         long v = dst && i + 1 < argc ? strtol(argv[i + 1], &end, 10) : -1;
@@ -274,9 +314,11 @@ static int parse(int argc, char **argv, opts *o) {
 int main(int argc, char **argv) {
     opts o;
     int rc = parse(argc, argv, &o);
-    if (rc) return rc == 1 ? 0 : 2;
+    if (rc)
+        return rc == 1 ? 0 : 2;
     char dir[] = "/tmp/nabla-soak-XXXXXX", path[64];
-    if (!mkdtemp(dir)) return perror("nabla-soak: mkdtemp"), 1;
+    if (!mkdtemp(dir))
+        return perror("nabla-soak: mkdtemp"), 1;
     snprintf(path, sizeof path, "%s/ck.safetensors", dir);
     nb_set_num_threads(o.threads);
     printf("nabla-soak: demo model, %d steps at %d thread(s), resume every %d\n", o.steps,

@@ -19,6 +19,7 @@ for e in "$dir"/examples/*; do
     case $name in
     demo_reverse) set -- --steps 40 --threads "$threads" --out "$tmp/demo"; ok="0 1" ;;
     teach_backprop) set -- --model=gpt --dot="$tmp/tape.dot" --html="$tmp/tape.html" --json="$tmp/tape.json" ;;
+    teach_scalar | custom_op_silu) set -- --html="$tmp/$name.html" ;;
     *) set -- ;;
     esac
     echo "example: $name $*"

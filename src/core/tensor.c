@@ -126,20 +126,26 @@ static bool check_values_fit(nb_ctx *ctx, const char *op, nb_dtype dt, const dou
     return true;
 }
 
-nb_tensor *nb_full(nb_ctx *ctx, nb_dtype dt, int ndim, const int64_t *shape, double value) {
-    if (nb_ctx_ok(ctx) && !check_values_fit(ctx, "full", dt, &value, 1)) return NULL;
-    nb_tensor *t = tensor_alloc(ctx, "full", dt, ndim, shape, DATA_RAW);
+/* nb_full, with errors naming `op` (full, ones or scalar). */
+static nb_tensor *full_as(nb_ctx *ctx, const char *op, nb_dtype dt, int ndim,
+                          const int64_t *shape, double value) {
+    if (nb_ctx_ok(ctx) && !check_values_fit(ctx, op, dt, &value, 1)) return NULL;
+    nb_tensor *t = tensor_alloc(ctx, op, dt, ndim, shape, DATA_RAW);
     if (t)
         for (size_t i = 0; i < t->numel; i++) nb_set(t, i, value);
     return t;
 }
 
+nb_tensor *nb_full(nb_ctx *ctx, nb_dtype dt, int ndim, const int64_t *shape, double value) {
+    return full_as(ctx, "full", dt, ndim, shape, value);
+}
+
 nb_tensor *nb_ones(nb_ctx *ctx, nb_dtype dt, int ndim, const int64_t *shape) {
-    return nb_full(ctx, dt, ndim, shape, 1.0);
+    return full_as(ctx, "ones", dt, ndim, shape, 1.0);
 }
 
 nb_tensor *nb_scalar(nb_ctx *ctx, nb_dtype dt, double value) {
-    return nb_full(ctx, dt, 0, NULL, value);
+    return full_as(ctx, "scalar", dt, 0, NULL, value);
 }
 
 nb_tensor *nb_from_data(nb_ctx *ctx, nb_dtype dt, int ndim, const int64_t *shape,

@@ -15,23 +15,28 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     static nb_fuzz_model m;
     if (!ctx) {
         ctx = nb_ctx_new(0);
-        if (nb_fuzz_model_init(&m)) abort();
+        if (nb_fuzz_model_init(&m))
+            abort();
     }
     nb_ctx_reset(ctx);
     char path[64];
     int fd = nb_fuzz_path(data, size, path, sizeof path);
-    if (fd < 0) return 0;
+    if (fd < 0)
+        return 0;
     uint64_t before = nb_fuzz_model_hash(&m);
     nb_status st = nb_load_checkpoint(ctx, path, &m.params, m.opt, &m.extra);
     close(fd);
     if (st != NB_OK) {
         const char *msg = nb_ctx_error(ctx);
-        if (!msg || !strstr(msg, "load_checkpoint")) abort();
-        if (nb_fuzz_model_hash(&m) != before) abort(); /* a failed load changed state */
+        if (!msg || !strstr(msg, "load_checkpoint"))
+            abort();
+        if (nb_fuzz_model_hash(&m) != before)
+            abort(); /* a failed load changed state */
         return 0;
     }
     /* A load that worked: put the model back for the next input. */
     nb_fuzz_model_free(&m);
-    if (nb_fuzz_model_init(&m)) abort();
+    if (nb_fuzz_model_init(&m))
+        abort();
     return 0;
 }

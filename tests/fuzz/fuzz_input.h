@@ -21,7 +21,8 @@
  * or -1. */
 static inline int nb_fuzz_path(const uint8_t *data, size_t size, char *path, size_t n) {
     int fd = memfd_create("nb-fuzz", 0);
-    if (fd < 0) return -1;
+    if (fd < 0)
+        return -1;
     size_t done = 0;
     while (done < size) {
         ssize_t w = write(fd, data + done, size - done);
@@ -50,7 +51,8 @@ typedef struct nb_fuzz_model {
 static inline int nb_fuzz_model_init(nb_fuzz_model *m) {
     memset(m, 0, sizeof *m);
     m->pctx = nb_ctx_new(0);
-    if (!m->pctx) return -1;
+    if (!m->pctx)
+        return -1;
     const double w[6] = {0.5, -1.25, 2, 0.125, -3, 4}, b[3] = {0.25, -0.5, 1};
     nb_tensor *tw = nb_requires_grad(nb_from_doubles(m->pctx, NB_F32, NB_SHAPE(2, 3), w));
     nb_tensor *tb = nb_requires_grad(nb_from_doubles(m->pctx, NB_F32, NB_SHAPE(3), b));
@@ -61,7 +63,8 @@ static inline int nb_fuzz_model_init(nb_fuzz_model *m) {
         nb_list_add(&m->extra, "step", nb_scalar(m->pctx, NB_I64, 7)))
         return -1;
     m->opt = nb_adam_new(&m->params, nb_adam_defaults(1e-3), m->pctx);
-    if (!m->opt) return -1;
+    if (!m->opt)
+        return -1;
     /* One step, so the optimizer has moment buffers to save and restore. */
     for (int i = 0; i < 2; i++)
         for (size_t k = 0; k < m->params.t[i]->numel; k++)
@@ -80,12 +83,14 @@ static inline uint64_t nb_fuzz_model_hash(nb_fuzz_model *m) {
     uint64_t h = 1469598103934665603u;
     nb_ctx *tmp = nb_ctx_new(4096);
     nb_tensor_list all = m->params;
-    for (int i = 0; i < m->extra.n; i++) nb_list_add(&all, m->extra.names[i], m->extra.t[i]);
+    for (int i = 0; i < m->extra.n; i++)
+        nb_list_add(&all, m->extra.names[i], m->extra.t[i]);
     nb_optim_state(m->opt, tmp, &all);
     for (int i = 0; i < all.n; i++) {
         const unsigned char *p = all.t[i]->data;
         size_t n = all.t[i]->numel * nb_dtype_size(all.t[i]->dtype);
-        for (size_t k = 0; k < n; k++) h = (h ^ p[k]) * 1099511628211u;
+        for (size_t k = 0; k < n; k++)
+            h = (h ^ p[k]) * 1099511628211u;
     }
     nb_ctx_free(tmp);
     return h;

@@ -11,11 +11,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     static nb_ctx *ctx;
-    if (!ctx) ctx = nb_ctx_new(0);
+    if (!ctx)
+        ctx = nb_ctx_new(0);
     nb_ctx_reset(ctx);
     char path[64];
     int fd = nb_fuzz_path(data, size, path, sizeof path);
-    if (fd < 0) return 0;
+    if (fd < 0)
+        return 0;
     nb_tensor_list out = {0};
     const char *keys[4], *values[4];
     int n_meta = -1;
@@ -23,16 +25,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     close(fd);
     if (st != NB_OK) {
         const char *msg = nb_ctx_error(ctx);
-        if (!msg || !strstr(msg, "load_safetensors") || n_meta != 0) abort();
+        if (!msg || !strstr(msg, "load_safetensors") || n_meta != 0)
+            abort();
         return 0;
     }
     volatile double sink = 0;
     for (int i = 0; i < out.n; i++) {
         const nb_tensor *t = out.t[i];
-        if (!t || strcmp(t->name, out.names[i]) != 0) abort();
-        for (size_t k = 0; k < t->numel; k++) sink += nb_get(t, k);
+        if (!t || strcmp(t->name, out.names[i]) != 0)
+            abort();
+        for (size_t k = 0; k < t->numel; k++)
+            sink += nb_get(t, k);
     }
-    for (int i = 0; i < n_meta && i < 4; i++) sink += (double)(strlen(keys[i]) + strlen(values[i]));
+    for (int i = 0; i < n_meta && i < 4; i++)
+        sink += (double)(strlen(keys[i]) + strlen(values[i]));
     (void)sink;
     return 0;
 }

@@ -17,7 +17,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     static nb_ctx *ctx;
-    if (!ctx) ctx = nb_ctx_new(0);
-    if (!nb_fuzz_text(ctx, data, size)) abort();
+    if (!ctx)
+        ctx = nb_ctx_new(0);
+    if (!nb_fuzz_text(ctx, data, size))
+        abort();
     return 0;
 }

@@ -21,18 +21,22 @@ static inline bool nb_fuzz_text_path(nb_ctx *ctx, const char *text, size_t size)
     nb_char_vocab v;
     nb_status st = nb_char_vocab_build(ctx, text, size, &v);
     if (st) {
-        if (size > 0 && utf8 == NB_OK) return false; /* valid, non-empty text has a vocabulary */
+        if (size > 0 && utf8 == NB_OK)
+            return false; /* valid, non-empty text has a vocabulary */
         nb_ctx_clear_error(ctx);
         return true;
     }
     nb_tensor *ids = nb_char_encode(ctx, &v, text, size);
-    if (!ids) return false;
+    if (!ids)
+        return false;
     size_t len = 0;
     char *back = nb_char_decode(ctx, &v, ids->data, ids->numel, &len);
-    if (!back || len != size || memcmp(back, text, size)) return false;
+    if (!back || len != size || memcmp(back, text, size))
+        return false;
     nb_char_vocab v2;
     char *s = nb_char_vocab_to_string(ctx, &v);
-    if (!s || nb_char_vocab_from_string(ctx, s, &v2) || !nb_fuzz_same_vocab(&v, &v2)) return false;
+    if (!s || nb_char_vocab_from_string(ctx, s, &v2) || !nb_fuzz_same_vocab(&v, &v2))
+        return false;
     nb_token_split sp = nb_token_split_90_10(ctx, ids);
     nb_pcg32 rng;
     nb_pcg32_seed(&rng, size, 1);
@@ -47,7 +51,8 @@ static inline bool nb_fuzz_text_path(nb_ctx *ctx, const char *text, size_t size)
 static inline bool nb_fuzz_vocab_string(nb_ctx *ctx, const char *s) {
     nb_char_vocab v, v2;
     if (nb_char_vocab_from_string(ctx, s, &v)) {
-        if (!nb_ctx_error(ctx)) return false;
+        if (!nb_ctx_error(ctx))
+            return false;
         nb_ctx_clear_error(ctx);
         return true;
     }
@@ -58,7 +63,8 @@ static inline bool nb_fuzz_vocab_string(nb_ctx *ctx, const char *s) {
 /* Both paths over data[0..size); false when a property fails. */
 static inline bool nb_fuzz_text(nb_ctx *ctx, const uint8_t *data, size_t size) {
     char *copy = malloc(size + 1); /* exactly size bytes readable, plus the NUL */
-    if (!copy) return true;
+    if (!copy)
+        return true;
     memcpy(copy, data, size);
     copy[size] = '\0';
     nb_ctx_reset(ctx);

@@ -15,7 +15,8 @@ static const char *g_dir;
 
 static unsigned char *slurp(const char *path, size_t *n) {
     FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
+    if (!f)
+        return NULL;
     fseek(f, 0, SEEK_END);
     long len = ftell(f);
     fseek(f, 0, SEEK_SET);
@@ -39,9 +40,11 @@ static void put(const char *sub, const char *name, const void *p, size_t n) {
 static void put_raw(const char *sub, const char *name, const char *json, size_t data_len) {
     size_t h = strlen(json), n = 8 + h + data_len;
     unsigned char *p = malloc(n);
-    for (int k = 0; k < 8; k++) p[k] = (unsigned char)((uint64_t)h >> (8 * k));
+    for (int k = 0; k < 8; k++)
+        p[k] = (unsigned char)((uint64_t)h >> (8 * k));
     memcpy(p + 8, json, h);
-    for (size_t k = 0; k < data_len; k++) p[8 + h + k] = (unsigned char)(k % 2);
+    for (size_t k = 0; k < data_len; k++)
+        p[8 + h + k] = (unsigned char)(k % 2);
     put(sub, name, p, n);
     free(p);
 }
@@ -72,11 +75,14 @@ static void safetensors_seeds(nb_ctx *ctx) {
     const char *sub = "safetensors";
     char path[512];
     nb_tensor_list l = {0};
-    nb_list_add(&l, "weight", nb_from_doubles(ctx, NB_F32, NB_SHAPE(2, 3),
-                                             (const double[]){1, -2, 3.5, 0, 1e-3, 7}));
+    nb_list_add(
+        &l, "weight",
+        nb_from_doubles(ctx, NB_F32, NB_SHAPE(2, 3), (const double[]){1, -2, 3.5, 0, 1e-3, 7}));
     nb_list_add(&l, "bias", nb_from_doubles(ctx, NB_F64, NB_SHAPE(3), (const double[]){1, 2, 3}));
-    nb_list_add(&l, "ids", nb_from_doubles(ctx, NB_I64, NB_SHAPE(2, 2), (const double[]){0, 5, -1, 9}));
-    nb_list_add(&l, "mask", nb_from_doubles(ctx, NB_BOOL, NB_SHAPE(1, 1, 2, 1), (const double[]){1, 0}));
+    nb_list_add(&l, "ids",
+                nb_from_doubles(ctx, NB_I64, NB_SHAPE(2, 2), (const double[]){0, 5, -1, 9}));
+    nb_list_add(&l, "mask",
+                nb_from_doubles(ctx, NB_BOOL, NB_SHAPE(1, 1, 2, 1), (const double[]){1, 0}));
     nb_list_add(&l, "scalar", nb_scalar(ctx, NB_F32, 2.5));
     const char *keys[] = {"format", "note"}, *vals[] = {"pt", "caf\xc3\xa9"};
     snprintf(path, sizeof path, "%s/%s/ok-all-dtypes", g_dir, sub);
@@ -91,33 +97,44 @@ static void safetensors_seeds(nb_ctx *ctx) {
     put_raw(sub, "ok-empty", "{}", 0);
     put_raw(sub, "ok-f16-bf16",
             "{\"h\":{\"dtype\":\"F16\",\"shape\":[2],\"data_offsets\":[0,4]},"
-            "\"g\":{\"dtype\":\"BF16\",\"shape\":[1,2],\"data_offsets\":[4,8]}}", 8);
+            "\"g\":{\"dtype\":\"BF16\",\"shape\":[1,2],\"data_offsets\":[4,8]}}",
+            8);
     put_raw(sub, "ok-metadata-only", "{\"__metadata__\":{\"a\":\"b\"}}", 0);
-    put_raw(sub, "bad-dtype", "{\"x\":{\"dtype\":\"I32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 4);
+    put_raw(sub, "bad-dtype", "{\"x\":{\"dtype\":\"I32\",\"shape\":[1],\"data_offsets\":[0,4]}}",
+            4);
     put_raw(sub, "bad-offsets-overlap",
             "{\"x\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
-            "\"y\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[2,6]}}", 8);
-    put_raw(sub, "bad-offsets-past-end", "{\"x\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 4);
-    put_raw(sub, "bad-shape-zero", "{\"x\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[0,0]}}", 0);
+            "\"y\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[2,6]}}",
+            8);
+    put_raw(sub, "bad-offsets-past-end",
+            "{\"x\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 4);
+    put_raw(sub, "bad-shape-zero",
+            "{\"x\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[0,0]}}", 0);
     put_raw(sub, "bad-shape-overflow",
-            "{\"x\":{\"dtype\":\"F64\",\"shape\":[4294967296,4294967296],\"data_offsets\":[0,8]}}", 8);
+            "{\"x\":{\"dtype\":\"F64\",\"shape\":[4294967296,4294967296],\"data_offsets\":[0,8]}}",
+            8);
     put_raw(sub, "bad-shape-5d",
             "{\"x\":{\"dtype\":\"BOOL\",\"shape\":[1,1,1,1,1],\"data_offsets\":[0,1]}}", 1);
-    put_raw(sub, "bad-bool-byte", "{\"x\":{\"dtype\":\"BOOL\",\"shape\":[2],\"data_offsets\":[0,2]}}", 0);
+    put_raw(sub, "bad-bool-byte",
+            "{\"x\":{\"dtype\":\"BOOL\",\"shape\":[2],\"data_offsets\":[0,2]}}", 0);
     put_raw(sub, "bad-duplicate",
             "{\"x\":{\"dtype\":\"BOOL\",\"shape\":[1],\"data_offsets\":[0,1]},"
-            "\"x\":{\"dtype\":\"BOOL\",\"shape\":[1],\"data_offsets\":[1,2]}}", 2);
-    put_raw(sub, "bad-float-offset", "{\"x\":{\"dtype\":\"BOOL\",\"shape\":[1],\"data_offsets\":[0,1.5]}}", 1);
+            "\"x\":{\"dtype\":\"BOOL\",\"shape\":[1],\"data_offsets\":[1,2]}}",
+            2);
+    put_raw(sub, "bad-float-offset",
+            "{\"x\":{\"dtype\":\"BOOL\",\"shape\":[1],\"data_offsets\":[0,1.5]}}", 1);
     put_raw(sub, "bad-metadata-number", "{\"__metadata__\":{\"a\":1}}", 0);
     put_raw(sub, "bad-trailing-bytes", "{}", 3);
-    put_raw(sub, "bad-empty-name", "{\"\":{\"dtype\":\"BOOL\",\"shape\":[1],\"data_offsets\":[0,1]}}", 1);
+    put_raw(sub, "bad-empty-name",
+            "{\"\":{\"dtype\":\"BOOL\",\"shape\":[1],\"data_offsets\":[0,1]}}", 1);
 }
 
 static void checkpoint_seeds(nb_ctx *ctx) {
     const char *sub = "checkpoint";
     char path[512];
     nb_fuzz_model m;
-    if (nb_fuzz_model_init(&m)) exit(1);
+    if (nb_fuzz_model_init(&m))
+        exit(1);
     snprintf(path, sizeof path, "%s/%s/ok-adam", g_dir, sub);
     const char *keys[] = {"epoch"}, *vals[] = {"3"};
     if (nb_save_checkpoint(ctx, path, &m.params, m.opt, &m.extra, 1, keys, vals)) {
@@ -164,8 +181,10 @@ int main(int argc, char **argv) {
     const char *subs[] = {"safetensors", "checkpoint"};
     for (int i = 0; i < 2; i++) {
         snprintf(sub, sizeof sub, "%s/%s", g_dir, subs[i]);
-        if (mkdir(g_dir, 0755) && errno != EEXIST) return 1;
-        if (mkdir(sub, 0755) && errno != EEXIST) return 1;
+        if (mkdir(g_dir, 0755) && errno != EEXIST)
+            return 1;
+        if (mkdir(sub, 0755) && errno != EEXIST)
+            return 1;
     }
     nb_ctx *ctx = nb_ctx_new(0);
     safetensors_seeds(ctx);
