@@ -208,7 +208,11 @@ test-tsan: $(DEPS_OK)
 	$(call san_probe,-fsanitize=thread)
 	$(MAKE) --no-print-directory B=$(B)/tsan CC=clang CFLAGS="$(TSAN_FLAGS)" \
 	  LDFLAGS="$(TSAN_FLAGS)" $(B)/tsan/examples/demo_reverse $(B)/tsan/tests/check_nabla
-	$(SAN_ENV) CK_RUN_SUITE=threads NB_BUILD_DIR=$(abspath $(B)/tsan) $(B)/tsan/tests/check_nabla
+	@# the suites that run ops on several threads
+	for s in threads speed sdpa; do \
+	  $(SAN_ENV) CK_RUN_SUITE=$$s NB_BUILD_DIR=$(abspath $(B)/tsan) $(B)/tsan/tests/check_nabla \
+	    || exit 1; \
+	done
 	@# exit 1 is the demo's own verdict (60 steps miss its accuracy goal); 86 is TSan's
 	$(SAN_ENV) $(B)/tsan/examples/demo_reverse --steps 60 --threads 2 --out $(B)/tsan/demo; \
 	  rc=$$?; [ $$rc -le 1 ] || { echo "demo_reverse exited with $$rc" >&2; exit 1; }
