@@ -83,6 +83,7 @@ static nb_tensor *attention(nb_ctx *ctx, nb_ctx *params) {
     nb_pcg32_seed(&rng, 123, 1);
     nb_nn_causal_attention ca;
     if (nb_nn_causal_attention_init(&ca, params, 3, 2, 6, 0.0, false, NB_F64, &rng)) return NULL;
+    ca.use_fused = false; /* the seed's ops one by one, each a step of the walk */
     load(params, &ca.params, 3, ref_ca_eval_names, ref_ca_eval_params);
     nb_tensor *x = nb_from_doubles(ctx, NB_F64, NB_SHAPE(1, 6, 3), inputs_data);
     if (!x) return NULL;
@@ -108,6 +109,7 @@ static nb_status gpt_init(gpt_block *b, nb_ctx *pctx, nb_pcg32 *rng) {
     memset(b, 0, sizeof *b);
     nb_status s = nb_nn_layer_norm_init(&b->ln_1, pctx, 4, 1e-5, true, NB_F64);
     if (!s) s = nb_nn_mha_init(&b->attn, pctx, 4, 4, 3, 0.0, 2, true, NB_F64, rng);
+    b->attn.use_fused = false; /* every op of the attention on the tape, to step through */
     if (!s) s = nb_nn_layer_norm_init(&b->ln_2, pctx, 4, 1e-5, true, NB_F64);
     if (!s) s = nb_nn_linear_init(&b->c_fc, pctx, 4, 16, true, NB_F64, rng);
     if (!s) s = nb_nn_gelu_init(&b->gelu, pctx, NB_GELU_TANH);

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Times PyTorch on the same training step as `make demo` (examples/demo_reverse.c).
+"""Times PyTorch on the same training step as `make demo-reverse` (examples/demo_reverse.c).
 
 The model and batch match the demo's defaults: token + position embeddings
 (vocab 11, 16 positions, d_model 32), the seeds' MultiHeadAttention (from

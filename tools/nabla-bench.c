@@ -12,7 +12,7 @@
  * dtype, flop counts); a new op needs only a forward function below.
  *
  * The last case, "demo step", times whole training steps of the model that
- * `make demo` trains (examples/demo_reverse.c: token and position
+ * `make demo-reverse` trains (examples/demo_reverse.c: token and position
  * embeddings, causal MultiHeadAttention with dropout and a residual,
  * LayerNorm, a Linear head, cross-entropy, AdamW), built here from the
  * public API alone, and prints the median microseconds per step of five
@@ -474,8 +474,9 @@ static int bench_gpt_sample(nb_gpt_arch arch, int n_layer, int n_head, int64_t n
 static const char usage[] =
     "usage: nabla-bench [FILTER]\n"
     "Times each kernel (forward, forward+backward, GFLOP/s), the elementwise kernels\n"
-    "against memcpy (GB/s), one training step of the demo model and GPT sampling with\n"
-    "and without the KV cache; FILTER keeps the cases whose name contains it (e.g.\n"
+    "against memcpy (GB/s), one training step of the reverse-digits demo model and\n"
+    "GPT sampling with and without the KV cache; FILTER keeps the cases whose name\n"
+    "contains it (e.g.\n"
     "matmul, elementwise, \"demo step\", \"gpt sample\"). Prints a table on stdout;\n"
     "writes no files.\n"
     "  --help  this text\n";

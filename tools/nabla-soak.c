@@ -1,4 +1,4 @@
-/* nabla-soak - `make soak`: long training of the demo model (examples/
+/* nabla-soak - `make soak`: long training of the reverse-digits demo model (examples/
  * demo_reverse.c: token + position embeddings, causal multi-head attention
  * with dropout, residual, LayerNorm, linear head; AdamW) to catch leaks,
  * slow-downs and resume bugs.
@@ -53,7 +53,7 @@ typedef struct trainer {
 
 static void usage(FILE *f) {
     fprintf(f, "usage: nabla-soak [--steps N] [--threads T] [--every K] [--warmup W]\n"
-               "Trains the demo model twice for N steps (default 20000) at T threads (1):\n"
+               "Trains the reverse-digits demo model twice for N steps (default 20000) at T threads (1):\n"
                "uninterrupted, and with a checkpoint save/load/resume every K steps (1000).\n"
                "Checks RSS growth < 1 MB and steps/s within 10%% after W warm-up steps\n"
                "(2000), and bit-identical resumption. Prints PASS or FAIL.\n");
@@ -321,7 +321,7 @@ int main(int argc, char **argv) {
         return perror("nabla-soak: mkdtemp"), 1;
     snprintf(path, sizeof path, "%s/ck.safetensors", dir);
     nb_set_num_threads(o.threads);
-    printf("nabla-soak: demo model, %d steps at %d thread(s), resume every %d\n", o.steps,
+    printf("nabla-soak: reverse-digits demo model, %d steps at %d thread(s), resume every %d\n", o.steps,
            nb_get_num_threads(), o.every);
     uint64_t *hashes = calloc((size_t)(o.steps / o.every + 1), sizeof *hashes);
     int bad = run_plain(&o, hashes);
