@@ -163,6 +163,21 @@ static void check_vec_set(const nb_vec_kernels *v) {
         ck_assert(memcmp(a1, a2, n * sizeof(float)) == 0);
         ck_assert(memcmp(m1, m2, n * sizeof(float)) == 0);
         ck_assert(memcmp(b1, b2, n * sizeof(float)) == 0);
+        for (int approx = 0; approx < 2; approx++) {
+            fill(a1, n, &r, -12, 12);
+            if (n > 5) a1[5] = NAN;
+            v->gelu(m1, a1, n, approx);
+            p->gelu(m2, a1, n, approx);
+            memcpy(b1, dy, sizeof b1), memcpy(b2, dy, sizeof b2);
+            v->gelu_bwd(b1, a1, y, n, approx);
+            p->gelu_bwd(b2, a1, y, n, approx);
+            if (n > 5) { /* NaN in, NaN out (its sign bit may differ) */
+                ck_assert(isnan(m1[5]) && isnan(m2[5]) && isnan(b1[5]) && isnan(b2[5]));
+                m1[5] = m2[5] = b1[5] = b2[5] = 0;
+            }
+            ck_assert(memcmp(m1, m2, n * sizeof(float)) == 0);
+            ck_assert(memcmp(b1, b2, n * sizeof(float)) == 0);
+        }
     }
 }
 
@@ -173,6 +188,32 @@ START_TEST(test_vec_kernels_match_portable) {
     if (__builtin_cpu_supports("avx512f")) check_vec_set(&nb_vec_avx512);
     if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) check_vec_set(&nb_vec_avx2);
 #endif
+}
+END_TEST
+
+/* The float GELU kernels against the double formulas (libm's erf, tanh):
+ * within 4e-7 of max(|y|, 1) for y, 1e-6 of max(|dy/dx|, 1) for dy/dx, over [-12, 12]. */
+START_TEST(test_gelu_kernel_accuracy) {
+    const double PI_ = 3.14159265358979323846;
+    for (int approx = 0; approx < 2; approx++)
+        for (int i = -120000; i <= 120000; i++) {
+            float x = (float)i / 10000, y, d;
+            nb_gelu1(x, approx, &y, &d);
+            double xd = x, yd, dd;
+            if (approx) {
+                double c = sqrt(2 / PI_), t = tanh(c * (xd + 0.044715 * xd * xd * xd));
+                yd = 0.5 * xd * (1 + t);
+                dd = 0.5 * (1 + t) + 0.5 * xd * (1 - t * t) * c * (1 + 3 * 0.044715 * xd * xd);
+            } else {
+                double phi = 0.5 * erfc(-xd / sqrt(2.0));
+                yd = xd * phi;
+                dd = phi + xd * exp(-0.5 * xd * xd) / sqrt(2 * PI_);
+            }
+            ck_assert_msg(fabs(y - yd) <= 4e-7 * fmax(fabs(yd), 1.0),
+                          "gelu(%g) approx %d: %.9g vs %.9g", xd, approx, y, yd);
+            ck_assert_msg(fabs(d - dd) <= 1e-6 * fmax(fabs(dd), 1.0),
+                          "gelu'(%g) approx %d: %.9g vs %.9g", xd, approx, d, dd);
+        }
 }
 END_TEST
 
@@ -275,6 +316,7 @@ Suite *suite_speed(void) {
     tcase_add_test(tc, test_train_step_same_bits_on_1_and_2_threads);
     tcase_add_test(tc, test_steady_state_steps_do_not_allocate);
     tcase_add_test(tc, test_vec_kernels_match_portable);
+    tcase_add_test(tc, test_gelu_kernel_accuracy);
     tcase_add_test(tc, test_expf_poly_within_2_ulp);
     tcase_add_test(tc, test_packed_gemm_is_the_fma_chain);
     tcase_add_test(tc, test_pcg32_advance_matches_draws);
