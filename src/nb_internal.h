@@ -42,7 +42,16 @@ struct nb_ctx {
     int site_line;
     nb_status status;
     char errmsg[NB_ERRMSG];
+    /* Gradient recycling (nb_train_step_run's backward): when on, the
+     * gradient of a node's output is handed back after that node's backward
+     * ran, and the next gradient of the same size reuses it. */
+    bool recycle_grads;
+    struct nb_free_grad *free_grads; /* handed-back buffers; reset empties it */
 };
+
+/* Hands t's gradient buffer back to ctx's free list (t->grad becomes NULL)
+ * when ctx->recycle_grads is on and t lives in ctx; a no-op otherwise. */
+NB_HIDDEN void nb_grad_release(nb_ctx *ctx, nb_tensor *t);
 
 /* nb_ctx_alloc without the zero fill, and an nb_empty whose data is not
  * zeroed: only for buffers the caller overwrites completely (an op's output

@@ -153,6 +153,7 @@ void nb_ctx_reset(nb_ctx *ctx) {
         c->used = 0;
     }
     ctx->used = 0;
+    ctx->free_grads = NULL;
     ctx->tape = NULL;
     ctx->tape_len = 0;
     ctx->backward_done = false;
