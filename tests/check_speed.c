@@ -78,6 +78,68 @@ START_TEST(test_train_step_same_bits_on_1_and_2_threads) {
 }
 END_TEST
 
+/* A GPT training step (nb_train_step_run: both layouts, layer_norm, GELU,
+ * sdpa with dropout, cross-entropy over 65 classes, clipping, AdamW) at
+ * sizes where each of those splits over two threads: three steps on 1 and
+ * on 2 threads give memcmp-identical losses, weights and gradients. */
+typedef struct gpt_run {
+    nb_gpt *m;
+    nb_tensor *x, *y;
+} gpt_run;
+
+static nb_tensor *gpt_run_loss(nb_ctx *ctx, int micro, void *user) {
+    (void)micro;
+    gpt_run *r = user;
+    return nb_gpt_loss(ctx, r->m, r->x, r->y, NULL);
+}
+
+START_TEST(test_gpt_step_same_bits_on_1_and_2_threads) {
+    nb_gpt_arch arch = _i ? NB_GPT_NANOGPT : NB_GPT_GPTMODEL;
+    nb_ctx *p[2], *s[2];
+    nb_gpt m[2];
+    double loss[2][3];
+    for (int k = 0; k < 2; k++) {
+        ck_assert_int_eq(nb_set_num_threads(k + 1), k + 1);
+        p[k] = nb_ctx_new(0), s[k] = nb_ctx_new(0);
+        nb_pcg32 rng;
+        nb_pcg32_seed(&rng, 77, 1);
+        nb_gpt_config c = nb_gpt_config_default(arch);
+        c.vocab_size = 65, c.block_size = 32, c.n_layer = 1, c.n_head = 2, c.n_embd = 64;
+        c.dropout = 0.1, c.dtype = NB_F32;
+        ck_assert_int_eq(nb_gpt_init(&m[k], p[k], &c, &rng), NB_OK);
+        gpt_run r = {&m[k], nb_empty(p[k], NB_I64, NB_SHAPE(16, 32)),
+                     nb_empty(p[k], NB_I64, NB_SHAPE(16, 32))};
+        for (int i = 0; i < 16 * 32; i++) {
+            ((int64_t *)r.x->data)[i] = nb_pcg32_bounded(&rng, 65);
+            ((int64_t *)r.y->data)[i] = (((int64_t *)r.x->data)[i] * 7 + 3) % 65;
+        }
+        nb_optim *opt = nb_adamw_new_groups(&m[k].params, nb_adamw_defaults(1e-3), false, p[k]);
+        nb_train_step st = {.opt = opt, .params = &m[k].params, .accum_steps = 1,
+                            .grad_clip = 1.0, .lr = 1e-2, .loss_fn = gpt_run_loss, .user = &r};
+        for (int i = 0; i < 3; i++) {
+            nb_step_result res;
+            ck_assert_int_eq(nb_train_step_run(s[k], &st, &res), NB_OK);
+            loss[k][i] = res.loss;
+        }
+        nb_optim_free(opt);
+    }
+    nb_set_num_threads(1);
+    ck_assert(memcmp(loss[0], loss[1], sizeof loss[0]) == 0);
+    ck_assert(loss[0][2] < loss[0][0]);
+    for (int i = 0; i < m[0].params.n; i++) {
+        nb_tensor *a = m[0].params.t[i], *b = m[1].params.t[i];
+        size_t bytes = a->numel * sizeof(float);
+        ck_assert_msg(memcmp(a->data, b->data, bytes) == 0, "%s differs", m[0].params.names[i]);
+        ck_assert_msg(memcmp(a->grad, b->grad, bytes) == 0, "%s's gradient differs",
+                      m[0].params.names[i]);
+    }
+    for (int k = 0; k < 2; k++) {
+        nb_gpt_free(&m[k]);
+        nb_ctx_free(s[k]), nb_ctx_free(p[k]);
+    }
+}
+END_TEST
+
 /* After two warm-up steps (the arena grows to its peak, Adam allocates its
  * state), eight more steps on 2 threads call malloc no more. */
 START_TEST(test_steady_state_steps_do_not_allocate) {
@@ -317,6 +379,7 @@ Suite *suite_speed(void) {
     tcase_add_test(tc, test_steady_state_steps_do_not_allocate);
     tcase_add_test(tc, test_vec_kernels_match_portable);
     tcase_add_test(tc, test_gelu_kernel_accuracy);
+    tcase_add_loop_test(tc, test_gpt_step_same_bits_on_1_and_2_threads, 0, 2);
     tcase_add_test(tc, test_expf_poly_within_2_ulp);
     tcase_add_test(tc, test_packed_gemm_is_the_fma_chain);
     tcase_add_test(tc, test_pcg32_advance_matches_draws);
