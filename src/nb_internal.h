@@ -52,6 +52,13 @@ struct nb_ctx {
 /* Hands t's gradient buffer back to ctx's free list (t->grad becomes NULL)
  * when ctx->recycle_grads is on and t lives in ctx; a no-op otherwise. */
 NB_HIDDEN void nb_grad_release(nb_ctx *ctx, nb_tensor *t);
+/* The free list (emptied by reset): nb_ctx_give_back hands a buffer of ctx
+ * (`bytes` as allocated) back; nb_ctx_reuse takes one of exactly `bytes`
+ * (contents undefined) or gives NULL; nb_ctx_scratch is nb_ctx_reuse, else
+ * nb_ctx_alloc_raw: for an op's temporary buffers, given back when done. */
+NB_HIDDEN void nb_ctx_give_back(nb_ctx *ctx, void *p, size_t bytes);
+NB_HIDDEN void *nb_ctx_reuse(nb_ctx *ctx, size_t bytes);
+NB_HIDDEN void *nb_ctx_scratch(nb_ctx *ctx, size_t bytes);
 
 /* nb_ctx_alloc without the zero fill, and an nb_empty whose data is not
  * zeroed: only for buffers the caller overwrites completely (an op's output

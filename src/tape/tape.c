@@ -146,43 +146,21 @@ nb_tensor *nb_node_output(const nb_node *n) { return n ? n->out : NULL; }
 void *nb_node_userdata(const nb_node *n) { return n ? n->userdata : NULL; }
 const char *nb_node_name(const nb_node *n) { return n ? n->name : NULL; }
 
-/* A handed-back gradient buffer: the header lives in the buffer itself. */
-struct nb_free_grad {
-    struct nb_free_grad *next;
-    size_t bytes;
-};
-
-/* A zeroed buffer of `bytes` from c's free list (same size), or NULL. */
-static void *reuse_grad(nb_ctx *c, size_t bytes) {
-    for (struct nb_free_grad **p = &c->free_grads; *p; p = &(*p)->next)
-        if ((*p)->bytes == bytes) {
-            void *buf = *p;
-            *p = (*p)->next;
-            memset(buf, 0, bytes);
-            return buf;
-        }
-    return NULL;
-}
-
 void *nb_grad_buffer(nb_ctx *ctx, nb_tensor *t) {
     NB_UNUSED(ctx);
     if (!t || !t->requires_grad) return NULL;
     if (!t->grad) {
         size_t bytes = t->numel * nb_dtype_size(t->dtype);
-        if (t->owner && t->owner->free_grads) t->grad = reuse_grad(t->owner, bytes);
-        if (!t->grad) t->grad = nb_ctx_alloc(t->owner, bytes);
+        if (t->owner && t->owner->free_grads) t->grad = nb_ctx_reuse(t->owner, bytes);
+        if (t->grad) memset(t->grad, 0, bytes);
+        else t->grad = nb_ctx_alloc(t->owner, bytes);
     }
     return t->grad;
 }
 
 void nb_grad_release(nb_ctx *ctx, nb_tensor *t) {
-    size_t bytes = t->numel * nb_dtype_size(t->dtype);
-    if (!ctx->recycle_grads || t->owner != ctx || !t->grad || bytes < sizeof(struct nb_free_grad))
-        return;
-    struct nb_free_grad *f = t->grad;
-    f->next = ctx->free_grads;
-    f->bytes = bytes;
-    ctx->free_grads = f;
+    if (!ctx->recycle_grads || t->owner != ctx || !t->grad) return;
+    nb_ctx_give_back(ctx, t->grad, t->numel * nb_dtype_size(t->dtype));
     t->grad = NULL;
 }
 
