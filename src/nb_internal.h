@@ -42,7 +42,23 @@ struct nb_ctx {
     int site_line;
     nb_status status;
     char errmsg[NB_ERRMSG];
+    /* Gradient recycling (nb_train_step_run's backward): when on, the
+     * gradient of a node's output is handed back after that node's backward
+     * ran, and the next gradient of the same size reuses it. */
+    bool recycle_grads;
+    struct nb_free_grad *free_grads; /* handed-back buffers; reset empties it */
 };
+
+/* Hands t's gradient buffer back to ctx's free list (t->grad becomes NULL)
+ * when ctx->recycle_grads is on and t lives in ctx; a no-op otherwise. */
+NB_HIDDEN void nb_grad_release(nb_ctx *ctx, nb_tensor *t);
+/* The free list (emptied by reset): nb_ctx_give_back hands a buffer of ctx
+ * (`bytes` as allocated) back; nb_ctx_reuse takes one of exactly `bytes`
+ * (contents undefined) or gives NULL; nb_ctx_scratch is nb_ctx_reuse, else
+ * nb_ctx_alloc_raw: for an op's temporary buffers, given back when done. */
+NB_HIDDEN void nb_ctx_give_back(nb_ctx *ctx, void *p, size_t bytes);
+NB_HIDDEN void *nb_ctx_reuse(nb_ctx *ctx, size_t bytes);
+NB_HIDDEN void *nb_ctx_scratch(nb_ctx *ctx, size_t bytes);
 
 /* nb_ctx_alloc without the zero fill, and an nb_empty whose data is not
  * zeroed: only for buffers the caller overwrites completely (an op's output

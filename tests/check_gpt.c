@@ -464,6 +464,53 @@ START_TEST(test_accumulation_equals_big_batch) {
 }
 END_TEST
 
+/* The training step reuses intermediate gradient buffers on the way back:
+ * the parameters' gradients are the same bits as a plain nb_backward's, the
+ * step's arena holds less. */
+START_TEST(test_train_step_recycles_grads) {
+    for (int arch = 0; arch < 2; arch++) {
+        nb_ctx *p = nb_ctx_new(0), *s = nb_ctx_new(0);
+        nb_pcg32 rng;
+        nb_pcg32_seed(&rng, 6, 1);
+        nb_gpt_config c = tiny_config(arch ? NB_GPT_NANOGPT : NB_GPT_GPTMODEL, NB_F32);
+        nb_gpt m;
+        ck_assert_int_eq(nb_gpt_init(&m, p, &c, &rng), NB_OK);
+        int64_t x[4 * 8], y[4 * 8];
+        for (int i = 0; i < 32; i++) x[i] = nb_pcg32_bounded(&rng, 11), y[i] = (x[i] * 3) % 11;
+        accum a = {&m, x, y, 4, 8};
+        nb_params_zero_grad(&m.params);
+        nb_tensor *loss = accum_loss(s, 0, &a);
+        ck_assert_int_eq(nb_backward(s, loss, NULL), NB_OK);
+        size_t plain_mem = nb_ctx_mem_used(s);
+        int n = m.params.n;
+        float *g1 = calloc(60000, sizeof *g1);
+        size_t k = 0;
+        for (int q = 0; q < n; q++) {
+            const nb_tensor *t = m.params.t[q];
+            memcpy(g1 + k, t->grad, t->numel * sizeof(float));
+            k += t->numel;
+        }
+        ck_assert_uint_le(k, 60000);
+        nb_optim *opt = nb_adamw_new(&m.params, nb_adamw_defaults(0.0), p);
+        nb_train_step st = {opt, &m.params, 1, 0, 0.0, accum_loss, &a, NULL, NULL};
+        ck_assert_int_eq(nb_train_step_run(s, &st, NULL), NB_OK);
+        ck_assert_uint_lt(nb_ctx_mem_used(s), plain_mem);
+        k = 0;
+        for (int q = 0; q < n; q++) {
+            const nb_tensor *t = m.params.t[q];
+            ck_assert_msg(memcmp(g1 + k, t->grad, t->numel * sizeof(float)) == 0, "%s",
+                          nb_list_name(&m.params, q));
+            k += t->numel;
+        }
+        free(g1);
+        nb_optim_free(opt);
+        nb_gpt_free(&m);
+        nb_ctx_free(s);
+        nb_ctx_free(p);
+    }
+}
+END_TEST
+
 static nb_status failing_sync(const nb_tensor_list *params, void *user) {
     (void)params, (void)user;
     return NB_ERR_IO;
@@ -689,6 +736,7 @@ Suite *suite_gpt(void) {
     TCase *tt = tcase_create("training");
     tcase_add_test(tt, test_accumulation_equals_big_batch);
     tcase_add_test(tt, test_train_step_errors);
+    tcase_add_test(tt, test_train_step_recycles_grads);
     tcase_add_test(tt, test_lr_schedule_formula);
     tcase_add_test(tt, test_adamw_groups);
     suite_add_tcase(s, tt);

@@ -78,6 +78,68 @@ START_TEST(test_train_step_same_bits_on_1_and_2_threads) {
 }
 END_TEST
 
+/* A GPT training step (nb_train_step_run: both layouts, layer_norm, GELU,
+ * sdpa with dropout, cross-entropy over 65 classes, clipping, AdamW) at
+ * sizes where each of those splits over two threads: three steps on 1 and
+ * on 2 threads give memcmp-identical losses, weights and gradients. */
+typedef struct gpt_run {
+    nb_gpt *m;
+    nb_tensor *x, *y;
+} gpt_run;
+
+static nb_tensor *gpt_run_loss(nb_ctx *ctx, int micro, void *user) {
+    (void)micro;
+    gpt_run *r = user;
+    return nb_gpt_loss(ctx, r->m, r->x, r->y, NULL);
+}
+
+START_TEST(test_gpt_step_same_bits_on_1_and_2_threads) {
+    nb_gpt_arch arch = _i ? NB_GPT_NANOGPT : NB_GPT_GPTMODEL;
+    nb_ctx *p[2], *s[2];
+    nb_gpt m[2];
+    double loss[2][3];
+    for (int k = 0; k < 2; k++) {
+        ck_assert_int_eq(nb_set_num_threads(k + 1), k + 1);
+        p[k] = nb_ctx_new(0), s[k] = nb_ctx_new(0);
+        nb_pcg32 rng;
+        nb_pcg32_seed(&rng, 77, 1);
+        nb_gpt_config c = nb_gpt_config_default(arch);
+        c.vocab_size = 65, c.block_size = 32, c.n_layer = 1, c.n_head = 2, c.n_embd = 64;
+        c.dropout = 0.1, c.dtype = NB_F32;
+        ck_assert_int_eq(nb_gpt_init(&m[k], p[k], &c, &rng), NB_OK);
+        gpt_run r = {&m[k], nb_empty(p[k], NB_I64, NB_SHAPE(16, 32)),
+                     nb_empty(p[k], NB_I64, NB_SHAPE(16, 32))};
+        for (int i = 0; i < 16 * 32; i++) {
+            ((int64_t *)r.x->data)[i] = nb_pcg32_bounded(&rng, 65);
+            ((int64_t *)r.y->data)[i] = (((int64_t *)r.x->data)[i] * 7 + 3) % 65;
+        }
+        nb_optim *opt = nb_adamw_new_groups(&m[k].params, nb_adamw_defaults(1e-3), false, p[k]);
+        nb_train_step st = {.opt = opt, .params = &m[k].params, .accum_steps = 1,
+                            .grad_clip = 1.0, .lr = 1e-2, .loss_fn = gpt_run_loss, .user = &r};
+        for (int i = 0; i < 3; i++) {
+            nb_step_result res;
+            ck_assert_int_eq(nb_train_step_run(s[k], &st, &res), NB_OK);
+            loss[k][i] = res.loss;
+        }
+        nb_optim_free(opt);
+    }
+    nb_set_num_threads(1);
+    ck_assert(memcmp(loss[0], loss[1], sizeof loss[0]) == 0);
+    ck_assert(loss[0][2] < loss[0][0]);
+    for (int i = 0; i < m[0].params.n; i++) {
+        nb_tensor *a = m[0].params.t[i], *b = m[1].params.t[i];
+        size_t bytes = a->numel * sizeof(float);
+        ck_assert_msg(memcmp(a->data, b->data, bytes) == 0, "%s differs", m[0].params.names[i]);
+        ck_assert_msg(memcmp(a->grad, b->grad, bytes) == 0, "%s's gradient differs",
+                      m[0].params.names[i]);
+    }
+    for (int k = 0; k < 2; k++) {
+        nb_gpt_free(&m[k]);
+        nb_ctx_free(s[k]), nb_ctx_free(p[k]);
+    }
+}
+END_TEST
+
 /* After two warm-up steps (the arena grows to its peak, Adam allocates its
  * state), eight more steps on 2 threads call malloc no more. */
 START_TEST(test_steady_state_steps_do_not_allocate) {
@@ -163,6 +225,21 @@ static void check_vec_set(const nb_vec_kernels *v) {
         ck_assert(memcmp(a1, a2, n * sizeof(float)) == 0);
         ck_assert(memcmp(m1, m2, n * sizeof(float)) == 0);
         ck_assert(memcmp(b1, b2, n * sizeof(float)) == 0);
+        for (int approx = 0; approx < 2; approx++) {
+            fill(a1, n, &r, -12, 12);
+            if (n > 5) a1[5] = NAN;
+            v->gelu(m1, a1, n, approx);
+            p->gelu(m2, a1, n, approx);
+            memcpy(b1, dy, sizeof b1), memcpy(b2, dy, sizeof b2);
+            v->gelu_bwd(b1, a1, y, n, approx);
+            p->gelu_bwd(b2, a1, y, n, approx);
+            if (n > 5) { /* NaN in, NaN out (its sign bit may differ) */
+                ck_assert(isnan(m1[5]) && isnan(m2[5]) && isnan(b1[5]) && isnan(b2[5]));
+                m1[5] = m2[5] = b1[5] = b2[5] = 0;
+            }
+            ck_assert(memcmp(m1, m2, n * sizeof(float)) == 0);
+            ck_assert(memcmp(b1, b2, n * sizeof(float)) == 0);
+        }
     }
 }
 
@@ -173,6 +250,32 @@ START_TEST(test_vec_kernels_match_portable) {
     if (__builtin_cpu_supports("avx512f")) check_vec_set(&nb_vec_avx512);
     if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) check_vec_set(&nb_vec_avx2);
 #endif
+}
+END_TEST
+
+/* The float GELU kernels against the double formulas (libm's erf, tanh):
+ * within 4e-7 of max(|y|, 1) for y, 1e-6 of max(|dy/dx|, 1) for dy/dx, over [-12, 12]. */
+START_TEST(test_gelu_kernel_accuracy) {
+    const double PI_ = 3.14159265358979323846;
+    for (int approx = 0; approx < 2; approx++)
+        for (int i = -120000; i <= 120000; i++) {
+            float x = (float)i / 10000, y, d;
+            nb_gelu1(x, approx, &y, &d);
+            double xd = x, yd, dd;
+            if (approx) {
+                double c = sqrt(2 / PI_), t = tanh(c * (xd + 0.044715 * xd * xd * xd));
+                yd = 0.5 * xd * (1 + t);
+                dd = 0.5 * (1 + t) + 0.5 * xd * (1 - t * t) * c * (1 + 3 * 0.044715 * xd * xd);
+            } else {
+                double phi = 0.5 * erfc(-xd / sqrt(2.0));
+                yd = xd * phi;
+                dd = phi + xd * exp(-0.5 * xd * xd) / sqrt(2 * PI_);
+            }
+            ck_assert_msg(fabs(y - yd) <= 4e-7 * fmax(fabs(yd), 1.0),
+                          "gelu(%g) approx %d: %.9g vs %.9g", xd, approx, y, yd);
+            ck_assert_msg(fabs(d - dd) <= 1e-6 * fmax(fabs(dd), 1.0),
+                          "gelu'(%g) approx %d: %.9g vs %.9g", xd, approx, d, dd);
+        }
 }
 END_TEST
 
@@ -275,6 +378,8 @@ Suite *suite_speed(void) {
     tcase_add_test(tc, test_train_step_same_bits_on_1_and_2_threads);
     tcase_add_test(tc, test_steady_state_steps_do_not_allocate);
     tcase_add_test(tc, test_vec_kernels_match_portable);
+    tcase_add_test(tc, test_gelu_kernel_accuracy);
+    tcase_add_loop_test(tc, test_gpt_step_same_bits_on_1_and_2_threads, 0, 2);
     tcase_add_test(tc, test_expf_poly_within_2_ulp);
     tcase_add_test(tc, test_packed_gemm_is_the_fma_chain);
     tcase_add_test(tc, test_pcg32_advance_matches_draws);

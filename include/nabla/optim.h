@@ -242,7 +242,10 @@ double nb_lr_at(const nb_lr_schedule *s, int64_t it);
  *   nb_optim_set_lr(opt, lr); nb_optim_step(opt).
  * The loss reported is the mean of the k micro-batch losses (each taken
  * before scaling), summed in double. The step context is left holding the
- * last micro-batch's tape. */
+ * last micro-batch's tape; the gradients of its intermediate tensors are
+ * not kept (their buffers are reused on the way back, which keeps the
+ * step's memory near one layer of gradients): only the parameters' (and
+ * other leaves') gradients are read after a step. */
 typedef nb_tensor *(*nb_loss_fn)(nb_ctx *ctx, int micro, void *user);
 typedef nb_status (*nb_grad_sync_fn)(const nb_tensor_list *params, void *user);
 

@@ -153,11 +153,42 @@ void nb_ctx_reset(nb_ctx *ctx) {
         c->used = 0;
     }
     ctx->used = 0;
+    ctx->free_grads = NULL;
     ctx->tape = NULL;
     ctx->tape_len = 0;
     ctx->backward_done = false;
     ctx->status = NB_OK;
     ctx->errmsg[0] = '\0';
+}
+
+/* A handed-back buffer: the header lives in the buffer itself. */
+struct nb_free_grad {
+    struct nb_free_grad *next;
+    size_t bytes;
+};
+
+void nb_ctx_give_back(nb_ctx *ctx, void *p, size_t bytes) {
+    if (!ctx || !p || bytes < sizeof(struct nb_free_grad)) return;
+    struct nb_free_grad *f = p;
+    f->next = ctx->free_grads;
+    f->bytes = bytes;
+    ctx->free_grads = f;
+}
+
+void *nb_ctx_reuse(nb_ctx *ctx, size_t bytes) {
+    if (!ctx) return NULL;
+    for (struct nb_free_grad **p = &ctx->free_grads; *p; p = &(*p)->next)
+        if ((*p)->bytes == bytes) {
+            void *buf = *p;
+            *p = (*p)->next;
+            return buf;
+        }
+    return NULL;
+}
+
+void *nb_ctx_scratch(nb_ctx *ctx, size_t bytes) {
+    void *p = nb_ctx_reuse(ctx, bytes);
+    return p ? p : nb_ctx_alloc_raw(ctx, bytes);
 }
 
 void *nb_ctx_alloc(nb_ctx *ctx, size_t bytes) {

@@ -99,7 +99,37 @@ typedef struct nb_vec_kernels {
                  const nb_adam_coef *c);
     /* nb_pcg32_fill: n draws, the bits of nb_pcg32_next, rng left after them */
     void (*pcg32_fill)(nb_pcg32 *rng, uint32_t *out, size_t n);
+    /* GELU, exact (tanh_approx 0) or tanh approximation (1), see nb_gelu1:
+     * y = gelu(x), and its backward dx += dy * gelu'(x) */
+    void (*gelu)(float *y, const float *x, size_t n, int tanh_approx);
+    void (*gelu_bwd)(float *dx, const float *x, const float *dy, size_t n, int tanh_approx);
 } nb_vec_kernels;
+
+/* GELU of one float and its derivative, the formula every build uses:
+ *   exact:  y = x Phi(x), Phi = 1 - E (x >= 0) or E (x < 0), E = erfc(z) / 2,
+ *           z = |x| / sqrt 2, erfc(z) = t P(t) exp(-z^2), t = 1 / (1 + z / 2)
+ *           (P: degree 8, fitted by least squares, relative error < 4e-7);
+ *           dy/dx = Phi + x exp(-z^2) / sqrt(2 pi).
+ *   tanh:   0.5 (1 + tanh u) = s = 1 / (1 + exp(-2u)), u = sqrt(2/pi) (x + 0.044715 x^3);
+ *           y = x s, dy/dx = s + x s (1 - s) 2 sqrt(2/pi) (1 + 3 * 0.044715 x^2),
+ *           1 - s taken as e s, e = exp(min(-2u, 87)) (finite, so is 1 + e).
+ * exp is nb_expf_poly; the polynomial uses FMA, everything else separate
+ * multiplies and adds. */
+NB_HIDDEN void nb_gelu1(float x, int tanh_approx, float *y, float *d);
+#define NB_GELU_C2 1.5957691216057308f     /* 2 sqrt(2/pi) */
+#define NB_GELU_C2K 0.07135481627260025f    /* 2 sqrt(2/pi) 0.044715 */
+#define NB_GELU_C2K3 0.21406444881780076f   /* 3 * 2 sqrt(2/pi) 0.044715 */
+#define NB_GELU_RSQRT2 0.70710678118654752f /* 1 / sqrt 2 */
+#define NB_GELU_RSQRT2PI 0.39894228040143268f /* 1 / sqrt(2 pi) */
+#define NB_GELU_P0 0.2820769349897722f
+#define NB_GELU_P1 0.2825658083501362f
+#define NB_GELU_P2 0.24152482053460947f
+#define NB_GELU_P3 0.2097525534254401f
+#define NB_GELU_P4 -0.04535694468733117f
+#define NB_GELU_P5 0.3083092918549377f
+#define NB_GELU_P6 -0.5163611055729136f
+#define NB_GELU_P7 0.2999926375165078f
+#define NB_GELU_P8 -0.0625041885071998f
 
 NB_HIDDEN extern const nb_vec_kernels nb_vec_portable;
 #if NB_X86_KERNELS

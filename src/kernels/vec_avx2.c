@@ -189,6 +189,69 @@ ATTR static void adam(float *p, const float *g, float *m, float *v, size_t n,
     if (i < n) nb_vec_portable.adam(p + i, g + i, m + i, v + i, n - i, c);
 }
 
-const nb_vec_kernels nb_vec_avx2 = {"avx2", max, exp_sub_sum, scale, add, softmax_bwd,
-                                    dropout, dropout_bwd, adam, nb_pcg32_fill};
+/* nb_gelu1 on 8 lanes: y and dy/dx. */
+ATTR static void gelu8(__m256 x, int tanh_approx, __m256 *y, __m256 *d) {
+    __m256 x2 = _mm256_mul_ps(x, x), s, one = _mm256_set1_ps(1.0f), zero = _mm256_setzero_ps();
+    if (tanh_approx) {
+        __m256 w = _mm256_add_ps(_mm256_mul_ps(x2, _mm256_set1_ps(NB_GELU_C2K)),
+                                 _mm256_set1_ps(NB_GELU_C2));
+        __m256 u = _mm256_mul_ps(x, w);
+        __m256 e = exp8(_mm256_min_ps(_mm256_set1_ps(87.0f), _mm256_sub_ps(zero, u)));
+        s = _mm256_div_ps(one, _mm256_add_ps(one, e));
+        __m256 q = _mm256_add_ps(_mm256_mul_ps(x2, _mm256_set1_ps(NB_GELU_C2K3)),
+                                 _mm256_set1_ps(NB_GELU_C2));
+        __m256 g = _mm256_mul_ps(s, _mm256_mul_ps(e, s));
+        g = _mm256_mul_ps(_mm256_mul_ps(g, q), x);
+        *d = _mm256_add_ps(s, g);
+    } else {
+        __m256 ax = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), x);
+        __m256 z = _mm256_mul_ps(ax, _mm256_set1_ps(NB_GELU_RSQRT2));
+        __m256 t = _mm256_div_ps(one, _mm256_add_ps(_mm256_mul_ps(z, _mm256_set1_ps(0.5f)), one));
+        __m256 p = _mm256_set1_ps(NB_GELU_P8);
+        p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(NB_GELU_P7));
+        p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(NB_GELU_P6));
+        p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(NB_GELU_P5));
+        p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(NB_GELU_P4));
+        p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(NB_GELU_P3));
+        p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(NB_GELU_P2));
+        p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(NB_GELU_P1));
+        p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(NB_GELU_P0));
+        __m256 ez = exp8(_mm256_sub_ps(zero, _mm256_mul_ps(z, z)));
+        __m256 e = _mm256_mul_ps(_mm256_mul_ps(_mm256_mul_ps(t, p), ez), _mm256_set1_ps(0.5f));
+        s = _mm256_blendv_ps(_mm256_sub_ps(one, e), e, _mm256_cmp_ps(x, zero, _CMP_LT_OQ));
+        __m256 g = _mm256_mul_ps(x, _mm256_mul_ps(ez, _mm256_set1_ps(NB_GELU_RSQRT2PI)));
+        *d = _mm256_add_ps(s, g);
+    }
+    *y = _mm256_mul_ps(x, s);
+}
+
+ATTR static void gelu(float *y, const float *x, size_t n, int tanh_approx) {
+    size_t j = 0;
+    for (; j + 8 <= n; j += 8) {
+        __m256 yv, dv;
+        gelu8(_mm256_loadu_ps(x + j), tanh_approx, &yv, &dv);
+        _mm256_storeu_ps(y + j, yv);
+    }
+    for (float d; j < n; j++) nb_gelu1(x[j], tanh_approx, y + j, &d);
+}
+
+ATTR static void gelu_bwd(float *dx, const float *x, const float *dy, size_t n, int tanh_approx) {
+    size_t j = 0;
+    for (; j + 8 <= n; j += 8) {
+        __m256 yv, dv;
+        gelu8(_mm256_loadu_ps(x + j), tanh_approx, &yv, &dv);
+        __m256 g = _mm256_mul_ps(_mm256_loadu_ps(dy + j), dv);
+        _mm256_storeu_ps(dx + j, _mm256_add_ps(_mm256_loadu_ps(dx + j), g));
+    }
+    for (; j < n; j++) {
+        float y, d;
+        nb_gelu1(x[j], tanh_approx, &y, &d);
+        float g = dy[j] * d;
+        dx[j] = dx[j] + g;
+    }
+}
+
+const nb_vec_kernels nb_vec_avx2 = {"avx2",      max,      exp_sub_sum, scale,
+                                    add,         softmax_bwd, dropout, dropout_bwd,
+                                    adam,        nb_pcg32_fill, gelu,  gelu_bwd};
 #endif

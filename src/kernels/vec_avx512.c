@@ -200,6 +200,63 @@ __attribute__((target("avx512f,avx512dq"))) static void pcg32_fill(nb_pcg32 *rng
     nb_pcg32_fill(rng, out + i, n - i);
 }
 
-const nb_vec_kernels nb_vec_avx512 = {"avx512", max, exp_sub_sum, scale, add, softmax_bwd,
-                                      dropout, dropout_bwd, adam, pcg32_fill};
+/* nb_gelu1 on 16 lanes: y and dy/dx. */
+ATTR static void gelu16(__m512 x, int tanh_approx, __m512 *y, __m512 *d) {
+    __m512 x2 = _mm512_mul_ps(x, x), s, one = _mm512_set1_ps(1.0f);
+    if (tanh_approx) {
+        __m512 w = _mm512_add_ps(_mm512_mul_ps(x2, _mm512_set1_ps(NB_GELU_C2K)),
+                                 _mm512_set1_ps(NB_GELU_C2));
+        __m512 u = _mm512_mul_ps(x, w);
+        __m512 nu = _mm512_sub_ps(_mm512_setzero_ps(), u);
+        __m512 e = exp16(_mm512_min_ps(_mm512_set1_ps(87.0f), nu));
+        s = _mm512_div_ps(one, _mm512_add_ps(one, e));
+        __m512 q = _mm512_add_ps(_mm512_mul_ps(x2, _mm512_set1_ps(NB_GELU_C2K3)),
+                                 _mm512_set1_ps(NB_GELU_C2));
+        __m512 g = _mm512_mul_ps(s, _mm512_mul_ps(e, s));
+        g = _mm512_mul_ps(_mm512_mul_ps(g, q), x);
+        *d = _mm512_add_ps(s, g);
+    } else {
+        __m512 z = _mm512_mul_ps(_mm512_abs_ps(x), _mm512_set1_ps(NB_GELU_RSQRT2));
+        __m512 t = _mm512_div_ps(one, _mm512_add_ps(_mm512_mul_ps(z, _mm512_set1_ps(0.5f)), one));
+        __m512 p = _mm512_set1_ps(NB_GELU_P8);
+        p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(NB_GELU_P7));
+        p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(NB_GELU_P6));
+        p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(NB_GELU_P5));
+        p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(NB_GELU_P4));
+        p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(NB_GELU_P3));
+        p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(NB_GELU_P2));
+        p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(NB_GELU_P1));
+        p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(NB_GELU_P0));
+        __m512 ez = exp16(_mm512_sub_ps(_mm512_setzero_ps(), _mm512_mul_ps(z, z)));
+        __m512 e = _mm512_mul_ps(_mm512_mul_ps(_mm512_mul_ps(t, p), ez), _mm512_set1_ps(0.5f));
+        __mmask16 neg = _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_LT_OQ);
+        s = _mm512_mask_mov_ps(_mm512_sub_ps(one, e), neg, e);
+        __m512 g = _mm512_mul_ps(x, _mm512_mul_ps(ez, _mm512_set1_ps(NB_GELU_RSQRT2PI)));
+        *d = _mm512_add_ps(s, g);
+    }
+    *y = _mm512_mul_ps(x, s);
+}
+
+ATTR static void gelu(float *y, const float *x, size_t n, int tanh_approx) {
+    for (size_t j = 0; j < n; j += 16) {
+        __mmask16 k = tail_mask(n - j);
+        __m512 yv, dv;
+        gelu16(_mm512_maskz_loadu_ps(k, x + j), tanh_approx, &yv, &dv);
+        _mm512_mask_storeu_ps(y + j, k, yv);
+    }
+}
+
+ATTR static void gelu_bwd(float *dx, const float *x, const float *dy, size_t n, int tanh_approx) {
+    for (size_t j = 0; j < n; j += 16) {
+        __mmask16 k = tail_mask(n - j);
+        __m512 yv, dv;
+        gelu16(_mm512_maskz_loadu_ps(k, x + j), tanh_approx, &yv, &dv);
+        __m512 g = _mm512_mul_ps(_mm512_maskz_loadu_ps(k, dy + j), dv);
+        _mm512_mask_storeu_ps(dx + j, k, _mm512_add_ps(_mm512_maskz_loadu_ps(k, dx + j), g));
+    }
+}
+
+const nb_vec_kernels nb_vec_avx512 = {"avx512", max,        exp_sub_sum, scale,
+                                      add,      softmax_bwd, dropout,    dropout_bwd,
+                                      adam,     pcg32_fill,  gelu,       gelu_bwd};
 #endif

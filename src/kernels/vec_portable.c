@@ -121,8 +121,68 @@ static void adam(float *p, const float *g, float *m, float *v, size_t n, const n
     }
 }
 
+void nb_gelu1(float x, int tanh_approx, float *y, float *d) {
+    float x2 = x * x, s;
+    if (tanh_approx) {
+        float w = x2 * NB_GELU_C2K;
+        w = w + NB_GELU_C2;
+        float u = x * w;
+        float nu = -u;
+        nu = nu > 87.0f ? 87.0f : nu; /* e and 1 + e stay finite */
+        float e = nb_expf_poly(nu);
+        float den = 1.0f + e;
+        s = 1.0f / den;
+        float q = x2 * NB_GELU_C2K3;
+        q = q + NB_GELU_C2;
+        float g = e * s; /* 1 - s without cancellation */
+        g = s * g;
+        g = g * q;
+        g = g * x;
+        *d = s + g;
+    } else {
+        float z = fabsf(x) * NB_GELU_RSQRT2;
+        float den = z * 0.5f;
+        den = den + 1.0f;
+        float t = 1.0f / den;
+        float p = NB_GELU_P8;
+        p = fmaf(p, t, NB_GELU_P7);
+        p = fmaf(p, t, NB_GELU_P6);
+        p = fmaf(p, t, NB_GELU_P5);
+        p = fmaf(p, t, NB_GELU_P4);
+        p = fmaf(p, t, NB_GELU_P3);
+        p = fmaf(p, t, NB_GELU_P2);
+        p = fmaf(p, t, NB_GELU_P1);
+        p = fmaf(p, t, NB_GELU_P0);
+        float zz = z * z;
+        float ez = nb_expf_poly(-zz);
+        float e = t * p;
+        e = e * ez;
+        e = e * 0.5f;
+        s = x < 0 ? e : 1.0f - e;
+        float g = ez * NB_GELU_RSQRT2PI;
+        g = x * g;
+        *d = s + g;
+    }
+    *y = x * s;
+}
+
+static void gelu(float *y, const float *x, size_t n, int tanh_approx) {
+    float d;
+    for (size_t j = 0; j < n; j++) nb_gelu1(x[j], tanh_approx, y + j, &d);
+}
+
+static void gelu_bwd(float *dx, const float *x, const float *dy, size_t n, int tanh_approx) {
+    for (size_t j = 0; j < n; j++) {
+        float y, d;
+        nb_gelu1(x[j], tanh_approx, &y, &d);
+        float g = dy[j] * d;
+        dx[j] = dx[j] + g;
+    }
+}
+
 const nb_vec_kernels nb_vec_portable = {"portable", max, exp_sub_sum, scale, add, softmax_bwd,
-                                        dropout, dropout_bwd, adam, nb_pcg32_fill};
+                                        dropout, dropout_bwd, adam, nb_pcg32_fill, gelu,
+                                        gelu_bwd};
 
 /* Chosen once, by whichever thread asks first (pthread_once: workers may). */
 static const nb_vec_kernels *vec_best;

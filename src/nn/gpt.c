@@ -358,19 +358,24 @@ NB_HIDDEN nb_tensor *nb_gpt_linear(nb_ctx *ctx, nb_tensor *x, nb_tensor *w, nb_t
 }
 
 /* nanoGPT's CausalSelfAttention: c_attn, split q, k, v, heads, causal
- * softmax(q k^T / sqrt(hd)), attn_dropout, @ v, merge, c_proj. h (B, T, C). */
+ * softmax(q k^T / sqrt(hd)), attn_dropout, @ v, merge, c_proj, with the
+ * middle as one fused nb_sdpa (no (B, H, T, T) weights): q, k, v (B, T, C)
+ * read as (B, T, H, hd). In training with dropout > 0 the sdpa dropout seed
+ * is two draws of the model's rng, high word first. h (B, T, C). */
 static nb_tensor *nano_attention(nb_ctx *ctx, nb_gpt *m, nb_gpt_block *blk, nb_tensor *h) {
     int64_t b = h->shape[0], t = h->shape[1], C = m->cfg.n_embd, H = m->cfg.n_head, hd = C / H;
     nb_tensor *qkv = nb_gpt_linear(ctx, h, blk->c_attn_w, blk->c_attn_b); /* (B, T, 3C) */
     nb_tensor *part[3] = {NULL, NULL, NULL};
     if (nb_split(ctx, qkv, 2, 3, (const int64_t[]){C, C, C}, part)) return NULL;
-    for (int k = 0; k < 3; k++) /* (B, H, T, hd) */
-        part[k] = nb_transpose(ctx, nb_view(ctx, part[k], NB_SHAPE(b, t, H, hd)), 1, 2);
-    nb_tensor *att = nb_matmul(ctx, part[0], nb_transpose(ctx, part[1], 2, 3)); /* (B,H,T,T) */
-    att = nb_causal_fill(ctx, nb_scale(ctx, att, 1.0 / sqrt((double)hd)), -INFINITY);
-    att = nb_gpt_dropout(ctx, m, nb_softmax(ctx, att));
-    nb_tensor *y = nb_matmul(ctx, att, part[2]); /* (B, H, T, hd) */
-    y = nb_view(ctx, nb_transpose(ctx, y, 1, 2), NB_SHAPE(b, t, C));
+    double p = m->training ? m->cfg.dropout : 0.0;
+    uint64_t seed = 0;
+    if (p > 0.0) {
+        seed = (uint64_t)nb_pcg32_next(m->rng) << 32;
+        seed |= nb_pcg32_next(m->rng);
+    }
+    for (int k = 0; k < 3; k++) part[k] = nb_view(ctx, part[k], NB_SHAPE(b, t, H, hd));
+    nb_tensor *y = nb_sdpa(ctx, part[0], part[1], part[2], NULL, true, 1.0 / sqrt((double)hd),
+                           p, seed); /* (B, T, C) */
     return nb_gpt_linear(ctx, y, blk->c_proj_w, blk->c_proj_b);
 }
 

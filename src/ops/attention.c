@@ -168,10 +168,12 @@ static void sdpa_backward(nb_ctx *ctx, nb_node *n) {
     J.gv = nb_grad_buffer(ctx, v);
     if (!J.gq && !J.gk && !J.gv) return;
     size_t per_head = (size_t)(J.Tq * J.hd + 2 * J.Tk * J.hd + 2 * J.Tk * J.hdv);
-    J.acc = nb_ctx_alloc_raw(ctx, (size_t)(J.B * J.H) * per_head * nb_dtype_size(q->dtype));
+    size_t acc_bytes = (size_t)(J.B * J.H) * per_head * nb_dtype_size(q->dtype);
+    J.acc = nb_ctx_scratch(ctx, acc_bytes);
     if (!J.acc) return;
     nb_parallel_for(J.B * J.H, min_items(J.Tq * J.Tk * (2 * J.hd + 3 * J.hdv)), backward_range,
                     &J);
+    nb_ctx_give_back(ctx, J.acc, acc_bytes);
 }
 
 /* ---- checks ------------------------------------------------------------------ */
@@ -249,13 +251,15 @@ nb_tensor *nb_sdpa(nb_ctx *ctx, nb_tensor *q, nb_tensor *k, nb_tensor *v,
     nb_tensor *out = nb_empty_raw(ctx, q->dtype, NB_SHAPE(J.B, J.Tq, J.H * J.hdv));
     size_t es = nb_dtype_size(q->dtype);
     J.lse = out ? nb_ctx_alloc_raw(ctx, (size_t)(J.B * J.H * J.Tq) * es) : NULL;
-    J.acc = J.lse ? nb_ctx_alloc_raw(ctx, out->numel * es) : NULL; /* (B, H, Tq, hdv) */
-    J.kt = J.acc ? nb_ctx_alloc_raw(ctx, k->numel * es) : NULL;
+    J.acc = J.lse ? nb_ctx_scratch(ctx, out->numel * es) : NULL; /* (B, H, Tq, hdv) */
+    J.kt = J.acc ? nb_ctx_scratch(ctx, k->numel * es) : NULL;
     if (!J.kt) return NULL;
     J.o = out->data;
     nb_parallel_for(J.B * J.H, min_items(J.Tk * J.hd * 16), transpose_range, &J);
     nb_parallel_for(J.B * J.H * J.nqt, min_items(SDPA_BQ * J.Tk * (J.hd + J.hdv)), forward_range,
                     &J);
+    nb_ctx_give_back(ctx, J.kt, k->numel * es); /* scratch: the next sdpa reuses them */
+    nb_ctx_give_back(ctx, J.acc, out->numel * es);
     nb_tensor *in[3] = {q, k, v};
     nb_node *n = nb_record_op(ctx, NB_OP_SDPA, out, 3, in, sdpa_backward);
     if (n) {

@@ -3,7 +3,7 @@
  * cross_entropy is fused: it never builds the log-softmax tensor. Per row it
  * keeps only the log-sum-exp and the target, which is all its backward needs
  * to rebuild the softmax. Sums are accumulated in double for both dtypes. */
-#include "nb_internal.h"
+#include "kernels/kernels.h"
 
 #include <inttypes.h>
 
@@ -62,6 +62,62 @@ static bool ce_check(nb_ctx *ctx, const char *name, nb_tensor *logits, const nb_
     return true;
 }
 
+/* float32 rows through the SIMD kernels (exp within 2 ulp, float sums of
+ * 16 partial sums per CE_CHUNK columns), split over threads by rows; each row's loss goes to
+ * `loss` and the mean is summed in row order, so no bit depends on the
+ * split. The log and the mean are in double. */
+typedef struct ce_f32 {
+    const float *x;
+    float *dx; /* backward */
+    ce_row *rows;        /* forward: written */
+    const ce_row *saved; /* backward: read */
+    double *loss;        /* forward: per row */
+    size_t cols;
+    float scale; /* backward: g / N */
+    const nb_vec_kernels *vk;
+} ce_f32;
+
+static int64_t ce_grain(size_t cols) { return 1 + (int64_t)(8192 / cols); }
+
+enum { CE_CHUNK = 1024 }; /* columns per stack buffer */
+
+static void ce_fwd_range(void *arg, int64_t lo, int64_t hi) {
+    const ce_f32 *j = arg;
+    float tmp[CE_CHUNK];
+    for (int64_t r = lo; r < hi; r++) {
+        const float *x = j->x + (size_t)r * j->cols;
+        float m = j->vk->max(x, j->cols);
+        double s = 0;
+        for (size_t c = 0; c < j->cols; c += CE_CHUNK) {
+            size_t len = j->cols - c < CE_CHUNK ? j->cols - c : CE_CHUNK;
+            s += j->vk->exp_sub_sum(tmp, x + c, m, len);
+        }
+        double lse = (double)m + log(s);
+        j->loss[r] = lse - (double)x[j->rows[r].target];
+        j->rows[r].lse = lse;
+    }
+}
+
+static void ce_bwd_range(void *arg, int64_t lo, int64_t hi) {
+    const ce_f32 *j = arg;
+    float tmp[CE_CHUNK];
+    for (int64_t r = lo; r < hi; r++) {
+        const float *x = j->x + (size_t)r * j->cols;
+        float *dx = j->dx + (size_t)r * j->cols;
+        /* exp(x - lse) = exp(x - m) exp(m - lse): x - m is exact enough in
+         * float even for large logits, lse - m is taken in double */
+        float m = j->vk->max(x, j->cols);
+        float k = (float)((double)j->scale * exp((double)m - j->saved[r].lse));
+        for (size_t c = 0; c < j->cols; c += CE_CHUNK) {
+            size_t len = j->cols - c < CE_CHUNK ? j->cols - c : CE_CHUNK;
+            j->vk->exp_sub_sum(tmp, x + c, m, len);
+            j->vk->scale(tmp, k, len);
+            j->vk->add(dx + c, tmp, len);
+        }
+        dx[j->saved[r].target] -= j->scale;
+    }
+}
+
 /* ---- cross_entropy: loss = mean_n (lse(x_n) - x_n[t_n]) ------------------------
  * logits x (..., C) seen as (N, C), targets t (...) seen as (N), loss ().
  * Backward: dx_n[c] += g / N * (exp(x_n[c] - lse_n) - [c == t_n]). Reuses the
@@ -73,6 +129,12 @@ static void cross_entropy_backward(nb_ctx *ctx, nb_node *n) {
     const ce_row *rows = n->saved;
     size_t cols = (size_t)logits->shape[logits->ndim - 1];
     size_t nrows = logits->numel / cols;
+    if (out->dtype == NB_F32) {
+        ce_f32 j = {logits->data, gx, NULL, rows, NULL, cols,
+                    (float)(*(const float *)out->grad / (double)nrows), nb_vec()};
+        nb_parallel_for((int64_t)nrows, ce_grain(cols), ce_bwd_range, &j);
+        return;
+    }
 #define K(T)                                                                  \
     {                                                                         \
         const double scale = (double)*(const T *)out->grad / (double)nrows;   \
@@ -104,6 +166,16 @@ nb_tensor *nb_cross_entropy(nb_ctx *ctx, nb_tensor *logits, const nb_tensor *tar
     }
     const int64_t *t = targets->data;
     double total = 0.0;
+    if (logits->dtype == NB_F32) {
+        ce_row *rr = rows ? rows : nb_ctx_alloc_raw(ctx, nrows * sizeof *rr);
+        double *loss = nb_ctx_alloc_raw(ctx, nrows * sizeof *loss);
+        if (!rr || !loss) return NULL;
+        for (size_t r = 0; r < nrows; r++) rr[r].target = t[r];
+        ce_f32 j = {logits->data, NULL, rr, NULL, loss, cols, 0.0f, nb_vec()};
+        nb_parallel_for((int64_t)nrows, ce_grain(cols), ce_fwd_range, &j);
+        for (size_t r = 0; r < nrows; r++) total += loss[r];
+        *(float *)out->data = (float)(total / (double)nrows);
+    } else {
 #define K(T)                                                                  \
     {                                                                         \
         for (size_t r = 0; r < nrows; r++) {                                  \
@@ -118,8 +190,9 @@ nb_tensor *nb_cross_entropy(nb_ctx *ctx, nb_tensor *logits, const nb_tensor *tar
         }                                                                     \
         *(T *)out->data = (T)(total / (double)nrows);                         \
     }
-    NB_DISPATCH(out->dtype, K);
+        NB_DISPATCH(out->dtype, K);
 #undef K
+    }
     nb_node *n = nb_record_op(ctx, NB_OP_CROSS_ENTROPY, out, 1, &logits, cross_entropy_backward);
     if (n) n->saved = rows;
     return out;

@@ -447,29 +447,33 @@ nb_tensor *nb_embedding(nb_ctx *ctx, nb_tensor *weight, const nb_tensor *ids) {
         (sum) = (p0_ + p1_) + (p2_ + p3_);                                                \
     } while (0)
 
+/* One layer_norm call for the threads: forward rows are independent; the
+ * backward splits dx by rows and dw, db by columns (each column summing its
+ * rows in order), so no bit depends on the split. */
+typedef struct ln_job {
+    const nb_tensor *x, *w, *b;
+    void *y;        /* forward: out; backward: out's gradient */
+    double *stats;  /* (mean, rstd) per row */
+    double eps;
+    void *gx, *gw, *gb;
+    size_t D;
+} ln_job;
+
 /* With dxhat = dy * w (dy without w):
  *   dx += rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat))
  *   dw += sum over rows of dy * xhat,   db += sum over rows of dy.
  * Reuses the saved (mean, rstd) and x to rebuild xhat. */
-static void layer_norm_backward(nb_ctx *ctx, nb_node *n) {
-    nb_tensor *x = n->in[0], *out = n->out;
-    nb_tensor *w = n->i[0] ? n->in[1] : NULL;
-    nb_tensor *b = n->i[1] ? n->in[1 + (n->i[0] ? 1 : 0)] : NULL;
-    void *gx = nb_grad_buffer(ctx, x), *gw = nb_grad_buffer(ctx, w), *gb = nb_grad_buffer(ctx, b);
-    const double *stats = n->saved;
-    size_t D = (size_t)x->shape[x->ndim - 1], R = x->numel / D;
+static void ln_bwd_rows(void *arg, int64_t lo, int64_t hi) {
+    const ln_job *j = arg;
+    const double *stats = j->stats;
+    size_t D = j->D;
 #define K_(T)                                                                             \
     {                                                                                     \
-        const T *xs = x->data, *g = out->grad, *ws = w ? w->data : NULL;                  \
-        T *dx = gx, *dw = gw, *db = gb;                                                   \
-        for (size_t r = 0; r < R; r++) {                                                  \
+        const T *xs = j->x->data, *g = j->y, *ws = j->w ? j->w->data : NULL;              \
+        T *dx = j->gx;                                                                    \
+        for (size_t r = (size_t)lo; r < (size_t)hi; r++) {                                \
             const T *xr = xs + r * D, *gr = g + r * D;                                    \
             T m = (T)stats[2 * r], rs = (T)stats[2 * r + 1];                              \
-            if (dw)                                                                       \
-                for (size_t d = 0; d < D; d++) dw[d] += gr[d] * ((xr[d] - m) * rs);       \
-            if (db)                                                                       \
-                for (size_t d = 0; d < D; d++) db[d] += gr[d];                            \
-            if (!dx) continue;                                                            \
             double s1, s2; /* sum dxhat, sum dxhat * xhat */                              \
             NN_SUM4(s1, D, ws ? gr[d] * ws[d] : gr[d]);                                   \
             NN_SUM4(s2, D, (ws ? gr[d] * ws[d] : gr[d]) * ((xr[d] - m) * rs));            \
@@ -481,7 +485,76 @@ static void layer_norm_backward(nb_ctx *ctx, nb_node *n) {
             }                                                                             \
         }                                                                                 \
     }
-    NB_DISPATCH(out->dtype, K_);
+    NB_DISPATCH(j->x->dtype, K_);
+#undef K_
+}
+
+static void ln_bwd_cols(void *arg, int64_t lo, int64_t hi) {
+    const ln_job *j = arg;
+    const double *stats = j->stats;
+    size_t D = j->D, R = j->x->numel / D;
+#define K_(T)                                                                             \
+    {                                                                                     \
+        const T *xs = j->x->data, *g = j->y;                                              \
+        T *dw = j->gw, *db = j->gb;                                                       \
+        for (size_t r = 0; r < R; r++) {                                                  \
+            const T *xr = xs + r * D, *gr = g + r * D;                                    \
+            T m = (T)stats[2 * r], rs = (T)stats[2 * r + 1];                              \
+            if (dw)                                                                       \
+                for (size_t d = (size_t)lo; d < (size_t)hi; d++)                          \
+                    dw[d] += gr[d] * ((xr[d] - m) * rs);                                  \
+            if (db)                                                                       \
+                for (size_t d = (size_t)lo; d < (size_t)hi; d++) db[d] += gr[d];          \
+        }                                                                                 \
+    }
+    NB_DISPATCH(j->x->dtype, K_);
+#undef K_
+}
+
+enum { LN_GRAIN = 16384 }; /* elements worth a thread */
+
+static void layer_norm_backward(nb_ctx *ctx, nb_node *n) {
+    nb_tensor *x = n->in[0], *out = n->out;
+    nb_tensor *w = n->i[0] ? n->in[1] : NULL;
+    nb_tensor *b = n->i[1] ? n->in[1 + (n->i[0] ? 1 : 0)] : NULL;
+    ln_job j = {x, w, b, out->grad, n->saved, 0, nb_grad_buffer(ctx, x), nb_grad_buffer(ctx, w),
+                nb_grad_buffer(ctx, b), (size_t)x->shape[x->ndim - 1]};
+    int64_t D = (int64_t)j.D, R = (int64_t)(x->numel / j.D);
+    if (j.gw || j.gb) nb_parallel_for(D, 1 + LN_GRAIN / R, ln_bwd_cols, &j);
+    if (j.gx) nb_parallel_for(R, 1 + LN_GRAIN / D, ln_bwd_rows, &j);
+}
+
+static void ln_fwd_rows(void *arg, int64_t lo, int64_t hi) {
+    const ln_job *j = arg;
+    double *stats = j->stats, eps = j->eps;
+#define K_(T)                                                                             \
+    {                                                                                     \
+        const T *xs = j->x->data, *ws = j->w ? j->w->data : NULL;                         \
+        const T *bs = j->b ? j->b->data : NULL;                                           \
+        T *ys = j->y;                                                                     \
+        size_t n_ = j->D;                                                                 \
+        for (size_t r = (size_t)lo; r < (size_t)hi; r++) {                                \
+            const T *xr = xs + r * n_;                                                    \
+            T *yr = ys + r * n_;                                                          \
+            double s, v;                                                                  \
+            NN_SUM4(s, n_, xr[d]);                                                        \
+            double mean = s / (double)n_;                                                 \
+            NN_SUM4(v, n_, ((double)xr[d] - mean) * ((double)xr[d] - mean));              \
+            double rstd = 1.0 / sqrt(v / (double)n_ + eps);                               \
+            stats[2 * r] = mean;                                                          \
+            stats[2 * r + 1] = rstd;                                                      \
+            T m = (T)mean, rs = (T)rstd;                                                  \
+            if (ws && bs) /* one pass, the same roundings as ((x - m) * rs) * w + b */    \
+                for (size_t d = 0; d < n_; d++) yr[d] = ((xr[d] - m) * rs) * ws[d] + bs[d]; \
+            else                                                                          \
+                for (size_t d = 0; d < n_; d++) {                                         \
+                    yr[d] = (xr[d] - m) * rs;                                             \
+                    if (ws) yr[d] *= ws[d];                                               \
+                    if (bs) yr[d] += bs[d];                                               \
+                }                                                                         \
+        }                                                                                 \
+    }
+    NB_DISPATCH(j->x->dtype, K_);
 #undef K_
 }
 
@@ -515,34 +588,8 @@ nb_tensor *nb_layer_norm(nb_ctx *ctx, nb_tensor *x, nb_tensor *w, nb_tensor *b, 
     size_t R = x->numel / (size_t)D;
     double *stats = out ? nb_ctx_alloc_raw(ctx, 2 * R * sizeof *stats) : NULL;
     if (!stats) return NULL;
-#define K_(T)                                                                             \
-    {                                                                                     \
-        const T *xs = x->data, *ws = w ? w->data : NULL, *bs = b ? b->data : NULL;        \
-        T *ys = out->data;                                                                \
-        size_t n_ = (size_t)D;                                                            \
-        for (size_t r = 0; r < R; r++) {                                                  \
-            const T *xr = xs + r * n_;                                                    \
-            T *yr = ys + r * n_;                                                          \
-            double s, v;                                                                  \
-            NN_SUM4(s, n_, xr[d]);                                                        \
-            double mean = s / (double)n_;                                                 \
-            NN_SUM4(v, n_, ((double)xr[d] - mean) * ((double)xr[d] - mean));              \
-            double rstd = 1.0 / sqrt(v / (double)n_ + eps);                               \
-            stats[2 * r] = mean;                                                          \
-            stats[2 * r + 1] = rstd;                                                      \
-            T m = (T)mean, rs = (T)rstd;                                                  \
-            if (ws && bs) /* one pass, the same roundings as ((x - m) * rs) * w + b */    \
-                for (size_t d = 0; d < n_; d++) yr[d] = ((xr[d] - m) * rs) * ws[d] + bs[d]; \
-            else                                                                          \
-                for (size_t d = 0; d < n_; d++) {                                         \
-                    yr[d] = (xr[d] - m) * rs;                                             \
-                    if (ws) yr[d] *= ws[d];                                               \
-                    if (bs) yr[d] += bs[d];                                               \
-                }                                                                         \
-        }                                                                                 \
-    }
-    NB_DISPATCH(out->dtype, K_);
-#undef K_
+    ln_job j = {x, w, b, out->data, stats, eps, NULL, NULL, NULL, (size_t)D};
+    nb_parallel_for((int64_t)R, 1 + LN_GRAIN / D, ln_fwd_rows, &j);
     nb_tensor *in[3];
     int n_in = 0;
     in[n_in++] = x;

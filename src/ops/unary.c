@@ -222,6 +222,59 @@ UNARY_OP(gelu_tanh,
          d = (T)0.5 * (1 + t) + (T)0.5 * x * (1 - t * t) * (T)NB_SQRT_2_PI *
                                     (1 + 3 * (T)NB_GELU_KAPPA * x * x))
 
+/* float32 through the SIMD kernels (kernels/vec_*.c: the same formulas with
+ * nb_expf_poly and a fitted erfc, within a few ulp of libm's), split over
+ * threads; double through the loops above. */
+typedef struct gelu_job {
+    const float *x, *dy;
+    float *y; /* forward: out; backward: dx */
+    int tanh_approx;
+    const nb_vec_kernels *vk;
+} gelu_job;
+
+static void gelu_fwd_range(void *arg, int64_t lo, int64_t hi) {
+    const gelu_job *j = arg;
+    j->vk->gelu(j->y + lo, j->x + lo, (size_t)(hi - lo), j->tanh_approx);
+}
+
+static void gelu_bwd_range(void *arg, int64_t lo, int64_t hi) {
+    const gelu_job *j = arg;
+    j->vk->gelu_bwd(j->y + lo, j->x + lo, j->dy + lo, (size_t)(hi - lo), j->tanh_approx);
+}
+
+static void gelu_f32_forward(const nb_tensor *a, nb_tensor *out, int tanh_approx) {
+    gelu_job j = {a->data, NULL, out->data, tanh_approx, nb_vec()};
+    nb_parallel_for((int64_t)a->numel, UNARY_GRAIN, gelu_fwd_range, &j);
+}
+
+static void gelu_erf_forward_fast(const nb_tensor *a, nb_tensor *out, double p_) {
+    if (a->dtype == NB_F32) gelu_f32_forward(a, out, 0);
+    else gelu_erf_forward(a, out, p_);
+}
+
+static void gelu_tanh_forward_fast(const nb_tensor *a, nb_tensor *out, double p_) {
+    if (a->dtype == NB_F32) gelu_f32_forward(a, out, 1);
+    else gelu_tanh_forward(a, out, p_);
+}
+
+static void gelu_f32_backward(nb_ctx *ctx, nb_node *n) {
+    nb_tensor *a = n->in[0], *out = n->out;
+    float *ga = nb_grad_buffer(ctx, a);
+    if (!ga) return;
+    gelu_job j = {a->data, out->grad, ga, (int)n->i[0] == NB_GELU_TANH, nb_vec()};
+    nb_parallel_for((int64_t)a->numel, UNARY_GRAIN, gelu_bwd_range, &j);
+}
+
+static void gelu_erf_backward_fast(nb_ctx *ctx, nb_node *n) {
+    if (n->in[0]->dtype == NB_F32) gelu_f32_backward(ctx, n);
+    else gelu_erf_backward(ctx, n);
+}
+
+static void gelu_tanh_backward_fast(nb_ctx *ctx, nb_node *n) {
+    if (n->in[0]->dtype == NB_F32) gelu_f32_backward(ctx, n);
+    else gelu_tanh_backward(ctx, n);
+}
+
 /* The variant goes in node->i[0]; each variant has its own backward. */
 nb_tensor *nb_gelu(nb_ctx *ctx, nb_tensor *a, nb_gelu_approx approx) {
     if (!nb_check_float_inputs(ctx, "gelu", 1, &a)) return NULL;
@@ -235,8 +288,10 @@ nb_tensor *nb_gelu(nb_ctx *ctx, nb_tensor *a, nb_gelu_approx approx) {
     }
     nb_node *n = NULL;
     nb_tensor *out = approx == NB_GELU_TANH
-                         ? unary(ctx, NB_OP_GELU, a, 0, gelu_tanh_forward, gelu_tanh_backward, &n)
-                         : unary(ctx, NB_OP_GELU, a, 0, gelu_erf_forward, gelu_erf_backward, &n);
+                         ? unary(ctx, NB_OP_GELU, a, 0, gelu_tanh_forward_fast,
+                                 gelu_tanh_backward_fast, &n)
+                         : unary(ctx, NB_OP_GELU, a, 0, gelu_erf_forward_fast,
+                                 gelu_erf_backward_fast, &n);
     if (n) n->i[0] = approx;
     return out;
 }

@@ -149,8 +149,19 @@ const char *nb_node_name(const nb_node *n) { return n ? n->name : NULL; }
 void *nb_grad_buffer(nb_ctx *ctx, nb_tensor *t) {
     NB_UNUSED(ctx);
     if (!t || !t->requires_grad) return NULL;
-    if (!t->grad) t->grad = nb_ctx_alloc(t->owner, t->numel * nb_dtype_size(t->dtype));
+    if (!t->grad) {
+        size_t bytes = t->numel * nb_dtype_size(t->dtype);
+        if (t->owner && t->owner->free_grads) t->grad = nb_ctx_reuse(t->owner, bytes);
+        if (t->grad) memset(t->grad, 0, bytes);
+        else t->grad = nb_ctx_alloc(t->owner, bytes);
+    }
     return t->grad;
+}
+
+void nb_grad_release(nb_ctx *ctx, nb_tensor *t) {
+    if (!ctx->recycle_grads || t->owner != ctx || !t->grad) return;
+    nb_ctx_give_back(ctx, t->grad, t->numel * nb_dtype_size(t->dtype));
+    t->grad = NULL;
 }
 
 int nb_tape_len(const nb_ctx *ctx) { return ctx ? ctx->tape_len : 0; }
@@ -228,6 +239,7 @@ nb_status nb_backward(nb_ctx *ctx, nb_tensor *out, const nb_tensor *grad_out) {
         if (ctx->probe) ctx->probe->backward(ctx->probe, n, true);
         if (ctx->status != NB_OK) return ctx->status;
         if (ctx->detect_anomaly && !check_anomaly(ctx, n)) return ctx->status;
+        nb_grad_release(ctx, n->out); /* every use of it was earlier on the way back */
     }
     ctx->backward_done = true;
     return NB_OK;

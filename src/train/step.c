@@ -37,7 +37,11 @@ nb_status nb_train_step_run(nb_ctx *ctx, const nb_train_step *s, nb_step_result 
                                                     "NULL for micro-batch %d", fn, k);
         sum += nb_item(loss);
         nb_tensor *scaled = s->accum_steps > 1 ? nb_scale(ctx, loss, 1.0 / s->accum_steps) : loss;
+        /* intermediate gradients are not kept: their buffers are reused */
+        bool recycle = ctx->recycle_grads;
+        ctx->recycle_grads = true;
         nb_status st = nb_backward(ctx, scaled, NULL);
+        ctx->recycle_grads = recycle;
         if (st) return st;
     }
     if (s->grad_sync) {
