@@ -373,8 +373,10 @@ $(B)/mpi/st_compare: tests/mpi/st_compare.c $(LIB_A) $(HDR)
 
 mpi: $(B)/bin/nabla-gpt-mpi $(B)/mpi/mpi_unit $(B)/mpi/st_compare
 
+# MPICH instead of Open MPI: make test-mpi B=build/mpich MPICC=mpicc.mpich MPIRUN=mpirun.mpich
+MPIRUN ?= mpirun
 test-mpi: mpi $(B)/bin/nabla-gpt
-	sh tests/mpi/test_mpi.sh $(B)
+	MPIRUN=$(MPIRUN) sh tests/mpi/test_mpi.sh $(B)
 
 bench-mpi: mpi $(B)/bin/nabla-gpt
 	@sh tools/install-deps.sh fortunes

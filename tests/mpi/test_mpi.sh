@@ -22,8 +22,13 @@ G=$B/bin/nabla-gpt
 M=$B/bin/nabla-gpt-mpi
 CMP=$B/mpi/st_compare
 F=tests/fixtures/gpt
-RUN="timeout 120 mpirun"
-[ "$(id -u)" = 0 ] && RUN="$RUN --allow-run-as-root --oversubscribe"
+# MPIRUN picks the launcher (MPIRUN=mpirun.mpich with a build made by
+# MPICC=mpicc.mpich); Open MPI's wants its flags to run as root.
+MPIRUN=${MPIRUN:-mpirun}
+RUN="timeout 120 $MPIRUN"
+if "$MPIRUN" --version 2>&1 | grep -q "Open MPI" && [ "$(id -u)" = 0 ]; then
+    RUN="$RUN --allow-run-as-root --oversubscribe"
+fi
 # Open MPI on one host: shared memory between ranks, no network probing.
 export OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none
 tmp=$(mktemp -d)
