@@ -145,8 +145,19 @@ static void add_backward_fast(nb_ctx *ctx, nb_node *n) {
     if (gb) vk->add(gb, out->grad, out->numel);
 }
 
+/* And its forward: z = x, then z += y (addition commutes: the same bits). */
+static void add_forward_fast(const bcast *bc, const nb_tensor *a, const nb_tensor *b,
+                             nb_tensor *out) {
+    if (out->dtype != NB_F32 || !bc->flat || a->data == out->data || b->data == out->data) {
+        add_forward(bc, a, b, out);
+        return;
+    }
+    memcpy(out->data, a->data, out->numel * sizeof(float));
+    nb_vec()->add(out->data, b->data, out->numel);
+}
+
 nb_tensor *nb_add(nb_ctx *ctx, nb_tensor *a, nb_tensor *b) {
-    return binary(ctx, NB_OP_ADD, a, b, add_forward, add_backward_fast);
+    return binary(ctx, NB_OP_ADD, a, b, add_forward_fast, add_backward_fast);
 }
 
 /* ---- sub: z = x - y;  dz/dx = 1, dz/dy = -1 --------------------------------- */
