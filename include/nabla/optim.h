@@ -188,7 +188,7 @@ bool nb_optim_adam_options(const nb_optim *o, nb_adam_opts *out);
  * non-NULL.
  *
  * nb_clip_grad_norm: total = sqrt(sum of g^2 over all gradients), summed in
- * double. When coef = max_norm / (total + 1e-6) is below 1, every gradient is
+ * double (four partial sums in a fixed order). When coef = max_norm / (total + 1e-6) is below 1, every gradient is
  * multiplied by coef (rounded to its dtype). Returns total (before
  * clipping); 0 when no parameter has a gradient, NaN for a NULL list. */
 double nb_clip_grad_norm(const nb_tensor_list *params, double max_norm);

@@ -364,9 +364,14 @@ NB_HIDDEN nb_tensor *nb_gpt_linear(nb_ctx *ctx, nb_tensor *x, nb_tensor *w, nb_t
  * is two draws of the model's rng, high word first. h (B, T, C). */
 static nb_tensor *nano_attention(nb_ctx *ctx, nb_gpt *m, nb_gpt_block *blk, nb_tensor *h) {
     int64_t b = h->shape[0], t = h->shape[1], C = m->cfg.n_embd, H = m->cfg.n_head, hd = C / H;
-    nb_tensor *qkv = nb_gpt_linear(ctx, h, blk->c_attn_w, blk->c_attn_b); /* (B, T, 3C) */
-    nb_tensor *part[3] = {NULL, NULL, NULL};
-    if (nb_split(ctx, qkv, 2, 3, (const int64_t[]){C, C, C}, part)) return NULL;
+    /* c_attn's q, k, v rows as three linears: the same dot products as
+     * h @ c_attn_w^T split afterwards, but splitting the (3C, C) weight
+     * copies far less than splitting the (B, T, 3C) output would */
+    const int64_t thirds[3] = {C, C, C};
+    nb_tensor *w3[3] = {NULL, NULL, NULL}, *b3[3] = {NULL, NULL, NULL}, *part[3];
+    if (nb_split(ctx, blk->c_attn_w, 0, 3, thirds, w3)) return NULL;
+    if (blk->c_attn_b && nb_split(ctx, blk->c_attn_b, 0, 3, thirds, b3)) return NULL;
+    for (int k = 0; k < 3; k++) part[k] = nb_gpt_linear(ctx, h, w3[k], b3[k]); /* (B, T, C) */
     double p = m->training ? m->cfg.dropout : 0.0;
     uint64_t seed = 0;
     if (p > 0.0) {

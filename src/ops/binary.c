@@ -9,7 +9,7 @@
  * output and the recording, and each op is one BINARY_OP line giving its
  * forward formula and what its backward adds to each input's gradient, side
  * by side. */
-#include "nb_internal.h"
+#include "kernels/kernels.h"
 
 typedef struct bcast {
     int64_t shape[4];            /* output shape, padded */
@@ -130,8 +130,34 @@ static nb_tensor *binary(nb_ctx *ctx, nb_op op, nb_tensor *a, nb_tensor *b, bina
 
 /* ---- add: z = x + y;  dz/dx = 1, dz/dy = 1 ---------------------------------- */
 BINARY_OP(add, x + y, g, g)
+
+/* float32 without broadcasting (the residual adds): da += g and db += g
+ * through the SIMD add (the same adds, so the same bits). */
+static void add_backward_fast(nb_ctx *ctx, nb_node *n) {
+    nb_tensor *a = n->in[0], *b = n->in[1], *out = n->out;
+    if (out->dtype != NB_F32 || a->numel != out->numel || b->numel != out->numel) {
+        add_backward(ctx, n);
+        return;
+    }
+    float *ga = nb_grad_buffer(ctx, a), *gb = nb_grad_buffer(ctx, b);
+    const nb_vec_kernels *vk = nb_vec();
+    if (ga) vk->add(ga, out->grad, out->numel);
+    if (gb) vk->add(gb, out->grad, out->numel);
+}
+
+/* And its forward: z = x, then z += y (addition commutes: the same bits). */
+static void add_forward_fast(const bcast *bc, const nb_tensor *a, const nb_tensor *b,
+                             nb_tensor *out) {
+    if (out->dtype != NB_F32 || !bc->flat || a->data == out->data || b->data == out->data) {
+        add_forward(bc, a, b, out);
+        return;
+    }
+    memcpy(out->data, a->data, out->numel * sizeof(float));
+    nb_vec()->add(out->data, b->data, out->numel);
+}
+
 nb_tensor *nb_add(nb_ctx *ctx, nb_tensor *a, nb_tensor *b) {
-    return binary(ctx, NB_OP_ADD, a, b, add_forward, add_backward);
+    return binary(ctx, NB_OP_ADD, a, b, add_forward_fast, add_backward_fast);
 }
 
 /* ---- sub: z = x - y;  dz/dx = 1, dz/dy = -1 --------------------------------- */

@@ -743,20 +743,25 @@ static bool has_float_grad(const nb_tensor *t) {
 
 double nb_clip_grad_norm(const nb_tensor_list *params, double max_norm) {
     if (!nb_list_valid(params)) return NAN;
-    double sumsq = 0;
+    /* four partial sums (element j into s[j % 4] within each tensor), added
+     * up at the end: the adds do not wait on each other, the order is fixed */
+    double s[4] = {0, 0, 0, 0};
     for (int i = 0; i < params->n; i++) {
         const nb_tensor *t = nb_list_tensor(params, i);
         if (!has_float_grad(t)) continue;
 #define K(T)                                                        \
     {                                                               \
         const T *g = t->grad;                                       \
-        for (size_t j = 0; j < t->numel; j++)                       \
-            sumsq += (double)g[j] * (double)g[j];                   \
+        size_t j = 0;                                               \
+        for (; j + 4 <= t->numel; j += 4)                           \
+            for (int l = 0; l < 4; l++)                             \
+                s[l] += (double)g[j + l] * (double)g[j + l];        \
+        for (; j < t->numel; j++) s[0] += (double)g[j] * (double)g[j]; \
     }
         NB_DISPATCH(t->dtype, K);
 #undef K
     }
-    const double total = sqrt(sumsq);
+    const double total = sqrt((s[0] + s[1]) + (s[2] + s[3]));
     const double coef = max_norm / (total + 1e-6);
     if (coef < 1.0) {
         for (int i = 0; i < params->n; i++) {
