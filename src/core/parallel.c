@@ -26,15 +26,6 @@
 #define NB_MAX_THREADS 64
 #define POOL_SPIN 4000        /* polls before a waiting thread sleeps or yields */
 #define POOL_CHUNKS_PER_THREAD 4
-/* The grains the ops pass (items a thread must get before a split pays) were
- * set for workers that are spinning when the job comes. Between the small ops
- * of a step they have gone to sleep, and waking one costs tens of
- * microseconds on this 2-vCPU VM: splitting the small config's ops made its
- * step 1.6x slower on 2 threads than on 1 (1.00 vs 0.63 ms). Scaling every
- * grain by 32 keeps small work on the caller (2 threads now equal 1 there)
- * while medium and large ops stay far above it. Measured with
- * nabla-bench-mha, 2026-11-23. Chunking never changes the bits. */
-#define POOL_GRAIN_SCALE 32
 
 #if defined(__x86_64__) || defined(__i386__)
 #define cpu_relax() __builtin_ia32_pause()
@@ -177,7 +168,6 @@ void nb_parallel_for(int64_t n, int64_t min_per_thread, nb_range_fn fn, void *ar
     pool *P = &the_pool;
     int parts = P->n_threads;
     if (min_per_thread < 1) min_per_thread = 1;
-    if (min_per_thread < INT64_MAX / POOL_GRAIN_SCALE) min_per_thread *= POOL_GRAIN_SCALE;
     if (parts == 1 || n < 2 * min_per_thread || n > (int64_t)TICKET_IDX_MASK) {
         if (n > 0) fn(arg, 0, n);
         return;
