@@ -54,6 +54,19 @@ int main(int argc, char **argv) {
     }
     check(&m, ok, "average: rank-order mean, bit for bit, f64 over buckets and f32");
 
+    /* an all-float32 list travels as floats: the same means, rounded once */
+    nb_tensor *c = nb_requires_grad(nb_zeros(ctx, NB_F32, NB_SHAPE(1200, 1000)));
+    nb_tensor_list lf = {0};
+    nb_list_add(&lf, "c", c);
+    for (size_t i = 0; i < c->numel; i++) ((float *)c->grad)[i] = (float)value(m.rank, i);
+    ok = nb_mpi_average(&m, &lf, true) == 0;
+    for (size_t i = 0; ok && i < c->numel; i++) {
+        double acc = (float)value(0, i);
+        for (int r = 1; r < m.size; r++) acc += (float)value(r, i);
+        ok = ((float *)c->grad)[i] == (float)(acc / m.size);
+    }
+    check(&m, ok, "average: a float32 list exchanged as floats, same bits, over buckets");
+
     for (size_t i = 0; i < a->numel; i++) ((double *)a->data)[i] = value(m.rank, i);
     ok = nb_mpi_bcast(&m, &l, false) == 0;
     for (size_t i = 0; ok && i < a->numel; i++) ok = ((double *)a->data)[i] == value(0, i);

@@ -102,41 +102,63 @@ static int reserve(nb_mpi *m, size_t doubles) {
     return 0;
 }
 
+/* The rank-order mean of what every rank holds in in[s * chunk + k], for
+ * k < chunk, as doubles in out; `f32` when the exchanged values are floats. */
+static void rank_order_mean(const nb_mpi *m, const void *in, bool f32, size_t chunk, double *out) {
+    const float *fi = in;
+    const double *di = in;
+    for (size_t k = 0; k < chunk; k++) {
+        double acc = f32 ? fi[k] : di[k];
+        for (size_t s = 1; s < (size_t)m->size; s++) acc += f32 ? fi[s * chunk + k] : di[s * chunk + k];
+        out[k] = acc / (double)m->size;
+    }
+}
+
 /* One bucket of `len` elements: reduce-scatter by MPI_Alltoall, a sum in
- * rank order, all-gather. */
-static int average_bucket(nb_mpi *m, cursor *rd, cursor *wr, size_t len) {
+ * rank order (in double), all-gather. A float32 model exchanges floats (half
+ * the bytes); the sums are the same doubles either way, rounded once. */
+static int average_bucket(nb_mpi *m, cursor *rd, cursor *wr, size_t len, bool f32) {
     size_t p = (size_t)m->size;
     size_t chunk = (len + p - 1) / p;
+    MPI_Datatype type = f32 ? MPI_FLOAT : MPI_DOUBLE;
     if (reserve(m, chunk * p)) return 1;
     cursor_move(rd, m->send, len, false);
     memset(m->send + len, 0, (chunk * p - len) * sizeof(double));
-    if (MPI_Alltoall(m->send, (int)chunk, MPI_DOUBLE, m->recv, (int)chunk, MPI_DOUBLE, m->comm) !=
-        MPI_SUCCESS)
+    float *fs = (float *)m->send, *fr = (float *)m->recv;
+    if (f32) /* narrowing in place: fs[i] overlaps send[i / 2], already read */
+        for (size_t i = 0; i < chunk * p; i++) fs[i] = (float)m->send[i];
+    if (MPI_Alltoall(m->send, (int)chunk, type, m->recv, (int)chunk, type, m->comm) != MPI_SUCCESS)
         return 1;
-    /* m->recv[s * chunk + k] is rank s's element (rank * chunk + k). */
+    /* recv holds rank s's part of this rank's chunk at s * chunk */
     double *mine = m->send; /* reused: the send data has gone */
-    for (size_t k = 0; k < chunk; k++) {
-        double acc = m->recv[k];
-        for (size_t s = 1; s < p; s++) acc += m->recv[s * chunk + k];
-        mine[k] = acc / (double)m->size;
-    }
-    if (MPI_Allgather(mine, (int)chunk, MPI_DOUBLE, m->recv, (int)chunk, MPI_DOUBLE, m->comm) !=
-        MPI_SUCCESS)
+    rank_order_mean(m, m->recv, f32, chunk, mine);
+    if (f32)
+        for (size_t k = 0; k < chunk; k++) fs[k] = (float)mine[k];
+    if (MPI_Allgather(m->send, (int)chunk, type, m->recv, (int)chunk, type, m->comm) != MPI_SUCCESS)
         return 1;
-    cursor_move(wr, m->recv, len, true);
+    if (f32) { /* the gathered floats, widened into send for cursor_move */
+        for (size_t i = 0; i < len; i++) m->send[i] = fr[i];
+        cursor_move(wr, m->send, len, true);
+    } else {
+        cursor_move(wr, m->recv, len, true);
+    }
     return 0;
 }
 
 int nb_mpi_average(nb_mpi *m, const nb_tensor_list *l, bool grads) {
     size_t total = 0;
+    bool f32 = true;
     for (int i = 0; i < l->n; i++)
-        if (float_entry(nb_list_tensor(l, i))) total += nb_list_tensor(l, i)->numel;
+        if (float_entry(nb_list_tensor(l, i))) {
+            total += nb_list_tensor(l, i)->numel;
+            f32 = f32 && nb_list_tensor(l, i)->dtype == NB_F32;
+        }
     if (m->size == 1) return 0;
     size_t bucket = NB_MPI_BUCKET / sizeof(double);
     cursor rd = {l, grads, 0, 0}, wr = {l, grads, 0, 0};
     for (size_t at = 0; at < total; at += bucket) {
         size_t len = total - at < bucket ? total - at : bucket;
-        if (average_bucket(m, &rd, &wr, len)) return 1;
+        if (average_bucket(m, &rd, &wr, len, f32)) return 1;
     }
     return 0;
 }
