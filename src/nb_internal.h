@@ -203,6 +203,13 @@ NB_HIDDEN void nb_parallel_for(int64_t n, int64_t min_per_thread, nb_range_fn fn
 NB_HIDDEN void nb_gemm_float(float *c, const float *a, int64_t ars, int64_t acs, const float *b,
                              int64_t brs, int64_t bcs, int64_t rows, int64_t inner, int64_t cols,
                              bool add);
+/* The same product on every thread of the pool, split over c's rows, the
+ * same bits for any thread count. With bias (cols floats, add false) each
+ * row of c is bias plus the product. The calling thread packs b once
+ * (kept in a buffer of its own) and the threads share it. */
+NB_HIDDEN void nb_gemm_float_par(float *c, const float *bias, const float *a, int64_t ars,
+                                 int64_t acs, const float *b, int64_t brs, int64_t bcs,
+                                 int64_t rows, int64_t inner, int64_t cols, bool add);
 NB_HIDDEN void nb_gemm_double(double *c, const double *a, int64_t ars, int64_t acs,
                               const double *b, int64_t brs, int64_t bcs, int64_t rows,
                               int64_t inner, int64_t cols, bool add);

@@ -103,6 +103,48 @@ START_TEST(test_linear_same_bits_any_thread_count) {
 }
 END_TEST
 
+/* x (37, 300) -> 600 outputs, float32: b packed once and shared by the
+ * threads (nb_gemm_float_par) over two 512-column panels (the second 88
+ * wide) and two 256-deep blocks of the inner dimension, for the forward
+ * and both gradients (whose inner dimension is the 37 rows, or 600). The
+ * one-thread result is checked against a plain double loop. */
+START_TEST(test_linear_wide_same_bits_any_thread_count) {
+    nb_ctx *params = nb_ctx_new(0), *step = nb_ctx_new(0);
+    nb_tensor *x = rand_leaf(params, NB_F32, NB_SHAPE(37, 300), 11);
+    nb_tensor *w = rand_leaf(params, NB_F32, NB_SHAPE(600, 300), 12);
+    nb_tensor *g = rand_leaf(params, NB_F32, NB_SHAPE(37, 600), 13);
+    nb_tensor *leaves[2] = {x, w};
+    snapshot s[N_COUNTS];
+    for (int k = 0; k < N_COUNTS; k++) {
+        use_threads(thread_counts[k]);
+        nb_ctx_reset(step);
+        for (int i = 0; i < 2; i++) nb_zero_grad(leaves[i]);
+        nb_tensor *y = nb_linear(step, x, w, NULL);
+        ck_assert_int_eq(nb_backward(step, y, g), NB_OK);
+        s[k] = take(y, leaves, 2);
+        if (k > 0) continue;
+        for (size_t r = 0; r < 37; r += 5)
+            for (size_t o = 0; o < 600; o += 7) {
+                double want = 0;
+                for (size_t i = 0; i < 300; i++)
+                    want += nb_get(x, r * 300 + i) * nb_get(w, o * 300 + i);
+                ck_assert_double_eq_tol(nb_get(y, r * 600 + o), want, 1e-4);
+            }
+        for (size_t o = 0; o < 600; o += 11) /* dw = g^T x */
+            for (size_t i = 0; i < 300; i += 13) {
+                double want = 0;
+                for (size_t r = 0; r < 37; r++)
+                    want += nb_get(g, r * 600 + o) * nb_get(x, r * 300 + i);
+                ck_assert_double_eq_tol(((float *)w->grad)[o * 300 + i], want, 1e-4);
+            }
+    }
+    assert_identical(s, "wide linear");
+    nb_ctx_free(step);
+    nb_ctx_free(params);
+    use_threads(1);
+}
+END_TEST
+
 /* ---- matmul ------------------------------------------------------------------------ */
 
 /* (5, 3, 29, 37) @ (3, 37, 31): a broadcast batch dim, odd matrix sizes. */
@@ -197,6 +239,7 @@ Suite *suite_threads(void) {
     TCase *tc = tcase_create("threads");
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_linear_same_bits_any_thread_count);
+    tcase_add_test(tc, test_linear_wide_same_bits_any_thread_count);
     tcase_add_test(tc, test_matmul_same_bits_any_thread_count);
     tcase_add_test(tc, test_mha_same_bits_any_thread_count);
     tcase_add_test(tc, test_pool_resize_and_join);

@@ -51,6 +51,24 @@ NB_HIDDEN bool nb_sgemm_packed(const nb_sgemm_kernel *k, float *c, const float *
                                int64_t acs, const float *b, int64_t brs, int64_t bcs,
                                int64_t rows, int64_t inner, int64_t cols, bool add);
 
+/* b packed whole, once, for a gemm split over c's rows among threads (each
+ * thread running nb_sgemm_prepacked on its rows): the same blocks, the same
+ * bits as nb_sgemm_packed, without each thread packing b again.
+ * nb_sgemm_whole_size gives the floats it takes; nb_sgemm_whole_buffer the
+ * calling thread's buffer of at least n floats (kept, grown as needed; NULL
+ * when out of memory). */
+NB_HIDDEN size_t nb_sgemm_whole_size(const nb_sgemm_kernel *k, int64_t inner, int64_t cols);
+NB_HIDDEN float *nb_sgemm_whole_buffer(size_t n);
+/* Packs slivers [s0, s1) of b's nb_sgemm_whole_slivers (NR columns each, the
+ * last maybe narrower), so threads can pack a b between them. */
+NB_HIDDEN int64_t nb_sgemm_whole_slivers(const nb_sgemm_kernel *k, int64_t cols);
+NB_HIDDEN void nb_sgemm_pack_whole(const nb_sgemm_kernel *k, float *dst, const float *b,
+                                   int64_t brs, int64_t bcs, int64_t inner, int64_t cols,
+                                   int64_t s0, int64_t s1);
+NB_HIDDEN bool nb_sgemm_prepacked(const nb_sgemm_kernel *k, float *c, const float *a,
+                                  int64_t ars, int64_t acs, const float *bp, int64_t rows,
+                                  int64_t inner, int64_t cols, bool add);
+
 /* ---- float32 elementwise kernels (vec_*.c) --------------------------------
  * Each has an AVX-512, an AVX2 + FMA and a portable build, all computing
  * every element by the same formula (the portable one with fmaf), chosen

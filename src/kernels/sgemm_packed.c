@@ -23,8 +23,10 @@
 #define GEMM_NC 512
 
 typedef struct pack_buffers {
-    float *b; /* (NB_GEMM_KC, GEMM_NC) at most, as slivers */
-    float *a; /* (MR, NB_GEMM_KC) */
+    float *b;     /* (NB_GEMM_KC, GEMM_NC) at most, as slivers */
+    float *a;     /* (MR, NB_GEMM_KC) */
+    float *whole; /* a whole packed b (nb_sgemm_whole_buffer), grown as needed */
+    size_t whole_cap;
 } pack_buffers;
 
 static pthread_key_t pack_key;
@@ -34,6 +36,7 @@ static void pack_free(void *p) {
     pack_buffers *pb = p;
     free(pb->b);
     free(pb->a);
+    free(pb->whole);
     free(pb);
 }
 
@@ -64,7 +67,13 @@ static void pack_b(float *dst, const float *b0, int64_t brs, int64_t bcs, int64_
         int w = nc - j < nr ? (int)(nc - j) : nr;
         const float *bj = b0 + j * bcs;
         if (bcs == 1 && w == nr) {
-            for (int64_t p = 0; p < kc; p++) memcpy(dst + p * nr, bj + p * brs, sizeof(float) * (size_t)nr);
+            /* rows of b; a constant length lets the compiler inline the copy */
+            if (nr == 32)
+                for (int64_t p = 0; p < kc; p++)
+                    memcpy(dst + p * 32, bj + p * brs, sizeof(float) * 32);
+            else
+                for (int64_t p = 0; p < kc; p++)
+                    memcpy(dst + p * nr, bj + p * brs, sizeof(float) * (size_t)nr);
             continue;
         }
         if (brs == 1) {
@@ -97,42 +106,109 @@ static void pack_a(float *dst, const float *a0, int64_t ars, int64_t acs, int64_
     }
 }
 
+/* One packed block: c (rows, nc) (+)= a (rows, kc) @ the block's slivers bs
+ * (kc, nc), c's rows `ldc` apart; a's last sliver of fewer than MR rows
+ * goes through pa. */
+static void run_block(const nb_sgemm_kernel *k, float *pa, float *c, int64_t ldc,
+                      const float *a, int64_t ars, int64_t acs, const float *bs, int64_t rows,
+                      int64_t kc, int64_t nc, bool acc) {
+    const int mr = k->mr, nr = k->nr;
+    float edge[16 * 32]; /* a partial tile of c, (mr, nr) */
+    for (int64_t i = 0; i < rows; i += mr) {
+        int h = rows - i < mr ? (int)(rows - i) : mr;
+        const float *as = a + i * ars;
+        int64_t sr = ars, sc = acs;
+        if (h < mr) {
+            pack_a(pa, as, ars, acs, kc, h, mr);
+            as = pa, sr = 1, sc = mr;
+        }
+        for (int64_t j = 0; j < nc; j += nr) {
+            int w = nc - j < nr ? (int)(nc - j) : nr;
+            float *ct = c + i * ldc + j;
+            const float *bj = bs + j / nr * (kc * nr);
+            if (h == mr && w == nr) {
+                k->ukr(kc, as, sr, sc, bj, ct, ldc, acc);
+                continue;
+            }
+            for (int r = 0; acc && r < h; r++)
+                memcpy(edge + r * nr, ct + r * ldc, sizeof(float) * (size_t)w);
+            k->ukr(kc, as, sr, sc, bj, edge, nr, acc);
+            for (int r = 0; r < h; r++)
+                memcpy(ct + r * ldc, edge + r * nr, sizeof(float) * (size_t)w);
+        }
+    }
+}
+
 bool nb_sgemm_packed(const nb_sgemm_kernel *k, float *c, const float *a, int64_t ars,
                      int64_t acs, const float *b, int64_t brs, int64_t bcs, int64_t rows,
                      int64_t inner, int64_t cols, bool add) {
     pack_buffers *pb = pack_get();
     if (!pb) return false;
-    const int mr = k->mr, nr = k->nr;
-    float edge[16 * 32]; /* a partial tile of c, (mr, nr) */
     for (int64_t j0 = 0; j0 < cols; j0 += GEMM_NC) {
         int64_t nc = cols - j0 < GEMM_NC ? cols - j0 : GEMM_NC;
         for (int64_t p0 = 0; p0 < inner; p0 += NB_GEMM_KC) {
             int64_t kc = inner - p0 < NB_GEMM_KC ? inner - p0 : NB_GEMM_KC;
-            bool acc = add || p0 > 0;
-            pack_b(pb->b, b + p0 * brs + j0 * bcs, brs, bcs, kc, nc, nr);
-            for (int64_t i = 0; i < rows; i += mr) {
-                int h = rows - i < mr ? (int)(rows - i) : mr;
-                const float *as = a + i * ars + p0 * acs;
-                int64_t sr = ars, sc = acs;
-                if (h < mr) {
-                    pack_a(pb->a, as, ars, acs, kc, h, mr);
-                    as = pb->a, sr = 1, sc = mr;
-                }
-                for (int64_t j = 0; j < nc; j += nr) {
-                    int w = nc - j < nr ? (int)(nc - j) : nr;
-                    float *ct = c + i * cols + j0 + j;
-                    const float *bs = pb->b + j / nr * (kc * nr);
-                    if (h == mr && w == nr) {
-                        k->ukr(kc, as, sr, sc, bs, ct, cols, acc);
-                        continue;
-                    }
-                    for (int r = 0; acc && r < h; r++)
-                        memcpy(edge + r * nr, ct + r * cols, sizeof(float) * (size_t)w);
-                    k->ukr(kc, as, sr, sc, bs, edge, nr, acc);
-                    for (int r = 0; r < h; r++)
-                        memcpy(ct + r * cols, edge + r * nr, sizeof(float) * (size_t)w);
-                }
-            }
+            pack_b(pb->b, b + p0 * brs + j0 * bcs, brs, bcs, kc, nc, k->nr);
+            run_block(k, pb->a, c + j0, cols, a + p0 * acs, ars, acs, pb->b, rows, kc, nc,
+                      add || p0 > 0);
+        }
+    }
+    return true;
+}
+
+/* ---- b packed once, for gemms split over c's rows ------------------------------
+ * The whole of b as the blocks nb_sgemm_packed packs one at a time: the
+ * NC-column panel j0 starts at j0 * inner, and within it the KC block p0 at
+ * p0 * (nc rounded up to NR). */
+static int64_t round_up(int64_t n, int m) { return (n + m - 1) / m * m; }
+
+size_t nb_sgemm_whole_size(const nb_sgemm_kernel *k, int64_t inner, int64_t cols) {
+    return (size_t)inner * (size_t)round_up(cols, k->nr);
+}
+
+float *nb_sgemm_whole_buffer(size_t n) {
+    pack_buffers *pb = pack_get();
+    if (!pb) return NULL;
+    if (n > pb->whole_cap) {
+        size_t cap = n + n / 4; /* grown a quarter more, so a few sizes settle */
+        float *w = aligned_alloc(64, round_up((int64_t)(cap * sizeof(float)), 64));
+        if (!w) return NULL;
+        free(pb->whole);
+        pb->whole = w, pb->whole_cap = cap;
+    }
+    return pb->whole;
+}
+
+int64_t nb_sgemm_whole_slivers(const nb_sgemm_kernel *k, int64_t cols) {
+    return (cols + k->nr - 1) / k->nr;
+}
+
+void nb_sgemm_pack_whole(const nb_sgemm_kernel *k, float *dst, const float *b, int64_t brs,
+                         int64_t bcs, int64_t inner, int64_t cols, int64_t s0, int64_t s1) {
+    const int nr = k->nr;
+    for (int64_t s = s0; s < s1; s++) {
+        int64_t j = s * nr, j0 = j / GEMM_NC * GEMM_NC;
+        int64_t nc = cols - j0 < GEMM_NC ? cols - j0 : GEMM_NC, ncp = round_up(nc, nr);
+        int64_t w = cols - j < nr ? cols - j : nr;
+        for (int64_t p0 = 0; p0 < inner; p0 += NB_GEMM_KC) {
+            int64_t kc = inner - p0 < NB_GEMM_KC ? inner - p0 : NB_GEMM_KC;
+            pack_b(dst + j0 * inner + p0 * ncp + (j - j0) * kc, b + p0 * brs + j * bcs, brs,
+                   bcs, kc, w, nr);
+        }
+    }
+}
+
+bool nb_sgemm_prepacked(const nb_sgemm_kernel *k, float *c, const float *a, int64_t ars,
+                        int64_t acs, const float *bp, int64_t rows, int64_t inner,
+                        int64_t cols, bool add) {
+    pack_buffers *pb = pack_get();
+    if (!pb) return false;
+    for (int64_t j0 = 0; j0 < cols; j0 += GEMM_NC) {
+        int64_t nc = cols - j0 < GEMM_NC ? cols - j0 : GEMM_NC, ncp = round_up(nc, k->nr);
+        for (int64_t p0 = 0; p0 < inner; p0 += NB_GEMM_KC) {
+            int64_t kc = inner - p0 < NB_GEMM_KC ? inner - p0 : NB_GEMM_KC;
+            run_block(k, pb->a, c + j0, cols, a + p0 * acs, ars, acs,
+                      bp + j0 * inner + p0 * ncp, rows, kc, nc, add || p0 > 0);
         }
     }
     return true;

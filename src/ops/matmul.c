@@ -223,6 +223,62 @@ void nb_gemm_float(float *c, const float *a, int64_t ars, int64_t acs, const flo
     gemm_unpacked_float(c, a, ars, acs, b, brs, bcs, rows, inner, cols, add);
 }
 
+/* ---- one float gemm on every thread ---------------------------------------------
+ * Split over c's rows in whole slivers of the kernel's MR rows. With the
+ * packed kernel, b is packed once by the calling thread and every thread
+ * reads that copy: before, each chunk of rows packed all of b again, which
+ * for a linear layer's (768, 128) x (128, 128) cost as much as the second
+ * core saved. */
+typedef struct gemm_par_job {
+    const nb_sgemm_kernel *k; /* NULL: each range calls nb_gemm_float */
+    float *c;
+    const float *bias, *a, *b, *bp; /* bp: b packed whole (k set) */
+    int64_t ars, acs, brs, bcs, rows, inner, cols, unit;
+    bool add;
+} gemm_par_job;
+
+static void gemm_par_range(void *arg, int64_t lo, int64_t hi) {
+    const gemm_par_job *j = arg;
+    int64_t r0 = lo * j->unit, r1 = hi * j->unit < j->rows ? hi * j->unit : j->rows;
+    float *c = j->c + r0 * j->cols;
+    const float *a = j->a + r0 * j->ars;
+    for (int64_t r = r0; j->bias && r < r1; r++, c += j->cols)
+        memcpy(c, j->bias, sizeof(float) * (size_t)j->cols);
+    c = j->c + r0 * j->cols;
+    bool add = j->add || j->bias;
+    if (j->k && nb_sgemm_prepacked(j->k, c, a, j->ars, j->acs, j->bp, r1 - r0, j->inner,
+                                   j->cols, add))
+        return;
+    nb_gemm_float(c, a, j->ars, j->acs, j->b, j->brs, j->bcs, r1 - r0, j->inner, j->cols, add);
+}
+
+static void gemm_pack_range(void *arg, int64_t lo, int64_t hi) {
+    gemm_par_job *j = arg;
+    nb_sgemm_pack_whole(j->k, (float *)j->bp, j->b, j->brs, j->bcs, j->inner, j->cols, lo, hi);
+}
+
+void nb_gemm_float_par(float *c, const float *bias, const float *a, int64_t ars, int64_t acs,
+                       const float *b, int64_t brs, int64_t bcs, int64_t rows, int64_t inner,
+                       int64_t cols, bool add) {
+    const nb_sgemm_kernel *k = sgemm_kernel();
+    gemm_par_job j = {NULL, c, bias, a, b, NULL, ars, acs, brs, bcs, rows, inner, cols, 1, add};
+    int64_t per_row = inner * cols > 0 ? inner * cols : 1;
+    int64_t grain = ((int64_t)1 << 18) / per_row; /* rows worth a thread: ~256k multiply-adds */
+    if (grain < 1) grain = 1;
+    bool packed = k && rows >= k->mr && cols >= 16 && rows * inner * cols >= 32768;
+    if (packed && nb_get_num_threads() > 1 && rows >= 2 * grain) {
+        float *bp = nb_sgemm_whole_buffer(nb_sgemm_whole_size(k, inner, cols));
+        if (bp) {
+            j.k = k, j.bp = bp, j.unit = k->mr;
+            /* slivers of b worth a thread: ~8k floats copied */
+            nb_parallel_for(nb_sgemm_whole_slivers(k, cols), 1 + 8192 / (inner * k->nr),
+                            gemm_pack_range, &j);
+            grain = (grain + k->mr - 1) / k->mr;
+        }
+    }
+    nb_parallel_for((rows + j.unit - 1) / j.unit, grain, gemm_par_range, &j);
+}
+
 void nb_gemm_double(double *c, const double *a, int64_t ars, int64_t acs, const double *b,
                     int64_t brs, int64_t bcs, int64_t rows, int64_t inner, int64_t cols,
                     bool add) {
@@ -328,7 +384,11 @@ static int64_t mm_grain(int64_t per_item) {
 
 /* One gemm on every thread, split over c's rows. */
 static void mm_gemm_par(mm_gemm *g) {
-    nb_parallel_for(g->rows, mm_grain(g->inner * g->cols), mm_gemm_range, g);
+    if (g->dt == NB_F32)
+        nb_gemm_float_par(g->c, NULL, g->a, g->ars, g->acs, g->b, g->brs, g->bcs, g->rows,
+                          g->inner, g->cols, g->add);
+    else
+        nb_parallel_for(g->rows, mm_grain(g->inner * g->cols), mm_gemm_range, g);
 }
 
 /* What a batched product computes for one batch entry. */

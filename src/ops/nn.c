@@ -130,6 +130,17 @@ static void linear_backward(nb_ctx *ctx, nb_node *n) {
         if (gw || gb)                                                                     \
             nb_parallel_for(j.O, lin_grain(j.R * j.K), linear_backward_w_range_##T, &j);  \
     }
+    if (out->dtype == NB_F32) {
+        /* dx += dy @ w; dw += dy^T @ x, each split over its rows with b packed
+         * once; db its own pass */
+        if (gx) nb_gemm_float_par(gx, NULL, j.dy, j.O, 1, j.w, j.K, 1, j.R, j.O, j.K, true);
+        if (gw) nb_gemm_float_par(gw, NULL, j.dy, 1, j.O, j.x, j.K, 1, j.O, j.R, j.K, true);
+        if (gb) {
+            j.dw = NULL;
+            nb_parallel_for(j.O, lin_grain(j.R), linear_backward_w_range_float, &j);
+        }
+        return;
+    }
     NB_DISPATCH(out->dtype, K_);
 #undef K_
 }
@@ -175,7 +186,10 @@ nb_tensor *nb_linear(nb_ctx *ctx, nb_tensor *x, nb_tensor *w, nb_tensor *b) {
     lin_job j = linear_job(x, w);
     j.y = out->data, j.b = b ? b->data : NULL;
 #define K_(T) nb_parallel_for(j.R, lin_grain(j.K * j.O), linear_forward_range_##T, &j);
-    NB_DISPATCH(out->dtype, K_);
+    if (out->dtype == NB_F32)
+        nb_gemm_float_par(j.y, j.b, j.x, j.K, 1, j.w, 1, j.K, j.R, j.K, j.O, false);
+    else
+        NB_DISPATCH(out->dtype, K_);
 #undef K_
     nb_record_op(ctx, NB_OP_LINEAR, out, b ? 3 : 2, in, linear_backward);
     return out;
