@@ -14,13 +14,13 @@
 
 /* ---- float32 gemm micro-kernels (sgemm_*.c) -------------------------------
  * c (MR, NR) = or += a (MR, kc) @ b (kc, NR), where a's element (r, p) is
- * a[r * ars + p * acs] (in place, or packed with ars 1, acs MR) and b is
- * packed row by row (b[p * NR + l]), zero-padded to NR; c's rows are ldc
- * apart. Each c element is one FMA chain
+ * a[r * ars + p * acs] (in place, or packed with ars 1, acs MR) and b's
+ * rows are ldb apart (b[p * ldb + l]: packed, zero-padded to NR, with ldb
+ * NR, or read in place); c's rows are ldc apart. Each c element is one FMA chain
  * over p = 0..kc-1 from zero, then stored in or added to c: every kernel
  * (and the unpacked gemm in ops/matmul.c) gives the same bits. */
 typedef void (*nb_sgemm_ukr)(int64_t kc, const float *a, int64_t ars, int64_t acs,
-                             const float *b, float *c, int64_t ldc, bool add);
+                             const float *b, int64_t ldb, float *c, int64_t ldc, bool add);
 
 typedef struct nb_sgemm_kernel {
     int mr, nr;
@@ -31,11 +31,13 @@ typedef struct nb_sgemm_kernel {
 #define NB_SGEMM_AVX512_MR 8
 #define NB_SGEMM_AVX512_NR 32
 NB_HIDDEN void nb_sgemm_ukr_avx512(int64_t kc, const float *a, int64_t ars, int64_t acs,
-                                   const float *b, float *c, int64_t ldc, bool add);
+                                   const float *b, int64_t ldb, float *c, int64_t ldc,
+                                   bool add);
 #define NB_SGEMM_AVX2_MR 6
 #define NB_SGEMM_AVX2_NR 16
 NB_HIDDEN void nb_sgemm_ukr_avx2(int64_t kc, const float *a, int64_t ars, int64_t acs,
-                                 const float *b, float *c, int64_t ldc, bool add);
+                                 const float *b, int64_t ldb, float *c, int64_t ldc,
+                                 bool add);
 #endif
 
 /* The kernel for this CPU (AVX-512, else AVX2 + FMA), or NULL when it has
@@ -50,6 +52,10 @@ NB_HIDDEN const nb_sgemm_kernel *nb_sgemm_kernel_best(void);
 NB_HIDDEN bool nb_sgemm_packed(const nb_sgemm_kernel *k, float *c, const float *a, int64_t ars,
                                int64_t acs, const float *b, int64_t brs, int64_t bcs,
                                int64_t rows, int64_t inner, int64_t cols, bool add);
+
+/* Whether nb_sgemm_packed reads b (row stride brs, column stride bcs) in
+ * place rather than packing it. */
+NB_HIDDEN bool nb_sgemm_b_in_place(int64_t brs, int64_t bcs);
 
 /* b packed whole, once, for a gemm split over c's rows among threads (each
  * thread running nb_sgemm_prepacked on its rows): the same blocks, the same

@@ -1,6 +1,6 @@
 /* kernels/sgemm_avx512.c - the AVX-512 float32 gemm micro-kernel: a tile of
  * 8 rows x 32 columns (two zmm vectors a row, 16 accumulators) of
- * c (+)= a @ b from packed operands (contract in kernels.h). */
+ * c (+)= a @ b (contract in kernels.h). */
 #include "kernels.h"
 
 #if NB_X86_KERNELS
@@ -13,12 +13,12 @@ enum { MR = NB_SGEMM_AVX512_MR, NR = NB_SGEMM_AVX512_NR };
 #define ROWS8(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7)
 
 __attribute__((target("avx512f"))) void nb_sgemm_ukr_avx512(int64_t kc, const float *a, int64_t ars, int64_t acs,
-                                                             const float *b, float *c,
+                                                             const float *b, int64_t ldb, float *c,
                                                              int64_t ldc, bool add) {
 #define DECL(r) __m512 c##r##0 = _mm512_setzero_ps(), c##r##1 = _mm512_setzero_ps();
     ROWS8(DECL)
     for (int64_t p = 0; p < kc; p++) {
-        __m512 b0 = _mm512_loadu_ps(b + p * NR), b1 = _mm512_loadu_ps(b + p * NR + 16);
+        __m512 b0 = _mm512_loadu_ps(b + p * ldb), b1 = _mm512_loadu_ps(b + p * ldb + 16);
         const float *ap = a + p * acs;
 #define FMA(r)                                       \
     {                                                \

@@ -106,11 +106,18 @@ static void pack_a(float *dst, const float *a0, int64_t ars, int64_t acs, int64_
     }
 }
 
-/* One packed block: c (rows, nc) (+)= a (rows, kc) @ the block's slivers bs
- * (kc, nc), c's rows `ldc` apart; a's last sliver of fewer than MR rows
- * goes through pa. */
+/* Where a block's slivers of b are: sliver s (columns s NR ..) at
+ * b + s * step, rows ldb apart; a last sliver narrower than NR at tail
+ * (packed, zero-padded) when tail is set. */
+typedef struct slivers {
+    const float *b, *tail;
+    int64_t ldb, step;
+} slivers;
+
+/* One block: c (rows, nc) (+)= a (rows, kc) @ b's block (kc, nc), c's rows
+ * `ldc` apart; a's last sliver of fewer than MR rows goes through pa. */
 static void run_block(const nb_sgemm_kernel *k, float *pa, float *c, int64_t ldc,
-                      const float *a, int64_t ars, int64_t acs, const float *bs, int64_t rows,
+                      const float *a, int64_t ars, int64_t acs, const slivers *bs, int64_t rows,
                       int64_t kc, int64_t nc, bool acc) {
     const int mr = k->mr, nr = k->nr;
     float edge[16 * 32]; /* a partial tile of c, (mr, nr) */
@@ -125,31 +132,55 @@ static void run_block(const nb_sgemm_kernel *k, float *pa, float *c, int64_t ldc
         for (int64_t j = 0; j < nc; j += nr) {
             int w = nc - j < nr ? (int)(nc - j) : nr;
             float *ct = c + i * ldc + j;
-            const float *bj = bs + j / nr * (kc * nr);
+            const float *bj = bs->b + j / nr * bs->step;
+            int64_t ldb = bs->ldb;
+            if (w < nr && bs->tail) bj = bs->tail, ldb = nr;
             if (h == mr && w == nr) {
-                k->ukr(kc, as, sr, sc, bj, ct, ldc, acc);
+                k->ukr(kc, as, sr, sc, bj, ldb, ct, ldc, acc);
                 continue;
             }
             for (int r = 0; acc && r < h; r++)
                 memcpy(edge + r * nr, ct + r * ldc, sizeof(float) * (size_t)w);
-            k->ukr(kc, as, sr, sc, bj, edge, nr, acc);
+            k->ukr(kc, as, sr, sc, bj, ldb, edge, nr, acc);
             for (int r = 0; r < h; r++)
                 memcpy(ct + r * ldc, edge + r * nr, sizeof(float) * (size_t)w);
         }
     }
 }
 
+/* b with contiguous rows no more than 1 KB apart is read in place, sliver
+ * by sliver, and only a narrower last sliver is packed: the kernel streams
+ * such a sliver's rows from L2 as fast as from a packed copy, and copying b
+ * (for a weight gradient, all of x) cost as much as a fifth of the product
+ * at the GPT's sizes. Rows further apart spread a sliver over more pages
+ * than the TLB holds (2 KB apart measured 3-5% slower), so such b, and
+ * transposed b, are packed block by block. */
+bool nb_sgemm_b_in_place(int64_t brs, int64_t bcs) { return bcs == 1 && brs <= 256; }
+
+
 bool nb_sgemm_packed(const nb_sgemm_kernel *k, float *c, const float *a, int64_t ars,
                      int64_t acs, const float *b, int64_t brs, int64_t bcs, int64_t rows,
                      int64_t inner, int64_t cols, bool add) {
     pack_buffers *pb = pack_get();
     if (!pb) return false;
+    const int nr = k->nr;
     for (int64_t j0 = 0; j0 < cols; j0 += GEMM_NC) {
         int64_t nc = cols - j0 < GEMM_NC ? cols - j0 : GEMM_NC;
         for (int64_t p0 = 0; p0 < inner; p0 += NB_GEMM_KC) {
             int64_t kc = inner - p0 < NB_GEMM_KC ? inner - p0 : NB_GEMM_KC;
-            pack_b(pb->b, b + p0 * brs + j0 * bcs, brs, bcs, kc, nc, k->nr);
-            run_block(k, pb->a, c + j0, cols, a + p0 * acs, ars, acs, pb->b, rows, kc, nc,
+            const float *b0 = b + p0 * brs + j0 * bcs;
+            slivers bs = {pb->b, NULL, nr, kc * nr};
+            if (nb_sgemm_b_in_place(brs, bcs)) {
+                int64_t full = nc / nr * nr;
+                bs = (slivers){b0, NULL, brs, nr};
+                if (full < nc) {
+                    pack_b(pb->b, b0 + full, brs, 1, kc, nc - full, nr);
+                    bs.tail = pb->b;
+                }
+            } else {
+                pack_b(pb->b, b0, brs, bcs, kc, nc, nr);
+            }
+            run_block(k, pb->a, c + j0, cols, a + p0 * acs, ars, acs, &bs, rows, kc, nc,
                       add || p0 > 0);
         }
     }
@@ -207,8 +238,9 @@ bool nb_sgemm_prepacked(const nb_sgemm_kernel *k, float *c, const float *a, int6
         int64_t nc = cols - j0 < GEMM_NC ? cols - j0 : GEMM_NC, ncp = round_up(nc, k->nr);
         for (int64_t p0 = 0; p0 < inner; p0 += NB_GEMM_KC) {
             int64_t kc = inner - p0 < NB_GEMM_KC ? inner - p0 : NB_GEMM_KC;
-            run_block(k, pb->a, c + j0, cols, a + p0 * acs, ars, acs,
-                      bp + j0 * inner + p0 * ncp, rows, kc, nc, add || p0 > 0);
+            slivers bs = {bp + j0 * inner + p0 * ncp, NULL, k->nr, kc * k->nr};
+            run_block(k, pb->a, c + j0, cols, a + p0 * acs, ars, acs, &bs, rows, kc, nc,
+                      add || p0 > 0);
         }
     }
     return true;

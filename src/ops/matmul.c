@@ -266,7 +266,10 @@ void nb_gemm_float_par(float *c, const float *bias, const float *a, int64_t ars,
     int64_t grain = ((int64_t)1 << 18) / per_row; /* rows worth a thread: ~256k multiply-adds */
     if (grain < 1) grain = 1;
     bool packed = k && rows >= k->mr && cols >= 16 && rows * inner * cols >= 32768;
-    if (packed && nb_get_num_threads() > 1 && rows >= 2 * grain) {
+    /* b read in place (see nb_sgemm_packed) needs no shared copy; ranges
+     * of whole slivers keep a's partial sliver to the end */
+    if (packed && nb_sgemm_b_in_place(brs, bcs)) j.unit = k->mr, grain = (grain + k->mr - 1) / k->mr;
+    else if (packed && nb_get_num_threads() > 1 && rows >= 2 * grain) {
         float *bp = nb_sgemm_whole_buffer(nb_sgemm_whole_size(k, inner, cols));
         if (bp) {
             j.k = k, j.bp = bp, j.unit = k->mr;
