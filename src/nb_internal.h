@@ -52,6 +52,14 @@ struct nb_ctx {
 /* Hands t's gradient buffer back to ctx's free list (t->grad becomes NULL)
  * when ctx->recycle_grads is on and t lives in ctx; a no-op otherwise. */
 NB_HIDDEN void nb_grad_release(nb_ctx *ctx, nb_tensor *t);
+/* nb_grad_buffer for a backward that writes every element of the gradient:
+ * when t has no buffer yet, one is made without zeroing it and *fresh is
+ * set, and the caller must then store (=) every element rather than add.
+ * Otherwise as nb_grad_buffer, *fresh false. Saves clearing a buffer that
+ * is overwritten at once (the activations' gradients of a training step).
+ * A caller that takes two inputs' buffers must write the first before it
+ * asks for the second: they may be the same tensor. */
+NB_HIDDEN void *nb_grad_buffer_fresh(nb_ctx *ctx, nb_tensor *t, bool *fresh);
 /* The free list (emptied by reset): nb_ctx_give_back hands a buffer of ctx
  * (`bytes` as allocated) back; nb_ctx_reuse takes one of exactly `bytes`
  * (contents undefined) or gives NULL; nb_ctx_scratch is nb_ctx_reuse, else

@@ -48,6 +48,7 @@ typedef struct sdpa_job {
     uint64_t seed;
     const void *dout;    /* backward: out's gradient (B, Tq, H * hdv) */
     void *gq, *gk, *gv;  /* backward: the inputs' gradients, or NULL */
+    bool fresh[3];       /* gq, gk, gv new: stored (=), not added to */
 } sdpa_job;
 
 /* How many keys of [j0, j0 + bk) the causal mask lets query i see: the
@@ -163,9 +164,12 @@ static void sdpa_backward(nb_ctx *ctx, nb_node *n) {
     J.o = n->out->data;
     J.dout = n->out->grad;
     J.lse = n->saved;
-    J.gq = nb_grad_buffer(ctx, q);
-    J.gk = nb_grad_buffer(ctx, k);
-    J.gv = nb_grad_buffer(ctx, v);
+    /* q, k and v may be one tensor: the first asked gets a fresh buffer,
+     * the others add to it, and each head writes its slice of gq, then
+     * gk, then gv */
+    J.gq = nb_grad_buffer_fresh(ctx, q, &J.fresh[0]);
+    J.gk = nb_grad_buffer_fresh(ctx, k, &J.fresh[1]);
+    J.gv = nb_grad_buffer_fresh(ctx, v, &J.fresh[2]);
     if (!J.gq && !J.gk && !J.gv) return;
     size_t per_head = (size_t)(J.Tq * J.hd + 2 * J.Tk * J.hd + 2 * J.Tk * J.hdv);
     size_t acc_bytes = (size_t)(J.B * J.H) * per_head * nb_dtype_size(q->dtype);

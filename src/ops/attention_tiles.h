@@ -60,6 +60,13 @@ static inline void SDPA_FN(add_row)(SDPA_T *restrict y, const SDPA_T *restrict x
     for (; i < n; i++) y[i] += x[i];
 }
 
+/* y = x (a fresh gradient) or y += x */
+static inline void SDPA_FN(put_row)(SDPA_T *restrict y, const SDPA_T *restrict x, int64_t n,
+                                    bool store) {
+    if (store) memcpy(y, x, (size_t)n * sizeof(SDPA_T));
+    else SDPA_FN(add_row)(y, x, n);
+}
+
 static inline void SDPA_FN(scale_row)(SDPA_T *restrict y, const SDPA_T *restrict x, SDPA_T s,
                                       int64_t n) {
     int64_t i = 0;
@@ -231,11 +238,11 @@ static void SDPA_FN(sdpa_backward_head)(const sdpa_job *J, int64_t b, int64_t h)
     /* into the gradients, (B, T, H, hd) like the inputs */
     T *gq = J->gq, *gk = J->gk, *gv = J->gv;
     for (int64_t i = 0; gq && i < Tq; i++)
-        SDPA_FN(add_row)(gq + (b * Tq + i) * ldq + h * hd, dq + i * hd, hd);
+        SDPA_FN(put_row)(gq + (b * Tq + i) * ldq + h * hd, dq + i * hd, hd, J->fresh[0]);
     for (int64_t j = 0; gk && j < Tk; j++)
-        SDPA_FN(add_row)(gk + (b * Tk + j) * ldq + h * hd, dk + j * hd, hd);
+        SDPA_FN(put_row)(gk + (b * Tk + j) * ldq + h * hd, dk + j * hd, hd, J->fresh[1]);
     for (int64_t j = 0; gv && j < Tk; j++)
-        SDPA_FN(add_row)(gv + (b * Tk + j) * ldv + h * hdv, dv + j * hdv, hdv);
+        SDPA_FN(put_row)(gv + (b * Tk + j) * ldv + h * hdv, dv + j * hdv, hdv, J->fresh[2]);
 }
 
 #undef SDPA_CAT2

@@ -139,10 +139,14 @@ static void add_backward_fast(nb_ctx *ctx, nb_node *n) {
         add_backward(ctx, n);
         return;
     }
-    float *ga = nb_grad_buffer(ctx, a), *gb = nb_grad_buffer(ctx, b);
     const nb_vec_kernels *vk = nb_vec();
-    if (ga) vk->add(ga, out->grad, out->numel);
-    if (gb) vk->add(gb, out->grad, out->numel);
+    nb_tensor *ab[2] = {a, b};
+    for (int i = 0; i < 2; i++) { /* a, then b: they may be one tensor */
+        bool fresh;
+        float *g = nb_grad_buffer_fresh(ctx, ab[i], &fresh);
+        if (g && fresh) memcpy(g, out->grad, out->numel * sizeof(float));
+        else if (g) vk->add(g, out->grad, out->numel);
+    }
 }
 
 /* And its forward: z = x, then z += y (addition commutes: the same bits). */

@@ -120,8 +120,15 @@ static lin_job linear_job(const nb_tensor *x, const nb_tensor *w) {
 /* Reuses the inputs x and w (no saved values). */
 static void linear_backward(nb_ctx *ctx, nb_node *n) {
     nb_tensor *x = n->in[0], *w = n->in[1], *out = n->out;
-    void *gx = nb_grad_buffer(ctx, x), *gw = nb_grad_buffer(ctx, w);
+    bool fresh = false;
+    void *gx = out->dtype == NB_F32 ? nb_grad_buffer_fresh(ctx, x, &fresh)
+                                    : nb_grad_buffer(ctx, x);
+    if (gx && fresh) /* dx = dy @ w, written before w's buffer is asked for */
+        nb_gemm_float_par(gx, NULL, out->grad, w->shape[0], 1, w->data, w->shape[1], 1,
+                          (int64_t)x->numel / w->shape[1], w->shape[0], w->shape[1], false);
+    void *gw = nb_grad_buffer(ctx, w);
     void *gb = n->n_in > 2 ? nb_grad_buffer(ctx, n->in[2]) : NULL;
+    if (fresh) gx = NULL; /* done */
     lin_job j = linear_job(x, w);
     j.dx = gx, j.dw = gw, j.db = gb, j.dy = out->grad;
 #define K_(T)                                                                             \

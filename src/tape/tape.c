@@ -158,6 +158,18 @@ void *nb_grad_buffer(nb_ctx *ctx, nb_tensor *t) {
     return t->grad;
 }
 
+void *nb_grad_buffer_fresh(nb_ctx *ctx, nb_tensor *t, bool *fresh) {
+    *fresh = false;
+    if (!t || !t->requires_grad || t->grad) return nb_grad_buffer(ctx, t);
+    size_t bytes = t->numel * nb_dtype_size(t->dtype);
+    void *g = t->owner && t->owner->free_grads ? nb_ctx_reuse(t->owner, bytes) : NULL;
+    if (!g) g = nb_ctx_alloc_raw(t->owner, bytes);
+    if (!g) return NULL;
+    t->grad = g;
+    *fresh = true;
+    return g;
+}
+
 void nb_grad_release(nb_ctx *ctx, nb_tensor *t) {
     if (!ctx->recycle_grads || t->owner != ctx || !t->grad) return;
     nb_ctx_give_back(ctx, t->grad, t->numel * nb_dtype_size(t->dtype));
