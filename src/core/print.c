@@ -52,6 +52,7 @@ typedef struct fmt {
     /* over the shown finite nonzero floats */
     bool any;
     double min_abs, max_abs;
+    size_t inner[NB_MAX_DIMS + 1]; /* elements per index of dim d: shape[d+1] * ... */
 } fmt;
 
 static double value_at(const fmt *f, size_t i) {
@@ -93,8 +94,8 @@ static void walk(fmt *f, int dim, size_t offset, visit_fn visit) {
         visit(f, offset);
         return;
     }
-    size_t inner = 1;
-    for (int d = dim + 1; d < t->ndim; d++) inner *= (size_t)t->shape[d];
+    if (dim >= NB_MAX_DIMS) return; /* never (ndim <= NB_MAX_DIMS): for the compiler */
+    size_t inner = f->inner[dim];
     int64_t n = t->shape[dim], edge = opts.edgeitems;
     bool cut = f->summarize && n > 2 * edge;
     for (int64_t i = 0; i < n; i++) {
@@ -181,8 +182,8 @@ static void print_rec(FILE *out, const fmt *f, int dim, size_t offset, int inden
         print_row(out, f, offset, indent);
         return;
     }
-    size_t inner = 1;
-    for (int d = dim + 1; d < t->ndim; d++) inner *= (size_t)t->shape[d];
+    if (dim >= NB_MAX_DIMS - 1) return; /* never: for the compiler */
+    size_t inner = f->inner[dim];
     int64_t n = t->shape[dim], edge = opts.edgeitems;
     bool cut = f->summarize && n > 2 * edge;
     fputc('[', out);
@@ -204,6 +205,9 @@ static void print_rec(FILE *out, const fmt *f, int dim, size_t offset, int inden
 
 static void print_buf(FILE *out, const nb_tensor *t, const void *buf) {
     fmt f = {.t = t, .buf = buf, .summarize = (int64_t)t->numel > opts.threshold};
+    f.inner[t->ndim] = 1;
+    for (int d = t->ndim - 1; d >= 0; d--)
+        f.inner[d] = d + 1 < t->ndim ? f.inner[d + 1] * (size_t)t->shape[d + 1] : 1;
     formatter(&f);
     char *body = NULL;
     size_t len = 0;

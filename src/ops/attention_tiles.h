@@ -17,15 +17,17 @@
 #define SDPA_EXP(x) _Generic((SDPA_T)0, float: expf, default: exp)(x)
 #define SDPA_LOG(x) _Generic((SDPA_T)0, float: logf, default: log)(x)
 
-/* x[c] = exp(x[c] - m) over a row of scores whose max is m, -inf giving 0;
- * returns the sum. The SIMD kernel (its fixed order of partial sums) for
- * float, libm's exp for double. */
-static inline SDPA_T SDPA_FN(exp_shifted)(SDPA_T *x, int64_t n, SDPA_T m) {
+/* x[c] = exp(x[c] - m) for c < lim (-inf giving 0), x[c] = 0 for
+ * lim <= c < n; returns the sum. The SIMD kernel (its fixed order of
+ * partial sums) for float, libm's exp for double. Only the visible part is
+ * exponentiated: on a tile the causal mask cuts, half the row. */
+static inline SDPA_T SDPA_FN(exp_shifted)(SDPA_T *x, int64_t lim, int64_t n, SDPA_T m) {
+    if (lim < n) memset(x + lim, 0, (size_t)(n - lim) * sizeof(SDPA_T));
 #if SDPA_IS_FLOAT
-    return nb_vec()->exp_sub_sum(x, x, m, (size_t)n);
+    return lim > 0 ? nb_vec()->exp_sub_sum(x, x, m, (size_t)lim) : 0;
 #else
     double sum = 0;
-    for (int64_t c = 0; c < n; c++) {
+    for (int64_t c = 0; c < lim; c++) {
         x[c] = x[c] == -INFINITY ? 0 : exp(x[c] - m);
         sum += x[c];
     }
@@ -33,20 +35,24 @@ static inline SDPA_T SDPA_FN(exp_shifted)(SDPA_T *x, int64_t n, SDPA_T m) {
 #endif
 }
 
-/* Row r's scores x (bk) scaled, with keys at and after `lim` (causal) and
- * padded ones (colbias -inf, else 0) set to -inf. Returns the row max, NaN
- * if the row holds a NaN. */
-static inline SDPA_T SDPA_FN(mask_row)(SDPA_T *x, int64_t bk, int64_t lim, SDPA_T scale,
+/* Row r's visible scores x[c], c < lim (causal), scaled, with padded keys
+ * (colbias -inf, else 0) set to -inf; the rest of the row is left for
+ * exp_shifted to zero. Returns the max of the visible part (-inf when lim
+ * is 0), NaN if it holds a NaN. */
+static inline SDPA_T SDPA_FN(mask_row)(SDPA_T *x, int64_t lim, SDPA_T scale,
                                        const SDPA_T *colbias) {
+    for (int64_t c = 0; c < lim; c++) x[c] = x[c] * scale + colbias[c];
+#if SDPA_IS_FLOAT
+    return lim > 0 ? nb_vec()->max(x, (size_t)lim) : -INFINITY;
+#else
     SDPA_T mx = -INFINITY;
     bool nan_ = false;
     for (int64_t c = 0; c < lim; c++) {
-        x[c] = x[c] * scale + colbias[c];
         mx = x[c] > mx ? x[c] : mx;
         nan_ |= isnan(x[c]);
     }
-    for (int64_t c = lim; c < bk; c++) x[c] = -INFINITY;
     return nan_ ? (SDPA_T)NAN : mx;
+#endif
 }
 
 /* Row helpers over n elements, in fixed-length chunks that gcc vectorizes
@@ -132,7 +138,8 @@ static void SDPA_FN(sdpa_forward_tile)(const sdpa_job *J, int64_t b, int64_t h, 
     const T *v = (const T *)J->v + b * Tk * ldv + h * hdv;
     T *acc = (T *)J->acc + ((b * H + h) * Tq + i0) * hdv;
     const T scale = (T)J->scale, keep_scale = (T)J->keep_scale;
-    T s[SDPA_BQ * SDPA_BK], m[SDPA_BQ], l[SDPA_BQ], colbias[SDPA_BK];
+    T s[SDPA_BQ * SDPA_BK], m[SDPA_BQ], l[SDPA_BQ], mx[SDPA_BQ], sum[SDPA_BQ], colbias[SDPA_BK];
+    int64_t lim[SDPA_BQ];
     uint8_t keep[SDPA_BK];
     memset(acc, 0, (size_t)(bq * hdv) * sizeof(T));
     for (int64_t r = 0; r < bq; r++) m[r] = -INFINITY, l[r] = 0;
@@ -142,16 +149,23 @@ static void SDPA_FN(sdpa_forward_tile)(const sdpa_job *J, int64_t b, int64_t h, 
         /* s (bq, bk) = Q_tile @ K_tile^T */
         SDPA_GEMM(s, q, ldq, 1, kt + j0, Tk, 1, bq, hd, bk, false);
         SDPA_FN(pad_bias)(J, b, j0, bk, colbias);
+        /* the rows in passes (masks and maxima, then the exponentials, then
+         * the running statistics) so that short rows' exp chains overlap */
         for (int64_t r = 0; r < bq; r++) {
-            T *x = s + r * bk;
-            T mx = SDPA_FN(mask_row)(x, bk, causal_limit(J, i0 + r, j0, bk), scale, colbias);
-            T m_new = mx > m[r] || isnan(mx) ? mx : m[r];
-            if (m_new == -INFINITY) { /* nothing visible yet in this row */
-                memset(x, 0, (size_t)bk * sizeof(T));
-                continue;
-            }
-            T alpha = SDPA_EXP(m[r] - m_new), sum = SDPA_FN(exp_shifted)(x, bk, m_new);
-            l[r] = l[r] * alpha + sum;
+            lim[r] = causal_limit(J, i0 + r, j0, bk);
+            mx[r] = SDPA_FN(mask_row)(s + r * bk, lim[r], scale, colbias);
+        }
+        for (int64_t r = 0; r < bq; r++) {
+            T m_new = mx[r] > m[r] || isnan(mx[r]) ? mx[r] : m[r];
+            mx[r] = m_new;
+            /* nothing visible yet in this row: P = 0 */
+            sum[r] = SDPA_FN(exp_shifted)(s + r * bk, m_new == -INFINITY ? 0 : lim[r], bk, m_new);
+        }
+        for (int64_t r = 0; r < bq; r++) {
+            T *x = s + r * bk, m_new = mx[r];
+            if (m_new == -INFINITY) continue;
+            T alpha = SDPA_EXP(m[r] - m_new);
+            l[r] = l[r] * alpha + sum[r];
             m[r] = m_new;
             if (alpha != 1) SDPA_FN(scale_in_place)(acc + r * hdv, alpha, hdv);
             if (J->dropout) {
@@ -196,6 +210,7 @@ static void SDPA_FN(sdpa_backward_head)(const sdpa_job *J, int64_t b, int64_t h)
     T *kt = dv + Tk * hdv, *vt = kt + hd * Tk; /* K^T (hd, Tk), V^T (hdv, Tk) */
     const T scale = (T)J->scale, keep_scale = (T)J->keep_scale;
     T p[SDPA_BQ * SDPA_BK], dp[SDPA_BQ * SDPA_BK], dd[SDPA_BQ], colbias[SDPA_BK];
+    int64_t lim[SDPA_BQ];
     uint8_t keep[SDPA_BK];
     memset(dq, 0, (size_t)(Tq * hd + Tk * hd + Tk * hdv) * sizeof(T));
     SDPA_FN(transpose)(kt, k, ldq, Tk, hd);
@@ -210,14 +225,14 @@ static void SDPA_FN(sdpa_backward_head)(const sdpa_job *J, int64_t b, int64_t h)
             SDPA_GEMM(p, qt, ldq, 1, kt + j0, Tk, 1, bq, hd, bk, false);    /* Q K^T */
             SDPA_GEMM(dp, dot, ldv, 1, vt + j0, Tk, 1, bq, hdv, bk, false); /* dO V^T */
             SDPA_FN(pad_bias)(J, b, j0, bk, colbias);
+            for (int64_t r = 0; r < bq; r++) { /* P; a query that sees nothing: 0 */
+                lim[r] = lse[i0 + r] == -INFINITY ? 0 : causal_limit(J, i0 + r, j0, bk);
+                SDPA_FN(mask_row)(p + r * bk, lim[r], scale, colbias);
+            }
+            for (int64_t r = 0; r < bq; r++)
+                SDPA_FN(exp_shifted)(p + r * bk, lim[r], bk, lse[i0 + r]);
             for (int64_t r = 0; r < bq; r++) {
-                T *pr = p + r * bk, *dpr = dp + r * bk, L = lse[i0 + r];
-                if (L == -INFINITY) { /* the query sees nothing: P = 0 */
-                    memset(pr, 0, (size_t)bk * sizeof(T));
-                } else {
-                    SDPA_FN(mask_row)(pr, bk, causal_limit(J, i0 + r, j0, bk), scale, colbias);
-                    SDPA_FN(exp_shifted)(pr, bk, L);
-                }
+                T *pr = p + r * bk, *dpr = dp + r * bk;
                 if (J->dropout) {
                     keep_row(J, b, h, i0 + r, j0, bk, keep);
                     for (int64_t c = 0; c < bk; c++) {

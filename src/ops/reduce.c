@@ -40,7 +40,7 @@ static int red_dim(nb_ctx *ctx, nb_op op, const nb_tensor *a, int dim) {
  * 0-dim for RED_ALL (and for a 0-dim input). */
 static nb_tensor *red_out(nb_ctx *ctx, nb_dtype dt, const nb_tensor *a, int d, bool keepdim) {
     int ndim = 0;
-    int64_t shape[NB_MAX_DIMS];
+    int64_t shape[NB_MAX_DIMS] = {0};
     for (int i = 0; d != RED_ALL && i < a->ndim; i++) {
         if (i != d)
             shape[ndim++] = a->shape[i];

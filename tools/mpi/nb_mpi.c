@@ -90,6 +90,24 @@ static void cursor_move(cursor *c, double *buf, size_t len, bool store) {
     }
 }
 
+/* cursor_move for a float32 list, float to float, a run of each entry at a
+ * time (entries without a gradient read as zeros, and are not written). */
+static void cursor_move_f32(cursor *c, float *buf, size_t len, bool store) {
+    size_t done = 0;
+    while (done < len) {
+        cursor_skip(c);
+        nb_tensor *t = nb_list_tensor(c->l, c->i);
+        size_t take = t->numel - c->off;
+        if (take > len - done) take = len - done;
+        float *p = entry_buf(t, c->grads);
+        if (store && p) memcpy(p + c->off, buf + done, take * sizeof(float));
+        else if (!store && p) memcpy(buf + done, p + c->off, take * sizeof(float));
+        else if (!store) memset(buf + done, 0, take * sizeof(float));
+        c->off += take;
+        done += take;
+    }
+}
+
 static int reserve(nb_mpi *m, size_t doubles) {
     if (doubles <= m->cap) return 0;
     double *s = realloc(m->send, doubles * sizeof *s);
@@ -117,7 +135,35 @@ static void rank_order_mean(const nb_mpi *m, const void *in, bool f32, size_t ch
 /* One bucket of `len` elements: reduce-scatter by MPI_Alltoall, a sum in
  * rank order (in double), all-gather. A float32 model exchanges floats (half
  * the bytes); the sums are the same doubles either way, rounded once. */
+/* The float32 bucket: floats copied straight between the gradients and
+ * the buffers (the float-to-double-to-float round trips of the general
+ * path are exact, so the bits are the same, at a fraction of the passes).
+ * Each element of this rank's chunk is the rank-order sum in double of the
+ * ranks' floats, divided by the rank count, rounded to float once. */
+static int average_bucket_f32(nb_mpi *m, cursor *rd, cursor *wr, size_t len) {
+    size_t p = (size_t)m->size, chunk = (len + p - 1) / p;
+    if (reserve(m, chunk * p)) return 1;
+    float *fs = (float *)m->send, *fr = (float *)m->recv;
+    cursor_move_f32(rd, fs, len, false);
+    memset(fs + len, 0, (chunk * p - len) * sizeof(float));
+    if (MPI_Alltoall(fs, (int)chunk, MPI_FLOAT, fr, (int)chunk, MPI_FLOAT, m->comm) !=
+        MPI_SUCCESS)
+        return 1;
+    const double n = (double)m->size;
+    for (size_t k = 0; k < chunk; k++) {
+        double acc = fr[k];
+        for (size_t s = 1; s < p; s++) acc += fr[s * chunk + k];
+        fs[k] = (float)(acc / n);
+    }
+    if (MPI_Allgather(fs, (int)chunk, MPI_FLOAT, fr, (int)chunk, MPI_FLOAT, m->comm) !=
+        MPI_SUCCESS)
+        return 1;
+    cursor_move_f32(wr, fr, len, true);
+    return 0;
+}
+
 static int average_bucket(nb_mpi *m, cursor *rd, cursor *wr, size_t len, bool f32) {
+    if (f32) return average_bucket_f32(m, rd, wr, len);
     size_t p = (size_t)m->size;
     size_t chunk = (len + p - 1) / p;
     MPI_Datatype type = f32 ? MPI_FLOAT : MPI_DOUBLE;
