@@ -91,6 +91,14 @@ NB_HIDDEN float nb_expf_poly(float x);
 /* The sum of 16 partial sums (part[k] holding elements k mod 16) in the
  * fixed tree every build uses: halves added pairwise, 8, 4, 2, 1. */
 NB_HIDDEN float nb_vec_sum16(const float *part);
+/* The same tree, inline, for short rows summed many times (layer_norm). */
+static inline float nb_sum16_inline(const float *part) {
+    float s[8];
+    for (int i = 0; i < 8; i++) s[i] = part[i] + part[i + 8];
+    for (int i = 0; i < 4; i++) s[i] = s[i] + s[i + 4];
+    for (int i = 0; i < 2; i++) s[i] = s[i] + s[i + 2];
+    return s[0] + s[1];
+}
 
 /* Adam's update of n elements (the common case: no amsgrad, no maximize,
  * no L2 term; AdamW's decay as p *= shrink, 1 for Adam), the same

@@ -38,13 +38,7 @@ float nb_expf_poly(float x) {
     return p * s1 * s2;
 }
 
-float nb_vec_sum16(const float *part) {
-    float s[16];
-    memcpy(s, part, sizeof s);
-    for (int w = 8; w >= 1; w /= 2)
-        for (int i = 0; i < w; i++) s[i] = s[i] + s[i + w];
-    return s[0];
-}
+float nb_vec_sum16(const float *part) { return nb_sum16_inline(part); }
 
 static float max(const float *x, size_t n) {
     float m = x[0];

@@ -41,18 +41,14 @@ static inline SDPA_T SDPA_FN(exp_shifted)(SDPA_T *x, int64_t lim, int64_t n, SDP
  * is 0), NaN if it holds a NaN. */
 static inline SDPA_T SDPA_FN(mask_row)(SDPA_T *x, int64_t lim, SDPA_T scale,
                                        const SDPA_T *colbias) {
-    for (int64_t c = 0; c < lim; c++) x[c] = x[c] * scale + colbias[c];
-#if SDPA_IS_FLOAT
-    return lim > 0 ? nb_vec()->max(x, (size_t)lim) : -INFINITY;
-#else
     SDPA_T mx = -INFINITY;
     bool nan_ = false;
     for (int64_t c = 0; c < lim; c++) {
+        x[c] = x[c] * scale + colbias[c];
         mx = x[c] > mx ? x[c] : mx;
         nan_ |= isnan(x[c]);
     }
     return nan_ ? (SDPA_T)NAN : mx;
-#endif
 }
 
 /* Row helpers over n elements, in fixed-length chunks that gcc vectorizes

@@ -478,14 +478,23 @@ typedef struct ln_job {
     double eps;
     void *gx, *gw, *gb;
     size_t D;
+    bool gx_fresh; /* gx is new: stored, not added to (float rows) */
 } ln_job;
+
+enum { LN_ROW_MAX = 4096 }; /* float rows longer than this take the double path */
 
 /* With dxhat = dy * w (dy without w):
  *   dx += rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat))
  *   dw += sum over rows of dy * xhat,   db += sum over rows of dy.
  * Reuses the saved (mean, rstd) and x to rebuild xhat. */
+static void ln_bwd_rows_f32(const ln_job *j, int64_t lo, int64_t hi);
+
 static void ln_bwd_rows(void *arg, int64_t lo, int64_t hi) {
     const ln_job *j = arg;
+    if (j->x->dtype == NB_F32 && j->D <= LN_ROW_MAX) {
+        ln_bwd_rows_f32(j, lo, hi);
+        return;
+    }
     const double *stats = j->stats;
     size_t D = j->D;
 #define K_(T)                                                                             \
@@ -538,15 +547,89 @@ static void layer_norm_backward(nb_ctx *ctx, nb_node *n) {
     nb_tensor *x = n->in[0], *out = n->out;
     nb_tensor *w = n->i[0] ? n->in[1] : NULL;
     nb_tensor *b = n->i[1] ? n->in[1 + (n->i[0] ? 1 : 0)] : NULL;
-    ln_job j = {x, w, b, out->grad, n->saved, 0, nb_grad_buffer(ctx, x), nb_grad_buffer(ctx, w),
-                nb_grad_buffer(ctx, b), (size_t)x->shape[x->ndim - 1]};
+    ln_job j = {x, w, b, out->grad, n->saved, 0, NULL, nb_grad_buffer(ctx, w),
+                nb_grad_buffer(ctx, b), (size_t)x->shape[x->ndim - 1], false};
     int64_t D = (int64_t)j.D, R = (int64_t)(x->numel / j.D);
     if (j.gw || j.gb) nb_parallel_for(D, 1 + LN_GRAIN / R, ln_bwd_cols, &j);
+    /* x's buffer asked for after w's and b's: x may be one of them */
+    bool f32 = x->dtype == NB_F32 && j.D <= LN_ROW_MAX;
+    j.gx = f32 ? nb_grad_buffer_fresh(ctx, x, &j.gx_fresh) : nb_grad_buffer(ctx, x);
     if (j.gx) nb_parallel_for(R, 1 + LN_GRAIN / D, ln_bwd_rows, &j);
+}
+
+/* ---- float32 rows: the statistics in float, as PyTorch's CPU kernel keeps
+ * them, summed in 16 partial sums (element d in part d mod 16, combined by
+ * nb_vec_sum16's fixed tree, inline): plain loops the compiler vectorises, the same
+ * bits in every build and for any split of the rows. float64 (gradcheck)
+ * keeps the double sums below. */
+static float ln_sum16(const float *x, size_t n) {
+    float part[16] = {0};
+    size_t d = 0;
+    for (; d + 16 <= n; d += 16)
+        for (int l = 0; l < 16; l++) part[l] += x[d + l];
+    for (int l = 0; d < n; d++, l++) part[l] += x[d];
+    return nb_sum16_inline(part);
+}
+
+/* t[d] = (x[d] - m) * rs, the normalised row, into t; returns nothing */
+static void ln_xhat(float *t, const float *x, float m, float rs, size_t n) {
+    for (size_t d = 0; d < n; d++) t[d] = (x[d] - m) * rs;
+}
+
+static void ln_fwd_rows_f32(const ln_job *j, int64_t lo, int64_t hi) {
+    const float *xs = j->x->data, *ws = j->w ? j->w->data : NULL;
+    const float *bs = j->b ? j->b->data : NULL;
+    float *ys = j->y, t[LN_ROW_MAX];
+    const size_t n = j->D;
+    for (size_t r = (size_t)lo; r < (size_t)hi; r++) {
+        const float *xr = xs + r * n;
+        float *yr = ys + r * n;
+        float m = ln_sum16(xr, n) / (float)n;
+        for (size_t d = 0; d < n; d++) t[d] = (xr[d] - m) * (xr[d] - m);
+        float rs = 1.0f / sqrtf(ln_sum16(t, n) / (float)n + (float)j->eps);
+        j->stats[2 * r] = m;
+        j->stats[2 * r + 1] = rs;
+        if (ws && bs)
+            for (size_t d = 0; d < n; d++) yr[d] = ((xr[d] - m) * rs) * ws[d] + bs[d];
+        else if (ws)
+            for (size_t d = 0; d < n; d++) yr[d] = ((xr[d] - m) * rs) * ws[d];
+        else if (bs)
+            for (size_t d = 0; d < n; d++) yr[d] = ((xr[d] - m) * rs) + bs[d];
+        else
+            ln_xhat(yr, xr, m, rs, n);
+    }
+}
+
+/* dx = rs (g - mean(g) - xhat mean(g xhat)), g = dy w, stored when the
+ * buffer is fresh, else added */
+static void ln_bwd_rows_f32(const ln_job *j, int64_t lo, int64_t hi) {
+    const float *xs = j->x->data, *gs = j->y, *ws = j->w ? j->w->data : NULL;
+    float *dx = j->gx, g[LN_ROW_MAX], xh[LN_ROW_MAX], gx[LN_ROW_MAX];
+    const size_t n = j->D;
+    for (size_t r = (size_t)lo; r < (size_t)hi; r++) {
+        const float *xr = xs + r * n, *gr = gs + r * n;
+        float m = (float)j->stats[2 * r], rs = (float)j->stats[2 * r + 1];
+        if (ws)
+            for (size_t d = 0; d < n; d++) g[d] = gr[d] * ws[d];
+        else
+            memcpy(g, gr, n * sizeof(float));
+        ln_xhat(xh, xr, m, rs, n);
+        for (size_t d = 0; d < n; d++) gx[d] = g[d] * xh[d];
+        float m1 = ln_sum16(g, n) / (float)n, m2 = ln_sum16(gx, n) / (float)n;
+        float *dxr = dx + r * n;
+        if (j->gx_fresh)
+            for (size_t d = 0; d < n; d++) dxr[d] = rs * ((g[d] - m1) - xh[d] * m2);
+        else
+            for (size_t d = 0; d < n; d++) dxr[d] += rs * ((g[d] - m1) - xh[d] * m2);
+    }
 }
 
 static void ln_fwd_rows(void *arg, int64_t lo, int64_t hi) {
     const ln_job *j = arg;
+    if (j->x->dtype == NB_F32 && j->D <= LN_ROW_MAX) {
+        ln_fwd_rows_f32(j, lo, hi);
+        return;
+    }
     double *stats = j->stats, eps = j->eps;
 #define K_(T)                                                                             \
     {                                                                                     \
@@ -609,7 +692,7 @@ nb_tensor *nb_layer_norm(nb_ctx *ctx, nb_tensor *x, nb_tensor *w, nb_tensor *b, 
     size_t R = x->numel / (size_t)D;
     double *stats = out ? nb_ctx_alloc_raw(ctx, 2 * R * sizeof *stats) : NULL;
     if (!stats) return NULL;
-    ln_job j = {x, w, b, out->data, stats, eps, NULL, NULL, NULL, (size_t)D};
+    ln_job j = {x, w, b, out->data, stats, eps, NULL, NULL, NULL, (size_t)D, false};
     nb_parallel_for((int64_t)R, 1 + LN_GRAIN / D, ln_fwd_rows, &j);
     nb_tensor *in[3];
     int n_in = 0;
