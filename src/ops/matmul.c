@@ -263,7 +263,7 @@ void nb_gemm_float_par(float *c, const float *bias, const float *a, int64_t ars,
     const nb_sgemm_kernel *k = sgemm_kernel();
     gemm_par_job j = {NULL, c, bias, a, b, NULL, ars, acs, brs, bcs, rows, inner, cols, 1, add};
     int64_t per_row = inner * cols > 0 ? inner * cols : 1;
-    int64_t grain = ((int64_t)1 << 18) / per_row; /* rows worth a thread: ~256k multiply-adds */
+    int64_t grain = ((int64_t)1 << 16) / per_row; /* rows worth a thread: ~64k multiply-adds */
     if (grain < 1) grain = 1;
     bool packed = k && rows >= k->mr && cols >= 16 && rows * inner * cols >= 32768;
     /* b read in place (see nb_sgemm_packed) needs no shared copy; ranges

@@ -541,7 +541,7 @@ static void ln_bwd_cols(void *arg, int64_t lo, int64_t hi) {
 #undef K_
 }
 
-enum { LN_GRAIN = 16384 }; /* elements worth a thread */
+enum { LN_GRAIN = 4096 }; /* elements worth a thread */
 
 static void layer_norm_backward(nb_ctx *ctx, nb_node *n) {
     nb_tensor *x = n->in[0], *out = n->out;

@@ -242,9 +242,13 @@ static void gelu_bwd_range(void *arg, int64_t lo, int64_t hi) {
     j->vk->gelu_bwd(j->y + lo, j->x + lo, j->dy + lo, (size_t)(hi - lo), j->tanh_approx);
 }
 
+/* GELU costs some 20 times a plain elementwise op per element (a division,
+ * an exp and a polynomial): 2048 elements already repay a worker. */
+#define GELU_GRAIN 2048
+
 static void gelu_f32_forward(const nb_tensor *a, nb_tensor *out, int tanh_approx) {
     gelu_job j = {a->data, NULL, out->data, tanh_approx, nb_vec()};
-    nb_parallel_for((int64_t)a->numel, UNARY_GRAIN, gelu_fwd_range, &j);
+    nb_parallel_for((int64_t)a->numel, GELU_GRAIN, gelu_fwd_range, &j);
 }
 
 static void gelu_erf_forward_fast(const nb_tensor *a, nb_tensor *out, double p_) {
@@ -262,7 +266,7 @@ static void gelu_f32_backward(nb_ctx *ctx, nb_node *n) {
     float *ga = nb_grad_buffer(ctx, a);
     if (!ga) return;
     gelu_job j = {a->data, out->grad, ga, (int)n->i[0] == NB_GELU_TANH, nb_vec()};
-    nb_parallel_for((int64_t)a->numel, UNARY_GRAIN, gelu_bwd_range, &j);
+    nb_parallel_for((int64_t)a->numel, GELU_GRAIN, gelu_bwd_range, &j);
 }
 
 static void gelu_erf_backward_fast(nb_ctx *ctx, nb_node *n) {
