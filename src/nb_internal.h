@@ -60,6 +60,12 @@ NB_HIDDEN void nb_grad_release(nb_ctx *ctx, nb_tensor *t);
  * A caller that takes two inputs' buffers must write the first before it
  * asks for the second: they may be the same tensor. */
 NB_HIDDEN void *nb_grad_buffer_fresh(nb_ctx *ctx, nb_tensor *t, bool *fresh);
+/* In a recycling backward (ctx->recycle_grads: the output's gradient is
+ * handed back right after its node), a node whose input t has no gradient
+ * yet and would get an exact copy of the output's takes the output's
+ * buffer instead (same size and type): t->grad = out->grad, out->grad =
+ * NULL. Returns whether it did; the caller copies or adds otherwise. */
+NB_HIDDEN bool nb_grad_take(nb_ctx *ctx, nb_tensor *t, nb_tensor *out);
 /* The free list (emptied by reset): nb_ctx_give_back hands a buffer of ctx
  * (`bytes` as allocated) back; nb_ctx_reuse takes one of exactly `bytes`
  * (contents undefined) or gives NULL; nb_ctx_scratch is nb_ctx_reuse, else

@@ -141,11 +141,14 @@ static void add_backward_fast(nb_ctx *ctx, nb_node *n) {
     }
     const nb_vec_kernels *vk = nb_vec();
     nb_tensor *ab[2] = {a, b};
+    /* a may take out's buffer whole (b, read after, then copies from a's) */
+    const float *g_out = out->grad;
     for (int i = 0; i < 2; i++) { /* a, then b: they may be one tensor */
+        if (i == 0 && nb_grad_take(ctx, a, out)) continue;
         bool fresh;
         float *g = nb_grad_buffer_fresh(ctx, ab[i], &fresh);
-        if (g && fresh) memcpy(g, out->grad, out->numel * sizeof(float));
-        else if (g) vk->add(g, out->grad, out->numel);
+        if (g && fresh) memcpy(g, g_out, out->numel * sizeof(float));
+        else if (g) vk->add(g, g_out, out->numel);
     }
 }
 

@@ -130,6 +130,7 @@ nb_tensor *nb_transpose(nb_ctx *ctx, nb_tensor *a, int dim0, int dim1) {
  * Reuses nothing. */
 static void same_order_backward(nb_ctx *ctx, nb_node *n) {
     nb_tensor *a = n->in[0], *out = n->out;
+    if (nb_grad_take(ctx, a, out)) return;
     bool fresh;
     void *da = nb_grad_buffer_fresh(ctx, a, &fresh);
     if (da && fresh) memcpy(da, out->grad, a->numel * nb_dtype_size(a->dtype));

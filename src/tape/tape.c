@@ -170,6 +170,15 @@ void *nb_grad_buffer_fresh(nb_ctx *ctx, nb_tensor *t, bool *fresh) {
     return g;
 }
 
+bool nb_grad_take(nb_ctx *ctx, nb_tensor *t, nb_tensor *out) {
+    if (!ctx->recycle_grads || !t || !t->requires_grad || t->grad || !out->grad ||
+        t->owner != ctx || out->owner != ctx || t->dtype != out->dtype || t->numel != out->numel)
+        return false;
+    t->grad = out->grad;
+    out->grad = NULL;
+    return true;
+}
+
 void nb_grad_release(nb_ctx *ctx, nb_tensor *t) {
     if (!ctx->recycle_grads || t->owner != ctx || !t->grad) return;
     nb_ctx_give_back(ctx, t->grad, t->numel * nb_dtype_size(t->dtype));
