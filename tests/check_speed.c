@@ -187,6 +187,16 @@ static void check_vec_set(const nb_vec_kernels *v) {
         for (size_t i = 0; i < n; i++) ck_assert_uint_eq(bits[i], nb_pcg32_next(&r2));
         ck_assert_uint_eq(r1.state, r2.state);
         r = r1;
+        uint32_t thr = 1u + nb_pcg32_next(&r) % (1u << 24); /* a dropout threshold */
+        r1 = r, r2 = r;
+        v->pcg32_keep(&r1, k1, n, thr);
+        for (size_t i = 0; i < n; i++)
+            ck_assert_uint_eq(k1[i], (nb_pcg32_next(&r2) >> 8) >= thr);
+        ck_assert_uint_eq(r1.state, r2.state);
+        r1 = r;
+        p->pcg32_keep(&r1, k2, n, thr);
+        ck_assert(memcmp(k1, k2, n) == 0);
+        r = r2;
         if (n > 0) {
             float m1 = v->max(x, n), m2 = p->max(x, n);
             ck_assert(memcmp(&m1, &m2, sizeof m1) == 0);

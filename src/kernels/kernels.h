@@ -131,6 +131,9 @@ typedef struct nb_vec_kernels {
                  const nb_adam_coef *c);
     /* nb_pcg32_fill: n draws, the bits of nb_pcg32_next, rng left after them */
     void (*pcg32_fill)(nb_pcg32 *rng, uint32_t *out, size_t n);
+    /* keep[c] = (nb_pcg32_next(rng) >> 8) >= threshold for c < n (the fused
+     * attention's dropout mask, one row), rng left after the n draws */
+    void (*pcg32_keep)(nb_pcg32 *rng, uint8_t *keep, size_t n, uint32_t threshold);
     /* GELU, exact (tanh_approx 0) or tanh approximation (1), see nb_gelu1:
      * y = gelu(x), and its backward dx += dy * gelu'(x) */
     void (*gelu)(float *y, const float *x, size_t n, int tanh_approx);

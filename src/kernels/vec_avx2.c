@@ -251,7 +251,13 @@ ATTR static void gelu_bwd(float *dx, const float *x, const float *dy, size_t n, 
     }
 }
 
+/* AVX2 has no 64-bit lane multiply: the mask's draws one by one */
+static void pcg32_keep_scalar(nb_pcg32 *rng, uint8_t *keep, size_t n, uint32_t threshold) {
+    for (size_t c = 0; c < n; c++) keep[c] = (nb_pcg32_next(rng) >> 8) >= threshold;
+}
+
 const nb_vec_kernels nb_vec_avx2 = {"avx2",      max,      exp_sub_sum, scale,
                                     add,         softmax_bwd, dropout, dropout_bwd,
-                                    adam,        nb_pcg32_fill, gelu,  gelu_bwd};
+                                    adam,        nb_pcg32_fill, pcg32_keep_scalar, gelu,
+                                    gelu_bwd};
 #endif

@@ -40,6 +40,10 @@ float nb_expf_poly(float x) {
 
 float nb_vec_sum16(const float *part) { return nb_sum16_inline(part); }
 
+static void pcg32_keep(nb_pcg32 *rng, uint8_t *keep, size_t n, uint32_t threshold) {
+    for (size_t c = 0; c < n; c++) keep[c] = (nb_pcg32_next(rng) >> 8) >= threshold;
+}
+
 static float max(const float *x, size_t n) {
     float m = x[0];
     bool nan_ = false;
@@ -175,8 +179,8 @@ static void gelu_bwd(float *dx, const float *x, const float *dy, size_t n, int t
 }
 
 const nb_vec_kernels nb_vec_portable = {"portable", max, exp_sub_sum, scale, add, softmax_bwd,
-                                        dropout, dropout_bwd, adam, nb_pcg32_fill, gelu,
-                                        gelu_bwd};
+                                        dropout, dropout_bwd, adam, nb_pcg32_fill, pcg32_keep,
+                                        gelu, gelu_bwd};
 
 /* Chosen once, by whichever thread asks first (pthread_once: workers may). */
 static const nb_vec_kernels *vec_best;

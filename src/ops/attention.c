@@ -72,11 +72,9 @@ static bool tile_visible(const sdpa_job *J, int64_t b, int64_t i0, int64_t bq, i
 static void keep_row(const sdpa_job *J, int64_t b, int64_t h, int64_t i, int64_t j0, int64_t bk,
                      uint8_t *keep) {
     nb_pcg32 rng;
-    uint32_t bits[SDPA_BK];
     nb_pcg32_seed(&rng, J->seed, (uint64_t)((b * J->H + h) * J->Tq + i));
     nb_pcg32_advance(&rng, (uint64_t)j0);
-    nb_pcg32_fill(&rng, bits, (size_t)bk);
-    for (int64_t c = 0; c < bk; c++) keep[c] = (bits[c] >> 8) >= J->threshold;
+    nb_vec()->pcg32_keep(&rng, keep, (size_t)bk, J->threshold);
 }
 
 static void set_dropout(sdpa_job *J, double p, uint64_t seed) {
