@@ -67,6 +67,33 @@ int main(int argc, char **argv) {
     }
     check(&m, ok, "average: a float32 list exchanged as floats, same bits, over buckets");
 
+    /* several float32 tensors of odd sizes, chunks crossing them, and one
+     * entry without a gradient (read as zeros, left without one) */
+    nb_tensor *t3[4] = {nb_requires_grad(nb_zeros(ctx, NB_F32, NB_SHAPE(7))),
+                        nb_zeros(ctx, NB_F32, NB_SHAPE(5)),
+                        nb_requires_grad(nb_zeros(ctx, NB_F32, NB_SHAPE(300001))),
+                        nb_requires_grad(nb_zeros(ctx, NB_F32, NB_SHAPE(13)))};
+    nb_tensor_list lm = {0};
+    size_t at = 0;
+    static const char *const names3[4] = {"m0", "m1", "m2", "m3"};
+    for (int k = 0; k < 4; k++) {
+        nb_list_add(&lm, names3[k], t3[k]);
+        for (size_t i = 0; t3[k]->grad && i < t3[k]->numel; i++)
+            ((float *)t3[k]->grad)[i] = (float)value(m.rank, at + i);
+        at += t3[k]->numel;
+    }
+    ok = nb_mpi_average(&m, &lm, true) == 0 && t3[1]->grad == NULL;
+    at = 0;
+    for (int k = 0; k < 4; k++) {
+        for (size_t i = 0; ok && t3[k]->grad && i < t3[k]->numel; i++) {
+            double acc = (float)value(0, at + i);
+            for (int r = 1; r < m.size; r++) acc += (float)value(r, at + i);
+            ok = ((float *)t3[k]->grad)[i] == (float)(acc / m.size);
+        }
+        at += t3[k]->numel;
+    }
+    check(&m, ok, "average: float32 tensors of odd sizes and one without a gradient");
+
     for (size_t i = 0; i < a->numel; i++) ((double *)a->data)[i] = value(m.rank, i);
     ok = nb_mpi_bcast(&m, &l, false) == 0;
     for (size_t i = 0; ok && i < a->numel; i++) ok = ((double *)a->data)[i] == value(0, i);

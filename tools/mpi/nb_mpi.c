@@ -90,22 +90,36 @@ static void cursor_move(cursor *c, double *buf, size_t len, bool store) {
     }
 }
 
-/* cursor_move for a float32 list, float to float, a run of each entry at a
- * time (entries without a gradient read as zeros, and are not written). */
+/* The next run of at most `want` elements of a float32 list at the cursor,
+ * within one entry: its address (NULL for an entry without a gradient,
+ * which reads as zeros and is not written) and length; the cursor moves
+ * past it. */
+static float *cursor_span(cursor *c, size_t want, size_t *got) {
+    cursor_skip(c);
+    nb_tensor *t = nb_list_tensor(c->l, c->i);
+    size_t take = t->numel - c->off;
+    if (take > want) take = want;
+    float *p = entry_buf(t, c->grads);
+    if (p) p += c->off;
+    c->off += take;
+    *got = take;
+    return p;
+}
+
+/* cursor_move for a float32 list, float to float (store: buf into the
+ * list; else the list into buf). */
 static void cursor_move_f32(cursor *c, float *buf, size_t len, bool store) {
-    size_t done = 0;
-    while (done < len) {
-        cursor_skip(c);
-        nb_tensor *t = nb_list_tensor(c->l, c->i);
-        size_t take = t->numel - c->off;
-        if (take > len - done) take = len - done;
-        float *p = entry_buf(t, c->grads);
-        if (store && p) memcpy(p + c->off, buf + done, take * sizeof(float));
-        else if (!store && p) memcpy(buf + done, p + c->off, take * sizeof(float));
-        else if (!store) memset(buf + done, 0, take * sizeof(float));
-        c->off += take;
-        done += take;
+    for (size_t done = 0, got; done < len; done += got) {
+        float *p = cursor_span(c, len - done, &got);
+        if (store && p) memcpy(p, buf + done, got * sizeof(float));
+        else if (!store && p) memcpy(buf + done, p, got * sizeof(float));
+        else if (!store) memset(buf + done, 0, got * sizeof(float));
     }
+}
+
+/* The cursor moved `len` elements on without touching them. */
+static void cursor_pass(cursor *c, size_t len) {
+    for (size_t done = 0, got; done < len; done += got) (void)cursor_span(c, len - done, &got);
 }
 
 static int reserve(nb_mpi *m, size_t doubles) {
@@ -135,30 +149,77 @@ static void rank_order_mean(const nb_mpi *m, const void *in, bool f32, size_t ch
 /* One bucket of `len` elements: reduce-scatter by MPI_Alltoall, a sum in
  * rank order (in double), all-gather. A float32 model exchanges floats (half
  * the bytes); the sums are the same doubles either way, rounded once. */
-/* The float32 bucket: floats copied straight between the gradients and
- * the buffers (the float-to-double-to-float round trips of the general
- * path are exact, so the bits are the same, at a fraction of the passes).
- * Each element of this rank's chunk is the rank-order sum in double of the
- * ranks' floats, divided by the rank count, rounded to float once. */
+/* The float32 bucket, with the fewest copies: rank r sends each peer s the
+ * peer's chunk s (copied out of the gradients), receives the peers' parts of
+ * its own chunk r, and adds them and its own part (read in place) in rank
+ * order, in double, divided by the rank count and rounded to float once,
+ * writing the result into its gradients and a staging row; the rows go to
+ * every peer, and each peer's is copied into the gradients. The values are
+ * those of the general path (the float-double-float round trips there are
+ * exact); no rank copies its own part through MPI. Point-to-point messages
+ * of chunk floats, tag 0, one per peer each way and phase. */
+static int exchange(nb_mpi *m, float *sbuf, bool one_row, float *rbuf, size_t chunk) {
+    int p = m->size, n = 0;
+    MPI_Request req[2 * 64];
+    MPI_Request *rq = p <= 64 ? req : malloc(sizeof *rq * 2 * (size_t)p);
+    if (!rq) return 1;
+    int rc = 0;
+    for (int s = 0; s < p && !rc; s++) {
+        if (s == m->rank) continue;
+        rc |= MPI_Irecv(rbuf + (size_t)s * chunk, (int)chunk, MPI_FLOAT, s, 0, m->comm, &rq[n++]);
+        const float *src = one_row ? sbuf + (size_t)m->rank * chunk : sbuf + (size_t)s * chunk;
+        rc |= MPI_Isend(src, (int)chunk, MPI_FLOAT, s, 0, m->comm, &rq[n++]);
+    }
+    if (n) rc |= MPI_Waitall(n, rq, MPI_STATUSES_IGNORE);
+    if (rq != req) free(rq);
+    return rc != MPI_SUCCESS;
+}
+
 static int average_bucket_f32(nb_mpi *m, cursor *rd, cursor *wr, size_t len) {
-    size_t p = (size_t)m->size, chunk = (len + p - 1) / p;
+    size_t p = (size_t)m->size, r = (size_t)m->rank, chunk = (len + p - 1) / p;
     if (reserve(m, chunk * p)) return 1;
     float *fs = (float *)m->send, *fr = (float *)m->recv;
-    cursor_move_f32(rd, fs, len, false);
-    memset(fs + len, 0, (chunk * p - len) * sizeof(float));
-    if (MPI_Alltoall(fs, (int)chunk, MPI_FLOAT, fr, (int)chunk, MPI_FLOAT, m->comm) !=
-        MPI_SUCCESS)
-        return 1;
-    const double n = (double)m->size;
-    for (size_t k = 0; k < chunk; k++) {
-        double acc = fr[k];
-        for (size_t s = 1; s < p; s++) acc += fr[s * chunk + k];
-        fs[k] = (float)(acc / n);
+    /* the peers' chunks out of the gradients (zeros past the end) */
+    cursor own = *rd;
+    for (size_t s = 0; s < p; s++) {
+        size_t lo = s * chunk < len ? s * chunk : len, hi = lo + chunk < len ? lo + chunk : len;
+        if (s == r) {
+            own = *rd;
+            cursor_pass(rd, hi - lo);
+        } else {
+            cursor_move_f32(rd, fs + s * chunk, hi - lo, false);
+        }
+        memset(fs + s * chunk + (hi - lo), 0, (chunk - (hi - lo)) * sizeof(float));
     }
-    if (MPI_Allgather(fs, (int)chunk, MPI_FLOAT, fr, (int)chunk, MPI_FLOAT, m->comm) !=
-        MPI_SUCCESS)
-        return 1;
-    cursor_move_f32(wr, fr, len, true);
+    if (exchange(m, fs, false, fr, chunk)) return 1;
+    /* this rank's chunk: the rank-order mean, into the gradients and fs's row r */
+    size_t lo = r * chunk < len ? r * chunk : len, hi = lo + chunk < len ? lo + chunk : len;
+    float *mine = fs + r * chunk;
+    const double n = (double)p;
+    enum { BLOCK = 256 };
+    double acc[BLOCK];
+    for (size_t k = 0, got; k < hi - lo; k += got) {
+        float *g = cursor_span(&own, hi - lo - k < BLOCK ? hi - lo - k : BLOCK, &got);
+        for (size_t s = 0; s < p; s++) { /* rank order; plain loops that vectorise */
+            const float *x = s == r ? g : fr + s * chunk + k;
+            if (s == 0)
+                for (size_t e = 0; e < got; e++) acc[e] = x ? x[e] : 0.0f;
+            else if (x)
+                for (size_t e = 0; e < got; e++) acc[e] += x[e];
+            else
+                for (size_t e = 0; e < got; e++) acc[e] += 0.0f;
+        }
+        for (size_t e = 0; e < got; e++) mine[k + e] = (float)(acc[e] / n);
+        if (g) memcpy(g, mine + k, got * sizeof(float));
+    }
+    memset(mine + (hi - lo), 0, (chunk - (hi - lo)) * sizeof(float));
+    if (exchange(m, fs, true, fr, chunk)) return 1;
+    /* the peers' rows into the gradients */
+    for (size_t s = 0; s < p; s++) {
+        size_t a = s * chunk < len ? s * chunk : len, b = a + chunk < len ? a + chunk : len;
+        if (s == r) cursor_pass(wr, b - a);
+        else cursor_move_f32(wr, fr + s * chunk, b - a, true);
+    }
     return 0;
 }
 
