@@ -6,14 +6,18 @@
 # nabla's figure is its best of 1 and 2 threads, PyTorch's its best of 1
 # thread, 2 threads and 2 threads with OMP_WAIT_POLICY=PASSIVE. Prints one
 # line per config and layout, with ms/step vs PyTorch and the target.
+# Both sides time the same number of steps after 3 warm-up steps: 400 at
+# tiny (a step is well under a millisecond, so fewer would be one scheduler
+# hiccup away from noise), 40 at cpu-baby; a STEPS argument overrides both.
 #   sh tools/bench-gpt.sh BUILD_DIR [STEPS]
 set -e
 bin=$1/bin/nabla-gpt
-steps=${2:-30}
+steps_arg=${2:-}
 here=$(dirname "$0")
 echo "GPT training step (forward, cross-entropy, backward, clip, AdamW), float32, vocab 65"
-for cfg in "tiny 2 2 32 16 8 0.15" "cpu-baby 4 4 128 64 12 0.5"; do
+for cfg in "tiny 2 2 32 16 8 0.15 400" "cpu-baby 4 4 128 64 12 0.5 40"; do
     set -- $cfg
+    steps=${steps_arg:-$8}
     name=$1 flags="--n_layer=$2 --n_head=$3 --n_embd=$4 --block_size=$5 --batch_size=$6 --max_iters=$steps"
     target=$7
     for arch in gptmodel nanogpt; do
