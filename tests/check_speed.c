@@ -204,6 +204,18 @@ static void check_vec_set(const nb_vec_kernels *v) {
             a1[n / 2] = NAN;
             ck_assert(isnan(v->max(a1, n)) && isnan(p->max(a1, n)));
         }
+        /* exp_affine_sum against its formula and the portable twin; the
+         * bias -inf where x is (a padded key) */
+        for (size_t i = 0; i < n; i++) b1[i] = i == 3 ? -INFINITY : 0.25f * (float)(i % 5);
+        float e1 = v->exp_affine_sum(a1, y, 0.7f, b1, 0.3f, n);
+        float e2 = p->exp_affine_sum(a2, y, 0.7f, b1, 0.3f, n);
+        ck_assert(memcmp(&e1, &e2, sizeof e1) == 0);
+        ck_assert(memcmp(a1, a2, n * sizeof(float)) == 0);
+        for (size_t i = 0; i < n; i++) {
+            float t = y[i] * 0.7f;
+            t = t + b1[i];
+            ck_assert(a1[i] == nb_expf_poly(t - 0.3f));
+        }
         float s1 = v->exp_sub_sum(a1, x, 1.5f, n), s2 = p->exp_sub_sum(a2, x, 1.5f, n);
         ck_assert(memcmp(&s1, &s2, sizeof s1) == 0);
         ck_assert(memcmp(a1, a2, n * sizeof(float)) == 0);

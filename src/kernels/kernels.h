@@ -138,6 +138,13 @@ typedef struct nb_vec_kernels {
      * y = gelu(x), and its backward dx += dy * gelu'(x) */
     void (*gelu)(float *y, const float *x, size_t n, int tanh_approx);
     void (*gelu_bwd)(float *dx, const float *x, const float *dy, size_t n, int tanh_approx);
+    /* y = exp((x * scale + bias) - m) for n elements (the product and the
+     * sums rounded separately; bias -inf gives 0); returns their sum. The
+     * fused attention's scores straight from the product, with no pass
+     * that stores them first (whose narrow stores would stall the wide
+     * loads that follow). */
+    float (*exp_affine_sum)(float *y, const float *x, float scale, const float *bias, float m,
+                            size_t n);
 } nb_vec_kernels;
 
 /* GELU of one float and its derivative, the formula every build uses:

@@ -83,6 +83,34 @@ ATTR static float exp_sub_sum(float *y, const float *x, float m, size_t n) {
     return nb_vec_sum16(part);
 }
 
+ATTR static float exp_affine_sum(float *y, const float *x, float scale, const float *bias,
+                                 float m, size_t n) {
+    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps(), mv = _mm256_set1_ps(m);
+    __m256 sv = _mm256_set1_ps(scale);
+    size_t j = 0;
+    for (; j + 16 <= n; j += 16) {
+        __m256 t0 = _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(x + j), sv), _mm256_loadu_ps(bias + j));
+        __m256 t1 = _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(x + j + 8), sv),
+                                  _mm256_loadu_ps(bias + j + 8));
+        __m256 e0 = exp8(_mm256_sub_ps(t0, mv)), e1 = exp8(_mm256_sub_ps(t1, mv));
+        _mm256_storeu_ps(y + j, e0);
+        _mm256_storeu_ps(y + j + 8, e1);
+        a0 = _mm256_add_ps(a0, e0);
+        a1 = _mm256_add_ps(a1, e1);
+    }
+    if (j == n) return sum16(a0, a1);
+    float part[16];
+    _mm256_storeu_ps(part, a0);
+    _mm256_storeu_ps(part + 8, a1);
+    for (; j < n; j++) {
+        float t = x[j] * scale;
+        t = t + bias[j];
+        y[j] = nb_expf_poly(t - m);
+        part[j % 16] = part[j % 16] + y[j];
+    }
+    return nb_vec_sum16(part);
+}
+
 ATTR static void scale(float *y, float s, size_t n) {
     __m256 sv = _mm256_set1_ps(s);
     size_t j = 0;
@@ -259,5 +287,5 @@ static void pcg32_keep_scalar(nb_pcg32 *rng, uint8_t *keep, size_t n, uint32_t t
 const nb_vec_kernels nb_vec_avx2 = {"avx2",      max,      exp_sub_sum, scale,
                                     add,         softmax_bwd, dropout, dropout_bwd,
                                     adam,        nb_pcg32_fill, pcg32_keep_scalar, gelu,
-                                    gelu_bwd};
+                                    gelu_bwd,    exp_affine_sum};
 #endif

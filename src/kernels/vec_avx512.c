@@ -70,6 +70,20 @@ ATTR static float exp_sub_sum(float *y, const float *x, float m, size_t n) {
     return sum16(acc);
 }
 
+ATTR static float exp_affine_sum(float *y, const float *x, float scale, const float *bias,
+                                 float m, size_t n) {
+    __m512 acc = _mm512_setzero_ps(), mv = _mm512_set1_ps(m), sv = _mm512_set1_ps(scale);
+    for (size_t j = 0; j < n; j += 16) {
+        __mmask16 k = tail_mask(n - j);
+        __m512 t = _mm512_add_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(k, x + j), sv),
+                                 _mm512_maskz_loadu_ps(k, bias + j));
+        __m512 e = exp16(_mm512_sub_ps(t, mv));
+        _mm512_mask_storeu_ps(y + j, k, e);
+        acc = _mm512_mask_add_ps(acc, k, acc, e);
+    }
+    return sum16(acc);
+}
+
 ATTR static void scale(float *y, float s, size_t n) {
     __m512 sv = _mm512_set1_ps(s);
     for (size_t j = 0; j < n; j += 16) {
@@ -303,5 +317,6 @@ ATTR static void gelu_bwd(float *dx, const float *x, const float *dy, size_t n, 
 
 const nb_vec_kernels nb_vec_avx512 = {"avx512", max,        exp_sub_sum, scale,
                                       add,      softmax_bwd, dropout,    dropout_bwd,
-                                      adam,     pcg32_fill,  pcg32_keep, gelu,       gelu_bwd};
+                                      adam,     pcg32_fill,  pcg32_keep, gelu,       gelu_bwd,
+                                      exp_affine_sum};
 #endif

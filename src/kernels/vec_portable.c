@@ -64,6 +64,18 @@ static float exp_sub_sum(float *y, const float *x, float m, size_t n) {
     return nb_vec_sum16(part);
 }
 
+static float exp_affine_sum(float *y, const float *x, float scale, const float *bias, float m,
+                            size_t n) {
+    float part[16] = {0};
+    for (size_t j = 0; j < n; j++) {
+        float t = x[j] * scale;
+        t = t + bias[j];
+        y[j] = nb_expf_poly(t - m);
+        part[j % 16] = part[j % 16] + y[j];
+    }
+    return nb_vec_sum16(part);
+}
+
 static void scale(float *y, float s, size_t n) {
     for (size_t j = 0; j < n; j++) y[j] = y[j] * s;
 }
@@ -180,7 +192,7 @@ static void gelu_bwd(float *dx, const float *x, const float *dy, size_t n, int t
 
 const nb_vec_kernels nb_vec_portable = {"portable", max, exp_sub_sum, scale, add, softmax_bwd,
                                         dropout, dropout_bwd, adam, nb_pcg32_fill, pcg32_keep,
-                                        gelu, gelu_bwd};
+                                        gelu, gelu_bwd, exp_affine_sum};
 
 /* Chosen once, by whichever thread asks first (pthread_once: workers may). */
 static const nb_vec_kernels *vec_best;

@@ -51,6 +51,33 @@ static inline SDPA_T SDPA_FN(mask_row)(SDPA_T *x, int64_t lim, SDPA_T scale,
     return nan_ ? (SDPA_T)NAN : mx;
 }
 
+/* The max over c < lim of x[c] * scale + colbias[c] (-inf when lim is 0,
+ * NaN if one is NaN), without storing the scaled scores. */
+static inline SDPA_T SDPA_FN(row_max)(const SDPA_T *x, int64_t lim, SDPA_T scale,
+                                      const SDPA_T *colbias) {
+    SDPA_T mx = -INFINITY;
+    bool nan_ = false;
+    for (int64_t c = 0; c < lim; c++) {
+        SDPA_T t = x[c] * scale + colbias[c];
+        mx = t > mx ? t : mx;
+        nan_ |= isnan(t);
+    }
+    return nan_ ? (SDPA_T)NAN : mx;
+}
+
+/* x[c] = exp(x[c] * scale + colbias[c] - m) for c < lim, 0 after, from the
+ * raw products; returns the sum (float: one SIMD kernel call). */
+static inline SDPA_T SDPA_FN(exp_scores)(SDPA_T *x, int64_t lim, int64_t n, SDPA_T scale,
+                                         const SDPA_T *colbias, SDPA_T m) {
+#if SDPA_IS_FLOAT
+    if (lim < n) memset(x + lim, 0, (size_t)(n - lim) * sizeof(SDPA_T));
+    return lim > 0 ? nb_vec()->exp_affine_sum(x, x, scale, colbias, m, (size_t)lim) : 0;
+#else
+    SDPA_FN(mask_row)(x, lim, scale, colbias);
+    return SDPA_FN(exp_shifted)(x, lim, n, m);
+#endif
+}
+
 /* Row helpers over n elements, in fixed-length chunks that gcc vectorizes
  * at -O2 (each output element is computed the same way wherever it sits):
  * y += x; y = x * s; y *= s; and x . y in 8 partial sums added in a fixed
@@ -149,13 +176,14 @@ static void SDPA_FN(sdpa_forward_tile)(const sdpa_job *J, int64_t b, int64_t h, 
          * the running statistics) so that short rows' exp chains overlap */
         for (int64_t r = 0; r < bq; r++) {
             lim[r] = causal_limit(J, i0 + r, j0, bk);
-            mx[r] = SDPA_FN(mask_row)(s + r * bk, lim[r], scale, colbias);
+            mx[r] = SDPA_FN(row_max)(s + r * bk, lim[r], scale, colbias);
         }
         for (int64_t r = 0; r < bq; r++) {
             T m_new = mx[r] > m[r] || isnan(mx[r]) ? mx[r] : m[r];
             mx[r] = m_new;
             /* nothing visible yet in this row: P = 0 */
-            sum[r] = SDPA_FN(exp_shifted)(s + r * bk, m_new == -INFINITY ? 0 : lim[r], bk, m_new);
+            sum[r] = SDPA_FN(exp_scores)(s + r * bk, m_new == -INFINITY ? 0 : lim[r], bk, scale,
+                                         colbias, m_new);
         }
         for (int64_t r = 0; r < bq; r++) {
             T *x = s + r * bk, m_new = mx[r];
@@ -223,10 +251,8 @@ static void SDPA_FN(sdpa_backward_head)(const sdpa_job *J, int64_t b, int64_t h)
             SDPA_FN(pad_bias)(J, b, j0, bk, colbias);
             for (int64_t r = 0; r < bq; r++) { /* P; a query that sees nothing: 0 */
                 lim[r] = lse[i0 + r] == -INFINITY ? 0 : causal_limit(J, i0 + r, j0, bk);
-                SDPA_FN(mask_row)(p + r * bk, lim[r], scale, colbias);
+                SDPA_FN(exp_scores)(p + r * bk, lim[r], bk, scale, colbias, lse[i0 + r]);
             }
-            for (int64_t r = 0; r < bq; r++)
-                SDPA_FN(exp_shifted)(p + r * bk, lim[r], bk, lse[i0 + r]);
             for (int64_t r = 0; r < bq; r++) {
                 T *pr = p + r * bk, *dpr = dp + r * bk;
                 if (J->dropout) {

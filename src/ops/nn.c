@@ -562,7 +562,7 @@ static void layer_norm_backward(nb_ctx *ctx, nb_node *n) {
  * nb_vec_sum16's fixed tree, inline): plain loops the compiler vectorises, the same
  * bits in every build and for any split of the rows. float64 (gradcheck)
  * keeps the double sums below. */
-static float ln_sum16(const float *x, size_t n) {
+static inline float ln_sum16(const float *x, size_t n) {
     float part[16] = {0};
     size_t d = 0;
     for (; d + 16 <= n; d += 16)
