@@ -22,6 +22,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #define NB_MAX_THREADS 64
 #define POOL_SPIN 4000        /* polls before a waiting thread sleeps or yields */
@@ -197,4 +198,20 @@ void nb_parallel_for(int64_t n, int64_t min_per_thread, nb_range_fn fn, void *ar
         else sched_yield();
     }
     atomic_flag_clear(&P->busy);
+}
+
+/* ---- a parallel copy, for gradients copied whole on the way back ---------- */
+typedef struct copy_job {
+    void *dst;
+    const void *src;
+} copy_job;
+
+static void copy_range(void *arg, int64_t lo, int64_t hi) {
+    const copy_job *j = arg;
+    memcpy((char *)j->dst + lo, (const char *)j->src + lo, (size_t)(hi - lo));
+}
+
+void nb_copy_par(void *dst, const void *src, size_t bytes) {
+    copy_job j = {dst, src};
+    nb_parallel_for((int64_t)bytes, 1 << 18, copy_range, &j); /* 256 KB a thread */
 }

@@ -147,7 +147,7 @@ static void add_backward_fast(nb_ctx *ctx, nb_node *n) {
         if (i == 0 && nb_grad_take(ctx, a, out)) continue;
         bool fresh;
         float *g = nb_grad_buffer_fresh(ctx, ab[i], &fresh);
-        if (g && fresh) memcpy(g, g_out, out->numel * sizeof(float));
+        if (g && fresh) nb_copy_par(g, g_out, out->numel * sizeof(float));
         else if (g) vk->add(g, g_out, out->numel);
     }
 }

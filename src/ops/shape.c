@@ -133,7 +133,7 @@ static void same_order_backward(nb_ctx *ctx, nb_node *n) {
     if (nb_grad_take(ctx, a, out)) return;
     bool fresh;
     void *da = nb_grad_buffer_fresh(ctx, a, &fresh);
-    if (da && fresh) memcpy(da, out->grad, a->numel * nb_dtype_size(a->dtype));
+    if (da && fresh) nb_copy_par(da, out->grad, a->numel * nb_dtype_size(a->dtype));
     else if (da) nb_accumulate(a->dtype, da, out->grad, a->numel);
 }
 

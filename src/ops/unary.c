@@ -230,6 +230,7 @@ typedef struct gelu_job {
     float *y; /* forward: out; backward: dx */
     int tanh_approx;
     const nb_vec_kernels *vk;
+    bool clear; /* backward: dx is a fresh buffer, cleared range by range first */
 } gelu_job;
 
 static void gelu_fwd_range(void *arg, int64_t lo, int64_t hi) {
@@ -239,6 +240,7 @@ static void gelu_fwd_range(void *arg, int64_t lo, int64_t hi) {
 
 static void gelu_bwd_range(void *arg, int64_t lo, int64_t hi) {
     const gelu_job *j = arg;
+    if (j->clear) memset(j->y + lo, 0, (size_t)(hi - lo) * sizeof(float));
     j->vk->gelu_bwd(j->y + lo, j->x + lo, j->dy + lo, (size_t)(hi - lo), j->tanh_approx);
 }
 
@@ -247,7 +249,7 @@ static void gelu_bwd_range(void *arg, int64_t lo, int64_t hi) {
 #define GELU_GRAIN 2048
 
 static void gelu_f32_forward(const nb_tensor *a, nb_tensor *out, int tanh_approx) {
-    gelu_job j = {a->data, NULL, out->data, tanh_approx, nb_vec()};
+    gelu_job j = {a->data, NULL, out->data, tanh_approx, nb_vec(), false};
     nb_parallel_for((int64_t)a->numel, GELU_GRAIN, gelu_fwd_range, &j);
 }
 
@@ -263,9 +265,13 @@ static void gelu_tanh_forward_fast(const nb_tensor *a, nb_tensor *out, double p_
 
 static void gelu_f32_backward(nb_ctx *ctx, nb_node *n) {
     nb_tensor *a = n->in[0], *out = n->out;
-    float *ga = nb_grad_buffer(ctx, a);
+    bool fresh;
+    float *ga = nb_grad_buffer_fresh(ctx, a, &fresh);
     if (!ga) return;
-    gelu_job j = {a->data, out->grad, ga, (int)n->i[0] == NB_GELU_TANH, nb_vec()};
+    /* a fresh buffer is cleared by the threads, each its own range, in
+     * cache just before the kernel adds into it: the same bits as clearing
+     * it whole first */
+    gelu_job j = {a->data, out->grad, ga, (int)n->i[0] == NB_GELU_TANH, nb_vec(), fresh};
     nb_parallel_for((int64_t)a->numel, GELU_GRAIN, gelu_bwd_range, &j);
 }
 
