@@ -207,6 +207,12 @@ typedef void (*nb_range_fn)(void *arg, int64_t begin, int64_t end);
 NB_HIDDEN void nb_parallel_for(int64_t n, int64_t min_per_thread, nb_range_fn fn, void *arg);
 /* memcpy split over the pool's threads (256 KB or more a thread). */
 NB_HIDDEN void nb_copy_par(void *dst, const void *src, size_t bytes);
+/* fn(t, lo, hi, arg) over ranges of the elements of every float gradient in
+ * the list (entries without one skipped), split over the pool's threads;
+ * each range lies within one tensor. For elementwise work only: which
+ * thread takes which range varies. */
+typedef void (*nb_grad_range_fn)(nb_tensor *t, size_t lo, size_t hi, void *arg);
+NB_HIDDEN void nb_grad_ranges(const nb_tensor_list *l, nb_grad_range_fn fn, void *arg);
 
 /* ---- kernels shared by ops (ops/matmul.c) --------------------------------- */
 /* c (rows, cols) += a (rows, inner) @ b (inner, cols), or c = a @ b when

@@ -215,3 +215,49 @@ void nb_copy_par(void *dst, const void *src, size_t bytes) {
     copy_job j = {dst, src};
     nb_parallel_for((int64_t)bytes, 1 << 18, copy_range, &j); /* 256 KB a thread */
 }
+
+/* ---- a parameter list's gradients, element ranges over the threads ---------- */
+typedef struct grad_ranges_job {
+    const nb_tensor_list *l;
+    const int *idx;       /* entries with a float gradient */
+    const int64_t *ends;  /* their element counts, summed */
+    int n;
+    nb_grad_range_fn fn;
+    void *arg;
+} grad_ranges_job;
+
+static void grad_ranges_range(void *arg, int64_t lo, int64_t hi) {
+    const grad_ranges_job *j = arg;
+    int k = 0;
+    while (k < j->n && j->ends[k] <= lo) k++;
+    for (; k < j->n && lo < hi; k++) {
+        int64_t start = k ? j->ends[k - 1] : 0, end = j->ends[k] < hi ? j->ends[k] : hi;
+        j->fn(nb_list_tensor(j->l, j->idx[k]), (size_t)(lo - start), (size_t)(end - start),
+              j->arg);
+        lo = end;
+    }
+}
+
+void nb_grad_ranges(const nb_tensor_list *l, nb_grad_range_fn fn, void *arg) {
+    enum { MAX_ENTRIES = 1024 };
+    int idx[MAX_ENTRIES];
+    int64_t ends[MAX_ENTRIES];
+    int n = 0;
+    int64_t total = 0;
+    for (int i = 0; i < l->n; i++) {
+        nb_tensor *t = nb_list_tensor(l, i);
+        if (!t || !t->grad || (t->dtype != NB_F32 && t->dtype != NB_F64)) continue;
+        if (n == MAX_ENTRIES) { /* a list this long: one tensor at a time, on this thread */
+            for (int k = i; k < l->n; k++) {
+                nb_tensor *u = nb_list_tensor(l, k);
+                if (u && u->grad && (u->dtype == NB_F32 || u->dtype == NB_F64))
+                    fn(u, 0, u->numel, arg);
+            }
+            break;
+        }
+        total += (int64_t)t->numel;
+        idx[n] = i, ends[n] = total, n++;
+    }
+    grad_ranges_job j = {l, idx, ends, n, fn, arg};
+    nb_parallel_for(total, 1 << 15, grad_ranges_range, &j); /* 32k elements a thread */
+}

@@ -741,6 +741,19 @@ static bool has_float_grad(const nb_tensor *t) {
     return t && t->grad && (t->dtype == NB_F32 || t->dtype == NB_F64);
 }
 
+/* g *= coef over one range of a gradient (the same multiply as one thread) */
+static void scale_range(nb_tensor *t, size_t lo, size_t hi, void *arg) {
+    const double coef = *(const double *)arg;
+#define K(T)                                                        \
+    {                                                               \
+        T *g = (T *)t->grad + lo;                                   \
+        const T c = (T)coef;                                        \
+        for (size_t j = 0; j < hi - lo; j++) g[j] = g[j] * c;       \
+    }
+    NB_DISPATCH(t->dtype, K);
+#undef K
+}
+
 double nb_clip_grad_norm(const nb_tensor_list *params, double max_norm) {
     if (!nb_list_valid(params)) return NAN;
     /* four partial sums (element j into s[j % 4] within each tensor), added
@@ -762,21 +775,8 @@ double nb_clip_grad_norm(const nb_tensor_list *params, double max_norm) {
 #undef K
     }
     const double total = sqrt((s[0] + s[1]) + (s[2] + s[3]));
-    const double coef = max_norm / (total + 1e-6);
-    if (coef < 1.0) {
-        for (int i = 0; i < params->n; i++) {
-            nb_tensor *t = nb_list_tensor(params, i);
-            if (!has_float_grad(t)) continue;
-#define K(T)                                                        \
-    {                                                               \
-        T *g = t->grad;                                             \
-        const T c = (T)coef;                                        \
-        for (size_t j = 0; j < t->numel; j++) g[j] = g[j] * c;      \
-    }
-            NB_DISPATCH(t->dtype, K);
-#undef K
-        }
-    }
+    double coef = max_norm / (total + 1e-6);
+    if (coef < 1.0) nb_grad_ranges(params, scale_range, &coef); /* on every thread */
     return total;
 }
 

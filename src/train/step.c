@@ -15,6 +15,12 @@ double nb_lr_at(const nb_lr_schedule *s, int64_t it) {
     return s->min_lr + coeff * (s->learning_rate - s->min_lr);
 }
 
+static void clear_range(nb_tensor *t, size_t lo, size_t hi, void *arg) {
+    (void)arg;
+    size_t es = nb_dtype_size(t->dtype);
+    memset((char *)t->grad + lo * es, 0, (hi - lo) * es);
+}
+
 nb_status nb_train_step_run(nb_ctx *ctx, const nb_train_step *s, nb_step_result *out) {
     const char *fn = "train_step";
     if (!ctx) return NB_ERR_NULL;
@@ -26,7 +32,9 @@ nb_status nb_train_step_run(nb_ctx *ctx, const nb_train_step *s, nb_step_result 
         return nb_ctx_fail(ctx, NB_ERR_VALUE, "%s: accum_steps %d must be >= 1", fn,
                            s->accum_steps);
     if (!(s->lr >= 0)) return nb_ctx_fail(ctx, NB_ERR_VALUE, "%s: lr %g must be >= 0", fn, s->lr);
-    nb_params_zero_grad(s->params);
+    if (!nb_list_valid(s->params))
+        return nb_ctx_fail(ctx, NB_ERR_VALUE, "%s: the params list is corrupt", fn);
+    nb_grad_ranges(s->params, clear_range, NULL); /* zero_grad, on every thread */
     double sum = 0;
     for (int k = 0; k < s->accum_steps; k++) {
         nb_ctx_reset(ctx);
