@@ -205,7 +205,7 @@ typedef void (*nb_range_fn)(void *arg, int64_t begin, int64_t end);
  * when there is one thread or fewer than 2 * min_per_thread items). Split
  * only over independent outputs so results do not depend on the count. */
 NB_HIDDEN void nb_parallel_for(int64_t n, int64_t min_per_thread, nb_range_fn fn, void *arg);
-/* memcpy split over the pool's threads (256 KB or more a thread). */
+/* memcpy split over the pool's threads (64 KB or more a thread). */
 NB_HIDDEN void nb_copy_par(void *dst, const void *src, size_t bytes);
 /* fn(t, lo, hi, arg) over ranges of the elements of every float gradient in
  * the list (entries without one skipped), split over the pool's threads;

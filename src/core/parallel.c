@@ -213,7 +213,7 @@ static void copy_range(void *arg, int64_t lo, int64_t hi) {
 
 void nb_copy_par(void *dst, const void *src, size_t bytes) {
     copy_job j = {dst, src};
-    nb_parallel_for((int64_t)bytes, 1 << 18, copy_range, &j); /* 256 KB a thread */
+    nb_parallel_for((int64_t)bytes, 1 << 16, copy_range, &j); /* 64 KB a thread */
 }
 
 /* ---- a parameter list's gradients, element ranges over the threads ---------- */

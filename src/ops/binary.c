@@ -131,6 +131,31 @@ static nb_tensor *binary(nb_ctx *ctx, nb_op op, nb_tensor *a, nb_tensor *b, bina
 /* ---- add: z = x + y;  dz/dx = 1, dz/dy = 1 ---------------------------------- */
 BINARY_OP(add, x + y, g, g)
 
+/* y (+)= x over float ranges split among the threads: the SIMD add of each
+ * element is the same whatever the split. */
+typedef struct add_job {
+    float *y;
+    const float *x, *x2; /* y = x + x2 when x2 is set, else y += x */
+    const nb_vec_kernels *vk;
+} add_job;
+
+static void add_range(void *arg, int64_t lo, int64_t hi) {
+    const add_job *j = arg;
+    if (j->x2) {
+        memcpy(j->y + lo, j->x + lo, (size_t)(hi - lo) * sizeof(float));
+        j->vk->add(j->y + lo, j->x2 + lo, (size_t)(hi - lo));
+    } else {
+        j->vk->add(j->y + lo, j->x + lo, (size_t)(hi - lo));
+    }
+}
+
+#define ADD_GRAIN 16384 /* elements worth a thread */
+
+static void add_par(float *y, const float *x, const float *x2, size_t n) {
+    add_job j = {y, x, x2, nb_vec()};
+    nb_parallel_for((int64_t)n, ADD_GRAIN, add_range, &j);
+}
+
 /* float32 without broadcasting (the residual adds): da += g and db += g
  * through the SIMD add (the same adds, so the same bits). */
 static void add_backward_fast(nb_ctx *ctx, nb_node *n) {
@@ -139,7 +164,6 @@ static void add_backward_fast(nb_ctx *ctx, nb_node *n) {
         add_backward(ctx, n);
         return;
     }
-    const nb_vec_kernels *vk = nb_vec();
     nb_tensor *ab[2] = {a, b};
     /* a may take out's buffer whole (b, read after, then copies from a's) */
     const float *g_out = out->grad;
@@ -148,7 +172,7 @@ static void add_backward_fast(nb_ctx *ctx, nb_node *n) {
         bool fresh;
         float *g = nb_grad_buffer_fresh(ctx, ab[i], &fresh);
         if (g && fresh) nb_copy_par(g, g_out, out->numel * sizeof(float));
-        else if (g) vk->add(g, g_out, out->numel);
+        else if (g) add_par(g, g_out, NULL, out->numel);
     }
 }
 
@@ -159,8 +183,7 @@ static void add_forward_fast(const bcast *bc, const nb_tensor *a, const nb_tenso
         add_forward(bc, a, b, out);
         return;
     }
-    memcpy(out->data, a->data, out->numel * sizeof(float));
-    nb_vec()->add(out->data, b->data, out->numel);
+    add_par(out->data, a->data, b->data, out->numel);
 }
 
 nb_tensor *nb_add(nb_ctx *ctx, nb_tensor *a, nb_tensor *b) {
