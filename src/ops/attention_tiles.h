@@ -17,40 +17,6 @@
 #define SDPA_EXP(x) _Generic((SDPA_T)0, float: expf, default: exp)(x)
 #define SDPA_LOG(x) _Generic((SDPA_T)0, float: logf, default: log)(x)
 
-/* x[c] = exp(x[c] - m) for c < lim (-inf giving 0), x[c] = 0 for
- * lim <= c < n; returns the sum. The SIMD kernel (its fixed order of
- * partial sums) for float, libm's exp for double. Only the visible part is
- * exponentiated: on a tile the causal mask cuts, half the row. */
-static inline SDPA_T SDPA_FN(exp_shifted)(SDPA_T *x, int64_t lim, int64_t n, SDPA_T m) {
-    if (lim < n) memset(x + lim, 0, (size_t)(n - lim) * sizeof(SDPA_T));
-#if SDPA_IS_FLOAT
-    return lim > 0 ? nb_vec()->exp_sub_sum(x, x, m, (size_t)lim) : 0;
-#else
-    double sum = 0;
-    for (int64_t c = 0; c < lim; c++) {
-        x[c] = x[c] == -INFINITY ? 0 : exp(x[c] - m);
-        sum += x[c];
-    }
-    return sum;
-#endif
-}
-
-/* Row r's visible scores x[c], c < lim (causal), scaled, with padded keys
- * (colbias -inf, else 0) set to -inf; the rest of the row is left for
- * exp_shifted to zero. Returns the max of the visible part (-inf when lim
- * is 0), NaN if it holds a NaN. */
-static inline SDPA_T SDPA_FN(mask_row)(SDPA_T *x, int64_t lim, SDPA_T scale,
-                                       const SDPA_T *colbias) {
-    SDPA_T mx = -INFINITY;
-    bool nan_ = false;
-    for (int64_t c = 0; c < lim; c++) {
-        x[c] = x[c] * scale + colbias[c];
-        mx = x[c] > mx ? x[c] : mx;
-        nan_ |= isnan(x[c]);
-    }
-    return nan_ ? (SDPA_T)NAN : mx;
-}
-
 /* The max over c < lim of x[c] * scale + colbias[c] (-inf when lim is 0,
  * NaN if one is NaN), without storing the scaled scores. */
 static inline SDPA_T SDPA_FN(row_max)(const SDPA_T *x, int64_t lim, SDPA_T scale,
@@ -65,16 +31,24 @@ static inline SDPA_T SDPA_FN(row_max)(const SDPA_T *x, int64_t lim, SDPA_T scale
     return nan_ ? (SDPA_T)NAN : mx;
 }
 
-/* x[c] = exp(x[c] * scale + colbias[c] - m) for c < lim, 0 after, from the
- * raw products; returns the sum (float: one SIMD kernel call). */
+/* x[c] = exp(x[c] * scale + colbias[c] - m) for c < lim (a padded key,
+ * colbias -inf, giving 0), 0 for lim <= c < n: a row of scores straight
+ * from the products, only its visible part exponentiated; returns the sum.
+ * float: one SIMD kernel call (its fixed order of partial sums); double:
+ * libm's exp. */
 static inline SDPA_T SDPA_FN(exp_scores)(SDPA_T *x, int64_t lim, int64_t n, SDPA_T scale,
                                          const SDPA_T *colbias, SDPA_T m) {
-#if SDPA_IS_FLOAT
     if (lim < n) memset(x + lim, 0, (size_t)(n - lim) * sizeof(SDPA_T));
+#if SDPA_IS_FLOAT
     return lim > 0 ? nb_vec()->exp_affine_sum(x, x, scale, colbias, m, (size_t)lim) : 0;
 #else
-    SDPA_FN(mask_row)(x, lim, scale, colbias);
-    return SDPA_FN(exp_shifted)(x, lim, n, m);
+    double sum = 0;
+    for (int64_t c = 0; c < lim; c++) {
+        double t = x[c] * scale + colbias[c];
+        x[c] = t == -INFINITY ? 0 : exp(t - m);
+        sum += x[c];
+    }
+    return sum;
 #endif
 }
 
