@@ -146,21 +146,20 @@ nb_tensor *nb_node_output(const nb_node *n) { return n ? n->out : NULL; }
 void *nb_node_userdata(const nb_node *n) { return n ? n->userdata : NULL; }
 const char *nb_node_name(const nb_node *n) { return n ? n->name : NULL; }
 
+/* The zeroed buffer is the fresh one cleared: one place decides where a
+ * gradient's memory comes from (a handed-back buffer, else the arena). */
 void *nb_grad_buffer(nb_ctx *ctx, nb_tensor *t) {
-    NB_UNUSED(ctx);
-    if (!t || !t->requires_grad) return NULL;
-    if (!t->grad) {
-        size_t bytes = t->numel * nb_dtype_size(t->dtype);
-        if (t->owner && t->owner->free_grads) t->grad = nb_ctx_reuse(t->owner, bytes);
-        if (t->grad) memset(t->grad, 0, bytes);
-        else t->grad = nb_ctx_alloc(t->owner, bytes);
-    }
-    return t->grad;
+    bool fresh;
+    void *g = nb_grad_buffer_fresh(ctx, t, &fresh);
+    if (g && fresh) memset(g, 0, t->numel * nb_dtype_size(t->dtype));
+    return g;
 }
 
 void *nb_grad_buffer_fresh(nb_ctx *ctx, nb_tensor *t, bool *fresh) {
+    NB_UNUSED(ctx);
     *fresh = false;
-    if (!t || !t->requires_grad || t->grad) return nb_grad_buffer(ctx, t);
+    if (!t || !t->requires_grad) return NULL;
+    if (t->grad) return t->grad;
     size_t bytes = t->numel * nb_dtype_size(t->dtype);
     void *g = t->owner && t->owner->free_grads ? nb_ctx_reuse(t->owner, bytes) : NULL;
     if (!g) g = nb_ctx_alloc_raw(t->owner, bytes);
