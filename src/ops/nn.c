@@ -73,42 +73,48 @@ static int64_t lin_grain(int64_t per_item) {
     return g > 0 ? g : 1;
 }
 
-#define LIN_DEFINE(T)                                                                     \
-    /* y rows [lo, hi) (O each) = x @ w^T, or b then += x @ w^T with a bias. */           \
-    static void linear_forward_range_##T(void *arg, int64_t lo, int64_t hi) {             \
-        const lin_job *j = arg;                                                           \
-        int64_t K = j->K, O = j->O;                                                       \
-        T *y = (T *)j->y + lo * O;                                                        \
-        for (int64_t r = 0; j->b && r < hi - lo; r++)                                     \
-            memcpy(y + r * O, j->b, (size_t)O * sizeof(T));                               \
-        nb_gemm_##T(y, (const T *)j->x + lo * K, K, 1, j->w, 1, K, hi - lo, K, O,         \
-                    j->b != NULL);                                                        \
-    }                                                                                     \
-    /* dx rows [lo, hi) (K each) += dy (rows, O) @ w (O, K). */                           \
-    static void linear_backward_x_range_##T(void *arg, int64_t lo, int64_t hi) {          \
-        const lin_job *j = arg;                                                           \
-        int64_t K = j->K, O = j->O;                                                       \
-        nb_gemm_##T((T *)j->dx + lo * K, (const T *)j->dy + lo * O, O, 1, j->w, K, 1,     \
-                    hi - lo, O, K, true);                                                 \
-    }                                                                                     \
-    /* Outputs [lo, hi): dw rows (K each) += dy^T (outputs, R) @ x (R, K), and            \
-     * db entries += column sums of dy, each summed over the rows in order. */            \
-    static void linear_backward_w_range_##T(void *arg, int64_t lo, int64_t hi) {          \
-        const lin_job *j = arg;                                                           \
-        int64_t R = j->R, K = j->K, O = j->O;                                             \
-        const T *dy = (const T *)j->dy + lo;                                              \
-        if (j->dw)                                                                        \
-            nb_gemm_##T((T *)j->dw + lo * K, dy, 1, O, j->x, K, 1, hi - lo, R, K, true);  \
-        if (j->db) {                                                                      \
-            T *db = (T *)j->db + lo;                                                      \
-            for (int64_t r = 0; r < R; r++)                                               \
-                for (int64_t o = 0; o < hi - lo; o++) db[o] += dy[r * O + o];             \
-        }                                                                                 \
-    }
+/* float32 runs its three products through nb_gemm_float_par (every thread,
+ * b packed once); float64 (gradcheck) through these ranges of rows or
+ * outputs, each a plain nb_gemm_double call. */
 
-LIN_DEFINE(float)
-LIN_DEFINE(double)
-#undef LIN_DEFINE
+/* y rows [lo, hi) (O each) = x @ w^T, or b then += x @ w^T with a bias. */
+static void linear_forward_range_double(void *arg, int64_t lo, int64_t hi) {
+    const lin_job *j = arg;
+    int64_t K = j->K, O = j->O;
+    double *y = (double *)j->y + lo * O;
+    for (int64_t r = 0; j->b && r < hi - lo; r++) memcpy(y + r * O, j->b, (size_t)O * sizeof *y);
+    nb_gemm_double(y, (const double *)j->x + lo * K, K, 1, j->w, 1, K, hi - lo, K, O,
+                   j->b != NULL);
+}
+
+/* dx rows [lo, hi) (K each) += dy (rows, O) @ w (O, K). */
+static void linear_backward_x_range_double(void *arg, int64_t lo, int64_t hi) {
+    const lin_job *j = arg;
+    int64_t K = j->K, O = j->O;
+    nb_gemm_double((double *)j->dx + lo * K, (const double *)j->dy + lo * O, O, 1, j->w, K, 1,
+                   hi - lo, O, K, true);
+}
+
+/* Outputs [lo, hi): dw rows (K each) += dy^T (outputs, R) @ x (R, K). */
+static void linear_backward_w_range_double(void *arg, int64_t lo, int64_t hi) {
+    const lin_job *j = arg;
+    int64_t R = j->R, K = j->K, O = j->O;
+    nb_gemm_double((double *)j->dw + lo * K, (const double *)j->dy + lo, 1, O, j->x, K, 1,
+                   hi - lo, R, K, true);
+}
+
+/* db entries [lo, hi) += column sums of dy, each summed over the rows in order. */
+#define LIN_DB(T)                                                                         \
+    static void linear_backward_b_range_##T(void *arg, int64_t lo, int64_t hi) {          \
+        const lin_job *j = arg;                                                           \
+        const T *dy = (const T *)j->dy + lo;                                              \
+        T *db = (T *)j->db + lo;                                                          \
+        for (int64_t r = 0; r < j->R; r++)                                                \
+            for (int64_t o = 0; o < hi - lo; o++) db[o] += dy[r * j->O + o];              \
+    }
+LIN_DB(float)
+LIN_DB(double)
+#undef LIN_DB
 
 /* A linear node's job: rows R, in_features K and out_features O from x and w. */
 static lin_job linear_job(const nb_tensor *x, const nb_tensor *w) {
@@ -117,39 +123,28 @@ static lin_job linear_job(const nb_tensor *x, const nb_tensor *w) {
                      .O = w->shape[0]};
 }
 
-/* Reuses the inputs x and w (no saved values). */
+/* Reuses the inputs x and w (no saved values). dx is written before w's
+ * buffer is asked for (x may be w); a fresh float32 dx is stored, not added
+ * to. */
 static void linear_backward(nb_ctx *ctx, nb_node *n) {
     nb_tensor *x = n->in[0], *w = n->in[1], *out = n->out;
-    bool fresh = false;
-    void *gx = out->dtype == NB_F32 ? nb_grad_buffer_fresh(ctx, x, &fresh)
-                                    : nb_grad_buffer(ctx, x);
-    if (gx && fresh) /* dx = dy @ w, written before w's buffer is asked for */
-        nb_gemm_float_par(gx, NULL, out->grad, w->shape[0], 1, w->data, w->shape[1], 1,
-                          (int64_t)x->numel / w->shape[1], w->shape[0], w->shape[1], false);
-    void *gw = nb_grad_buffer(ctx, w);
-    void *gb = n->n_in > 2 ? nb_grad_buffer(ctx, n->in[2]) : NULL;
-    if (fresh) gx = NULL; /* done */
     lin_job j = linear_job(x, w);
-    j.dx = gx, j.dw = gw, j.db = gb, j.dy = out->grad;
-#define K_(T)                                                                             \
-    {                                                                                     \
-        if (gx) nb_parallel_for(j.R, lin_grain(j.K * j.O), linear_backward_x_range_##T, &j); \
-        if (gw || gb)                                                                     \
-            nb_parallel_for(j.O, lin_grain(j.R * j.K), linear_backward_w_range_##T, &j);  \
-    }
-    if (out->dtype == NB_F32) {
-        /* dx += dy @ w; dw += dy^T @ x, each split over its rows with b packed
-         * once; db its own pass */
-        if (gx) nb_gemm_float_par(gx, NULL, j.dy, j.O, 1, j.w, j.K, 1, j.R, j.O, j.K, true);
-        if (gw) nb_gemm_float_par(gw, NULL, j.dy, 1, j.O, j.x, j.K, 1, j.O, j.R, j.K, true);
-        if (gb) {
-            j.dw = NULL;
-            nb_parallel_for(j.O, lin_grain(j.R), linear_backward_w_range_float, &j);
-        }
-        return;
-    }
-    NB_DISPATCH(out->dtype, K_);
-#undef K_
+    j.dy = out->grad;
+    bool f32 = out->dtype == NB_F32, fresh = false;
+    j.dx = f32 ? nb_grad_buffer_fresh(ctx, x, &fresh) : nb_grad_buffer(ctx, x);
+    if (j.dx && f32) /* dx (=|+=) dy @ w */
+        nb_gemm_float_par(j.dx, NULL, j.dy, j.O, 1, j.w, j.K, 1, j.R, j.O, j.K, !fresh);
+    else if (j.dx)
+        nb_parallel_for(j.R, lin_grain(j.K * j.O), linear_backward_x_range_double, &j);
+    j.dw = nb_grad_buffer(ctx, w);
+    if (j.dw && f32) /* dw += dy^T @ x */
+        nb_gemm_float_par(j.dw, NULL, j.dy, 1, j.O, j.x, j.K, 1, j.O, j.R, j.K, true);
+    else if (j.dw)
+        nb_parallel_for(j.O, lin_grain(j.R * j.K), linear_backward_w_range_double, &j);
+    j.db = n->n_in > 2 ? nb_grad_buffer(ctx, n->in[2]) : NULL;
+    if (j.db)
+        nb_parallel_for(j.O, lin_grain(j.R),
+                        f32 ? linear_backward_b_range_float : linear_backward_b_range_double, &j);
 }
 
 nb_tensor *nb_linear(nb_ctx *ctx, nb_tensor *x, nb_tensor *w, nb_tensor *b) {
@@ -192,12 +187,10 @@ nb_tensor *nb_linear(nb_ctx *ctx, nb_tensor *x, nb_tensor *w, nb_tensor *b) {
     if (!out) return NULL;
     lin_job j = linear_job(x, w);
     j.y = out->data, j.b = b ? b->data : NULL;
-#define K_(T) nb_parallel_for(j.R, lin_grain(j.K * j.O), linear_forward_range_##T, &j);
     if (out->dtype == NB_F32)
         nb_gemm_float_par(j.y, j.b, j.x, j.K, 1, j.w, 1, j.K, j.R, j.K, j.O, false);
     else
-        NB_DISPATCH(out->dtype, K_);
-#undef K_
+        nb_parallel_for(j.R, lin_grain(j.K * j.O), linear_forward_range_double, &j);
     nb_record_op(ctx, NB_OP_LINEAR, out, b ? 3 : 2, in, linear_backward);
     return out;
 }
