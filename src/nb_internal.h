@@ -210,7 +210,7 @@ NB_HIDDEN void nb_copy_par(void *dst, const void *src, size_t bytes);
 /* fn(t, lo, hi, arg) over ranges of the elements of every float gradient in
  * the list (entries without one skipped), split over the pool's threads;
  * each range lies within one tensor. For elementwise work only: which
- * thread takes which range varies. */
+ * thread takes which range varies. In train/optim.c, beside clipping. */
 typedef void (*nb_grad_range_fn)(nb_tensor *t, size_t lo, size_t hi, void *arg);
 NB_HIDDEN void nb_grad_ranges(const nb_tensor_list *l, nb_grad_range_fn fn, void *arg);
 

@@ -741,6 +741,47 @@ static bool has_float_grad(const nb_tensor *t) {
     return t && t->grad && (t->dtype == NB_F32 || t->dtype == NB_F64);
 }
 
+/* ---- a parameter list's gradients, element ranges over the threads ---------- */
+typedef struct grad_ranges_job {
+    const nb_tensor_list *l;
+    const int *idx;      /* entries with a float gradient */
+    const int64_t *ends; /* their element counts, summed */
+    int n;
+    nb_grad_range_fn fn;
+    void *arg;
+} grad_ranges_job;
+
+static void grad_ranges_range(void *arg, int64_t lo, int64_t hi) {
+    const grad_ranges_job *j = arg;
+    int k = 0;
+    while (k < j->n && j->ends[k] <= lo) k++;
+    for (; k < j->n && lo < hi; k++) {
+        int64_t start = k ? j->ends[k - 1] : 0, end = j->ends[k] < hi ? j->ends[k] : hi;
+        j->fn(nb_list_tensor(j->l, j->idx[k]), (size_t)(lo - start), (size_t)(end - start),
+              j->arg);
+        lo = end;
+    }
+}
+
+/* The entries are taken a batch of up to BATCH at a time (a stack index). */
+void nb_grad_ranges(const nb_tensor_list *l, nb_grad_range_fn fn, void *arg) {
+    enum { BATCH = 1024 };
+    int idx[BATCH];
+    int64_t ends[BATCH];
+    for (int i = 0; i < l->n;) {
+        int n = 0;
+        int64_t total = 0;
+        for (; i < l->n && n < BATCH; i++) {
+            const nb_tensor *t = nb_list_tensor(l, i);
+            if (!has_float_grad(t)) continue;
+            total += (int64_t)t->numel;
+            idx[n] = i, ends[n] = total, n++;
+        }
+        grad_ranges_job j = {l, idx, ends, n, fn, arg};
+        nb_parallel_for(total, 1 << 15, grad_ranges_range, &j); /* 32k elements a thread */
+    }
+}
+
 /* g *= coef over one range of a gradient (the same multiply as one thread) */
 static void scale_range(nb_tensor *t, size_t lo, size_t hi, void *arg) {
     const double coef = *(const double *)arg;
