@@ -67,13 +67,8 @@ static void pack_b(float *dst, const float *b0, int64_t brs, int64_t bcs, int64_
         int w = nc - j < nr ? (int)(nc - j) : nr;
         const float *bj = b0 + j * bcs;
         if (bcs == 1 && w == nr) {
-            /* rows of b; a constant length lets the compiler inline the copy */
-            if (nr == 32)
-                for (int64_t p = 0; p < kc; p++)
-                    memcpy(dst + p * 32, bj + p * brs, sizeof(float) * 32);
-            else
-                for (int64_t p = 0; p < kc; p++)
-                    memcpy(dst + p * nr, bj + p * brs, sizeof(float) * (size_t)nr);
+            for (int64_t p = 0; p < kc; p++)
+                memcpy(dst + p * nr, bj + p * brs, sizeof(float) * (size_t)nr);
             continue;
         }
         if (brs == 1) {
@@ -156,7 +151,6 @@ static void run_block(const nb_sgemm_kernel *k, float *pa, float *c, int64_t ldc
  * than the TLB holds (2 KB apart measured 3-5% slower), so such b, and
  * transposed b, are packed block by block. */
 bool nb_sgemm_b_in_place(int64_t brs, int64_t bcs) { return bcs == 1 && brs <= 256; }
-
 
 bool nb_sgemm_packed(const nb_sgemm_kernel *k, float *c, const float *a, int64_t ars,
                      int64_t acs, const float *b, int64_t brs, int64_t bcs, int64_t rows,
