@@ -135,20 +135,15 @@ static int reserve(nb_mpi *m, size_t doubles) {
 }
 
 /* The rank-order mean of what every rank holds in in[s * chunk + k], for
- * k < chunk, as doubles in out; `f32` when the exchanged values are floats. */
-static void rank_order_mean(const nb_mpi *m, const void *in, bool f32, size_t chunk, double *out) {
-    const float *fi = in;
-    const double *di = in;
+ * k < chunk, in out. */
+static void rank_order_mean(const nb_mpi *m, const double *in, size_t chunk, double *out) {
     for (size_t k = 0; k < chunk; k++) {
-        double acc = f32 ? fi[k] : di[k];
-        for (size_t s = 1; s < (size_t)m->size; s++) acc += f32 ? fi[s * chunk + k] : di[s * chunk + k];
+        double acc = in[k];
+        for (size_t s = 1; s < (size_t)m->size; s++) acc += in[s * chunk + k];
         out[k] = acc / (double)m->size;
     }
 }
 
-/* One bucket of `len` elements: reduce-scatter by MPI_Alltoall, a sum in
- * rank order (in double), all-gather. A float32 model exchanges floats (half
- * the bytes); the sums are the same doubles either way, rounded once. */
 /* The float32 bucket, with the fewest copies: rank r sends each peer s the
  * peer's chunk s (copied out of the gradients), receives the peers' parts of
  * its own chunk r, and adds them and its own part (read in place) in rank
@@ -223,32 +218,27 @@ static int average_bucket_f32(nb_mpi *m, cursor *rd, cursor *wr, size_t len) {
     return 0;
 }
 
+/* One bucket of `len` elements. An all-float32 list: average_bucket_f32.
+ * Otherwise doubles (float32 entries widened, exactly): reduce-scatter by
+ * MPI_Alltoall, a sum in rank order, all-gather; the sums are the same
+ * doubles either way, rounded once. */
 static int average_bucket(nb_mpi *m, cursor *rd, cursor *wr, size_t len, bool f32) {
     if (f32) return average_bucket_f32(m, rd, wr, len);
     size_t p = (size_t)m->size;
     size_t chunk = (len + p - 1) / p;
-    MPI_Datatype type = f32 ? MPI_FLOAT : MPI_DOUBLE;
     if (reserve(m, chunk * p)) return 1;
     cursor_move(rd, m->send, len, false);
     memset(m->send + len, 0, (chunk * p - len) * sizeof(double));
-    float *fs = (float *)m->send, *fr = (float *)m->recv;
-    if (f32) /* narrowing in place: fs[i] overlaps send[i / 2], already read */
-        for (size_t i = 0; i < chunk * p; i++) fs[i] = (float)m->send[i];
-    if (MPI_Alltoall(m->send, (int)chunk, type, m->recv, (int)chunk, type, m->comm) != MPI_SUCCESS)
+    if (MPI_Alltoall(m->send, (int)chunk, MPI_DOUBLE, m->recv, (int)chunk, MPI_DOUBLE,
+                     m->comm) != MPI_SUCCESS)
         return 1;
     /* recv holds rank s's part of this rank's chunk at s * chunk */
     double *mine = m->send; /* reused: the send data has gone */
-    rank_order_mean(m, m->recv, f32, chunk, mine);
-    if (f32)
-        for (size_t k = 0; k < chunk; k++) fs[k] = (float)mine[k];
-    if (MPI_Allgather(m->send, (int)chunk, type, m->recv, (int)chunk, type, m->comm) != MPI_SUCCESS)
+    rank_order_mean(m, m->recv, chunk, mine);
+    if (MPI_Allgather(mine, (int)chunk, MPI_DOUBLE, m->recv, (int)chunk, MPI_DOUBLE, m->comm) !=
+        MPI_SUCCESS)
         return 1;
-    if (f32) { /* the gathered floats, widened into send for cursor_move */
-        for (size_t i = 0; i < len; i++) m->send[i] = fr[i];
-        cursor_move(wr, m->send, len, true);
-    } else {
-        cursor_move(wr, m->recv, len, true);
-    }
+    cursor_move(wr, m->recv, len, true);
     return 0;
 }
 
