@@ -36,7 +36,7 @@ CC ?= cc
 CFLAGS ?= -O3 -g
 B := build
 
-NB_CFLAGS := -std=c11 -D_POSIX_C_SOURCE=200809L -Wall -Wextra -Iinclude
+NB_CFLAGS := -std=c11 -D_POSIX_C_SOURCE=200809L -ffp-contract=off -Wall -Wextra -Iinclude
 # NB_DEBUG=1: every op checks that its tensors were made since their
 # context's last reset (see nb_ctx_reset).
 ifeq ($(NB_DEBUG),1)

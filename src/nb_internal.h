@@ -15,6 +15,32 @@
 #define NB_HIDDEN
 #endif
 
+/* NB_HOT marks the plain-C row loops that dominate a step outside the gemm
+ * (layer_norm's rows and columns, the fused attention's tiles): the
+ * compiler builds each twice, for x86-64 with AVX-512 (x86-64-v4) and for
+ * the baseline, and the loader picks one for the CPU (an ifunc). Both
+ * clones compute the same bits: the build has -ffp-contract=off (no fused
+ * multiply-adds the source does not write) and no reassociation, so wider
+ * vectors only do the same elementwise operations more at a time, and
+ * every sum keeps the partial sums its source spells out. Off with
+ * -DNB_NO_AVX2, off the x86-64 glibc targets, and under the sanitizers,
+ * whose start-up runs after the loader resolves ifuncs. */
+#if defined(__x86_64__) && defined(__GLIBC__) && (defined(__GNUC__) || defined(__clang__)) && \
+    !defined(NB_NO_AVX2) && !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || \
+    __has_feature(memory_sanitizer)
+#define NB_HOT_OFF 1
+#endif
+#endif
+#ifndef NB_HOT_OFF
+#define NB_HOT __attribute__((target_clones("arch=x86-64-v4", "default")))
+#endif
+#endif
+#ifndef NB_HOT
+#define NB_HOT
+#endif
+
 /* ---- arena ---------------------------------------------------------------- */
 typedef struct nb_chunk {
     struct nb_chunk *next;
@@ -235,6 +261,13 @@ NB_HIDDEN void nb_gemm_float_par(float *c, const float *bias, const float *a, in
 NB_HIDDEN void nb_gemm_double(double *c, const double *a, int64_t ars, int64_t acs,
                               const double *b, int64_t brs, int64_t bcs, int64_t rows,
                               int64_t inner, int64_t cols, bool add);
+/* The same with c's rows ldc apart (a block of a wider c). */
+NB_HIDDEN void nb_gemm_float_ldc(float *c, int64_t ldc, const float *a, int64_t ars,
+                                 int64_t acs, const float *b, int64_t brs, int64_t bcs,
+                                 int64_t rows, int64_t inner, int64_t cols, bool add);
+NB_HIDDEN void nb_gemm_double_ldc(double *c, int64_t ldc, const double *a, int64_t ars,
+                                  int64_t acs, const double *b, int64_t brs, int64_t bcs,
+                                  int64_t rows, int64_t inner, int64_t cols, bool add);
 
 /* ---- random bits (pcg32.c) ---------------------------------------------- */
 /* n draws of nb_pcg32_next into out: the same bits in the same order, and

@@ -103,14 +103,24 @@ static void linear_backward_w_range_double(void *arg, int64_t lo, int64_t hi) {
                    hi - lo, R, K, true);
 }
 
-/* db entries [lo, hi) += column sums of dy, each summed over the rows in order. */
+/* db entries [lo, hi) += column sums of dy, each summed over the rows in
+ * order from its old value, 64 columns at a time in a local array written
+ * back once (db itself is not touched row after row, nor shared with the
+ * other thread's neighbouring columns). */
+enum { LIN_DB_COLS = 64 };
 #define LIN_DB(T)                                                                         \
-    static void linear_backward_b_range_##T(void *arg, int64_t lo, int64_t hi) {          \
+    NB_HOT static void linear_backward_b_range_##T(void *arg, int64_t lo, int64_t hi) {   \
         const lin_job *j = arg;                                                           \
-        const T *dy = (const T *)j->dy + lo;                                              \
-        T *db = (T *)j->db + lo;                                                          \
-        for (int64_t r = 0; r < j->R; r++)                                                \
-            for (int64_t o = 0; o < hi - lo; o++) db[o] += dy[r * j->O + o];              \
+        T acc[LIN_DB_COLS];                                                               \
+        for (int64_t c0 = lo; c0 < hi; c0 += LIN_DB_COLS) {                               \
+            int64_t nc = hi - c0 < LIN_DB_COLS ? hi - c0 : LIN_DB_COLS;                   \
+            const T *dy = (const T *)j->dy + c0;                                          \
+            T *db = (T *)j->db + c0;                                                      \
+            for (int64_t o = 0; o < nc; o++) acc[o] = db[o];                              \
+            for (int64_t r = 0; r < j->R; r++)                                            \
+                for (int64_t o = 0; o < nc; o++) acc[o] += dy[r * j->O + o];              \
+            for (int64_t o = 0; o < nc; o++) db[o] = acc[o];                              \
+        }                                                                                 \
     }
 LIN_DB(float)
 LIN_DB(double)
@@ -143,7 +153,7 @@ static void linear_backward(nb_ctx *ctx, nb_node *n) {
         nb_parallel_for(j.O, lin_grain(j.R * j.K), linear_backward_w_range_double, &j);
     j.db = n->n_in > 2 ? nb_grad_buffer(ctx, n->in[2]) : NULL;
     if (j.db)
-        nb_parallel_for(j.O, lin_grain(j.R),
+        nb_parallel_for(j.O, 1 + (1 << 14) / j.R, /* ~16k adds a thread */
                         f32 ? linear_backward_b_range_float : linear_backward_b_range_double, &j);
 }
 
@@ -512,22 +522,37 @@ static void ln_bwd_rows(void *arg, int64_t lo, int64_t hi) {
 #undef K_
 }
 
-static void ln_bwd_cols(void *arg, int64_t lo, int64_t hi) {
+/* dw, db for columns [lo, hi), 64 at a time: each column's sum runs over
+ * the rows in order from its old value, in a local array that is written
+ * back once, so two threads' neighbouring columns never share a cache line
+ * row after row (they did when dw itself took every row's add). */
+enum { LN_COLS = 64 };
+NB_HOT static void ln_bwd_cols(void *arg, int64_t lo, int64_t hi) {
     const ln_job *j = arg;
     const double *stats = j->stats;
     size_t D = j->D, R = j->x->numel / D;
 #define K_(T)                                                                             \
     {                                                                                     \
         const T *xs = j->x->data, *g = j->y;                                              \
-        T *dw = j->gw, *db = j->gb;                                                       \
-        for (size_t r = 0; r < R; r++) {                                                  \
-            const T *xr = xs + r * D, *gr = g + r * D;                                    \
-            T m = (T)stats[2 * r], rs = (T)stats[2 * r + 1];                              \
-            if (dw)                                                                       \
-                for (size_t d = (size_t)lo; d < (size_t)hi; d++)                          \
-                    dw[d] += gr[d] * ((xr[d] - m) * rs);                                  \
-            if (db)                                                                       \
-                for (size_t d = (size_t)lo; d < (size_t)hi; d++) db[d] += gr[d];          \
+        T *dw = j->gw, *db = j->gb, aw[LN_COLS], ab[LN_COLS];                             \
+        for (size_t c0 = (size_t)lo; c0 < (size_t)hi; c0 += LN_COLS) {                    \
+            size_t nc = (size_t)hi - c0 < LN_COLS ? (size_t)hi - c0 : LN_COLS;            \
+            for (size_t c = 0; c < nc; c++) {                                             \
+                aw[c] = dw ? dw[c0 + c] : 0;                                              \
+                ab[c] = db ? db[c0 + c] : 0;                                              \
+            }                                                                             \
+            for (size_t r = 0; r < R; r++) {                                              \
+                const T *xr = xs + r * D + c0, *gr = g + r * D + c0;                      \
+                T m = (T)stats[2 * r], rs = (T)stats[2 * r + 1];                          \
+                if (dw)                                                                   \
+                    for (size_t c = 0; c < nc; c++) aw[c] += gr[c] * ((xr[c] - m) * rs);  \
+                if (db)                                                                   \
+                    for (size_t c = 0; c < nc; c++) ab[c] += gr[c];                       \
+            }                                                                             \
+            for (size_t c = 0; c < nc; c++) {                                             \
+                if (dw) dw[c0 + c] = aw[c];                                               \
+                if (db) db[c0 + c] = ab[c];                                               \
+            }                                                                             \
         }                                                                                 \
     }
     NB_DISPATCH(j->x->dtype, K_);
@@ -569,7 +594,7 @@ static void ln_xhat(float *t, const float *x, float m, float rs, size_t n) {
     for (size_t d = 0; d < n; d++) t[d] = (x[d] - m) * rs;
 }
 
-static void ln_fwd_rows_f32(const ln_job *j, int64_t lo, int64_t hi) {
+NB_HOT static void ln_fwd_rows_f32(const ln_job *j, int64_t lo, int64_t hi) {
     const float *xs = j->x->data, *ws = j->w ? j->w->data : NULL;
     const float *bs = j->b ? j->b->data : NULL;
     float *ys = j->y, t[LN_ROW_MAX];
@@ -595,7 +620,7 @@ static void ln_fwd_rows_f32(const ln_job *j, int64_t lo, int64_t hi) {
 
 /* dx = rs (g - mean(g) - xhat mean(g xhat)), g = dy w, stored when the
  * buffer is fresh, else added */
-static void ln_bwd_rows_f32(const ln_job *j, int64_t lo, int64_t hi) {
+NB_HOT static void ln_bwd_rows_f32(const ln_job *j, int64_t lo, int64_t hi) {
     const float *xs = j->x->data, *gs = j->y, *ws = j->w ? j->w->data : NULL;
     float *dx = j->gx, g[LN_ROW_MAX], xh[LN_ROW_MAX], gx[LN_ROW_MAX];
     const size_t n = j->D;
