@@ -172,6 +172,48 @@ START_TEST(test_matches_composed_dropout) {
 }
 END_TEST
 
+/* float32 nb_sdpa (the SIMD tiles, the products by groups of 16 rows under
+ * the causal mask, head sizes the packed gemm takes) against the composed
+ * ops in float64 on the same values: within float32 rounding. */
+static void check_f32_against_composed(const sdpa_case *s, double tol) {
+    nb_ctx *p = nb_ctx_new(0);
+    nb_pcg32 rng;
+    nb_pcg32_seed(&rng, 12, 3);
+    nb_tensor *in32[3], *in64[3];
+    make_qkv(p, NB_F32, s, &rng, in32);
+    for (int k = 0; k < 3; k++) in64[k] = nb_requires_grad(nb_copy(p, in32[k], NB_F64));
+    nb_tensor *g32 = nb_normal(p, NB_F32, NB_SHAPE(s->B, s->Tq, s->H * s->hdv), 0, 1, &rng);
+    nb_tensor *g64 = nb_copy(p, g32, NB_F64);
+    result a = run(fused, in32, g32, s), b = run(composed, in64, g64, s);
+    double d = max_diff(a.out, b.out, a.n_out), norm = 0;
+    ck_assert_msg(d <= tol, "float32 output differs by %g", d);
+    static const char *const names[3] = {"q", "k", "v"};
+    for (int k = 0; k < 3; k++) {
+        d = max_diff(a.grad[k], b.grad[k], a.n_in[k]);
+        ck_assert_msg(d <= tol, "float32 d %s differs by %g", names[k], d);
+        for (size_t i = 0; i < a.n_in[k]; i++) norm += fabs(a.grad[k][i]);
+    }
+    ck_assert(norm > 1.0);
+    result_free(&a);
+    result_free(&b);
+    nb_ctx_free(p);
+}
+
+START_TEST(test_float32_matches_composed) {
+    fill_pad70();
+    sdpa_case gpt = {2, 64, 64, 4, 32, 32, true, 0.0, 0, NULL}; /* the GPT's heads */
+    check_f32_against_composed(&gpt, 2e-5);
+    sdpa_case two = {2, 70, 70, 2, 32, 16, true, 0.0, 0, pad70}; /* two tiles, padding */
+    check_f32_against_composed(&two, 2e-5);
+    two.p = 0.2, two.seed = 77;
+    check_f32_against_composed(&two, 2e-5);
+    sdpa_case cross = {2, 40, 75, 2, 16, 24, false, 0.0, 0, NULL};
+    check_f32_against_composed(&cross, 2e-5);
+    sdpa_case odd = {1, 37, 37, 3, 20, 20, true, 0.1, 5, NULL}; /* a partial group */
+    check_f32_against_composed(&odd, 2e-5);
+}
+END_TEST
+
 /* Finite differences on the fused op alone, with a padded key, a fully
  * masked query (batch 1, query 0) and several tiles. */
 static void gradcheck_case(const sdpa_case *s, bool fast) {
@@ -485,6 +527,7 @@ Suite *suite_sdpa(void) {
     tcase_add_test(tc, test_matches_composed_causal);
     tcase_add_test(tc, test_matches_composed_padded);
     tcase_add_test(tc, test_matches_composed_dropout);
+    tcase_add_test(tc, test_float32_matches_composed);
     tcase_add_test(tc, test_gradcheck_finite_differences);
     tcase_add_test(tc, test_fully_masked_rows_are_zero);
     tcase_add_test(tc, test_nan_propagates);

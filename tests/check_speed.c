@@ -165,9 +165,33 @@ static void fill(float *v, size_t n, nb_pcg32 *r, float lo, float hi) {
     for (size_t i = 0; i < n; i++) v[i] = lo + (hi - lo) * nb_pcg32_float(r);
 }
 
+/* transpose on shapes with whole 16 x 16 blocks, edges on either side and
+ * none at all: every element lands at its transposed place, in both sets */
+static void check_transpose(const nb_vec_kernels *v) {
+    static const size_t shapes[][3] = {{16, 16, 16}, {64, 32, 128}, {17, 33, 40}, {5, 3, 3},
+                                       {0, 4, 4},    {48, 16, 16},  {1, 1, 1},    {31, 47, 47}};
+    enum { M = 64 * 128 };
+    static float src[M], d1[M], d2[M];
+    for (size_t i = 0; i < M; i++) src[i] = (float)i * 0.5f - 7.0f;
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        size_t rows = shapes[s][0], cols = shapes[s][1], ld = shapes[s][2];
+        memset(d1, 0xff, sizeof d1);
+        memset(d2, 0xff, sizeof d2);
+        v->transpose(d1, src, ld, rows, cols);
+        nb_vec_portable.transpose(d2, src, ld, rows, cols);
+        for (size_t j = 0; j < rows; j++)
+            for (size_t d = 0; d < cols; d++) {
+                ck_assert(d1[d * rows + j] == src[j * ld + d]);
+                ck_assert(d2[d * rows + j] == src[j * ld + d]);
+            }
+        ck_assert(memcmp(d1, d2, sizeof d1) == 0); /* nothing else written */
+    }
+}
+
 /* Kernel set v against the portable one, on every length from 0 to 40 (each
  * tail) and 1000, including -inf inputs to exp. */
 static void check_vec_set(const nb_vec_kernels *v) {
+    check_transpose(v);
     const nb_vec_kernels *p = &nb_vec_portable;
     enum { N = 1000 };
     static float x[N], y[N], dy[N], a1[N], a2[N], b1[N], b2[N], m1[N], m2[N];
@@ -359,7 +383,7 @@ static void check_packed(const nb_sgemm_kernel *k) {
                 want[i * C + j] = w;
             }
         memcpy(c, c0, sizeof c);
-        ck_assert(nb_sgemm_packed(k, c, a, ars, acs, b, brs, bcs, R, K, C, add));
+        ck_assert(nb_sgemm_packed(k, c, C, a, ars, acs, b, brs, bcs, R, K, C, add));
         ck_assert_msg(memcmp(c, want, sizeof c) == 0, "%dx%d kernel: case %d differs", k->mr,
                       k->nr, t);
         /* b packed whole in two ranges of slivers, then two ranges of rows */

@@ -44,14 +44,16 @@ NB_HIDDEN void nb_sgemm_ukr_avx2(int64_t kc, const float *a, int64_t ars, int64_
  * neither (callers then use the portable gemm). Decided once. */
 NB_HIDDEN const nb_sgemm_kernel *nb_sgemm_kernel_best(void);
 
-/* c (rows, cols) (+)= a @ b as nb_gemm_float does (same strides, same
- * bits), blocked and packed for kernel k: panels of b (kc, nc), and the
- * last sliver of a when it has fewer than MR rows, are copied into
- * per-thread buffers kept for the thread's life. kc is NB_GEMM_KC, the same inner block as the unpacked gemm. */
+/* c (rows, cols), rows ldc apart, (+)= a @ b as nb_gemm_float does (same
+ * strides, same bits), blocked and packed for kernel k: panels of b (kc,
+ * nc), and the last sliver of a when it has fewer than MR rows, are copied
+ * into per-thread buffers kept for the thread's life. kc is NB_GEMM_KC, the
+ * same inner block as the unpacked gemm. */
 #define NB_GEMM_KC 256
-NB_HIDDEN bool nb_sgemm_packed(const nb_sgemm_kernel *k, float *c, const float *a, int64_t ars,
-                               int64_t acs, const float *b, int64_t brs, int64_t bcs,
-                               int64_t rows, int64_t inner, int64_t cols, bool add);
+NB_HIDDEN bool nb_sgemm_packed(const nb_sgemm_kernel *k, float *c, int64_t ldc, const float *a,
+                               int64_t ars, int64_t acs, const float *b, int64_t brs,
+                               int64_t bcs, int64_t rows, int64_t inner, int64_t cols,
+                               bool add);
 
 /* Whether nb_sgemm_packed reads b (row stride brs, column stride bcs) in
  * place rather than packing it. */
@@ -145,7 +147,31 @@ typedef struct nb_vec_kernels {
      * loads that follow). */
     float (*exp_affine_sum)(float *y, const float *x, float scale, const float *bias, float m,
                             size_t n);
+    /* dst (cols, rows) = src (rows, cols)^T, src's rows ld apart, dst's
+     * rows `rows` apart: K^T and V^T of a head for the fused attention's
+     * products (pure data movement, so every build gives the same floats) */
+    void (*transpose)(float *dst, const float *src, size_t ld, size_t rows, size_t cols);
+    /* A tile of the fused attention's scores, row r at x + r ld, r < rows:
+     * max_affine_rows: mx[r] = the max over c < lim[r] of x * scale +
+     *   bias[c] (-inf when lim[r] is 0, NaN when one is NaN);
+     * exp_affine_rows: x = exp((x * scale + bias[c]) - m[r]) for c < lim[r]
+     *   and 0 for lim[r] <= c < n, and (when sum is not NULL) sum[r] = the
+     *   sum exp_affine_sum gives for the row's first lim[r] elements, bit
+     *   for bit. One call per tile instead of one per row. */
+    void (*max_affine_rows)(float *mx, const float *x, size_t ld, const int64_t *lim,
+                            size_t rows, float scale, const float *bias);
+    void (*exp_affine_rows)(float *x, size_t ld, const int64_t *lim, size_t rows, size_t n,
+                            float scale, const float *bias, const float *m, float *sum);
 } nb_vec_kernels;
+
+/* The portable max_affine_rows, which the AVX2 set uses too. */
+NB_HIDDEN void nb_vec_max_affine_rows_portable(float *mx, const float *x, size_t ld,
+                                               const int64_t *lim, size_t rows, float scale,
+                                               const float *bias);
+
+/* The portable transpose, which the AVX2 set uses too. */
+NB_HIDDEN void nb_vec_transpose_portable(float *dst, const float *src, size_t ld, size_t rows,
+                                         size_t cols);
 
 /* GELU of one float and its derivative, the formula every build uses:
  *   exact:  y = x Phi(x), Phi = 1 - E (x >= 0) or E (x < 0), E = erfc(z) / 2,

@@ -152,9 +152,9 @@ static void run_block(const nb_sgemm_kernel *k, float *pa, float *c, int64_t ldc
  * transposed b, are packed block by block. */
 bool nb_sgemm_b_in_place(int64_t brs, int64_t bcs) { return bcs == 1 && brs <= 256; }
 
-bool nb_sgemm_packed(const nb_sgemm_kernel *k, float *c, const float *a, int64_t ars,
-                     int64_t acs, const float *b, int64_t brs, int64_t bcs, int64_t rows,
-                     int64_t inner, int64_t cols, bool add) {
+bool nb_sgemm_packed(const nb_sgemm_kernel *k, float *c, int64_t ldc, const float *a,
+                     int64_t ars, int64_t acs, const float *b, int64_t brs, int64_t bcs,
+                     int64_t rows, int64_t inner, int64_t cols, bool add) {
     pack_buffers *pb = pack_get();
     if (!pb) return false;
     const int nr = k->nr;
@@ -174,7 +174,7 @@ bool nb_sgemm_packed(const nb_sgemm_kernel *k, float *c, const float *a, int64_t
             } else {
                 pack_b(pb->b, b0, brs, bcs, kc, nc, nr);
             }
-            run_block(k, pb->a, c + j0, cols, a + p0 * acs, ars, acs, &bs, rows, kc, nc,
+            run_block(k, pb->a, c + j0, ldc, a + p0 * acs, ars, acs, &bs, rows, kc, nc,
                       add || p0 > 0);
         }
     }

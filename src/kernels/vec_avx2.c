@@ -279,6 +279,18 @@ ATTR static void gelu_bwd(float *dx, const float *x, const float *dy, size_t n, 
     }
 }
 
+/* row by row through exp_affine_sum */
+static void exp_affine_rows(float *x, size_t ld, const int64_t *lim, size_t rows, size_t n,
+                            float scale, const float *bias, const float *m, float *sum) {
+    for (size_t r = 0; r < rows; r++) {
+        float *xr = x + r * ld;
+        size_t k = (size_t)lim[r];
+        float s = exp_affine_sum(xr, xr, scale, bias, m[r], k);
+        if (sum) sum[r] = s;
+        if (k < n) memset(xr + k, 0, (n - k) * sizeof(float));
+    }
+}
+
 /* AVX2 has no 64-bit lane multiply: the mask's draws one by one */
 static void pcg32_keep_scalar(nb_pcg32 *rng, uint8_t *keep, size_t n, uint32_t threshold) {
     for (size_t c = 0; c < n; c++) keep[c] = (nb_pcg32_next(rng) >> 8) >= threshold;
@@ -287,5 +299,6 @@ static void pcg32_keep_scalar(nb_pcg32 *rng, uint8_t *keep, size_t n, uint32_t t
 const nb_vec_kernels nb_vec_avx2 = {"avx2",      max,      exp_sub_sum, scale,
                                     add,         softmax_bwd, dropout, dropout_bwd,
                                     adam,        nb_pcg32_fill, pcg32_keep_scalar, gelu,
-                                    gelu_bwd,    exp_affine_sum};
+                                    gelu_bwd,    exp_affine_sum, nb_vec_transpose_portable,
+                                    nb_vec_max_affine_rows_portable, exp_affine_rows};
 #endif

@@ -315,8 +315,94 @@ ATTR static void gelu_bwd(float *dx, const float *x, const float *dy, size_t n, 
     }
 }
 
+/* One 16 x 16 block: rows of src (lds apart) to columns of dst (ldd apart)
+ * in three rounds of shuffles. After the 32-bit and 64-bit unpacks, u[g][c]
+ * holds, in its 128-bit lane L, column 4L + c of rows 4g .. 4g + 3; the
+ * 128-bit lane shuffles then gather lane L of u[0..3][c] into dst row
+ * 4L + c. */
+ATTR static void transpose16(float *dst, size_t ldd, const float *src, size_t lds) {
+    __m512 r[16], t[16], u[16];
+    for (int i = 0; i < 16; i++) r[i] = _mm512_loadu_ps(src + (size_t)i * lds);
+    for (int i = 0; i < 8; i++) {
+        t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+    for (int g = 0; g < 4; g++) {
+        __m512d a = _mm512_castps_pd(t[4 * g]), b = _mm512_castps_pd(t[4 * g + 1]);
+        __m512d c = _mm512_castps_pd(t[4 * g + 2]), d = _mm512_castps_pd(t[4 * g + 3]);
+        u[4 * g] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, c));
+        u[4 * g + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, c));
+        u[4 * g + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(b, d));
+        u[4 * g + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b, d));
+    }
+    for (int c = 0; c < 4; c++) {
+        __m512 v0 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0x44);
+        __m512 v1 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0xEE);
+        __m512 v2 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0x44);
+        __m512 v3 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0xEE);
+        _mm512_storeu_ps(dst + (size_t)c * ldd, _mm512_shuffle_f32x4(v0, v2, 0x88));
+        _mm512_storeu_ps(dst + (size_t)(4 + c) * ldd, _mm512_shuffle_f32x4(v0, v2, 0xDD));
+        _mm512_storeu_ps(dst + (size_t)(8 + c) * ldd, _mm512_shuffle_f32x4(v1, v3, 0x88));
+        _mm512_storeu_ps(dst + (size_t)(12 + c) * ldd, _mm512_shuffle_f32x4(v1, v3, 0xDD));
+    }
+}
+
+/* whole 16 x 16 blocks with shuffles, the edges element by element */
+ATTR static void transpose(float *dst, const float *src, size_t ld, size_t rows, size_t cols) {
+    size_t r16 = rows - rows % 16, c16 = cols - cols % 16;
+    for (size_t j = 0; j < r16; j += 16)
+        for (size_t d = 0; d < c16; d += 16) transpose16(dst + d * rows + j, rows, src + j * ld + d, ld);
+    for (size_t j = 0; j < rows; j++)
+        for (size_t d = j < r16 ? c16 : 0; d < cols; d++) dst[d * rows + j] = src[j * ld + d];
+}
+
+/* Lane maxima (a NaN noted in a mask, as max does), then the largest lane. */
+ATTR static void max_affine_rows(float *mx, const float *x, size_t ld, const int64_t *lim,
+                                 size_t rows, float scale, const float *bias) {
+    __m512 sv = _mm512_set1_ps(scale), ninf = _mm512_set1_ps(-INFINITY);
+    for (size_t r = 0; r < rows; r++) {
+        const float *xr = x + r * ld;
+        size_t n = (size_t)lim[r];
+        __m512 m = ninf;
+        __mmask16 nan_ = 0;
+        for (size_t j = 0; j < n; j += 16) {
+            __mmask16 k = tail_mask(n - j);
+            __m512 t = _mm512_add_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(k, xr + j), sv),
+                                     _mm512_maskz_loadu_ps(k, bias + j));
+            nan_ |= _mm512_mask_cmp_ps_mask(k, t, t, _CMP_UNORD_Q);
+            m = _mm512_mask_max_ps(m, k, m, t);
+        }
+        mx[r] = nan_ ? NAN : _mm512_reduce_max_ps(m);
+    }
+}
+
+/* exp_affine_sum's lanes and tree per row; the zeros after lim stored in
+ * the same pass */
+ATTR static void exp_affine_rows(float *x, size_t ld, const int64_t *lim, size_t rows, size_t n,
+                                 float scale, const float *bias, const float *m, float *sum) {
+    __m512 sv = _mm512_set1_ps(scale);
+    for (size_t r = 0; r < rows; r++) {
+        float *xr = x + r * ld;
+        size_t vis = (size_t)lim[r];
+        __m512 acc = _mm512_setzero_ps(), mv = _mm512_set1_ps(m[r]);
+        for (size_t j = 0; j < vis; j += 16) {
+            __mmask16 k = tail_mask(vis - j), kn = tail_mask(n - j);
+            __m512 t = _mm512_add_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(k, xr + j), sv),
+                                     _mm512_maskz_loadu_ps(k, bias + j));
+            __m512 e = exp16(_mm512_sub_ps(t, mv));
+            _mm512_mask_storeu_ps(xr + j, kn, _mm512_maskz_mov_ps(k, e));
+            acc = _mm512_mask_add_ps(acc, k, acc, e);
+        }
+        size_t z = (vis + 15) / 16 * 16; /* the first column no exp pass stored */
+        for (size_t j = z; j < n; j += 16)
+            _mm512_mask_storeu_ps(xr + j, tail_mask(n - j), _mm512_setzero_ps());
+        if (sum) sum[r] = sum16(acc);
+    }
+}
+
 const nb_vec_kernels nb_vec_avx512 = {"avx512", max,        exp_sub_sum, scale,
                                       add,      softmax_bwd, dropout,    dropout_bwd,
                                       adam,     pcg32_fill,  pcg32_keep, gelu,       gelu_bwd,
-                                      exp_affine_sum};
+                                      exp_affine_sum, transpose, max_affine_rows,
+                                      exp_affine_rows};
 #endif

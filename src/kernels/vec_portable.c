@@ -190,9 +190,49 @@ static void gelu_bwd(float *dx, const float *x, const float *dy, size_t n, int t
     }
 }
 
+/* 8 source rows at a time, so each destination row gets whole runs of 8 */
+void nb_vec_transpose_portable(float *dst, const float *src, size_t ld, size_t rows,
+                               size_t cols) {
+    size_t j0 = 0;
+    for (; j0 + 8 <= rows; j0 += 8)
+        for (size_t d = 0; d < cols; d++)
+            for (size_t jj = 0; jj < 8; jj++) dst[d * rows + j0 + jj] = src[(j0 + jj) * ld + d];
+    for (size_t j = j0; j < rows; j++)
+        for (size_t d = 0; d < cols; d++) dst[d * rows + j] = src[j * ld + d];
+}
+
+void nb_vec_max_affine_rows_portable(float *mx, const float *x, size_t ld, const int64_t *lim,
+                                     size_t rows, float scale, const float *bias) {
+    for (size_t r = 0; r < rows; r++) {
+        const float *xr = x + r * ld;
+        float m = -INFINITY;
+        bool nan_ = false;
+        for (int64_t c = 0; c < lim[r]; c++) {
+            float t = xr[c] * scale;
+            t = t + bias[c];
+            m = t > m ? t : m;
+            nan_ |= isnan(t);
+        }
+        mx[r] = nan_ ? NAN : m;
+    }
+}
+
+static void exp_affine_rows(float *x, size_t ld, const int64_t *lim, size_t rows, size_t n,
+                            float scale, const float *bias, const float *m, float *sum) {
+    for (size_t r = 0; r < rows; r++) {
+        float *xr = x + r * ld;
+        size_t k = (size_t)lim[r];
+        float s = exp_affine_sum(xr, xr, scale, bias, m[r], k);
+        if (sum) sum[r] = s;
+        if (k < n) memset(xr + k, 0, (n - k) * sizeof(float));
+    }
+}
+
 const nb_vec_kernels nb_vec_portable = {"portable", max, exp_sub_sum, scale, add, softmax_bwd,
                                         dropout, dropout_bwd, adam, nb_pcg32_fill, pcg32_keep,
-                                        gelu, gelu_bwd, exp_affine_sum};
+                                        gelu, gelu_bwd, exp_affine_sum,
+                                        nb_vec_transpose_portable,
+                                        nb_vec_max_affine_rows_portable, exp_affine_rows};
 
 /* Chosen once, by whichever thread asks first (pthread_once: workers may). */
 static const nb_vec_kernels *vec_best;

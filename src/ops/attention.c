@@ -29,6 +29,13 @@
 
 #define SDPA_BQ 64 /* query rows per tile */
 #define SDPA_BK 64 /* keys per tile */
+/* Rows per group in a tile's products: under the causal mask, a group of
+ * queries multiplies only the keys its last row sees, and a group of keys
+ * only the queries from the first that sees it, about 5/8 of a 64 x 64
+ * tile's work on the diagonal. Both tiles' sizes are multiples of it, so
+ * the query and key groups line up (see the backward). */
+#define SDPA_RG 16
+_Static_assert(SDPA_BQ % SDPA_RG == 0 && SDPA_BK % SDPA_RG == 0, "tiles of whole groups");
 
 /* One call: sizes, data, and what the masks hide. */
 typedef struct sdpa_job {

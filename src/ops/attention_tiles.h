@@ -14,41 +14,55 @@
 #define SDPA_CAT(a, b) SDPA_CAT2(a, b)
 #define SDPA_FN(name) SDPA_CAT(name, SDPA_T)
 #define SDPA_GEMM SDPA_CAT(nb_gemm, SDPA_T)
+#define SDPA_GEMM_LDC(c, ld_c, ...) SDPA_CAT(SDPA_CAT(nb_gemm, SDPA_T), ldc)(c, ld_c, __VA_ARGS__)
 #define SDPA_EXP(x) _Generic((SDPA_T)0, float: expf, default: exp)(x)
 #define SDPA_LOG(x) _Generic((SDPA_T)0, float: logf, default: log)(x)
 
-/* The max over c < lim of x[c] * scale + colbias[c] (-inf when lim is 0,
- * NaN if one is NaN), without storing the scaled scores. */
-static inline SDPA_T SDPA_FN(row_max)(const SDPA_T *x, int64_t lim, SDPA_T scale,
-                                      const SDPA_T *colbias) {
-    SDPA_T mx = -INFINITY;
-    bool nan_ = false;
-    for (int64_t c = 0; c < lim; c++) {
-        SDPA_T t = x[c] * scale + colbias[c];
-        mx = t > mx ? t : mx;
-        nan_ |= isnan(t);
+/* mx[r] = the max over c < lim[r] of x[r ld + c] * scale + colbias[c] for
+ * rows r < rows (-inf when lim[r] is 0, NaN if one is NaN), without storing
+ * the scaled scores. float: one SIMD kernel call for the tile. */
+static inline void SDPA_FN(max_rows)(SDPA_T *mx, const SDPA_T *x, int64_t ld,
+                                     const int64_t *lim, int64_t rows, SDPA_T scale,
+                                     const SDPA_T *colbias) {
+#if SDPA_IS_FLOAT
+    nb_vec()->max_affine_rows(mx, x, (size_t)ld, lim, (size_t)rows, scale, colbias);
+#else
+    for (int64_t r = 0; r < rows; r++) {
+        SDPA_T m = -INFINITY;
+        bool nan_ = false;
+        for (int64_t c = 0; c < lim[r]; c++) {
+            SDPA_T t = x[r * ld + c] * scale + colbias[c];
+            m = t > m ? t : m;
+            nan_ |= isnan(t);
+        }
+        mx[r] = nan_ ? (SDPA_T)NAN : m;
     }
-    return nan_ ? (SDPA_T)NAN : mx;
+#endif
 }
 
-/* x[c] = exp(x[c] * scale + colbias[c] - m) for c < lim (a padded key,
- * colbias -inf, giving 0), 0 for lim <= c < n: a row of scores straight
- * from the products, only its visible part exponentiated; returns the sum.
- * float: one SIMD kernel call (its fixed order of partial sums); double:
- * libm's exp. */
-static inline SDPA_T SDPA_FN(exp_scores)(SDPA_T *x, int64_t lim, int64_t n, SDPA_T scale,
-                                         const SDPA_T *colbias, SDPA_T m) {
-    if (lim < n) memset(x + lim, 0, (size_t)(n - lim) * sizeof(SDPA_T));
+/* For rows r < rows of x (ld apart): x[c] = exp(x[c] * scale + colbias[c]
+ * - m[r]) for c < lim[r] (a padded key, colbias -inf, giving 0), 0 for
+ * lim[r] <= c < n: scores straight from the products, only their visible
+ * part exponentiated; sum[r] = the row's sum when sum is not NULL. float:
+ * one SIMD kernel call (its fixed order of partial sums); double: libm's
+ * exp. */
+static inline void SDPA_FN(exp_rows)(SDPA_T *x, int64_t ld, const int64_t *lim, int64_t rows,
+                                     int64_t n, SDPA_T scale, const SDPA_T *colbias,
+                                     const SDPA_T *m, SDPA_T *sum) {
 #if SDPA_IS_FLOAT
-    return lim > 0 ? nb_vec()->exp_affine_sum(x, x, scale, colbias, m, (size_t)lim) : 0;
+    nb_vec()->exp_affine_rows(x, (size_t)ld, lim, (size_t)rows, (size_t)n, scale, colbias, m,
+                              sum);
 #else
-    double sum = 0;
-    for (int64_t c = 0; c < lim; c++) {
-        double t = x[c] * scale + colbias[c];
-        x[c] = t == -INFINITY ? 0 : exp(t - m);
-        sum += x[c];
+    for (int64_t r = 0; r < rows; r++) {
+        double *xr = x + r * ld, s = 0;
+        for (int64_t c = 0; c < lim[r]; c++) {
+            double t = xr[c] * scale + colbias[c];
+            xr[c] = t == -INFINITY ? 0 : exp(t - m[r]);
+            s += xr[c];
+        }
+        if (lim[r] < n) memset(xr + lim[r], 0, (size_t)(n - lim[r]) * sizeof(double));
+        if (sum) sum[r] = s;
     }
-    return sum;
 #endif
 }
 
@@ -97,15 +111,16 @@ static inline SDPA_T SDPA_FN(dot_row)(const SDPA_T *restrict x, const SDPA_T *re
 }
 
 /* dst (cols, rows) = src (rows, cols)^T, src's rows ld apart: K^T and V^T
- * of a head, so that the tile products read them row by row. */
+ * of a head, so that the tile products read them row by row. float: the
+ * SIMD kernel (16 x 16 blocks of shuffles). */
 static void SDPA_FN(transpose)(SDPA_T *restrict dst, const SDPA_T *restrict src, int64_t ld,
                                int64_t rows, int64_t cols) {
-    int64_t j0 = 0;
-    for (; j0 + 8 <= rows; j0 += 8) /* 8 source rows at once: whole lines written */
-        for (int64_t d = 0; d < cols; d++)
-            for (int jj = 0; jj < 8; jj++) dst[d * rows + j0 + jj] = src[(j0 + jj) * ld + d];
-    for (int64_t j = j0; j < rows; j++)
+#if SDPA_IS_FLOAT
+    nb_vec()->transpose(dst, src, (size_t)ld, (size_t)rows, (size_t)cols);
+#else
+    for (int64_t j = 0; j < rows; j++)
         for (int64_t d = 0; d < cols; d++) dst[d * rows + j] = src[j * ld + d];
+#endif
 }
 
 /* colbias for keys [j0, j0 + bk) of batch b: -inf for padding, else 0. */
@@ -125,7 +140,7 @@ static inline void SDPA_FN(pad_bias)(const sdpa_job *J, int64_t b, int64_t j0, i
  * and a row with nothing visible (l = 0) gets out = 0, lse = -inf.
  * acc is this tile's (bq, hdv) block of the (B, H, Tq, hdv) scratch; K^T
  * comes from the (B, H, hd, Tk) scratch kt. */
-static void SDPA_FN(sdpa_forward_tile)(const sdpa_job *J, int64_t b, int64_t h, int64_t qt) {
+NB_HOT static void SDPA_FN(sdpa_forward_tile)(const sdpa_job *J, int64_t b, int64_t h, int64_t qt) {
     typedef SDPA_T T;
     const int64_t H = J->H, Tq = J->Tq, Tk = J->Tk, hd = J->hd, hdv = J->hdv;
     const int64_t ldq = H * hd, ldv = H * hdv;
@@ -136,28 +151,35 @@ static void SDPA_FN(sdpa_forward_tile)(const sdpa_job *J, int64_t b, int64_t h, 
     T *acc = (T *)J->acc + ((b * H + h) * Tq + i0) * hdv;
     const T scale = (T)J->scale, keep_scale = (T)J->keep_scale;
     T s[SDPA_BQ * SDPA_BK], m[SDPA_BQ], l[SDPA_BQ], mx[SDPA_BQ], sum[SDPA_BQ], colbias[SDPA_BK];
-    int64_t lim[SDPA_BQ];
+    int64_t lim[SDPA_BQ], vis[SDPA_BQ], nc[SDPA_BQ / SDPA_RG];
     uint8_t keep[SDPA_BK];
     memset(acc, 0, (size_t)(bq * hdv) * sizeof(T));
     for (int64_t r = 0; r < bq; r++) m[r] = -INFINITY, l[r] = 0;
     for (int64_t j0 = 0; j0 < Tk; j0 += SDPA_BK) {
         const int64_t bk = Tk - j0 < SDPA_BK ? Tk - j0 : SDPA_BK;
         if (!tile_visible(J, b, i0, bq, j0, bk)) continue;
-        /* s (bq, bk) = Q_tile @ K_tile^T */
-        SDPA_GEMM(s, q, ldq, 1, kt + j0, Tk, 1, bq, hd, bk, false);
+        /* s (bq, bk) = Q_tile @ K_tile^T, each group of rows only as far
+         * as its last row sees (nc[g] keys) */
+        for (int64_t g = 0; g * SDPA_RG < bq; g++) {
+            const int64_t g0 = g * SDPA_RG, gn = bq - g0 < SDPA_RG ? bq - g0 : SDPA_RG;
+            nc[g] = causal_limit(J, i0 + g0 + gn - 1, j0, bk);
+            if (nc[g] > 0)
+                SDPA_GEMM_LDC(s + g0 * bk, bk, q + g0 * ldq, ldq, 1, kt + j0, Tk, 1, gn, hd, nc[g],
+                              false);
+        }
         SDPA_FN(pad_bias)(J, b, j0, bk, colbias);
         /* the rows in passes (masks and maxima, then the exponentials, then
-         * the running statistics) so that short rows' exp chains overlap */
+         * the running statistics), each pass one call for the tile */
+        for (int64_t r = 0; r < bq; r++) lim[r] = causal_limit(J, i0 + r, j0, bk);
+        SDPA_FN(max_rows)(mx, s, bk, lim, bq, scale, colbias);
         for (int64_t r = 0; r < bq; r++) {
-            lim[r] = causal_limit(J, i0 + r, j0, bk);
-            mx[r] = SDPA_FN(row_max)(s + r * bk, lim[r], scale, colbias);
+            mx[r] = mx[r] > m[r] || isnan(mx[r]) ? mx[r] : m[r];
+            vis[r] = mx[r] == -INFINITY ? 0 : lim[r]; /* nothing visible yet: P = 0 */
         }
-        for (int64_t r = 0; r < bq; r++) {
-            T m_new = mx[r] > m[r] || isnan(mx[r]) ? mx[r] : m[r];
-            mx[r] = m_new;
-            /* nothing visible yet in this row: P = 0 */
-            sum[r] = SDPA_FN(exp_scores)(s + r * bk, m_new == -INFINITY ? 0 : lim[r], bk, scale,
-                                         colbias, m_new);
+        for (int64_t g = 0; g * SDPA_RG < bq; g++) {
+            const int64_t g0 = g * SDPA_RG, gn = bq - g0 < SDPA_RG ? bq - g0 : SDPA_RG;
+            SDPA_FN(exp_rows)(s + g0 * bk, bk, vis + g0, gn, nc[g], scale, colbias, mx + g0,
+                              sum + g0);
         }
         for (int64_t r = 0; r < bq; r++) {
             T *x = s + r * bk, m_new = mx[r];
@@ -168,11 +190,16 @@ static void SDPA_FN(sdpa_forward_tile)(const sdpa_job *J, int64_t b, int64_t h, 
             if (alpha != 1) SDPA_FN(scale_in_place)(acc + r * hdv, alpha, hdv);
             if (J->dropout) {
                 keep_row(J, b, h, i0 + r, j0, bk, keep);
-                for (int64_t c = 0; c < bk; c++) x[c] *= (T)keep[c] * keep_scale;
+                for (int64_t c = 0; c < nc[r / SDPA_RG]; c++) x[c] *= (T)keep[c] * keep_scale;
             }
         }
-        /* acc (bq, hdv) += P_tile @ V_tile */
-        SDPA_GEMM(acc, s, bk, 1, v + j0 * ldv, ldv, 1, bq, bk, hdv, true);
+        /* acc (bq, hdv) += P_tile @ V_tile, each group over the keys it sees */
+        for (int64_t g = 0; g * SDPA_RG < bq; g++) {
+            const int64_t g0 = g * SDPA_RG, gn = bq - g0 < SDPA_RG ? bq - g0 : SDPA_RG;
+            if (nc[g] > 0)
+                SDPA_GEMM(acc + g0 * hdv, s + g0 * bk, bk, 1, v + j0 * ldv, ldv, 1, gn, nc[g], hdv,
+                          true);
+        }
     }
     T *o = (T *)J->o + (b * Tq + i0) * ldv + h * hdv;
     T *lse = (T *)J->lse + (b * H + h) * Tq + i0;
@@ -193,7 +220,7 @@ static void SDPA_FN(sdpa_forward_tile)(const sdpa_job *J, int64_t b, int64_t h, 
  * scratch (Tq, hd), (Tk, hd), (Tk, hdv), then are added into the gradients
  * (K^T and V^T are copied next to them first);
  * one thread owns the whole head, so the order of every sum is fixed. */
-static void SDPA_FN(sdpa_backward_head)(const sdpa_job *J, int64_t b, int64_t h) {
+NB_HOT static void SDPA_FN(sdpa_backward_head)(const sdpa_job *J, int64_t b, int64_t h) {
     typedef SDPA_T T;
     const int64_t H = J->H, Tq = J->Tq, Tk = J->Tk, hd = J->hd, hdv = J->hdv;
     const int64_t ldq = H * hd, ldv = H * hdv;
@@ -208,7 +235,7 @@ static void SDPA_FN(sdpa_backward_head)(const sdpa_job *J, int64_t b, int64_t h)
     T *kt = dv + Tk * hdv, *vt = kt + hd * Tk; /* K^T (hd, Tk), V^T (hdv, Tk) */
     const T scale = (T)J->scale, keep_scale = (T)J->keep_scale;
     T p[SDPA_BQ * SDPA_BK], dp[SDPA_BQ * SDPA_BK], dd[SDPA_BQ], colbias[SDPA_BK];
-    int64_t lim[SDPA_BQ];
+    int64_t lim[SDPA_BQ], nc[SDPA_BQ / SDPA_RG];
     uint8_t keep[SDPA_BK];
     memset(dq, 0, (size_t)(Tq * hd + Tk * hd + Tk * hdv) * sizeof(T));
     SDPA_FN(transpose)(kt, k, ldq, Tk, hd);
@@ -220,30 +247,60 @@ static void SDPA_FN(sdpa_backward_head)(const sdpa_job *J, int64_t b, int64_t h)
         for (int64_t j0 = 0; j0 < Tk; j0 += SDPA_BK) {
             const int64_t bk = Tk - j0 < SDPA_BK ? Tk - j0 : SDPA_BK;
             if (!tile_visible(J, b, i0, bq, j0, bk)) continue;
-            SDPA_GEMM(p, qt, ldq, 1, kt + j0, Tk, 1, bq, hd, bk, false);    /* Q K^T */
-            SDPA_GEMM(dp, dot, ldv, 1, vt + j0, Tk, 1, bq, hdv, bk, false); /* dO V^T */
+            for (int64_t g = 0; g * SDPA_RG < bq; g++) { /* Q K^T, dO V^T as far as seen */
+                const int64_t g0 = g * SDPA_RG, gn = bq - g0 < SDPA_RG ? bq - g0 : SDPA_RG;
+                nc[g] = causal_limit(J, i0 + g0 + gn - 1, j0, bk);
+                if (nc[g] == 0) continue;
+                SDPA_GEMM_LDC(p + g0 * bk, bk, qt + g0 * ldq, ldq, 1, kt + j0, Tk, 1, gn, hd,
+                              nc[g], false);
+                SDPA_GEMM_LDC(dp + g0 * bk, bk, dot + g0 * ldv, ldv, 1, vt + j0, Tk, 1, gn, hdv,
+                              nc[g], false);
+            }
             SDPA_FN(pad_bias)(J, b, j0, bk, colbias);
-            for (int64_t r = 0; r < bq; r++) { /* P; a query that sees nothing: 0 */
+            for (int64_t r = 0; r < bq; r++) /* P; a query that sees nothing: 0 */
                 lim[r] = lse[i0 + r] == -INFINITY ? 0 : causal_limit(J, i0 + r, j0, bk);
-                SDPA_FN(exp_scores)(p + r * bk, lim[r], bk, scale, colbias, lse[i0 + r]);
+            for (int64_t g = 0; g * SDPA_RG < bq; g++) {
+                const int64_t g0 = g * SDPA_RG, gn = bq - g0 < SDPA_RG ? bq - g0 : SDPA_RG;
+                SDPA_FN(exp_rows)(p + g0 * bk, bk, lim + g0, gn, nc[g], scale, colbias,
+                                  lse + i0 + g0, NULL);
             }
             for (int64_t r = 0; r < bq; r++) {
                 T *pr = p + r * bk, *dpr = dp + r * bk;
+                const int64_t n = nc[r / SDPA_RG];
                 if (J->dropout) {
                     keep_row(J, b, h, i0 + r, j0, bk, keep);
-                    for (int64_t c = 0; c < bk; c++) {
+                    for (int64_t c = 0; c < n; c++) {
                         T z = (T)keep[c] * keep_scale, pc = pr[c];
                         pr[c] = pc * z; /* Pd, for dV */
                         dpr[c] = pc * (dpr[c] * z - dd[r]) * scale;
                     }
                 } else {
-                    for (int64_t c = 0; c < bk; c++) dpr[c] = pr[c] * (dpr[c] - dd[r]) * scale;
+                    for (int64_t c = 0; c < n; c++) dpr[c] = pr[c] * (dpr[c] - dd[r]) * scale;
                 }
             }
-            /* dV += Pd^T dO; dQ += dS K; dK += dS^T Q (dp holds scale * dS) */
-            if (J->gv) SDPA_GEMM(dv + j0 * hdv, p, 1, bk, dot, ldv, 1, bk, bq, hdv, true);
-            if (J->gq) SDPA_GEMM(dq + i0 * hd, dp, bk, 1, k + j0 * ldq, ldq, 1, bq, bk, hd, true);
-            if (J->gk) SDPA_GEMM(dk + j0 * hd, dp, 1, bk, qt, ldq, 1, bk, bq, hd, true);
+            /* dV += Pd^T dO and dK += dS^T Q by groups of keys, each over
+             * the queries from the first that sees it (qs); dQ += dS K by
+             * groups of queries, each over the keys it sees (dp holds
+             * scale * dS). Groups start SDPA_RG apart in both tiles, so a
+             * group of keys reads only scores its queries computed. */
+            for (int64_t c0 = 0; c0 < bk; c0 += SDPA_RG) {
+                const int64_t cn = bk - c0 < SDPA_RG ? bk - c0 : SDPA_RG;
+                int64_t qs = J->causal ? j0 + c0 - i0 : 0;
+                qs = qs < 0 ? 0 : qs;
+                if (qs >= bq) break;
+                if (J->gv)
+                    SDPA_GEMM(dv + (j0 + c0) * hdv, p + qs * bk + c0, 1, bk, dot + qs * ldv, ldv, 1,
+                              cn, bq - qs, hdv, true);
+                if (J->gk)
+                    SDPA_GEMM(dk + (j0 + c0) * hd, dp + qs * bk + c0, 1, bk, qt + qs * ldq, ldq, 1,
+                              cn, bq - qs, hd, true);
+            }
+            for (int64_t g = 0; J->gq && g * SDPA_RG < bq; g++) {
+                const int64_t g0 = g * SDPA_RG, gn = bq - g0 < SDPA_RG ? bq - g0 : SDPA_RG;
+                if (nc[g] > 0)
+                    SDPA_GEMM(dq + (i0 + g0) * hd, dp + g0 * bk, bk, 1, k + j0 * ldq, ldq, 1, gn,
+                              nc[g], hd, true);
+            }
         }
     }
     /* into the gradients, (B, T, H, hd) like the inputs */
@@ -260,6 +317,7 @@ static void SDPA_FN(sdpa_backward_head)(const sdpa_job *J, int64_t b, int64_t h)
 #undef SDPA_CAT
 #undef SDPA_FN
 #undef SDPA_GEMM
+#undef SDPA_GEMM_LDC
 #undef SDPA_EXP
 #undef SDPA_LOG
 #undef SDPA_IS_FLOAT

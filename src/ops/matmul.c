@@ -90,7 +90,7 @@
  * (one row, for the last rows) and gemm_<T>_<ISA>:
  *
  *   c (rows, cols) += a (rows, inner) @ b (inner, cols), or = when !add
- *     c contiguous; a's element (i, p) at a[i * ars + p * acs];
+ *     c's rows ldc apart; a's element (i, p) at a[i * ars + p * acs];
  *     b's element (p, j) at b[p * brs + j * bcs]. */
 #define MM_DEFINE(T, ISA, MR, NR_BYTES, MADD, ATTR)                               \
     enum { MM_NR_##T##_##ISA = (int)((NR_BYTES) / sizeof(T)) };                   \
@@ -107,11 +107,11 @@
                                         int64_t ldb, int64_t kc, bool add)        \
         MM_TILE(T, 1, MM_NR_##T##_##ISA, MADD)                                    \
                                                                                   \
-    ATTR static void gemm_##T##_##ISA(T *restrict c, const T *restrict a,         \
-                                      int64_t ars, int64_t acs,                   \
-                                      const T *restrict b, int64_t brs,           \
-                                      int64_t bcs, int64_t rows, int64_t inner,   \
-                                      int64_t cols, bool add) {                   \
+    ATTR static void gemm_##T##_##ISA(T *restrict c, int64_t ldc,                 \
+                                      const T *restrict a, int64_t ars,           \
+                                      int64_t acs, const T *restrict b,           \
+                                      int64_t brs, int64_t bcs, int64_t rows,     \
+                                      int64_t inner, int64_t cols, bool add) {    \
         enum { NR = MM_NR_##T##_##ISA };                                          \
         T panel[MM_KC * NR];                                                      \
         for (int64_t p0 = 0; p0 < inner; p0 += MM_KC) {                           \
@@ -135,10 +135,10 @@
                 T *cp = c + j0;                                                   \
                 int64_t i = 0;                                                    \
                 for (; i + (MR) <= rows; i += (MR))                               \
-                    tile_mr_##T##_##ISA(cp + i * cols, cols, nr, ap + i * ars,    \
+                    tile_mr_##T##_##ISA(cp + i * ldc, ldc, nr, ap + i * ars,      \
                                         ars, acs, strip, ldb, kc, add || p0 > 0); \
                 for (; i < rows; i++)                                             \
-                    tile_1_##T##_##ISA(cp + i * cols, cols, nr, ap + i * ars,     \
+                    tile_1_##T##_##ISA(cp + i * ldc, ldc, nr, ap + i * ars,       \
                                        ars, acs, strip, ldb, kc, add || p0 > 0);  \
             }                                                                     \
         }                                                                         \
@@ -171,24 +171,24 @@ static bool mm_have_avx2(void) {
 #if MM_AVX2
 /* The unpacked AVX2 build where the CPU runs it, else the portable one. */
 #define MM_GEMM_UNPACKED(T)                                                       \
-    static void gemm_unpacked_##T(T *c, const T *a, int64_t ars, int64_t acs,     \
-                                  const T *b, int64_t brs, int64_t bcs,           \
-                                  int64_t rows, int64_t inner, int64_t cols,      \
-                                  bool add) {                                     \
+    static void gemm_unpacked_##T(T *c, int64_t ldc, const T *a, int64_t ars,     \
+                                  int64_t acs, const T *b, int64_t brs,           \
+                                  int64_t bcs, int64_t rows, int64_t inner,       \
+                                  int64_t cols, bool add) {                       \
         if (!mm_have_avx2())                                                      \
-            gemm_##T##_base(c, a, ars, acs, b, brs, bcs, rows, inner, cols, add); \
+            gemm_##T##_base(c, ldc, a, ars, acs, b, brs, bcs, rows, inner, cols, add); \
         else if (cols <= MM_NR_##T##_avx2n && rows >= 8)                          \
-            gemm_##T##_avx2n(c, a, ars, acs, b, brs, bcs, rows, inner, cols, add);    \
+            gemm_##T##_avx2n(c, ldc, a, ars, acs, b, brs, bcs, rows, inner, cols, add); \
         else                                                                      \
-            gemm_##T##_avx2(c, a, ars, acs, b, brs, bcs, rows, inner, cols, add); \
+            gemm_##T##_avx2(c, ldc, a, ars, acs, b, brs, bcs, rows, inner, cols, add); \
     }
 #else
 #define MM_GEMM_UNPACKED(T)                                                       \
-    static void gemm_unpacked_##T(T *c, const T *a, int64_t ars, int64_t acs,     \
-                                  const T *b, int64_t brs, int64_t bcs,           \
-                                  int64_t rows, int64_t inner, int64_t cols,      \
-                                  bool add) {                                     \
-        gemm_##T##_base(c, a, ars, acs, b, brs, bcs, rows, inner, cols, add);     \
+    static void gemm_unpacked_##T(T *c, int64_t ldc, const T *a, int64_t ars,     \
+                                  int64_t acs, const T *b, int64_t brs,           \
+                                  int64_t bcs, int64_t rows, int64_t inner,       \
+                                  int64_t cols, bool add) {                       \
+        gemm_##T##_base(c, ldc, a, ars, acs, b, brs, bcs, rows, inner, cols, add); \
     }
 #endif
 MM_GEMM_UNPACKED(float)
@@ -213,14 +213,23 @@ static const nb_sgemm_kernel *sgemm_kernel(void) {
     return sgemm_best;
 }
 
+void nb_gemm_float_ldc(float *c, int64_t ldc, const float *a, int64_t ars, int64_t acs,
+                       const float *b, int64_t brs, int64_t bcs, int64_t rows, int64_t inner,
+                       int64_t cols, bool add) {
+    const nb_sgemm_kernel *k = sgemm_kernel();
+    /* small products pay for packing b more than the kernel saves, unless b
+     * is read in place (the fused attention's groups of 16 rows) */
+    if (k && rows >= k->mr && cols >= 16 &&
+        (rows * inner * cols >= 32768 || nb_sgemm_b_in_place(brs, bcs)) &&
+        nb_sgemm_packed(k, c, ldc, a, ars, acs, b, brs, bcs, rows, inner, cols, add))
+        return;
+    gemm_unpacked_float(c, ldc, a, ars, acs, b, brs, bcs, rows, inner, cols, add);
+}
+
 void nb_gemm_float(float *c, const float *a, int64_t ars, int64_t acs, const float *b,
                    int64_t brs, int64_t bcs, int64_t rows, int64_t inner, int64_t cols,
                    bool add) {
-    const nb_sgemm_kernel *k = sgemm_kernel();
-    if (k && rows >= k->mr && cols >= 16 && rows * inner * cols >= 32768 &&
-        nb_sgemm_packed(k, c, a, ars, acs, b, brs, bcs, rows, inner, cols, add))
-        return;
-    gemm_unpacked_float(c, a, ars, acs, b, brs, bcs, rows, inner, cols, add);
+    nb_gemm_float_ldc(c, cols, a, ars, acs, b, brs, bcs, rows, inner, cols, add);
 }
 
 /* ---- one float gemm on every thread ---------------------------------------------
@@ -282,10 +291,16 @@ void nb_gemm_float_par(float *c, const float *bias, const float *a, int64_t ars,
     nb_parallel_for((rows + j.unit - 1) / j.unit, grain, gemm_par_range, &j);
 }
 
+void nb_gemm_double_ldc(double *c, int64_t ldc, const double *a, int64_t ars, int64_t acs,
+                        const double *b, int64_t brs, int64_t bcs, int64_t rows, int64_t inner,
+                        int64_t cols, bool add) {
+    gemm_unpacked_double(c, ldc, a, ars, acs, b, brs, bcs, rows, inner, cols, add);
+}
+
 void nb_gemm_double(double *c, const double *a, int64_t ars, int64_t acs, const double *b,
                     int64_t brs, int64_t bcs, int64_t rows, int64_t inner, int64_t cols,
                     bool add) {
-    gemm_unpacked_double(c, a, ars, acs, b, brs, bcs, rows, inner, cols, add);
+    gemm_unpacked_double(c, cols, a, ars, acs, b, brs, bcs, rows, inner, cols, add);
 }
 
 /* ---- shapes ------------------------------------------------------------------ */
