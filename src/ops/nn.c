@@ -490,7 +490,7 @@ enum { LN_ROW_MAX = 4096 }; /* float rows longer than this take the double path 
  *   dx += rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat))
  *   dw += sum over rows of dy * xhat,   db += sum over rows of dy.
  * Reuses the saved (mean, rstd) and x to rebuild xhat. */
-static void ln_bwd_rows_f32(const ln_job *j, int64_t lo, int64_t hi);
+NB_HOT static void ln_bwd_rows_f32(const ln_job *j, int64_t lo, int64_t hi);
 
 static void ln_bwd_rows(void *arg, int64_t lo, int64_t hi) {
     const ln_job *j = arg;
