@@ -1,9 +1,9 @@
 /* core/parallel.c - a small persistent pool of worker threads for the heavy
  * kernels (matmul, linear, softmax, the elementwise ops, dropout, Adam).
  *
- * nb_parallel_for splits [0, n) into chunks that the caller and the workers
- * take in turn from a shared counter, so a thread slowed by other work on
- * the machine takes fewer. Every index is computed by exactly one thread
+ * nb_parallel_for gives each thread a share of [0, n), which it takes in
+ * chunks, then helps the others with theirs, so a thread slowed by other
+ * work on the machine does less (see `share` below). Every index is computed by exactly one thread
  * with the same arithmetic in the same order as with one thread, so results
  * are bit-identical for any thread count: kernels only split over
  * independent outputs, never over a sum. Work below `min_per_thread` items
@@ -12,7 +12,7 @@
  *
  * Dispatch costs microseconds: a job is published by a new generation in
  * an atomic ticket that idle workers poll for a while (some 10 us) before
- * they sleep on a condition variable; the caller takes chunks too, then
+ * they sleep on a condition variable; the caller runs its share too, then
  * polls an atomic count of finished items. A worker that is not scheduled
  * in time just finds no chunk left. No thread is created per job. */
 #include "nb_internal.h"
@@ -26,7 +26,7 @@
 
 #define NB_MAX_THREADS 64
 #define POOL_SPIN 4000        /* polls before a waiting thread sleeps or yields */
-#define POOL_CHUNKS_PER_THREAD 4
+#define POOL_MIN_CHUNKS_PER_SHARE 16
 
 #if defined(__x86_64__) || defined(__i386__)
 #define cpu_relax() __builtin_ia32_pause()
@@ -34,28 +34,46 @@
 #define cpu_relax() ((void)0)
 #endif
 
-/* The job ticket: generation in the top 24 bits, the first index not yet
- * taken in the low 40. Taking a chunk is one compare-and-swap on it, which
+/* A ticket: generation in the top 24 bits, an index in the low 40. The
+ * pool's `job` ticket announces a job (its index unused); each thread's
+ * `home` ticket holds the first index not yet taken of that thread's share
+ * of it. Taking a chunk is one compare-and-swap on a home ticket, which
  * fails once the job is over or replaced, so a worker that wakes late never
  * runs a chunk of a job it did not see start. */
 #define TICKET_IDX_BITS 40
 #define TICKET_IDX_MASK ((UINT64_C(1) << TICKET_IDX_BITS) - 1)
 #define ticket_gen(t) ((unsigned)((t) >> TICKET_IDX_BITS))
 
+/* Thread k's share of a job: indices [k n / parts, (k + 1) n / parts). It
+ * takes its own share front to back, a chunk at a time, then helps the
+ * others with theirs. So with threads running alike the caller computes
+ * the first part of every job and a worker the same later part, and data
+ * one op wrote stays in the cache of the thread the next op reads it on
+ * (a residual add after a linear, layer_norm after the add); a thread held
+ * up by other work on the machine has its share taken by the others. Each
+ * share's ticket has a cache line to itself: a thread taking its own
+ * chunks touches no line another thread is using. */
+typedef struct share {
+    _Alignas(64) _Atomic uint64_t ticket;
+    atomic_llong end;
+} share;
+
 typedef struct pool {
     pthread_mutex_t lock; /* guards sleeping and waking only */
     pthread_cond_t wake;
     pthread_t workers[NB_MAX_THREADS];
     int n_threads;                /* including the caller */
-    _Atomic uint64_t ticket;
+    _Atomic uint64_t job;         /* generation of the current job */
     atomic_llong done;            /* items of the current job finished */
     atomic_int sleepers;          /* workers waiting on `wake` */
     atomic_bool quit;
     atomic_flag busy;             /* a job is running: a second caller runs inline */
-    /* the current job, stored before the ticket names it */
+    /* the current job, stored before the job ticket names it */
     _Atomic(nb_range_fn) fn;
     _Atomic(void *) arg;
-    atomic_llong n, chunk;
+    atomic_llong chunk;
+    atomic_int parts;
+    share home[NB_MAX_THREADS];
 } pool;
 
 static pool the_pool = {
@@ -65,51 +83,72 @@ static pool the_pool = {
     .busy = ATOMIC_FLAG_INIT,
 };
 
-/* Takes chunks of job `gen` until none is left or the job is gone. */
-static void run_chunks(pool *P, unsigned gen) {
+/* Takes one chunk of share s of job `gen` and runs it; returns the items
+ * run, 0 when the share is used up or the job is gone. The chunk is half of
+ * what is left of the share, but not under the job's smallest chunk, so a
+ * share goes in a few chunks and a helper takes half of what remains. */
+static int64_t take_chunk(pool *P, share *s, unsigned gen) {
     for (;;) {
-        uint64_t t = atomic_load(&P->ticket);
-        if (ticket_gen(t) != gen) return;
+        uint64_t t = atomic_load(&s->ticket);
+        if (ticket_gen(t) != gen) return 0;
         int64_t b = (int64_t)(t & TICKET_IDX_MASK);
-        int64_t n = atomic_load_explicit(&P->n, memory_order_relaxed);
-        int64_t chunk = atomic_load_explicit(&P->chunk, memory_order_relaxed);
-        nb_range_fn fn = atomic_load_explicit(&P->fn, memory_order_relaxed);
-        void *arg = atomic_load_explicit(&P->arg, memory_order_relaxed);
-        if (b >= n) return;
-        int64_t e = b + chunk < n ? b + chunk : n;
-        /* success means job `gen` still runs (chunk b is not done), so the
-         * fields read above are its own */
-        if (!atomic_compare_exchange_weak(&P->ticket, &t, t + (uint64_t)(e - b))) continue;
-        fn(arg, b, e);
-        atomic_fetch_add(&P->done, e - b);
+        int64_t end = atomic_load(&s->end);
+        if (b >= end) return 0;
+        int64_t chunk = atomic_load(&P->chunk);
+        int64_t half = (end - b) / 2;
+        if (half > chunk) chunk = half;
+        int64_t e = b + chunk < end ? b + chunk : end;
+        /* success means job `gen` still runs (this chunk is not done), so
+         * the fields read above are its own: a new job closes every share
+         * before it writes them */
+        if (!atomic_compare_exchange_weak(&s->ticket, &t, t + (uint64_t)(e - b))) continue;
+        nb_range_fn fn = atomic_load(&P->fn);
+        fn(atomic_load(&P->arg), b, e);
+        return e - b;
     }
+}
+
+/* Thread `self` runs its share of job `gen`, then helps with the others',
+ * and counts what it ran into `done` once. */
+static void run_job(pool *P, int self, unsigned gen) {
+    int parts = atomic_load(&P->parts);
+    if (self >= parts) return;
+    int64_t ran = 0, r;
+    for (int k = 0; k < parts; k++) {
+        share *s = &P->home[(self + k) % parts];
+        while ((r = take_chunk(P, s, gen)) > 0) ran += r;
+    }
+    if (ran) atomic_fetch_add(&P->done, ran);
 }
 
 /* Waits for a generation other than `seen` (or quit): spins first, then
  * sleeps. Returns the new generation. */
 static unsigned wait_job(pool *P, unsigned seen) {
     for (int i = 0; i < POOL_SPIN; i++) {
-        unsigned g = ticket_gen(atomic_load(&P->ticket));
+        unsigned g = ticket_gen(atomic_load(&P->job));
         if (g != seen || atomic_load(&P->quit)) return g;
         cpu_relax();
     }
     pthread_mutex_lock(&P->lock);
     atomic_fetch_add(&P->sleepers, 1);
     unsigned g;
-    while ((g = ticket_gen(atomic_load(&P->ticket))) == seen && !atomic_load(&P->quit))
+    while ((g = ticket_gen(atomic_load(&P->job))) == seen && !atomic_load(&P->quit))
         pthread_cond_wait(&P->wake, &P->lock);
     atomic_fetch_sub(&P->sleepers, 1);
     pthread_mutex_unlock(&P->lock);
     return g;
 }
 
+static int worker_index[NB_MAX_THREADS]; /* worker k's argument: k */
+
 static void *worker_main(void *p) {
-    pool *P = p;
+    pool *P = &the_pool;
+    int self = *(int *)p;
     unsigned seen = 0;
     for (;;) {
         seen = wait_job(P, seen);
         if (atomic_load(&P->quit)) break;
-        run_chunks(P, seen);
+        run_job(P, self, seen);
     }
     return NULL;
 }
@@ -124,7 +163,7 @@ static void stop_workers(void) {
     atomic_store(&P->quit, false);
     P->n_threads = 1;
     /* New workers wait for a generation after 0. */
-    atomic_store(&P->ticket, 0);
+    atomic_store(&P->job, 0);
 }
 
 static bool env_read; /* NB_NUM_THREADS is looked at once, at first use */
@@ -136,8 +175,10 @@ static int set_threads(int n) {
     if (n == P->n_threads) return n;
     stop_workers();
     int started = 1;
-    for (int k = 1; k < n; k++, started++)
-        if (pthread_create(&P->workers[k], NULL, worker_main, P) != 0) break;
+    for (int k = 1; k < n; k++, started++) {
+        worker_index[k] = k;
+        if (pthread_create(&P->workers[k], NULL, worker_main, &worker_index[k]) != 0) break;
+    }
     P->n_threads = started;
     return started;
 }
@@ -177,22 +218,35 @@ void nb_parallel_for(int64_t n, int64_t min_per_thread, nb_range_fn fn, void *ar
         fn(arg, 0, n);
         return;
     }
-    int64_t chunk = (n + parts * POOL_CHUNKS_PER_THREAD - 1) / (parts * POOL_CHUNKS_PER_THREAD);
-    if (chunk < min_per_thread) chunk = min_per_thread;
-    atomic_store_explicit(&P->fn, fn, memory_order_relaxed);
-    atomic_store_explicit(&P->arg, arg, memory_order_relaxed);
-    atomic_store_explicit(&P->n, n, memory_order_relaxed);
-    atomic_store_explicit(&P->chunk, chunk, memory_order_relaxed);
-    atomic_store(&P->done, 0);
-    unsigned gen = (ticket_gen(atomic_load(&P->ticket)) + 1) & 0xffffffu;
+    /* the smallest chunk: a sixteenth of a share, or a quarter of the
+     * caller's minimum */
+    int64_t chunk = n / (parts * POOL_MIN_CHUNKS_PER_SHARE);
+    if (chunk < (min_per_thread + 3) / 4) chunk = (min_per_thread + 3) / 4;
+    if (chunk < 1) chunk = 1;
+    unsigned gen = (ticket_gen(atomic_load(&P->job)) + 1) & 0xffffffu;
     if (gen == 0) gen = 1; /* 0 is the generation new workers have seen */
-    atomic_store(&P->ticket, (uint64_t)gen << TICKET_IDX_BITS);
+    uint64_t g = (uint64_t)gen << TICKET_IDX_BITS;
+    /* close every share first (a late helper of the last job then fails its
+     * compare-and-swap rather than read this job's bounds), then the job */
+    for (int k = 0; k < parts; k++) atomic_store(&P->home[k].ticket, g | TICKET_IDX_MASK);
+    /* (sequentially consistent stores and loads: a helper that reads one of
+     * these after the close cannot then succeed in its compare-and-swap) */
+    atomic_store(&P->fn, fn);
+    atomic_store(&P->arg, arg);
+    atomic_store(&P->chunk, chunk);
+    atomic_store(&P->parts, parts);
+    atomic_store(&P->done, 0);
+    for (int k = 0; k < parts; k++) {
+        atomic_store(&P->home[k].end, n / parts * (k + 1) + (n % parts) * (k + 1) / parts);
+        atomic_store(&P->home[k].ticket, g | (uint64_t)(n / parts * k + (n % parts) * k / parts));
+    }
+    atomic_store(&P->job, g);
     if (atomic_load(&P->sleepers) > 0) {
         pthread_mutex_lock(&P->lock);
         pthread_cond_broadcast(&P->wake);
         pthread_mutex_unlock(&P->lock);
     }
-    run_chunks(P, gen);
+    run_job(P, 0, gen);
     for (long spins = 0; atomic_load(&P->done) < n; spins++) {
         if (spins < POOL_SPIN) cpu_relax();
         else sched_yield();
