@@ -1,12 +1,17 @@
 /* core/context.c - the context: an arena that owns a step's tensors, the sticky
  * error, and the switches (grad mode, creation site). */
+#define _DEFAULT_SOURCE 1 /* madvise's MADV_HUGEPAGE (Linux) */
 #include "nb_internal.h"
 
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdlib.h>
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
 
 #define NB_ALIGN 64
+
 #define NB_DEFAULT_RESERVE (1u << 20)
 
 /* Under AddressSanitizer the arena's free space is poisoned, and every
@@ -49,9 +54,28 @@ static unsigned char *chunk_base(nb_chunk *c) {
     return (unsigned char *)((p + NB_ALIGN - 1) & ~(uintptr_t)(NB_ALIGN - 1));
 }
 
-static nb_chunk *chunk_new(nb_ctx *ctx, size_t size) {
-    if (size > SIZE_MAX - sizeof(nb_chunk) - NB_ALIGN) return NULL;
-    nb_chunk *c = malloc(sizeof(nb_chunk) + size + NB_ALIGN);
+/* The chunk that replaces a step's chunks at reset (see nb_ctx_reset), when
+ * it is HUGE_CHUNK bytes or more, starts on a 2 MB boundary and asks the
+ * kernel for transparent huge pages (where it has them, in madvise mode
+ * too): every later step's activations and gradients then need a few TLB
+ * entries instead of one per 4 KB, which the gemm's strided reads of b
+ * notice. The first step's growing chunks keep small pages, so the peak
+ * memory is not theirs rounded up. */
+#define HUGE_PAGE ((size_t)2 << 20)
+#define HUGE_CHUNK ((size_t)4 << 20)
+
+static nb_chunk *chunk_new_as(nb_ctx *ctx, size_t size, bool huge) {
+    if (size > SIZE_MAX - sizeof(nb_chunk) - NB_ALIGN - HUGE_PAGE) return NULL;
+    nb_chunk *c;
+    size_t bytes = sizeof(nb_chunk) + size + NB_ALIGN;
+#if defined(MADV_HUGEPAGE)
+    if (huge && size >= HUGE_CHUNK) {
+        bytes = (bytes + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1);
+        c = aligned_alloc(HUGE_PAGE, bytes);
+        if (c) madvise(c, bytes, MADV_HUGEPAGE); /* advice: failing is fine */
+    } else
+#endif
+        c = malloc(bytes);
     if (!c) return NULL;
     c->next = ctx->chunks;
     c->size = size;
@@ -62,6 +86,8 @@ static nb_chunk *chunk_new(nb_ctx *ctx, size_t size) {
     ctx->mallocs++;
     return c;
 }
+
+static nb_chunk *chunk_new(nb_ctx *ctx, size_t size) { return chunk_new_as(ctx, size, false); }
 
 static void chunk_free(nb_chunk *c) {
     UNPOISON(chunk_base(c), c->size);
@@ -146,7 +172,7 @@ void nb_ctx_reset(nb_ctx *ctx) {
         chunks_free(ctx->chunks);
         ctx->chunks = NULL;
         ctx->reserved = 0;
-        if (!chunk_new(ctx, want)) chunk_new(ctx, NB_DEFAULT_RESERVE);
+        if (!chunk_new_as(ctx, want, true)) chunk_new(ctx, NB_DEFAULT_RESERVE);
     }
     for (nb_chunk *c = ctx->chunks; c; c = c->next) {
         POISON(chunk_base(c), c->used);
