@@ -71,6 +71,12 @@ static void pack_b(float *dst, const float *b0, int64_t brs, int64_t bcs, int64_
                 memcpy(dst + p * nr, bj + p * brs, sizeof(float) * (size_t)nr);
             continue;
         }
+        if (brs == 1 && w == nr) {
+            /* b^T (a linear's weight in its forward): the sliver is the
+             * transpose of nr contiguous rows, 16 x 16 blocks at a time */
+            nb_vec()->transpose(dst, bj, (size_t)bcs, (size_t)nr, (size_t)kc);
+            continue;
+        }
         if (brs == 1) {
             /* b^T: each column of b is a contiguous row in memory; eight of
              * them are read side by side, so reads and writes both stream */
