@@ -218,9 +218,10 @@ void nb_gemm_float_ldc(float *c, int64_t ldc, const float *a, int64_t ars, int64
                        int64_t cols, bool add) {
     const nb_sgemm_kernel *k = sgemm_kernel();
     /* small products pay for packing b more than the kernel saves, unless b
-     * is read in place (the fused attention's groups of 16 rows) */
+     * is read in place and fills whole slivers (the fused attention's
+     * groups of 16 rows at head sizes from 32) */
     if (k && rows >= k->mr && cols >= 16 &&
-        (rows * inner * cols >= 32768 || nb_sgemm_b_in_place(brs, bcs)) &&
+        (rows * inner * cols >= 32768 || (cols >= k->nr && nb_sgemm_b_in_place(brs, bcs))) &&
         nb_sgemm_packed(k, c, ldc, a, ars, acs, b, brs, bcs, rows, inner, cols, add))
         return;
     gemm_unpacked_float(c, ldc, a, ars, acs, b, brs, bcs, rows, inner, cols, add);
