@@ -231,6 +231,21 @@ typedef void (*nb_range_fn)(void *arg, int64_t begin, int64_t end);
  * when there is one thread or fewer than 2 * min_per_thread items). Split
  * only over independent outputs so results do not depend on the count. */
 NB_HIDDEN void nb_parallel_for(int64_t n, int64_t min_per_thread, nb_range_fn fn, void *arg);
+/* Several independent loops as one job, so the threads wait once, not once
+ * a loop: task t runs fn(arg, lo, hi) over its own [0, n). cost is the
+ * relative work of one of its items: the threads' shares start where the
+ * work before them is equal (a linear's dx and dw, equal multiply-adds,
+ * one thread each when two run), and each thread then helps with the
+ * others' shares. Below 2 min_cost of work in all, or on one thread, the
+ * tasks run inline in order. */
+#define NB_MAX_TASKS 4
+typedef struct nb_task {
+    nb_range_fn fn;
+    void *arg;
+    int64_t n;
+    double cost;
+} nb_task;
+NB_HIDDEN void nb_parallel_tasks(const nb_task *t, int n_tasks, double min_cost);
 /* memcpy split over the pool's threads (64 KB or more a thread). */
 NB_HIDDEN void nb_copy_par(void *dst, const void *src, size_t bytes);
 /* fn(t, lo, hi, arg) over ranges of the elements of every float gradient in
@@ -258,6 +273,20 @@ NB_HIDDEN void nb_gemm_float(float *c, const float *a, int64_t ars, int64_t acs,
 NB_HIDDEN void nb_gemm_float_par(float *c, const float *bias, const float *a, int64_t ars,
                                  int64_t acs, const float *b, int64_t brs, int64_t bcs,
                                  int64_t rows, int64_t inner, int64_t cols, bool add);
+/* Up to two such products, and n_extra more tasks (a bias gradient), as
+ * one job: the threads wait once, and with two threads each starts on a
+ * product of its own when their work is equal (a linear's dx and dw). The
+ * products must not write what another reads or writes. */
+typedef struct nb_gemm_desc {
+    float *c;
+    const float *bias, *a;
+    int64_t ars, acs;
+    const float *b;
+    int64_t brs, bcs, rows, inner, cols;
+    bool add;
+} nb_gemm_desc;
+NB_HIDDEN void nb_gemm_float_par_n(const nb_gemm_desc *d, int n, const nb_task *extra,
+                                   int n_extra);
 NB_HIDDEN void nb_gemm_double(double *c, const double *a, int64_t ars, int64_t acs,
                               const double *b, int64_t brs, int64_t bcs, int64_t rows,
                               int64_t inner, int64_t cols, bool add);

@@ -387,7 +387,7 @@ static void check_packed(const nb_sgemm_kernel *k) {
         ck_assert_msg(memcmp(c, want, sizeof c) == 0, "%dx%d kernel: case %d differs", k->mr,
                       k->nr, t);
         /* b packed whole in two ranges of slivers, then two ranges of rows */
-        float *bp = nb_sgemm_whole_buffer(nb_sgemm_whole_size(k, K, C));
+        float *bp = nb_sgemm_whole_buffer(0, nb_sgemm_whole_size(k, K, C));
         ck_assert_ptr_nonnull(bp);
         int64_t ns = nb_sgemm_whole_slivers(k, C);
         nb_sgemm_pack_whole(k, bp, b, brs, bcs, K, C, 0, 1);

@@ -68,9 +68,12 @@ typedef struct pool {
     atomic_int sleepers;          /* workers waiting on `wake` */
     atomic_bool quit;
     atomic_flag busy;             /* a job is running: a second caller runs inline */
-    /* the current job, stored before the job ticket names it */
-    _Atomic(nb_range_fn) fn;
-    _Atomic(void *) arg;
+    /* the current job, stored before the job ticket names it: its tasks,
+     * task t covering indices [off[t], off[t + 1]) of the job */
+    _Atomic(nb_range_fn) fn[NB_MAX_TASKS];
+    _Atomic(void *) arg[NB_MAX_TASKS];
+    atomic_llong off[NB_MAX_TASKS + 1];
+    atomic_int n_tasks;
     atomic_llong chunk;
     atomic_int parts;
     share home[NB_MAX_THREADS];
@@ -102,8 +105,12 @@ static int64_t take_chunk(pool *P, share *s, unsigned gen) {
          * the fields read above are its own: a new job closes every share
          * before it writes them */
         if (!atomic_compare_exchange_weak(&s->ticket, &t, t + (uint64_t)(e - b))) continue;
-        nb_range_fn fn = atomic_load(&P->fn);
-        fn(atomic_load(&P->arg), b, e);
+        int nt = atomic_load(&P->n_tasks);
+        for (int k = 0; k < nt; k++) { /* the tasks [b, e) meets, each in its own indices */
+            int64_t lo = atomic_load(&P->off[k]), hi = atomic_load(&P->off[k + 1]);
+            int64_t l = b > lo ? b : lo, h = e < hi ? e : hi;
+            if (l < h) atomic_load(&P->fn[k])(atomic_load(&P->arg[k]), l - lo, h - lo);
+        }
         return e - b;
     }
 }
@@ -205,40 +212,62 @@ int nb_get_num_threads(void) {
     return the_pool.n_threads;
 }
 
-void nb_parallel_for(int64_t n, int64_t min_per_thread, nb_range_fn fn, void *arg) {
-    read_env();
+/* Where thread k's share of the job starts: the index where the work
+ * before it (items weighted by their task's cost) is k / parts of all. */
+static int64_t share_start(const nb_task *t, int nt, int k, int parts, double total) {
+    double want = total * k / parts, before = 0;
+    int64_t off = 0;
+    for (int i = 0; i < nt; i++) {
+        double w = (double)t[i].n * t[i].cost;
+        if (before + w >= want) {
+            int64_t j = t[i].cost > 0 ? (int64_t)((want - before) / t[i].cost) : 0;
+            return off + (j < t[i].n ? j : t[i].n);
+        }
+        before += w, off += t[i].n;
+    }
+    return off;
+}
+
+/* One job of n_tasks loops on every thread (see nb_parallel_tasks). */
+static void run_tasks(const nb_task *t, int nt, int64_t min_chunk) {
     pool *P = &the_pool;
     int parts = P->n_threads;
-    if (min_per_thread < 1) min_per_thread = 1;
-    if (parts == 1 || n < 2 * min_per_thread || n > (int64_t)TICKET_IDX_MASK) {
-        if (n > 0) fn(arg, 0, n);
+    int64_t n = 0;
+    double total = 0;
+    for (int i = 0; i < nt; i++) n += t[i].n, total += (double)t[i].n * t[i].cost;
+    if (parts == 1 || nt > NB_MAX_TASKS || n > (int64_t)TICKET_IDX_MASK ||
+        atomic_flag_test_and_set(&P->busy)) { /* (busy: another thread of the caller's has it) */
+        for (int i = 0; i < nt; i++)
+            if (t[i].n > 0) t[i].fn(t[i].arg, 0, t[i].n);
         return;
     }
-    if (atomic_flag_test_and_set(&P->busy)) { /* another thread of the caller's has it */
-        fn(arg, 0, n);
-        return;
-    }
-    /* the smallest chunk: a sixteenth of a share, or a quarter of the
-     * caller's minimum */
-    int64_t chunk = n / (parts * POOL_MIN_CHUNKS_PER_SHARE);
-    if (chunk < (min_per_thread + 3) / 4) chunk = (min_per_thread + 3) / 4;
-    if (chunk < 1) chunk = 1;
     unsigned gen = (ticket_gen(atomic_load(&P->job)) + 1) & 0xffffffu;
     if (gen == 0) gen = 1; /* 0 is the generation new workers have seen */
     uint64_t g = (uint64_t)gen << TICKET_IDX_BITS;
     /* close every share first (a late helper of the last job then fails its
-     * compare-and-swap rather than read this job's bounds), then the job */
+     * compare-and-swap rather than read this job's bounds), then the job.
+     * (Sequentially consistent stores and loads: a helper that reads one of
+     * these after the close cannot then succeed in its compare-and-swap.) */
     for (int k = 0; k < parts; k++) atomic_store(&P->home[k].ticket, g | TICKET_IDX_MASK);
-    /* (sequentially consistent stores and loads: a helper that reads one of
-     * these after the close cannot then succeed in its compare-and-swap) */
-    atomic_store(&P->fn, fn);
-    atomic_store(&P->arg, arg);
-    atomic_store(&P->chunk, chunk);
+    int64_t off = 0;
+    for (int i = 0; i < nt; i++) {
+        atomic_store(&P->fn[i], t[i].fn);
+        atomic_store(&P->arg[i], t[i].arg);
+        atomic_store(&P->off[i], off);
+        off += t[i].n;
+    }
+    atomic_store(&P->off[nt], off);
+    atomic_store(&P->n_tasks, nt);
+    atomic_store(&P->chunk, min_chunk < 1 ? 1 : min_chunk);
     atomic_store(&P->parts, parts);
     atomic_store(&P->done, 0);
+    int64_t start = 0;
     for (int k = 0; k < parts; k++) {
-        atomic_store(&P->home[k].end, n / parts * (k + 1) + (n % parts) * (k + 1) / parts);
-        atomic_store(&P->home[k].ticket, g | (uint64_t)(n / parts * k + (n % parts) * k / parts));
+        int64_t end = k + 1 < parts ? share_start(t, nt, k + 1, parts, total) : n;
+        if (end < start) end = start;
+        atomic_store(&P->home[k].end, end);
+        atomic_store(&P->home[k].ticket, g | (uint64_t)start);
+        start = end;
     }
     atomic_store(&P->job, g);
     if (atomic_load(&P->sleepers) > 0) {
@@ -252,6 +281,46 @@ void nb_parallel_for(int64_t n, int64_t min_per_thread, nb_range_fn fn, void *ar
         else sched_yield();
     }
     atomic_flag_clear(&P->busy);
+}
+
+void nb_parallel_tasks(const nb_task *t, int n_tasks, double min_cost) {
+    read_env();
+    double total = 0;
+    for (int i = 0; i < n_tasks; i++) total += (double)t[i].n * t[i].cost;
+    if (the_pool.n_threads == 1 || total < 2 * min_cost) {
+        for (int i = 0; i < n_tasks; i++)
+            if (t[i].n > 0) t[i].fn(t[i].arg, 0, t[i].n);
+        return;
+    }
+    /* the smallest chunk: the cheapest task's items worth a sixteenth of a
+     * share */
+    double cheapest = 0;
+    int64_t n = 0;
+    for (int i = 0; i < n_tasks; i++) {
+        n += t[i].n;
+        if (t[i].n > 0 && (cheapest == 0 || t[i].cost < cheapest)) cheapest = t[i].cost;
+    }
+    int64_t chunk = cheapest > 0 ? (int64_t)(total / the_pool.n_threads / POOL_MIN_CHUNKS_PER_SHARE
+                                             / cheapest)
+                                 : 1;
+    run_tasks(t, n_tasks, chunk < n ? chunk : n);
+}
+
+void nb_parallel_for(int64_t n, int64_t min_per_thread, nb_range_fn fn, void *arg) {
+    read_env();
+    pool *P = &the_pool;
+    int parts = P->n_threads;
+    if (min_per_thread < 1) min_per_thread = 1;
+    if (parts == 1 || n < 2 * min_per_thread) {
+        if (n > 0) fn(arg, 0, n);
+        return;
+    }
+    /* the smallest chunk: a sixteenth of a share, or a quarter of the
+     * caller's minimum */
+    int64_t chunk = n / (parts * POOL_MIN_CHUNKS_PER_SHARE);
+    if (chunk < (min_per_thread + 3) / 4) chunk = (min_per_thread + 3) / 4;
+    nb_task t = {fn, arg, n, 1.0};
+    run_tasks(&t, 1, chunk);
 }
 
 /* ---- a parallel copy, for gradients copied whole on the way back ---------- */

@@ -25,8 +25,8 @@
 typedef struct pack_buffers {
     float *b;     /* (NB_GEMM_KC, GEMM_NC) at most, as slivers */
     float *a;     /* (MR, NB_GEMM_KC) */
-    float *whole; /* a whole packed b (nb_sgemm_whole_buffer), grown as needed */
-    size_t whole_cap;
+    float *whole[2]; /* whole packed b's (nb_sgemm_whole_buffer), grown as needed */
+    size_t whole_cap[2];
 } pack_buffers;
 
 static pthread_key_t pack_key;
@@ -36,7 +36,8 @@ static void pack_free(void *p) {
     pack_buffers *pb = p;
     free(pb->b);
     free(pb->a);
-    free(pb->whole);
+    free(pb->whole[0]);
+    free(pb->whole[1]);
     free(pb);
 }
 
@@ -197,17 +198,17 @@ size_t nb_sgemm_whole_size(const nb_sgemm_kernel *k, int64_t inner, int64_t cols
     return (size_t)inner * (size_t)round_up(cols, k->nr);
 }
 
-float *nb_sgemm_whole_buffer(size_t n) {
+float *nb_sgemm_whole_buffer(int which, size_t n) {
     pack_buffers *pb = pack_get();
-    if (!pb) return NULL;
-    if (n > pb->whole_cap) {
+    if (!pb || which < 0 || which > 1) return NULL;
+    if (n > pb->whole_cap[which]) {
         size_t cap = n + n / 4; /* grown a quarter more, so a few sizes settle */
         float *w = aligned_alloc(64, round_up((int64_t)(cap * sizeof(float)), 64));
         if (!w) return NULL;
-        free(pb->whole);
-        pb->whole = w, pb->whole_cap = cap;
+        free(pb->whole[which]);
+        pb->whole[which] = w, pb->whole_cap[which] = cap;
     }
-    return pb->whole;
+    return pb->whole[which];
 }
 
 int64_t nb_sgemm_whole_slivers(const nb_sgemm_kernel *k, int64_t cols) {

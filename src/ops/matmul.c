@@ -247,6 +247,8 @@ typedef struct gemm_par_job {
     bool add;
 } gemm_par_job;
 
+#define GEMM_PAR_GRAIN 65536 /* multiply-adds worth a thread */
+
 static void gemm_par_range(void *arg, int64_t lo, int64_t hi) {
     const gemm_par_job *j = arg;
     int64_t r0 = lo * j->unit, r1 = hi * j->unit < j->rows ? hi * j->unit : j->rows;
@@ -267,29 +269,45 @@ static void gemm_pack_range(void *arg, int64_t lo, int64_t hi) {
     nb_sgemm_pack_whole(j->k, (float *)j->bp, j->b, j->brs, j->bcs, j->inner, j->cols, lo, hi);
 }
 
+void nb_gemm_float_par_n(const nb_gemm_desc *d, int n, const nb_task *extra, int n_extra) {
+    const nb_sgemm_kernel *k = sgemm_kernel();
+    gemm_par_job j[2];
+    nb_task pack[2], run[NB_MAX_TASKS];
+    int n_pack = 0, n_run = 0;
+    bool threads = nb_get_num_threads() > 1;
+    for (int i = 0; i < n && i < 2; i++) {
+        const nb_gemm_desc *g = &d[i];
+        j[i] = (gemm_par_job){NULL,   g->c,   g->bias, g->a,     g->b,     NULL,
+                              g->ars, g->acs, g->brs,  g->bcs,   g->rows,  g->inner,
+                              g->cols, 1,     g->add};
+        int64_t macs = g->rows * g->inner * g->cols;
+        bool packed = k && g->rows >= k->mr && g->cols >= 16 && macs >= 32768;
+        /* b read in place (see nb_sgemm_packed) needs no shared copy; ranges
+         * of whole slivers keep a's partial sliver to the end */
+        if (packed && nb_sgemm_b_in_place(g->brs, g->bcs)) {
+            j[i].unit = k->mr;
+        } else if (packed && threads && macs >= 2 * GEMM_PAR_GRAIN) {
+            float *bp = nb_sgemm_whole_buffer(i, nb_sgemm_whole_size(k, g->inner, g->cols));
+            if (bp) {
+                j[i].k = k, j[i].bp = bp, j[i].unit = k->mr;
+                pack[n_pack++] = (nb_task){gemm_pack_range, &j[i],
+                                           nb_sgemm_whole_slivers(k, g->cols),
+                                           (double)(g->inner * k->nr)};
+            }
+        }
+        run[n_run++] = (nb_task){gemm_par_range, &j[i], (g->rows + j[i].unit - 1) / j[i].unit,
+                                 (double)(j[i].unit * g->inner * g->cols)};
+    }
+    if (n_pack) nb_parallel_tasks(pack, n_pack, 8192); /* ~8k floats copied a thread */
+    for (int e = 0; e < n_extra && n_run < NB_MAX_TASKS; e++) run[n_run++] = extra[e];
+    nb_parallel_tasks(run, n_run, GEMM_PAR_GRAIN);
+}
+
 void nb_gemm_float_par(float *c, const float *bias, const float *a, int64_t ars, int64_t acs,
                        const float *b, int64_t brs, int64_t bcs, int64_t rows, int64_t inner,
                        int64_t cols, bool add) {
-    const nb_sgemm_kernel *k = sgemm_kernel();
-    gemm_par_job j = {NULL, c, bias, a, b, NULL, ars, acs, brs, bcs, rows, inner, cols, 1, add};
-    int64_t per_row = inner * cols > 0 ? inner * cols : 1;
-    int64_t grain = ((int64_t)1 << 16) / per_row; /* rows worth a thread: ~64k multiply-adds */
-    if (grain < 1) grain = 1;
-    bool packed = k && rows >= k->mr && cols >= 16 && rows * inner * cols >= 32768;
-    /* b read in place (see nb_sgemm_packed) needs no shared copy; ranges
-     * of whole slivers keep a's partial sliver to the end */
-    if (packed && nb_sgemm_b_in_place(brs, bcs)) j.unit = k->mr, grain = (grain + k->mr - 1) / k->mr;
-    else if (packed && nb_get_num_threads() > 1 && rows >= 2 * grain) {
-        float *bp = nb_sgemm_whole_buffer(nb_sgemm_whole_size(k, inner, cols));
-        if (bp) {
-            j.k = k, j.bp = bp, j.unit = k->mr;
-            /* slivers of b worth a thread: ~8k floats copied */
-            nb_parallel_for(nb_sgemm_whole_slivers(k, cols), 1 + 8192 / (inner * k->nr),
-                            gemm_pack_range, &j);
-            grain = (grain + k->mr - 1) / k->mr;
-        }
-    }
-    nb_parallel_for((rows + j.unit - 1) / j.unit, grain, gemm_par_range, &j);
+    nb_gemm_desc d = {c, bias, a, ars, acs, b, brs, bcs, rows, inner, cols, add};
+    nb_gemm_float_par_n(&d, 1, NULL, 0);
 }
 
 void nb_gemm_double_ldc(double *c, int64_t ldc, const double *a, int64_t ars, int64_t acs,

@@ -136,11 +136,36 @@ static lin_job linear_job(const nb_tensor *x, const nb_tensor *w) {
 /* Reuses the inputs x and w (no saved values). dx is written before w's
  * buffer is asked for (x may be w); a fresh float32 dx is stored, not added
  * to. */
+/* float32 with x, w and b three tensors: dx (=|+=) dy @ w, dw += dy^T @ x
+ * and db as one job (equal multiply-adds in the two products, so with two
+ * threads each starts on one). */
+static void linear_backward_f32(nb_ctx *ctx, nb_node *n, lin_job *j) {
+    bool fresh = false;
+    j->dx = nb_grad_buffer_fresh(ctx, n->in[0], &fresh);
+    j->dw = nb_grad_buffer(ctx, n->in[1]);
+    j->db = n->n_in > 2 ? nb_grad_buffer(ctx, n->in[2]) : NULL;
+    nb_gemm_desc d[2];
+    int nd = 0;
+    if (j->dx)
+        d[nd++] = (nb_gemm_desc){j->dx, NULL, j->dy, j->O, 1, j->w, j->K, 1, j->R, j->O, j->K,
+                                 !fresh};
+    if (j->dw)
+        d[nd++] = (nb_gemm_desc){j->dw, NULL, j->dy, 1, j->O, j->x, j->K, 1, j->O, j->R, j->K,
+                                 true};
+    nb_task db = {linear_backward_b_range_float, j, j->O, (double)j->R};
+    nb_gemm_float_par_n(d, nd, j->db ? &db : NULL, j->db ? 1 : 0);
+}
+
 static void linear_backward(nb_ctx *ctx, nb_node *n) {
     nb_tensor *x = n->in[0], *w = n->in[1], *out = n->out;
     lin_job j = linear_job(x, w);
     j.dy = out->grad;
     bool f32 = out->dtype == NB_F32, fresh = false;
+    nb_tensor *b = n->n_in > 2 ? n->in[2] : NULL;
+    if (f32 && x != w && b != x && b != w) {
+        linear_backward_f32(ctx, n, &j);
+        return;
+    }
     j.dx = f32 ? nb_grad_buffer_fresh(ctx, x, &fresh) : nb_grad_buffer(ctx, x);
     if (j.dx && f32) /* dx (=|+=) dy @ w */
         nb_gemm_float_par(j.dx, NULL, j.dy, j.O, 1, j.w, j.K, 1, j.R, j.O, j.K, !fresh);
