@@ -273,7 +273,7 @@ NB_HIDDEN void nb_gemm_float(float *c, const float *a, int64_t ars, int64_t acs,
 NB_HIDDEN void nb_gemm_float_par(float *c, const float *bias, const float *a, int64_t ars,
                                  int64_t acs, const float *b, int64_t brs, int64_t bcs,
                                  int64_t rows, int64_t inner, int64_t cols, bool add);
-/* Up to two such products, and n_extra more tasks (a bias gradient), as
+/* Up to NB_MAX_TASKS such products, and n_extra more tasks (a bias gradient), as
  * one job: the threads wait once, and with two threads each starts on a
  * product of its own when their work is equal (a linear's dx and dw). The
  * products must not write what another reads or writes. */
@@ -287,6 +287,11 @@ typedef struct nb_gemm_desc {
 } nb_gemm_desc;
 NB_HIDDEN void nb_gemm_float_par_n(const nb_gemm_desc *d, int n, const nb_task *extra,
                                    int n_extra);
+/* out[k] = nb_linear(x, w[k], b[k]) for k < n (b NULL: no biases), the
+ * float32 products as one job (q, k and v from one x): the same values and
+ * the same n recorded nodes as n calls. 0, or -1 with the context's error. */
+NB_HIDDEN int nb_linear_n(nb_ctx *ctx, nb_tensor *x, int n, nb_tensor *const *w,
+                          nb_tensor *const *b, nb_tensor **out);
 NB_HIDDEN void nb_gemm_double(double *c, const double *a, int64_t ars, int64_t acs,
                               const double *b, int64_t brs, int64_t bcs, int64_t rows,
                               int64_t inner, int64_t cols, bool add);

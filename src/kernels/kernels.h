@@ -63,8 +63,10 @@ NB_HIDDEN bool nb_sgemm_b_in_place(int64_t brs, int64_t bcs);
  * thread running nb_sgemm_prepacked on its rows): the same blocks, the same
  * bits as nb_sgemm_packed, without each thread packing b again.
  * nb_sgemm_whole_size gives the floats it takes; nb_sgemm_whole_buffer the
- * calling thread's buffer `which` (0 or 1: two products packed at once) of
- * at least n floats (kept, grown as needed; NULL when out of memory). */
+ * calling thread's buffer `which` (below NB_SGEMM_WHOLE: products packed at
+ * once) of at least n floats (kept, grown as needed; NULL when out of
+ * memory). */
+#define NB_SGEMM_WHOLE NB_MAX_TASKS
 NB_HIDDEN size_t nb_sgemm_whole_size(const nb_sgemm_kernel *k, int64_t inner, int64_t cols);
 NB_HIDDEN float *nb_sgemm_whole_buffer(int which, size_t n);
 /* Packs slivers [s0, s1) of b's nb_sgemm_whole_slivers (NR columns each, the

@@ -25,8 +25,8 @@
 typedef struct pack_buffers {
     float *b;     /* (NB_GEMM_KC, GEMM_NC) at most, as slivers */
     float *a;     /* (MR, NB_GEMM_KC) */
-    float *whole[2]; /* whole packed b's (nb_sgemm_whole_buffer), grown as needed */
-    size_t whole_cap[2];
+    float *whole[NB_SGEMM_WHOLE]; /* whole packed b's (nb_sgemm_whole_buffer), grown */
+    size_t whole_cap[NB_SGEMM_WHOLE];
 } pack_buffers;
 
 static pthread_key_t pack_key;
@@ -36,8 +36,7 @@ static void pack_free(void *p) {
     pack_buffers *pb = p;
     free(pb->b);
     free(pb->a);
-    free(pb->whole[0]);
-    free(pb->whole[1]);
+    for (int i = 0; i < NB_SGEMM_WHOLE; i++) free(pb->whole[i]);
     free(pb);
 }
 
@@ -200,7 +199,7 @@ size_t nb_sgemm_whole_size(const nb_sgemm_kernel *k, int64_t inner, int64_t cols
 
 float *nb_sgemm_whole_buffer(int which, size_t n) {
     pack_buffers *pb = pack_get();
-    if (!pb || which < 0 || which > 1) return NULL;
+    if (!pb || which < 0 || which >= NB_SGEMM_WHOLE) return NULL;
     if (n > pb->whole_cap[which]) {
         size_t cap = n + n / 4; /* grown a quarter more, so a few sizes settle */
         float *w = aligned_alloc(64, round_up((int64_t)(cap * sizeof(float)), 64));

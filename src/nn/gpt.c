@@ -371,7 +371,10 @@ static nb_tensor *nano_attention(nb_ctx *ctx, nb_gpt *m, nb_gpt_block *blk, nb_t
     nb_tensor *w3[3] = {NULL, NULL, NULL}, *b3[3] = {NULL, NULL, NULL}, *part[3];
     if (nb_split(ctx, blk->c_attn_w, 0, 3, thirds, w3)) return NULL;
     if (blk->c_attn_b && nb_split(ctx, blk->c_attn_b, 0, 3, thirds, b3)) return NULL;
-    for (int k = 0; k < 3; k++) part[k] = nb_gpt_linear(ctx, h, w3[k], b3[k]); /* (B, T, C) */
+    if (!nb_is_grad_enabled(ctx) && b * t <= FEW_ROWS) /* sampling: one token a sequence */
+        for (int k = 0; k < 3; k++) part[k] = nb_gpt_linear(ctx, h, w3[k], b3[k]);
+    else if (nb_linear_n(ctx, h, 3, w3, b3, part)) /* (B, T, C) each, one job */
+        return NULL;
     double p = m->training ? m->cfg.dropout : 0.0;
     uint64_t seed = 0;
     if (p > 0.0) {

@@ -271,11 +271,11 @@ static void gemm_pack_range(void *arg, int64_t lo, int64_t hi) {
 
 void nb_gemm_float_par_n(const nb_gemm_desc *d, int n, const nb_task *extra, int n_extra) {
     const nb_sgemm_kernel *k = sgemm_kernel();
-    gemm_par_job j[2];
-    nb_task pack[2], run[NB_MAX_TASKS];
+    gemm_par_job j[NB_MAX_TASKS];
+    nb_task pack[NB_MAX_TASKS], run[NB_MAX_TASKS];
     int n_pack = 0, n_run = 0;
     bool threads = nb_get_num_threads() > 1;
-    for (int i = 0; i < n && i < 2; i++) {
+    for (int i = 0; i < n && i < NB_MAX_TASKS; i++) {
         const nb_gemm_desc *g = &d[i];
         j[i] = (gemm_par_job){NULL,   g->c,   g->bias, g->a,     g->b,     NULL,
                               g->ars, g->acs, g->brs,  g->bcs,   g->rows,  g->inner,

@@ -182,7 +182,8 @@ static void linear_backward(nb_ctx *ctx, nb_node *n) {
                         f32 ? linear_backward_b_range_float : linear_backward_b_range_double, &j);
 }
 
-nb_tensor *nb_linear(nb_ctx *ctx, nb_tensor *x, nb_tensor *w, nb_tensor *b) {
+/* The checks of linear(x, w, b) and its output, or NULL (the error set). */
+static nb_tensor *linear_out(nb_ctx *ctx, nb_tensor *x, nb_tensor *w, nb_tensor *b) {
     const char *op = nb_op_name(NB_OP_LINEAR);
     nb_tensor *in[3] = {x, w, b};
     static const char *const names[3] = {"x", "weight", "bias"};
@@ -218,16 +219,63 @@ nb_tensor *nb_linear(nb_ctx *ctx, nb_tensor *x, nb_tensor *w, nb_tensor *b) {
     int64_t shape[NB_MAX_DIMS];
     for (int d = 0; d < x->ndim; d++) shape[d] = x->shape[d];
     shape[x->ndim - 1] = w->shape[0];
-    nb_tensor *out = nb_empty_raw(ctx, x->dtype, x->ndim, shape); /* the kernel writes all */
-    if (!out) return NULL;
+    return nb_empty_raw(ctx, x->dtype, x->ndim, shape); /* the kernel writes all */
+}
+
+/* y = x @ w^T (+ b) as a float32 product for nb_gemm_float_par_n */
+static nb_gemm_desc linear_desc(nb_tensor *y, const nb_tensor *x, const nb_tensor *w,
+                                const nb_tensor *b) {
     lin_job j = linear_job(x, w);
-    j.y = out->data, j.b = b ? b->data : NULL;
-    if (out->dtype == NB_F32)
-        nb_gemm_float_par(j.y, j.b, j.x, j.K, 1, j.w, 1, j.K, j.R, j.K, j.O, false);
-    else
-        nb_parallel_for(j.R, lin_grain(j.K * j.O), linear_forward_range_double, &j);
+    return (nb_gemm_desc){y->data, b ? b->data : NULL, j.x, j.K, 1, j.w, 1, j.K, j.R, j.K, j.O,
+                          false};
+}
+
+static void linear_record(nb_ctx *ctx, nb_tensor *out, nb_tensor *x, nb_tensor *w,
+                          nb_tensor *b) {
+    nb_tensor *in[3] = {x, w, b};
     nb_record_op(ctx, NB_OP_LINEAR, out, b ? 3 : 2, in, linear_backward);
+}
+
+nb_tensor *nb_linear(nb_ctx *ctx, nb_tensor *x, nb_tensor *w, nb_tensor *b) {
+    nb_tensor *out = linear_out(ctx, x, w, b);
+    if (!out) return NULL;
+    if (out->dtype == NB_F32) {
+        nb_gemm_desc d = linear_desc(out, x, w, b);
+        nb_gemm_float_par_n(&d, 1, NULL, 0);
+    } else {
+        lin_job j = linear_job(x, w);
+        j.y = out->data, j.b = b ? b->data : NULL;
+        nb_parallel_for(j.R, lin_grain(j.K * j.O), linear_forward_range_double, &j);
+    }
+    linear_record(ctx, out, x, w, b);
     return out;
+}
+
+int nb_linear_n(nb_ctx *ctx, nb_tensor *x, int n, nb_tensor *const *w, nb_tensor *const *b,
+                nb_tensor **out) {
+    for (int k = 0; k < n; k++) out[k] = NULL;
+    if (n < 1 || n > NB_MAX_TASKS || !w) {
+        if (ctx) nb_ctx_fail(ctx, NB_ERR_VALUE, "linear: %d weights for one x, expected 1 to %d",
+                             n, NB_MAX_TASKS);
+        return -1;
+    }
+    for (int k = 0; k < n; k++) {
+        out[k] = linear_out(ctx, x, w[k], b ? b[k] : NULL);
+        if (!out[k]) return -1;
+    }
+    if (x->dtype != NB_F32) {
+        for (int k = 0; k < n; k++) {
+            lin_job j = linear_job(x, w[k]);
+            j.y = out[k]->data, j.b = b && b[k] ? b[k]->data : NULL;
+            nb_parallel_for(j.R, lin_grain(j.K * j.O), linear_forward_range_double, &j);
+        }
+    } else {
+        nb_gemm_desc d[NB_MAX_TASKS];
+        for (int k = 0; k < n; k++) d[k] = linear_desc(out[k], x, w[k], b ? b[k] : NULL);
+        nb_gemm_float_par_n(d, n, NULL, 0);
+    }
+    for (int k = 0; k < n; k++) linear_record(ctx, out[k], x, w[k], b ? b[k] : NULL);
+    return nb_ctx_ok(ctx) ? 0 : -1;
 }
 
 /* ==========================================================================
