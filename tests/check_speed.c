@@ -277,14 +277,24 @@ static void check_vec_set(const nb_vec_kernels *v) {
             v->gelu(m1, a1, n, approx);
             p->gelu(m2, a1, n, approx);
             memcpy(b1, dy, sizeof b1), memcpy(b2, dy, sizeof b2);
-            v->gelu_bwd(b1, a1, y, n, approx);
-            p->gelu_bwd(b2, a1, y, n, approx);
+            v->gelu_bwd(b1, a1, y, n, approx, 0);
+            p->gelu_bwd(b2, a1, y, n, approx, 0);
             if (n > 5) { /* NaN in, NaN out (its sign bit may differ) */
                 ck_assert(isnan(m1[5]) && isnan(m2[5]) && isnan(b1[5]) && isnan(b2[5]));
                 m1[5] = m2[5] = b1[5] = b2[5] = 0;
             }
             ck_assert(memcmp(m1, m2, n * sizeof(float)) == 0);
             ck_assert(memcmp(b1, b2, n * sizeof(float)) == 0);
+            /* store: dy * gelu'(x) whatever dx held, the add's product */
+            float *s1 = m1, *s2 = m2;
+            fill(s1, n, &r, -1e30f, 1e30f), fill(s2, n, &r, -1e30f, 1e30f);
+            v->gelu_bwd(s1, a1, y, n, approx, 1);
+            p->gelu_bwd(s2, a1, y, n, approx, 1);
+            memset(b1, 0, sizeof b1);
+            p->gelu_bwd(b1, a1, y, n, approx, 0);
+            if (n > 5) s1[5] = s2[5] = b1[5] = 0;
+            ck_assert(memcmp(s1, s2, n * sizeof(float)) == 0);
+            for (size_t i = 0; i < n; i++) ck_assert(s1[i] == b1[i]);
         }
     }
 }

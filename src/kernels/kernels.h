@@ -139,9 +139,11 @@ typedef struct nb_vec_kernels {
      * attention's dropout mask, one row), rng left after the n draws */
     void (*pcg32_keep)(nb_pcg32 *rng, uint8_t *keep, size_t n, uint32_t threshold);
     /* GELU, exact (tanh_approx 0) or tanh approximation (1), see nb_gelu1:
-     * y = gelu(x), and its backward dx += dy * gelu'(x) */
+     * y = gelu(x), and its backward dx += dy * gelu'(x), or dx = dy *
+     * gelu'(x) when store is set (a fresh gradient: no clearing pass) */
     void (*gelu)(float *y, const float *x, size_t n, int tanh_approx);
-    void (*gelu_bwd)(float *dx, const float *x, const float *dy, size_t n, int tanh_approx);
+    void (*gelu_bwd)(float *dx, const float *x, const float *dy, size_t n, int tanh_approx,
+                     int store);
     /* y = exp((x * scale + bias) - m) for n elements (the product and the
      * sums rounded separately; bias -inf gives 0); returns their sum. The
      * fused attention's scores straight from the product, with no pass

@@ -263,19 +263,21 @@ ATTR static void gelu(float *y, const float *x, size_t n, int tanh_approx) {
     for (float d; j < n; j++) nb_gelu1(x[j], tanh_approx, y + j, &d);
 }
 
-ATTR static void gelu_bwd(float *dx, const float *x, const float *dy, size_t n, int tanh_approx) {
+ATTR static void gelu_bwd(float *dx, const float *x, const float *dy, size_t n, int tanh_approx,
+                          int store) {
     size_t j = 0;
     for (; j + 8 <= n; j += 8) {
         __m256 yv, dv;
         gelu8(_mm256_loadu_ps(x + j), tanh_approx, &yv, &dv);
         __m256 g = _mm256_mul_ps(_mm256_loadu_ps(dy + j), dv);
-        _mm256_storeu_ps(dx + j, _mm256_add_ps(_mm256_loadu_ps(dx + j), g));
+        if (!store) g = _mm256_add_ps(_mm256_loadu_ps(dx + j), g);
+        _mm256_storeu_ps(dx + j, g);
     }
     for (; j < n; j++) {
         float y, d;
         nb_gelu1(x[j], tanh_approx, &y, &d);
         float g = dy[j] * d;
-        dx[j] = dx[j] + g;
+        dx[j] = store ? g : dx[j] + g;
     }
 }
 

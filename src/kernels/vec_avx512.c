@@ -305,13 +305,15 @@ ATTR static void gelu(float *y, const float *x, size_t n, int tanh_approx) {
     }
 }
 
-ATTR static void gelu_bwd(float *dx, const float *x, const float *dy, size_t n, int tanh_approx) {
+ATTR static void gelu_bwd(float *dx, const float *x, const float *dy, size_t n, int tanh_approx,
+                          int store) {
     for (size_t j = 0; j < n; j += 16) {
         __mmask16 k = tail_mask(n - j);
         __m512 yv, dv;
         gelu16(_mm512_maskz_loadu_ps(k, x + j), tanh_approx, &yv, &dv);
         __m512 g = _mm512_mul_ps(_mm512_maskz_loadu_ps(k, dy + j), dv);
-        _mm512_mask_storeu_ps(dx + j, k, _mm512_add_ps(_mm512_maskz_loadu_ps(k, dx + j), g));
+        if (!store) g = _mm512_add_ps(_mm512_maskz_loadu_ps(k, dx + j), g);
+        _mm512_mask_storeu_ps(dx + j, k, g);
     }
 }
 

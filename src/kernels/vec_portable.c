@@ -181,12 +181,13 @@ static void gelu(float *y, const float *x, size_t n, int tanh_approx) {
     for (size_t j = 0; j < n; j++) nb_gelu1(x[j], tanh_approx, y + j, &d);
 }
 
-static void gelu_bwd(float *dx, const float *x, const float *dy, size_t n, int tanh_approx) {
+static void gelu_bwd(float *dx, const float *x, const float *dy, size_t n, int tanh_approx,
+                     int store) {
     for (size_t j = 0; j < n; j++) {
         float y, d;
         nb_gelu1(x[j], tanh_approx, &y, &d);
         float g = dy[j] * d;
-        dx[j] = dx[j] + g;
+        dx[j] = store ? g : dx[j] + g;
     }
 }
 

@@ -230,7 +230,7 @@ typedef struct gelu_job {
     float *y; /* forward: out; backward: dx */
     int tanh_approx;
     const nb_vec_kernels *vk;
-    bool clear; /* backward: dx is a fresh buffer, cleared range by range first */
+    int store; /* backward: dx is a fresh buffer, stored into, not added to */
 } gelu_job;
 
 static void gelu_fwd_range(void *arg, int64_t lo, int64_t hi) {
@@ -240,8 +240,8 @@ static void gelu_fwd_range(void *arg, int64_t lo, int64_t hi) {
 
 static void gelu_bwd_range(void *arg, int64_t lo, int64_t hi) {
     const gelu_job *j = arg;
-    if (j->clear) memset(j->y + lo, 0, (size_t)(hi - lo) * sizeof(float));
-    j->vk->gelu_bwd(j->y + lo, j->x + lo, j->dy + lo, (size_t)(hi - lo), j->tanh_approx);
+    j->vk->gelu_bwd(j->y + lo, j->x + lo, j->dy + lo, (size_t)(hi - lo), j->tanh_approx,
+                    j->store);
 }
 
 /* GELU costs some 20 times a plain elementwise op per element (a division,
@@ -268,9 +268,7 @@ static void gelu_f32_backward(nb_ctx *ctx, nb_node *n) {
     bool fresh;
     float *ga = nb_grad_buffer_fresh(ctx, a, &fresh);
     if (!ga) return;
-    /* a fresh buffer is cleared by the threads, each its own range, in
-     * cache just before the kernel adds into it: the same bits as clearing
-     * it whole first */
+    /* a fresh buffer is stored into, not cleared and added to */
     gelu_job j = {a->data, out->grad, ga, (int)n->i[0] == NB_GELU_TANH, nb_vec(), fresh};
     nb_parallel_for((int64_t)a->numel, GELU_GRAIN, gelu_bwd_range, &j);
 }
