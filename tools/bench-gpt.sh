@@ -21,8 +21,8 @@ for cfg in "tiny 2 2 32 16 8 0.15 400" "cpu-baby 4 4 128 64 12 0.5 40"; do
     name=$1 flags="--n_layer=$2 --n_head=$3 --n_embd=$4 --block_size=$5 --batch_size=$6 --max_iters=$steps"
     target=$7
     for arch in gptmodel nanogpt; do
-        n1=$("$bin" bench --arch=$arch $flags --threads=1 | head -1)
-        n2=$("$bin" bench --arch=$arch $flags --threads=2 | head -1)
+        n1=$("$bin" bench --arch=$arch $flags --threads=1 --sample=False)
+        n2=$("$bin" bench --arch=$arch $flags --threads=2 --sample=False)
         t=$(/usr/bin/python3 "$here/bench_torch_gpt.py" --arch=$arch --n_layer=$2 --n_head=$3 \
             --n_embd=$4 --block_size=$5 --batch_size=$6 --steps=$steps | tail -1)
         printf '%s\n%s\n%s\n' "$n1" "$n2" "$t" | awk -v name="$name" -v arch="$arch" -v target="$target" '

@@ -7,8 +7,9 @@
 
 A step is nabla-gpt bench's: forward, cross-entropy, backward, clip_grad_norm_
 (1.0), AdamW (nanoGPT's two weight-decay groups, lr 1e-3), on one fixed random
-batch, dropout 0, float32, after 3 warm-up steps; --steps of them in 5 rounds,
-and the figure is the median round's time per step, as nabla-gpt bench's. Each thread mode runs in its
+batch, dropout 0, float32, after 3 warm-up steps; --steps of them in --rounds
+rounds (5), and the figure is the median round's time per step, as nabla-gpt
+bench's. Each thread mode runs in its
 own process, because OMP_NUM_THREADS and OPENBLAS_NUM_THREADS must be set before
 torch is imported (torch.set_num_threads does not reach Debian's OpenBLAS):
 1 thread, 2 threads, and 2 threads with OMP_WAIT_POLICY=PASSIVE. It prints
@@ -56,22 +57,24 @@ def time_one(a):
 
     for _ in range(3):
         step()
-    # the steps in 5 rounds, the median round's time per step: what
+    # the steps in --rounds rounds, the median round's time per step: what
     # nabla-gpt bench reports
-    per = max(1, a.steps // 5)
+    per = max(1, a.steps // a.rounds)
     rounds = []
-    for _ in range(5):
+    for _ in range(a.rounds):
         t0 = time.perf_counter()
         for _ in range(per):
             step()
         rounds.append((time.perf_counter() - t0) * 1e3 / per)
-    return sorted(rounds)[2]
+    rounds.sort()
+    n = len(rounds)
+    return rounds[n // 2] if n % 2 else (rounds[n // 2 - 1] + rounds[n // 2]) / 2
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     for k, v in (("n_layer", 4), ("n_head", 4), ("n_embd", 128), ("block_size", 64),
-                 ("batch_size", 12), ("vocab_size", 65), ("steps", 20)):
+                 ("batch_size", 12), ("vocab_size", 65), ("steps", 20), ("rounds", 5)):
         ap.add_argument("--" + k, type=int, default=v)
     ap.add_argument("--arch", default="gptmodel", choices=["gptmodel", "nanogpt"])
     ap.add_argument("--mode", choices=sorted(MODES))

@@ -170,16 +170,19 @@ static int cmd_bench(const gpt_flags *f) {
     nb_train_step s = {.opt = opt, .params = &gpt.params, .accum_steps = 1, .grad_clip = 1.0,
                        .lr = 1e-3, .loss_fn = bench_loss, .user = &b};
     int st = opt ? 0 : gpt_fail(PROG, "bench: %s", nb_ctx_error(pctx));
-    /* 3 warm-up steps, then max_iters steps in BENCH_ROUNDS rounds; the
+    /* 3 warm-up steps, then max_iters steps in `rounds` rounds (5); the
      * figure is the median round's time per step, as make bench-compare's
      * programs and tools/bench_torch_gpt.py take it (a round that another
-     * program slowed does not move it) */
-    enum { BENCH_ROUNDS = 5 };
-    double round_ms[BENCH_ROUNDS];
-    long per = f->max_iters / BENCH_ROUNDS > 0 ? f->max_iters / BENCH_ROUNDS : 1;
+     * program slowed does not move it). make bench-gpt runs one round at a
+     * time, alternating with PyTorch's, so both see the same spells of a
+     * busy machine. */
+    enum { MAX_ROUNDS = 99 };
+    double round_ms[MAX_ROUNDS];
+    int rounds = f->rounds < MAX_ROUNDS ? (int)f->rounds : MAX_ROUNDS;
+    long per = f->max_iters / rounds > 0 ? f->max_iters / rounds : 1;
     for (long i = 0; !st && i < 3; i++)
         if (nb_train_step_run(sctx, &s, NULL)) st = gpt_fail(PROG, "bench: %s", nb_ctx_error(sctx));
-    for (int k = 0; !st && k < BENCH_ROUNDS; k++) {
+    for (int k = 0; !st && k < rounds; k++) {
         double t0 = now_s();
         for (long i = 0; !st && i < per; i++)
             if (nb_train_step_run(sctx, &s, NULL))
@@ -191,9 +194,13 @@ static int cmd_bench(const gpt_flags *f) {
         }
     }
     if (!st) {
-        double ms = round_ms[BENCH_ROUNDS / 2], rss = peak_rss_mb();
+        double ms = rounds % 2 ? round_ms[rounds / 2]
+                               : (round_ms[rounds / 2 - 1] + round_ms[rounds / 2]) / 2;
+        double rss = peak_rss_mb();
         printf("ms_per_step=%.3f peak_rss_mb=%.1f tok_per_s=%.0f\n", ms, rss,
                (double)(B * T) / (ms / 1e3));
+    }
+    if (!st && f->sample) {
         double with = sample_speed(&gpt, true, pctx), without = sample_speed(&gpt, false, pctx);
         if (isnan(with) || isnan(without)) st = gpt_fail(PROG, "bench: %s", nb_ctx_error(pctx));
         else printf("sample_tok_per_s_kv_cache=%.0f sample_tok_per_s_no_cache=%.0f\n", with, without);

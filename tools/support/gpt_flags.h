@@ -27,6 +27,9 @@ typedef struct gpt_flags {
     double learning_rate, weight_decay, beta1, beta2, grad_clip, min_lr;
     bool weight_decay_1d, decay_lr, resume, force;
     const char *dtype, *data, *out_dir, *init, *batches;
+    /* bench */
+    long rounds;
+    bool sample;
     /* sampling */
     const char *start;
     long num_samples, max_new_tokens, top_k;
