@@ -423,6 +423,38 @@ START_TEST(test_packed_gemm_is_the_fma_chain) {
 }
 END_TEST
 
+/* The unpacked gemm on narrow products (9 to 16 columns, 8 to 19 rows: the
+ * AVX-512 8 x 16 tiles where the CPU has them, the AVX2 ones on the rest;
+ * the fused attention's heads of 16), c's rows wider apart than its
+ * columns: the fmaf chain, bit for bit, and c's padding untouched. */
+START_TEST(test_narrow_gemm_is_the_fma_chain) {
+#if NB_X86_KERNELS
+    if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) return;
+#else
+    return; /* the portable kernel rounds a product and a sum apart */
+#endif
+    enum { K = 37, LD = 20 };
+    static float a[19 * K], b[K * 16], c[19 * LD], want[19 * LD];
+    nb_pcg32 r;
+    nb_pcg32_seed(&r, 6, 7);
+    fill(a, 19 * K, &r, -1, 1);
+    fill(b, K * 16, &r, -1, 1);
+    for (int rows = 8; rows <= 19; rows += 11)
+        for (int cols = 9; cols <= 16; cols++)
+            for (int add = 0; add < 2; add++) {
+                for (int i = 0; i < 19 * LD; i++) c[i] = want[i] = (float)i * 0.25f;
+                for (int i = 0; i < rows; i++)
+                    for (int j = 0; j < cols; j++) {
+                        float acc = 0;
+                        for (int p = 0; p < K; p++) acc = fmaf(a[i * K + p], b[p * 16 + j], acc);
+                        want[i * LD + j] = add ? want[i * LD + j] + acc : acc;
+                    }
+                nb_gemm_float_ldc(c, LD, a, K, 1, b, 16, 1, rows, K, cols, add);
+                ck_assert_msg(memcmp(c, want, sizeof c) == 0, "%d x %d, add %d", rows, cols, add);
+            }
+}
+END_TEST
+
 /* ---- nb_pcg32_advance ------------------------------------------------------------ */
 
 START_TEST(test_pcg32_advance_matches_draws) {
@@ -450,6 +482,7 @@ Suite *suite_speed(void) {
     tcase_add_loop_test(tc, test_gpt_step_same_bits_on_1_and_2_threads, 0, 2);
     tcase_add_test(tc, test_expf_poly_within_2_ulp);
     tcase_add_test(tc, test_packed_gemm_is_the_fma_chain);
+    tcase_add_test(tc, test_narrow_gemm_is_the_fma_chain);
     tcase_add_test(tc, test_pcg32_advance_matches_draws);
     suite_add_tcase(s, tc);
     return s;
