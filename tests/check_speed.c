@@ -188,10 +188,51 @@ static void check_transpose(const nb_vec_kernels *v) {
     }
 }
 
+/* The fused attention's tile kernels: rows of n (up to 70) columns, ld 73
+ * apart, each with its own visible length (0, 1, a tail, all) and its own
+ * max; a -inf bias (a padded key) and a NaN score in one row. Against the
+ * portable set bit for bit, and each row's sum against exp_affine_sum on
+ * that row alone. */
+static void check_tile_rows(const nb_vec_kernels *v) {
+    const nb_vec_kernels *p = &nb_vec_portable;
+    enum { LD = 73, ROWS = 6 };
+    static float x[ROWS * LD], a1[ROWS * LD], a2[ROWS * LD], a3[LD], bias[LD];
+    float m1[ROWS], m2[ROWS], s1[ROWS], s2[ROWS];
+    nb_pcg32 r;
+    nb_pcg32_seed(&r, 8, 8);
+    for (size_t n = 1; n <= 70; n += 23) {
+        int64_t lim[ROWS] = {0, 1, (int64_t)n / 2, (int64_t)n, (int64_t)n - 1, (int64_t)n};
+        fill(x, ROWS * LD, &r, -8, 8);
+        for (size_t c = 0; c < LD; c++) bias[c] = c == 3 ? -INFINITY : 0.5f * (float)(c % 3);
+        x[5 * LD + n / 3] = NAN;
+        v->max_affine_rows(m1, x, LD, lim, ROWS, 0.3f, bias);
+        p->max_affine_rows(m2, x, LD, lim, ROWS, 0.3f, bias);
+        for (int k = 0; k < ROWS; k++) {
+            if (k == 5 || lim[k] == 0) ck_assert(k == 5 ? isnan(m1[k]) && isnan(m2[k]) : m1[k] == -INFINITY);
+            else ck_assert(m1[k] == m2[k]);
+            if (k == 5) m1[k] = m2[k] = 1.0f; /* the exps below use a number */
+        }
+        m1[0] = m2[0] = 0; /* a row that sees nothing: any m */
+        memcpy(a1, x, sizeof a1), memcpy(a2, x, sizeof a2);
+        v->exp_affine_rows(a1, LD, lim, ROWS - 1, n, 0.3f, bias, m1, s1);
+        p->exp_affine_rows(a2, LD, lim, ROWS - 1, n, 0.3f, bias, m2, s2);
+        ck_assert(memcmp(a1, a2, sizeof a1) == 0); /* columns past n untouched alike */
+        ck_assert(memcmp(s1, s2, (ROWS - 1) * sizeof(float)) == 0);
+        for (int k = 0; k < ROWS - 1; k++) {
+            for (size_t c = (size_t)lim[k]; c < n; c++) ck_assert(a1[k * LD + c] == 0.0f);
+            float want = v->exp_affine_sum(a3, x + k * LD, 0.3f, bias, m1[k], (size_t)lim[k]);
+            ck_assert(memcmp(&want, &s1[k], sizeof want) == 0);
+            ck_assert(memcmp(a3, a1 + k * LD, (size_t)lim[k] * sizeof(float)) == 0);
+        }
+        v->exp_affine_rows(a1, LD, lim, ROWS - 1, n, 0.3f, bias, m1, NULL); /* no sums */
+    }
+}
+
 /* Kernel set v against the portable one, on every length from 0 to 40 (each
  * tail) and 1000, including -inf inputs to exp. */
 static void check_vec_set(const nb_vec_kernels *v) {
     check_transpose(v);
+    check_tile_rows(v);
     const nb_vec_kernels *p = &nb_vec_portable;
     enum { N = 1000 };
     static float x[N], y[N], dy[N], a1[N], a2[N], b1[N], b2[N], m1[N], m2[N];

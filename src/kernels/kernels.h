@@ -168,6 +168,15 @@ typedef struct nb_vec_kernels {
                             float scale, const float *bias, const float *m, float *sum);
 } nb_vec_kernels;
 
+/* exp_affine_rows row by row through a set's exp_affine_sum `row` (the
+ * portable and AVX2 sets). */
+typedef float (*nb_exp_affine_sum_fn)(float *y, const float *x, float scale, const float *bias,
+                                      float m, size_t n);
+NB_HIDDEN void nb_vec_exp_affine_rows_with(nb_exp_affine_sum_fn row, float *x, size_t ld,
+                                           const int64_t *lim, size_t rows, size_t n,
+                                           float scale, const float *bias, const float *m,
+                                           float *sum);
+
 /* The portable max_affine_rows, which the AVX2 set uses too. */
 NB_HIDDEN void nb_vec_max_affine_rows_portable(float *mx, const float *x, size_t ld,
                                                const int64_t *lim, size_t rows, float scale,

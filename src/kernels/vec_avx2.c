@@ -284,13 +284,7 @@ ATTR static void gelu_bwd(float *dx, const float *x, const float *dy, size_t n, 
 /* row by row through exp_affine_sum */
 static void exp_affine_rows(float *x, size_t ld, const int64_t *lim, size_t rows, size_t n,
                             float scale, const float *bias, const float *m, float *sum) {
-    for (size_t r = 0; r < rows; r++) {
-        float *xr = x + r * ld;
-        size_t k = (size_t)lim[r];
-        float s = exp_affine_sum(xr, xr, scale, bias, m[r], k);
-        if (sum) sum[r] = s;
-        if (k < n) memset(xr + k, 0, (n - k) * sizeof(float));
-    }
+    nb_vec_exp_affine_rows_with(exp_affine_sum, x, ld, lim, rows, n, scale, bias, m, sum);
 }
 
 /* AVX2 has no 64-bit lane multiply: the mask's draws one by one */

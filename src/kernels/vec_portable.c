@@ -218,15 +218,21 @@ void nb_vec_max_affine_rows_portable(float *mx, const float *x, size_t ld, const
     }
 }
 
-static void exp_affine_rows(float *x, size_t ld, const int64_t *lim, size_t rows, size_t n,
-                            float scale, const float *bias, const float *m, float *sum) {
+void nb_vec_exp_affine_rows_with(nb_exp_affine_sum_fn row, float *x, size_t ld,
+                                 const int64_t *lim, size_t rows, size_t n, float scale,
+                                 const float *bias, const float *m, float *sum) {
     for (size_t r = 0; r < rows; r++) {
         float *xr = x + r * ld;
         size_t k = (size_t)lim[r];
-        float s = exp_affine_sum(xr, xr, scale, bias, m[r], k);
+        float s = row(xr, xr, scale, bias, m[r], k);
         if (sum) sum[r] = s;
         if (k < n) memset(xr + k, 0, (n - k) * sizeof(float));
     }
+}
+
+static void exp_affine_rows(float *x, size_t ld, const int64_t *lim, size_t rows, size_t n,
+                            float scale, const float *bias, const float *m, float *sum) {
+    nb_vec_exp_affine_rows_with(exp_affine_sum, x, ld, lim, rows, n, scale, bias, m, sum);
 }
 
 const nb_vec_kernels nb_vec_portable = {"portable", max, exp_sub_sum, scale, add, softmax_bwd,
