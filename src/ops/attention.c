@@ -11,7 +11,9 @@
  * in tiles of SDPA_BQ rows against keys in tiles of SDPA_BK, with an online
  * softmax (a running max and sum per query row); backward recomputes every
  * tile from the saved row log-sum-exp, O(B H Tq) numbers. Tiles that the
- * causal or padding mask hides completely are skipped in both directions.
+ * causal or padding mask hides completely are skipped in both directions,
+ * and within a tile the causal products go by groups of SDPA_RG rows, each
+ * only as far as it sees.
  *
  * Dropout never stores its mask either: the keep bits of query row i of
  * head (b, h) are the draws of PCG32 seeded (seed, stream (b H + h) Tq + i),

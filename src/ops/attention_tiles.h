@@ -7,8 +7,9 @@
  * Notation for head (b, h): Q (Tq, hd), K (Tk, hd), V (Tk, hdv), rows
  * H * hd (or H * hdv) apart in the projections' (B, T, H, hd) layout; a
  * query tile is rows [i0, i0 + bq), a key tile rows [j0, j0 + bk).
- * Every product goes through nb_gemm_<T>, with transposed operands read
- * through strides. */
+ * Every product goes through nb_gemm_<T> (nb_gemm_<T>_ldc where a group of
+ * rows fills part of a tile's rows), with transposed operands read through
+ * strides. */
 
 #define SDPA_CAT2(a, b) a##_##b
 #define SDPA_CAT(a, b) SDPA_CAT2(a, b)
