@@ -3,12 +3,12 @@
  *
  * nb_parallel_for gives each thread a share of [0, n), which it takes in
  * chunks, then helps the others with theirs, so a thread slowed by other
- * work on the machine does less (see `share` below). Every index is computed by exactly one thread
- * with the same arithmetic in the same order as with one thread, so results
- * are bit-identical for any thread count: kernels only split over
- * independent outputs, never over a sum. Work below `min_per_thread` items
- * per thread runs inline, because for tiny tensors waking threads costs
- * more than it saves.
+ * work on the machine does less (see `share` below). Every index is
+ * computed by exactly one thread with the same arithmetic in the same order
+ * as with one thread, so results are bit-identical for any thread count:
+ * kernels only split over independent outputs, never over a sum. Work below
+ * `min_per_thread` items per thread runs inline, because for tiny tensors
+ * waking threads costs more than it saves.
  *
  * Dispatch costs microseconds: a job is published by a new generation in
  * an atomic ticket that idle workers poll for a while (some 10 us) before
@@ -228,17 +228,20 @@ static int64_t share_start(const nb_task *t, int nt, int k, int parts, double to
     return off;
 }
 
-/* One job of n_tasks loops on every thread (see nb_parallel_tasks). */
-static void run_tasks(const nb_task *t, int nt, int64_t min_chunk) {
+/* The tasks on the calling thread, in order. */
+static void run_inline(const nb_task *t, int nt) {
+    for (int i = 0; i < nt; i++)
+        if (t[i].n > 0) t[i].fn(t[i].arg, 0, t[i].n);
+}
+
+/* One job of nt loops on every thread (see nb_parallel_tasks): n items in
+ * all, `total` their work. */
+static void run_tasks(const nb_task *t, int nt, int64_t n, double total, int64_t min_chunk) {
     pool *P = &the_pool;
     int parts = P->n_threads;
-    int64_t n = 0;
-    double total = 0;
-    for (int i = 0; i < nt; i++) n += t[i].n, total += (double)t[i].n * t[i].cost;
     if (parts == 1 || nt > NB_MAX_TASKS || n > (int64_t)TICKET_IDX_MASK ||
         atomic_flag_test_and_set(&P->busy)) { /* (busy: another thread of the caller's has it) */
-        for (int i = 0; i < nt; i++)
-            if (t[i].n > 0) t[i].fn(t[i].arg, 0, t[i].n);
+        run_inline(t, nt);
         return;
     }
     unsigned gen = (ticket_gen(atomic_load(&P->job)) + 1) & 0xffffffu;
@@ -285,25 +288,22 @@ static void run_tasks(const nb_task *t, int nt, int64_t min_chunk) {
 
 void nb_parallel_tasks(const nb_task *t, int n_tasks, double min_cost) {
     read_env();
-    double total = 0;
-    for (int i = 0; i < n_tasks; i++) total += (double)t[i].n * t[i].cost;
+    double total = 0, cheapest = 0;
+    int64_t n = 0;
+    for (int i = 0; i < n_tasks; i++) {
+        total += (double)t[i].n * t[i].cost, n += t[i].n;
+        if (t[i].n > 0 && (cheapest == 0 || t[i].cost < cheapest)) cheapest = t[i].cost;
+    }
     if (the_pool.n_threads == 1 || total < 2 * min_cost) {
-        for (int i = 0; i < n_tasks; i++)
-            if (t[i].n > 0) t[i].fn(t[i].arg, 0, t[i].n);
+        run_inline(t, n_tasks);
         return;
     }
     /* the smallest chunk: the cheapest task's items worth a sixteenth of a
      * share */
-    double cheapest = 0;
-    int64_t n = 0;
-    for (int i = 0; i < n_tasks; i++) {
-        n += t[i].n;
-        if (t[i].n > 0 && (cheapest == 0 || t[i].cost < cheapest)) cheapest = t[i].cost;
-    }
     int64_t chunk = cheapest > 0 ? (int64_t)(total / the_pool.n_threads / POOL_MIN_CHUNKS_PER_SHARE
                                              / cheapest)
                                  : 1;
-    run_tasks(t, n_tasks, chunk < n ? chunk : n);
+    run_tasks(t, n_tasks, n, total, chunk < n ? chunk : n);
 }
 
 void nb_parallel_for(int64_t n, int64_t min_per_thread, nb_range_fn fn, void *arg) {
@@ -320,7 +320,7 @@ void nb_parallel_for(int64_t n, int64_t min_per_thread, nb_range_fn fn, void *ar
     int64_t chunk = n / (parts * POOL_MIN_CHUNKS_PER_SHARE);
     if (chunk < (min_per_thread + 3) / 4) chunk = (min_per_thread + 3) / 4;
     nb_task t = {fn, arg, n, 1.0};
-    run_tasks(&t, 1, chunk);
+    run_tasks(&t, 1, n, (double)n, chunk);
 }
 
 /* ---- a parallel copy, for gradients copied whole on the way back ---------- */
