@@ -464,8 +464,9 @@ START_TEST(test_packed_gemm_is_the_fma_chain) {
 }
 END_TEST
 
-/* The unpacked gemm on narrow products (9 to 16 columns, 8 to 19 rows: the
- * AVX-512 8 x 16 tiles where the CPU has them, the AVX2 ones on the rest;
+/* The unpacked gemm on narrow products (9 to 16 floats or 5 to 8 doubles a
+ * row, 8 to 19 rows: the AVX-512 8 x 64-byte tiles where the CPU has them,
+ * the AVX2 ones on the rest;
  * the fused attention's heads of 16), c's rows wider apart than its
  * columns: the fmaf chain, bit for bit, and c's padding untouched. */
 START_TEST(test_narrow_gemm_is_the_fma_chain) {
@@ -493,6 +494,22 @@ START_TEST(test_narrow_gemm_is_the_fma_chain) {
                 nb_gemm_float_ldc(c, LD, a, K, 1, b, 16, 1, rows, K, cols, add);
                 ck_assert_msg(memcmp(c, want, sizeof c) == 0, "%d x %d, add %d", rows, cols, add);
             }
+    /* float64 (gradcheck's) on 5 to 8 columns, the same 8 x 64-byte tiles */
+    static double ad[19 * K], bd[K * 8], cd[19 * LD], wd[19 * LD];
+    for (int i = 0; i < 19 * K; i++) ad[i] = a[i];
+    for (int i = 0; i < K * 8; i++) bd[i] = b[i] * 0.5;
+    for (int rows = 8; rows <= 19; rows += 11)
+        for (int cols = 5; cols <= 8; cols++) {
+            for (int i = 0; i < 19 * LD; i++) cd[i] = wd[i] = (double)i * 0.25;
+            for (int i = 0; i < rows; i++)
+                for (int j = 0; j < cols; j++) {
+                    double acc = 0;
+                    for (int p = 0; p < K; p++) acc = fma(ad[i * K + p], bd[p * 8 + j], acc);
+                    wd[i * LD + j] = acc;
+                }
+            nb_gemm_double_ldc(cd, LD, ad, K, 1, bd, 8, 1, rows, K, cols, false);
+            ck_assert_msg(memcmp(cd, wd, sizeof cd) == 0, "double %d x %d", rows, cols);
+        }
 }
 END_TEST
 

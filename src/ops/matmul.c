@@ -162,9 +162,12 @@ static bool mm_have_avx2(void) {
     return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
 }
 
-/* AVX-512: 8 rows x 64 bytes, for C of at most 16 floats a row (the fused
- * attention's products for heads of 16), one vector per row. */
-MM_DEFINE(float, avx512n, 8, 64, MM_MADD_FMA_float, __attribute__((target("avx512f,fma"))))
+/* AVX-512: 8 rows x 64 bytes, one vector a row, for C too wide for avx2n's
+ * 32 bytes and at most 64 (the fused attention's products for heads of 16
+ * floats). */
+#define MM_AVX512_ATTR __attribute__((target("avx512f,fma")))
+MM_DEFINE(float, avx512n, 8, 64, MM_MADD_FMA_float, MM_AVX512_ATTR)
+MM_DEFINE(double, avx512n, 8, 64, MM_MADD_FMA_double, MM_AVX512_ATTR)
 
 static bool mm_have_avx512(void) {
     return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma");
@@ -185,10 +188,10 @@ static bool mm_have_avx512(void) {
                                   int64_t cols, bool add) {                       \
         if (!mm_have_avx2())                                                      \
             gemm_##T##_base(c, ldc, a, ars, acs, b, brs, bcs, rows, inner, cols, add); \
-        else if (MM_AVX512N_##T && cols <= 16 && cols > 8 && rows >= 8 && mm_have_avx512()) \
-            MM_AVX512N_CALL_##T(c, ldc, a, ars, acs, b, brs, bcs, rows, inner, cols, add); \
         else if (cols <= MM_NR_##T##_avx2n && rows >= 8)                          \
             gemm_##T##_avx2n(c, ldc, a, ars, acs, b, brs, bcs, rows, inner, cols, add); \
+        else if (cols <= MM_NR_##T##_avx512n && rows >= 8 && mm_have_avx512())   \
+            gemm_##T##_avx512n(c, ldc, a, ars, acs, b, brs, bcs, rows, inner, cols, add); \
         else                                                                      \
             gemm_##T##_avx2(c, ldc, a, ars, acs, b, brs, bcs, rows, inner, cols, add); \
     }
@@ -200,12 +203,6 @@ static bool mm_have_avx512(void) {
                                   int64_t cols, bool add) {                       \
         gemm_##T##_base(c, ldc, a, ars, acs, b, brs, bcs, rows, inner, cols, add); \
     }
-#endif
-#if MM_AVX2
-#define MM_AVX512N_float 1
-#define MM_AVX512N_double 0
-#define MM_AVX512N_CALL_float gemm_float_avx512n
-#define MM_AVX512N_CALL_double gemm_double_avx2 /* never taken */
 #endif
 MM_GEMM_UNPACKED(float)
 MM_GEMM_UNPACKED(double)
