@@ -11,7 +11,6 @@
 #endif
 
 #define NB_ALIGN 64
-
 #define NB_DEFAULT_RESERVE (1u << 20)
 
 /* Under AddressSanitizer the arena's free space is poisoned, and every

@@ -73,9 +73,9 @@ static int64_t lin_grain(int64_t per_item) {
     return g > 0 ? g : 1;
 }
 
-/* float32 runs its three products through nb_gemm_float_par (every thread,
- * b packed once); float64 (gradcheck) through these ranges of rows or
- * outputs, each a plain nb_gemm_double call. */
+/* float32 runs its products through nb_gemm_float_par_n (every thread, b
+ * packed once, the backward's two as one job); float64 (gradcheck) through
+ * these ranges of rows or outputs, each a plain nb_gemm_double call. */
 
 /* y rows [lo, hi) (O each) = x @ w^T, or b then += x @ w^T with a bias. */
 static void linear_forward_range_double(void *arg, int64_t lo, int64_t hi) {
@@ -133,9 +133,6 @@ static lin_job linear_job(const nb_tensor *x, const nb_tensor *w) {
                      .O = w->shape[0]};
 }
 
-/* Reuses the inputs x and w (no saved values). dx is written before w's
- * buffer is asked for (x may be w); a fresh float32 dx is stored, not added
- * to. */
 /* float32 with x, w and b three tensors: dx (=|+=) dy @ w, dw += dy^T @ x
  * and db as one job (equal multiply-adds in the two products, so with two
  * threads each starts on one). */
@@ -156,6 +153,10 @@ static void linear_backward_f32(nb_ctx *ctx, nb_node *n, lin_job *j) {
     nb_gemm_float_par_n(d, nd, j->db ? &db : NULL, j->db ? 1 : 0);
 }
 
+/* Reuses the inputs x and w (no saved values). Otherwise (float64, or x, w
+ * and b not three tensors) the products run one after the other: dx is
+ * written before w's buffer is asked for (x may be w); a fresh float32 dx is
+ * stored, not added to. */
 static void linear_backward(nb_ctx *ctx, nb_node *n) {
     nb_tensor *x = n->in[0], *w = n->in[1], *out = n->out;
     lin_job j = linear_job(x, w);
