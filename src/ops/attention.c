@@ -77,6 +77,20 @@ static bool tile_visible(const sdpa_job *J, int64_t b, int64_t i0, int64_t bq, i
     return false;
 }
 
+/* Rows in the group of rows starting at g0 of a tile of n (SDPA_RG but the
+ * last). */
+static inline int64_t group_rows(int64_t n, int64_t g0) {
+    return n - g0 < SDPA_RG ? n - g0 : SDPA_RG;
+}
+
+/* nc[g] = how many keys of [j0, j0 + bk) query group g of tile [i0, i0 +
+ * bq) multiplies: as far as its last row sees. */
+static void group_limits(const sdpa_job *J, int64_t i0, int64_t bq, int64_t j0, int64_t bk,
+                         int64_t *nc) {
+    for (int64_t g0 = 0; g0 < bq; g0 += SDPA_RG)
+        nc[g0 / SDPA_RG] = causal_limit(J, i0 + g0 + group_rows(bq, g0) - 1, j0, bk);
+}
+
 /* keep[c] for keys j0 .. j0 + bk - 1 (bk <= SDPA_BK) of query i, head (b, h). */
 static void keep_row(const sdpa_job *J, int64_t b, int64_t h, int64_t i, int64_t j0, int64_t bk,
                      uint8_t *keep) {

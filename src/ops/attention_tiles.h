@@ -161,9 +161,9 @@ NB_HOT static void SDPA_FN(sdpa_forward_tile)(const sdpa_job *J, int64_t b, int6
         if (!tile_visible(J, b, i0, bq, j0, bk)) continue;
         /* s (bq, bk) = Q_tile @ K_tile^T, each group of rows only as far
          * as its last row sees (nc[g] keys) */
+        group_limits(J, i0, bq, j0, bk, nc);
         for (int64_t g = 0; g * SDPA_RG < bq; g++) {
-            const int64_t g0 = g * SDPA_RG, gn = bq - g0 < SDPA_RG ? bq - g0 : SDPA_RG;
-            nc[g] = causal_limit(J, i0 + g0 + gn - 1, j0, bk);
+            const int64_t g0 = g * SDPA_RG, gn = group_rows(bq, g0);
             if (nc[g] > 0)
                 SDPA_GEMM_LDC(s + g0 * bk, bk, q + g0 * ldq, ldq, 1, kt + j0, Tk, 1, gn, hd, nc[g],
                               false);
@@ -178,7 +178,7 @@ NB_HOT static void SDPA_FN(sdpa_forward_tile)(const sdpa_job *J, int64_t b, int6
             vis[r] = mx[r] == -INFINITY ? 0 : lim[r]; /* nothing visible yet: P = 0 */
         }
         for (int64_t g = 0; g * SDPA_RG < bq; g++) {
-            const int64_t g0 = g * SDPA_RG, gn = bq - g0 < SDPA_RG ? bq - g0 : SDPA_RG;
+            const int64_t g0 = g * SDPA_RG, gn = group_rows(bq, g0);
             SDPA_FN(exp_rows)(s + g0 * bk, bk, vis + g0, gn, nc[g], scale, colbias, mx + g0,
                               sum + g0);
         }
@@ -196,7 +196,7 @@ NB_HOT static void SDPA_FN(sdpa_forward_tile)(const sdpa_job *J, int64_t b, int6
         }
         /* acc (bq, hdv) += P_tile @ V_tile, each group over the keys it sees */
         for (int64_t g = 0; g * SDPA_RG < bq; g++) {
-            const int64_t g0 = g * SDPA_RG, gn = bq - g0 < SDPA_RG ? bq - g0 : SDPA_RG;
+            const int64_t g0 = g * SDPA_RG, gn = group_rows(bq, g0);
             if (nc[g] > 0)
                 SDPA_GEMM(acc + g0 * hdv, s + g0 * bk, bk, 1, v + j0 * ldv, ldv, 1, gn, nc[g], hdv,
                           true);
@@ -248,9 +248,9 @@ NB_HOT static void SDPA_FN(sdpa_backward_head)(const sdpa_job *J, int64_t b, int
         for (int64_t j0 = 0; j0 < Tk; j0 += SDPA_BK) {
             const int64_t bk = Tk - j0 < SDPA_BK ? Tk - j0 : SDPA_BK;
             if (!tile_visible(J, b, i0, bq, j0, bk)) continue;
+            group_limits(J, i0, bq, j0, bk, nc);
             for (int64_t g = 0; g * SDPA_RG < bq; g++) { /* Q K^T, dO V^T as far as seen */
-                const int64_t g0 = g * SDPA_RG, gn = bq - g0 < SDPA_RG ? bq - g0 : SDPA_RG;
-                nc[g] = causal_limit(J, i0 + g0 + gn - 1, j0, bk);
+                const int64_t g0 = g * SDPA_RG, gn = group_rows(bq, g0);
                 if (nc[g] == 0) continue;
                 SDPA_GEMM_LDC(p + g0 * bk, bk, qt + g0 * ldq, ldq, 1, kt + j0, Tk, 1, gn, hd,
                               nc[g], false);
@@ -261,7 +261,7 @@ NB_HOT static void SDPA_FN(sdpa_backward_head)(const sdpa_job *J, int64_t b, int
             for (int64_t r = 0; r < bq; r++) /* P; a query that sees nothing: 0 */
                 lim[r] = lse[i0 + r] == -INFINITY ? 0 : causal_limit(J, i0 + r, j0, bk);
             for (int64_t g = 0; g * SDPA_RG < bq; g++) {
-                const int64_t g0 = g * SDPA_RG, gn = bq - g0 < SDPA_RG ? bq - g0 : SDPA_RG;
+                const int64_t g0 = g * SDPA_RG, gn = group_rows(bq, g0);
                 SDPA_FN(exp_rows)(p + g0 * bk, bk, lim + g0, gn, nc[g], scale, colbias,
                                   lse + i0 + g0, NULL);
             }
@@ -285,7 +285,7 @@ NB_HOT static void SDPA_FN(sdpa_backward_head)(const sdpa_job *J, int64_t b, int
              * scale * dS). Groups start SDPA_RG apart in both tiles, so a
              * group of keys reads only scores its queries computed. */
             for (int64_t c0 = 0; c0 < bk; c0 += SDPA_RG) {
-                const int64_t cn = bk - c0 < SDPA_RG ? bk - c0 : SDPA_RG;
+                const int64_t cn = group_rows(bk, c0);
                 int64_t qs = J->causal ? j0 + c0 - i0 : 0;
                 qs = qs < 0 ? 0 : qs;
                 if (qs >= bq) break;
@@ -297,7 +297,7 @@ NB_HOT static void SDPA_FN(sdpa_backward_head)(const sdpa_job *J, int64_t b, int
                               cn, bq - qs, hd, true);
             }
             for (int64_t g = 0; J->gq && g * SDPA_RG < bq; g++) {
-                const int64_t g0 = g * SDPA_RG, gn = bq - g0 < SDPA_RG ? bq - g0 : SDPA_RG;
+                const int64_t g0 = g * SDPA_RG, gn = group_rows(bq, g0);
                 if (nc[g] > 0)
                     SDPA_GEMM(dq + (i0 + g0) * hd, dp + g0 * bk, bk, 1, k + j0 * ldq, ldq, 1, gn,
                               nc[g], hd, true);
