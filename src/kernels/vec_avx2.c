@@ -60,38 +60,20 @@ ATTR static float max(const float *x, size_t n) {
     return any_nan ? NAN : r;
 }
 
-ATTR static float exp_sub_sum(float *y, const float *x, float m, size_t n) {
-    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps(), mv = _mm256_set1_ps(m);
-    size_t j = 0;
-    for (; j + 16 <= n; j += 16) {
-        __m256 e0 = exp8(_mm256_sub_ps(_mm256_loadu_ps(x + j), mv));
-        __m256 e1 = exp8(_mm256_sub_ps(_mm256_loadu_ps(x + j + 8), mv));
-        _mm256_storeu_ps(y + j, e0);
-        _mm256_storeu_ps(y + j + 8, e1);
-        a0 = _mm256_add_ps(a0, e0);
-        a1 = _mm256_add_ps(a1, e1);
-    }
-    if (j == n) return sum16(a0, a1);
-    float part[16];
-    _mm256_storeu_ps(part, a0);
-    _mm256_storeu_ps(part + 8, a1);
-    for (; j < n; j++) {
-        float d = x[j] - m;
-        y[j] = nb_expf_poly(d);
-        part[j % 16] = part[j % 16] + y[j];
-    }
-    return nb_vec_sum16(part);
-}
-
-ATTR static float exp_affine_sum(float *y, const float *x, float scale, const float *bias,
+/* y = exp(x * scale + bias - m), or exp(x - m) when bias is NULL (x as it
+ * is, no product), 16 at a time in two accumulators, the tail one by one
+ * into the same 16 partial sums; returns the sum. */
+ATTR static inline float exp_sum(float *y, const float *x, float scale, const float *bias,
                                  float m, size_t n) {
     __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps(), mv = _mm256_set1_ps(m);
     __m256 sv = _mm256_set1_ps(scale);
     size_t j = 0;
     for (; j + 16 <= n; j += 16) {
-        __m256 t0 = _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(x + j), sv), _mm256_loadu_ps(bias + j));
-        __m256 t1 = _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(x + j + 8), sv),
-                                  _mm256_loadu_ps(bias + j + 8));
+        __m256 t0 = _mm256_loadu_ps(x + j), t1 = _mm256_loadu_ps(x + j + 8);
+        if (bias) {
+            t0 = _mm256_add_ps(_mm256_mul_ps(t0, sv), _mm256_loadu_ps(bias + j));
+            t1 = _mm256_add_ps(_mm256_mul_ps(t1, sv), _mm256_loadu_ps(bias + j + 8));
+        }
         __m256 e0 = exp8(_mm256_sub_ps(t0, mv)), e1 = exp8(_mm256_sub_ps(t1, mv));
         _mm256_storeu_ps(y + j, e0);
         _mm256_storeu_ps(y + j + 8, e1);
@@ -103,12 +85,24 @@ ATTR static float exp_affine_sum(float *y, const float *x, float scale, const fl
     _mm256_storeu_ps(part, a0);
     _mm256_storeu_ps(part + 8, a1);
     for (; j < n; j++) {
-        float t = x[j] * scale;
-        t = t + bias[j];
+        float t = x[j];
+        if (bias) {
+            t = t * scale;
+            t = t + bias[j];
+        }
         y[j] = nb_expf_poly(t - m);
         part[j % 16] = part[j % 16] + y[j];
     }
     return nb_vec_sum16(part);
+}
+
+ATTR static float exp_sub_sum(float *y, const float *x, float m, size_t n) {
+    return exp_sum(y, x, 1.0f, NULL, m, n);
+}
+
+ATTR static float exp_affine_sum(float *y, const float *x, float scale, const float *bias,
+                                 float m, size_t n) {
+    return exp_sum(y, x, scale, bias, m, n);
 }
 
 ATTR static void scale(float *y, float s, size_t n) {

@@ -59,29 +59,29 @@ ATTR static float max(const float *x, size_t n) {
     return nan_ ? NAN : _mm512_reduce_max_ps(m);
 }
 
-ATTR static float exp_sub_sum(float *y, const float *x, float m, size_t n) {
-    __m512 acc = _mm512_setzero_ps(), mv = _mm512_set1_ps(m);
+/* y = exp(x * scale + bias - m), or exp(x - m) when bias is NULL (x as it
+ * is, no product); returns the sum. */
+ATTR static inline float exp_sum(float *y, const float *x, float scale, const float *bias,
+                                 float m, size_t n) {
+    __m512 acc = _mm512_setzero_ps(), mv = _mm512_set1_ps(m), sv = _mm512_set1_ps(scale);
     for (size_t j = 0; j < n; j += 16) {
         __mmask16 k = tail_mask(n - j);
-        __m512 e = exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + j), mv));
+        __m512 t = _mm512_maskz_loadu_ps(k, x + j);
+        if (bias) t = _mm512_add_ps(_mm512_mul_ps(t, sv), _mm512_maskz_loadu_ps(k, bias + j));
+        __m512 e = exp16(_mm512_sub_ps(t, mv));
         _mm512_mask_storeu_ps(y + j, k, e);
         acc = _mm512_mask_add_ps(acc, k, acc, e);
     }
     return sum16(acc);
 }
 
+ATTR static float exp_sub_sum(float *y, const float *x, float m, size_t n) {
+    return exp_sum(y, x, 1.0f, NULL, m, n);
+}
+
 ATTR static float exp_affine_sum(float *y, const float *x, float scale, const float *bias,
                                  float m, size_t n) {
-    __m512 acc = _mm512_setzero_ps(), mv = _mm512_set1_ps(m), sv = _mm512_set1_ps(scale);
-    for (size_t j = 0; j < n; j += 16) {
-        __mmask16 k = tail_mask(n - j);
-        __m512 t = _mm512_add_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(k, x + j), sv),
-                                 _mm512_maskz_loadu_ps(k, bias + j));
-        __m512 e = exp16(_mm512_sub_ps(t, mv));
-        _mm512_mask_storeu_ps(y + j, k, e);
-        acc = _mm512_mask_add_ps(acc, k, acc, e);
-    }
-    return sum16(acc);
+    return exp_sum(y, x, scale, bias, m, n);
 }
 
 ATTR static void scale(float *y, float s, size_t n) {

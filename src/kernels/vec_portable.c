@@ -54,26 +54,25 @@ static float max(const float *x, size_t n) {
     return nan_ ? NAN : m;
 }
 
-static float exp_sub_sum(float *y, const float *x, float m, size_t n) {
+/* y = exp(x * scale + bias - m), or exp(x - m) when bias is NULL (x as it
+ * is, no product); returns the sum in 16 partial sums. */
+static float exp_affine_sum(float *y, const float *x, float scale, const float *bias, float m,
+                            size_t n) {
     float part[16] = {0};
     for (size_t j = 0; j < n; j++) {
-        float d = x[j] - m;
-        y[j] = nb_expf_poly(d);
+        float t = x[j];
+        if (bias) {
+            t = t * scale;
+            t = t + bias[j];
+        }
+        y[j] = nb_expf_poly(t - m);
         part[j % 16] = part[j % 16] + y[j];
     }
     return nb_vec_sum16(part);
 }
 
-static float exp_affine_sum(float *y, const float *x, float scale, const float *bias, float m,
-                            size_t n) {
-    float part[16] = {0};
-    for (size_t j = 0; j < n; j++) {
-        float t = x[j] * scale;
-        t = t + bias[j];
-        y[j] = nb_expf_poly(t - m);
-        part[j % 16] = part[j % 16] + y[j];
-    }
-    return nb_vec_sum16(part);
+static float exp_sub_sum(float *y, const float *x, float m, size_t n) {
+    return exp_affine_sum(y, x, 1.0f, NULL, m, n);
 }
 
 static void scale(float *y, float s, size_t n) {
