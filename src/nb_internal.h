@@ -273,10 +273,11 @@ NB_HIDDEN void nb_gemm_float(float *c, const float *a, int64_t ars, int64_t acs,
 NB_HIDDEN void nb_gemm_float_par(float *c, const float *bias, const float *a, int64_t ars,
                                  int64_t acs, const float *b, int64_t brs, int64_t bcs,
                                  int64_t rows, int64_t inner, int64_t cols, bool add);
-/* Up to NB_MAX_TASKS such products, and n_extra more tasks (a bias gradient), as
- * one job: the threads wait once, and with two threads each starts on a
- * product of its own when their work is equal (a linear's dx and dw). The
- * products must not write what another reads or writes. */
+/* n such products and n_extra more tasks (a bias gradient) as one job when
+ * they number NB_MAX_TASKS or fewer (else in several): the threads wait
+ * once, and with two threads each starts on a product of its own when
+ * their work is equal (a linear's dx and dw). The products must not write
+ * what another reads or writes. */
 typedef struct nb_gemm_desc {
     float *c;
     const float *bias, *a;

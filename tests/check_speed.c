@@ -513,6 +513,40 @@ START_TEST(test_narrow_gemm_is_the_fma_chain) {
 }
 END_TEST
 
+/* ---- products as one job ---------------------------------------------------------- */
+
+static void add_one_range(void *arg, int64_t lo, int64_t hi) {
+    float *v = arg;
+    for (int64_t i = lo; i < hi; i++) v[i] += 1.0f;
+}
+
+/* nb_gemm_float_par_n with more products and tasks than one job holds (5
+ * products and an extra task: two jobs), on 2 threads: each product the
+ * bits of nb_gemm_float alone, the extra task run once. */
+START_TEST(test_gemm_par_n_beyond_one_job) {
+    enum { P = 5, R = 40, K = 300, C = 48, X = 1000 };
+    static float a[R * K], b[P][K * C], c[P][R * C], want[P][R * C], extra[X];
+    nb_pcg32 r;
+    nb_pcg32_seed(&r, 9, 10);
+    fill(a, R * K, &r, -1, 1);
+    nb_gemm_desc d[P];
+    for (int p = 0; p < P; p++) {
+        fill(b[p], K * C, &r, -1, 1);
+        /* b transposed for some (packed whole), in place for the rest */
+        bool t = p % 2;
+        nb_gemm_float(want[p], a, K, 1, b[p], t ? 1 : C, t ? K : 1, R, K, C, false);
+        d[p] = (nb_gemm_desc){c[p], NULL, a, K, 1, b[p], t ? 1 : C, t ? K : 1, R, K, C, false};
+    }
+    memset(extra, 0, sizeof extra);
+    nb_task e = {add_one_range, extra, X, 1.0};
+    nb_set_num_threads(2);
+    nb_gemm_float_par_n(d, P, &e, 1);
+    nb_set_num_threads(1);
+    for (int p = 0; p < P; p++) ck_assert_msg(memcmp(c[p], want[p], sizeof c[p]) == 0, "%d", p);
+    for (int i = 0; i < X; i++) ck_assert(extra[i] == 1.0f);
+}
+END_TEST
+
 /* ---- nb_pcg32_advance ------------------------------------------------------------ */
 
 START_TEST(test_pcg32_advance_matches_draws) {
@@ -541,6 +575,7 @@ Suite *suite_speed(void) {
     tcase_add_test(tc, test_expf_poly_within_2_ulp);
     tcase_add_test(tc, test_packed_gemm_is_the_fma_chain);
     tcase_add_test(tc, test_narrow_gemm_is_the_fma_chain);
+    tcase_add_test(tc, test_gemm_par_n_beyond_one_job);
     tcase_add_test(tc, test_pcg32_advance_matches_draws);
     suite_add_tcase(s, tc);
     return s;

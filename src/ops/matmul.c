@@ -283,12 +283,19 @@ static void gemm_pack_range(void *arg, int64_t lo, int64_t hi) {
 }
 
 void nb_gemm_float_par_n(const nb_gemm_desc *d, int n, const nb_task *extra, int n_extra) {
+    if (n + n_extra > NB_MAX_TASKS) { /* more than a job holds: in several */
+        int now = n < NB_MAX_TASKS ? n : NB_MAX_TASKS;
+        nb_gemm_float_par_n(d, now, NULL, 0);
+        if (n > now) nb_gemm_float_par_n(d + now, n - now, extra, n_extra);
+        else nb_parallel_tasks(extra, n_extra, GEMM_PAR_GRAIN);
+        return;
+    }
     const nb_sgemm_kernel *k = sgemm_kernel();
     gemm_par_job j[NB_MAX_TASKS];
     nb_task pack[NB_MAX_TASKS], run[NB_MAX_TASKS];
     int n_pack = 0, n_run = 0;
     bool threads = nb_get_num_threads() > 1;
-    for (int i = 0; i < n && i < NB_MAX_TASKS; i++) {
+    for (int i = 0; i < n; i++) {
         const nb_gemm_desc *g = &d[i];
         j[i] = (gemm_par_job){NULL,   g->c,   g->bias, g->a,     g->b,     NULL,
                               g->ars, g->acs, g->brs,  g->bcs,   g->rows,  g->inner,
@@ -312,7 +319,7 @@ void nb_gemm_float_par_n(const nb_gemm_desc *d, int n, const nb_task *extra, int
                                  (double)(j[i].unit * g->inner * g->cols)};
     }
     if (n_pack) nb_parallel_tasks(pack, n_pack, 8192); /* ~8k floats copied a thread */
-    for (int e = 0; e < n_extra && n_run < NB_MAX_TASKS; e++) run[n_run++] = extra[e];
+    for (int e = 0; e < n_extra; e++) run[n_run++] = extra[e];
     nb_parallel_tasks(run, n_run, GEMM_PAR_GRAIN);
 }
 
