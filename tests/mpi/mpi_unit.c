@@ -94,6 +94,46 @@ int main(int argc, char **argv) {
     }
     check(&m, ok, "average: float32 tensors of odd sizes and one without a gradient");
 
+    /* the same lists with their gradients in the shared window: the same
+     * bits, and the values kept across sharing and unsharing */
+    void *own_grad = c->grad;
+    for (size_t i = 0; i < c->numel; i++) ((float *)c->grad)[i] = (float)value(m.rank, i + 3);
+    ok = nb_mpi_share_grads(&m, &lf) == 0 && (m.size == 1 || c->grad != own_grad);
+    for (size_t i = 0; ok && i < c->numel; i++) ok = ((float *)c->grad)[i] == (float)value(m.rank, i + 3);
+    ok = ok && nb_mpi_average(&m, &lf, true) == 0;
+    for (size_t i = 0; ok && i < c->numel; i++) {
+        double acc = (float)value(0, i + 3);
+        for (int r = 1; r < m.size; r++) acc += (float)value(r, i + 3);
+        ok = ((float *)c->grad)[i] == (float)(acc / m.size);
+    }
+    float first = ((float *)c->grad)[0];
+    nb_mpi_unshare_grads(&m);
+    ok = ok && c->grad == own_grad && ((float *)c->grad)[0] == first;
+    check(&m, ok, "average in shared memory: float32, same bits as the messages, unshared intact");
+
+    for (size_t i = 0; i < a->numel; i++) ((double *)a->grad)[i] = value(m.rank, i + 1);
+    for (int k = 0; k < 4; k++)
+        for (size_t i = 0; t3[k]->grad && i < t3[k]->numel; i++)
+            ((float *)t3[k]->grad)[i] = (float)value(m.rank, i + 11 * k);
+    nb_tensor_list lx = {0}; /* f64, f32 with odd sizes, an entry without a gradient */
+    nb_list_add(&lx, "a", a);
+    for (int k = 0; k < 4; k++) nb_list_add(&lx, names3[k], t3[k]);
+    ok = nb_mpi_share_grads(&m, &lx) == 0 && t3[1]->grad == NULL;
+    ok = ok && nb_mpi_average(&m, &lx, true) == 0;
+    for (size_t i = 0; ok && i < a->numel; i++) {
+        double acc = value(0, i + 1);
+        for (int r = 1; r < m.size; r++) acc += value(r, i + 1);
+        ok = ((double *)a->grad)[i] == acc / m.size;
+    }
+    for (int k = 0; k < 4; k++)
+        for (size_t i = 0; ok && t3[k]->grad && i < t3[k]->numel; i++) {
+            double acc = (float)value(0, i + 11 * k);
+            for (int r = 1; r < m.size; r++) acc += (float)value(r, i + 11 * k);
+            ok = ((float *)t3[k]->grad)[i] == (float)(acc / m.size);
+        }
+    nb_mpi_unshare_grads(&m);
+    check(&m, ok, "average in shared memory: float64 and float32 mixed, odd sizes, a missing gradient");
+
     for (size_t i = 0; i < a->numel; i++) ((double *)a->data)[i] = value(m.rank, i);
     ok = nb_mpi_bcast(&m, &l, false) == 0;
     for (size_t i = 0; ok && i < a->numel; i++) ok = ((double *)a->data)[i] == value(0, i);

@@ -10,7 +10,9 @@
  * Two test seams, read from the environment (tests/mpi/test_mpi.sh):
  *   NB_MPI_TEST_FAIL=R:I   rank R fails at iteration I's gradient sync
  *   NB_MPI_TEST_NUDGE=R:I  rank R adds 1e-6 to its first parameter after
- *                          iteration I's step, so the drift check must fire */
+ *                          iteration I's step, so the drift check must fire
+ * and one switch: NB_MPI_SHM=0 keeps the gradients out of the shared window
+ * (the message path, as across hosts). */
 #include "gpt_mpi.h"
 
 #include <stdio.h>
@@ -40,10 +42,16 @@ static int agree(const gpt_dist *d, int failed, char *msg, size_t n) {
     return bad;
 }
 
+/* Rank 0's parameters everywhere; then, unless NB_MPI_SHM=0, the gradients
+ * move into a shared window when every rank is on this host (nb_mpi.h). The
+ * model is freed before gpt_mpi_stop, so nothing reads them after. */
 static int bcast(const gpt_dist *d, const nb_tensor_list *params) {
     char msg[512] = "";
     if (agree(d, 0, msg, sizeof msg)) return gpt_fail(d->prog, "%s", msg);
     if (nb_mpi_bcast(&G.m, params, false)) return gpt_fail(d->prog, "MPI_Bcast of the parameters failed");
+    const char *shm = getenv("NB_MPI_SHM");
+    if (!(shm && strcmp(shm, "0") == 0) && nb_mpi_share_grads(&G.m, params))
+        return gpt_fail(d->prog, "MPI shared-memory window for the gradients failed");
     return 0;
 }
 

@@ -13,13 +13,26 @@ int nb_mpi_init(int *argc, char ***argv, nb_mpi *m) {
     MPI_Initialized(&inited);
     if (!inited && MPI_Init(argc, argv) != MPI_SUCCESS) return 1;
     m->comm = MPI_COMM_WORLD;
+    m->node = MPI_COMM_NULL;
     MPI_Comm_set_errhandler(m->comm, MPI_ERRORS_RETURN);
     MPI_Comm_rank(m->comm, &m->rank);
     MPI_Comm_size(m->comm, &m->size);
     return 0;
 }
 
+static void free_window(nb_mpi *m) {
+    if (!m->win_on) return;
+    MPI_Win_unlock_all(m->win);
+    MPI_Win_free(&m->win);
+    free(m->slot), free(m->off), free(m->orig);
+    m->slot = NULL, m->off = NULL, m->orig = NULL;
+    m->shared = NULL;
+    m->win_on = 0;
+}
+
 void nb_mpi_finalize(nb_mpi *m) {
+    free_window(m);
+    if (m->node != MPI_COMM_NULL && m->node != 0) MPI_Comm_free(&m->node);
     free(m->send);
     free(m->recv);
     m->send = m->recv = NULL;
@@ -242,6 +255,189 @@ static int average_bucket(nb_mpi *m, cursor *rd, cursor *wr, size_t len, bool f3
     return 0;
 }
 
+/* ---- one host: gradients in a shared window ------------------------------ */
+
+/* Entry i's layout as every rank must agree on it, in one number. */
+static uint64_t layout_hash(const nb_tensor_list *l) {
+    uint64_t h = 1469598103934665603ull;
+    for (int i = 0; i < l->n; i++) {
+        const nb_tensor *t = nb_list_tensor(l, i);
+        uint64_t v[3] = {t ? t->numel : 0, t ? (uint64_t)t->dtype : 0, t && t->grad};
+        for (int k = 0; k < 3; k++) h = (h ^ v[k]) * 1099511628211ull;
+    }
+    return h;
+}
+
+static bool shares(const nb_tensor *t) { return float_entry(t) && t->grad; }
+
+/* Every rank on this host, with the same layout: the window applies. */
+static int window_applies(nb_mpi *m, const nb_tensor_list *l, int *yes) {
+    *yes = 0;
+    if (m->size == 1 || m->win_on) return 0;
+    if (m->node == MPI_COMM_NULL &&
+        MPI_Comm_split_type(m->comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &m->node) != MPI_SUCCESS)
+        return 1;
+    int nsize = 0;
+    MPI_Comm_size(m->node, &nsize);
+    unsigned long long h = layout_hash(l), lo = 0, hi = 0;
+    if (MPI_Allreduce(&h, &lo, 1, MPI_UNSIGNED_LONG_LONG, MPI_MIN, m->comm) != MPI_SUCCESS ||
+        MPI_Allreduce(&h, &hi, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, m->comm) != MPI_SUCCESS)
+        return 1;
+    *yes = nsize == m->size && lo == hi;
+    return 0;
+}
+
+int nb_mpi_share_grads(nb_mpi *m, const nb_tensor_list *l) {
+    int yes;
+    if (window_applies(m, l, &yes)) return 1;
+    if (!yes) return 0;
+    size_t n = (size_t)l->n, bytes = 0;
+    m->off = calloc(n ? n : 1, sizeof *m->off);
+    m->orig = calloc(n ? n : 1, sizeof *m->orig);
+    m->slot = calloc((size_t)m->size, sizeof *m->slot);
+    int ok = m->off && m->orig && m->slot;
+    for (size_t i = 0; ok && i < n; i++) {
+        const nb_tensor *t = nb_list_tensor(l, (int)i);
+        m->off[i] = bytes;
+        if (shares(t)) bytes += (t->numel * nb_dtype_size(t->dtype) + 63) & ~(size_t)63;
+    }
+    /* all ranks must take the same branch from here: agree on ok */
+    int all_ok = 0;
+    MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, m->comm);
+    MPI_Info info;
+    MPI_Info_create(&info);
+    MPI_Info_set(info, "alloc_shared_noncontig", "true"); /* each rank's slot on its own pages */
+    char *mine = NULL;
+    int rc = all_ok ? MPI_Win_allocate_shared((MPI_Aint)(bytes ? bytes : 64), 1, info, m->node,
+                                              &mine, &m->win)
+                    : MPI_ERR_NO_MEM;
+    MPI_Info_free(&info);
+    if (rc != MPI_SUCCESS) {
+        free(m->off), free(m->orig), free(m->slot);
+        m->off = NULL, m->orig = NULL, m->slot = NULL;
+        return 1;
+    }
+    m->win_on = 1;
+    MPI_Win_lock_all(MPI_MODE_NOCHECK, m->win);
+    for (int s = 0; s < m->size; s++) {
+        MPI_Aint sz;
+        int du;
+        MPI_Win_shared_query(m->win, s, &sz, &du, &m->slot[s]);
+    }
+    for (size_t i = 0; i < n; i++) {
+        nb_tensor *t = nb_list_tensor(l, (int)i);
+        if (!shares(t)) continue;
+        m->orig[i] = t->grad;
+        memcpy(mine + m->off[i], t->grad, t->numel * nb_dtype_size(t->dtype));
+        t->grad = mine + m->off[i];
+    }
+    m->shared = l;
+    MPI_Win_sync(m->win);
+    return MPI_Barrier(m->node) != MPI_SUCCESS;
+}
+
+void nb_mpi_unshare_grads(nb_mpi *m) {
+    if (!m->win_on) return;
+    const nb_tensor_list *l = m->shared;
+    for (int i = 0; i < l->n; i++) {
+        nb_tensor *t = nb_list_tensor(l, i);
+        if (!m->orig[i]) continue;
+        memcpy(m->orig[i], t->grad, t->numel * nb_dtype_size(t->dtype));
+        t->grad = m->orig[i];
+    }
+    free_window(m);
+}
+
+/* The list's gradients are where nb_mpi_share_grads put them. */
+static bool in_window(const nb_mpi *m, const nb_tensor_list *l) {
+    if (!m->win_on || m->shared != l) return false;
+    for (int i = 0; i < l->n; i++) {
+        const nb_tensor *t = nb_list_tensor(l, i);
+        if (m->orig[i] && t->grad != m->slot[m->rank] + m->off[i]) return false;
+    }
+    return true;
+}
+
+/* 1/size when it is exact (size a power of two): x * inv == x / size, and a
+ * multiply costs less than a divide. 0 otherwise (divide). */
+static double exact_inverse(int size) { return (size & (size - 1)) == 0 ? 1.0 / size : 0.0; }
+
+/* Two ranks, float32: the mean of a and b, written into both, one pass. */
+static void mean2_f32(float *restrict a, float *restrict b, size_t len) {
+    for (size_t e = 0; e < len; e++) {
+        float y = (float)(((double)a[e] + (double)b[e]) * 0.5);
+        a[e] = y;
+        b[e] = y;
+    }
+}
+
+/* The generic mean over m->size copies at byte offset `off`, elements lo..hi,
+ * in blocks: acc = copy 0 + copy 1 + ... (rank order, in double), times the
+ * exact inverse or divided by the count, stored into every copy. */
+#define SHM_MEAN(NAME, T)                                                                      \
+    static void NAME(const nb_mpi *m, size_t off, size_t lo, size_t hi) {                      \
+        enum { BLOCK = 512 };                                                                  \
+        double acc[BLOCK];                                                                     \
+        const double n = (double)m->size, inv = exact_inverse(m->size);                       \
+        for (size_t k = lo; k < hi; k += BLOCK) {                                              \
+            size_t len = hi - k < BLOCK ? hi - k : BLOCK;                                      \
+            const T *x0 = (const T *)(m->slot[0] + off) + k;                                   \
+            for (size_t e = 0; e < len; e++) acc[e] = x0[e];                                   \
+            for (int s = 1; s < m->size; s++) {                                                \
+                const T *x = (const T *)(m->slot[s] + off) + k;                                \
+                for (size_t e = 0; e < len; e++) acc[e] += x[e];                               \
+            }                                                                                  \
+            if (inv) for (size_t e = 0; e < len; e++) acc[e] *= inv;                           \
+            else for (size_t e = 0; e < len; e++) acc[e] /= n;                                 \
+            for (int s = 0; s < m->size; s++) {                                                \
+                T *y = (T *)(m->slot[s] + off) + k;                                            \
+                for (size_t e = 0; e < len; e++) y[e] = (T)acc[e];                             \
+            }                                                                                  \
+        }                                                                                      \
+    }
+SHM_MEAN(shm_mean_f32, float)
+SHM_MEAN(shm_mean_f64, double)
+#undef SHM_MEAN
+
+/* Elements lo..hi of entry i (an f32 or f64 gradient in the window at byte
+ * offset off): the rank-order mean of every rank's copy, written into every
+ * copy. Two ranks of float32 (the common case) in one pass. */
+static void shm_mean(const nb_mpi *m, const nb_tensor *t, size_t off, size_t lo, size_t hi) {
+    if (m->size == 2 && t->dtype == NB_F32)
+        mean2_f32((float *)(m->slot[0] + off) + lo, (float *)(m->slot[1] + off) + lo, hi - lo);
+    else if (t->dtype == NB_F32)
+        shm_mean_f32(m, off, lo, hi);
+    else
+        shm_mean_f64(m, off, lo, hi);
+}
+
+/* Rank r takes the r-th 1/size of the elements (cut at multiples of 16, so
+ * no two ranks write one cache line of float32), between two barriers:
+ * before, every rank's gradients are final; after, every mean is in every
+ * copy. */
+static int shm_average(nb_mpi *m, const nb_tensor_list *l) {
+    size_t total = 0;
+    for (int i = 0; i < l->n; i++)
+        if (m->orig[i]) total += nb_list_tensor(l, i)->numel;
+    size_t p = (size_t)m->size, r = (size_t)m->rank;
+    size_t lo = (total * r / p) & ~(size_t)15, hi = r + 1 == p ? total : (total * (r + 1) / p) & ~(size_t)15;
+    MPI_Win_sync(m->win);
+    if (MPI_Barrier(m->node) != MPI_SUCCESS) return 1;
+    MPI_Win_sync(m->win);
+    size_t at = 0;
+    for (int i = 0; i < l->n && at < hi; i++) {
+        if (!m->orig[i]) continue;
+        const nb_tensor *t = nb_list_tensor(l, i);
+        size_t a = lo > at ? lo - at : 0, b = hi - at < t->numel ? hi - at : t->numel;
+        if (a < b) shm_mean(m, t, m->off[i], a, b);
+        at += t->numel;
+    }
+    MPI_Win_sync(m->win);
+    if (MPI_Barrier(m->node) != MPI_SUCCESS) return 1;
+    MPI_Win_sync(m->win);
+    return 0;
+}
+
 int nb_mpi_average(nb_mpi *m, const nb_tensor_list *l, bool grads) {
     size_t total = 0;
     bool f32 = true;
@@ -251,6 +447,7 @@ int nb_mpi_average(nb_mpi *m, const nb_tensor_list *l, bool grads) {
             f32 = f32 && nb_list_tensor(l, i)->dtype == NB_F32;
         }
     if (m->size == 1) return 0;
+    if (grads && in_window(m, l)) return shm_average(m, l);
     size_t bucket = NB_MPI_BUCKET / sizeof(double);
     cursor rd = {l, grads, 0, 0}, wr = {l, grads, 0, 0};
     for (size_t at = 0; at < total; at += bucket) {

@@ -6,6 +6,8 @@
  *
  *   nb_mpi m;  nb_mpi_init(&argc, &argv, &m);       // once
  *   nb_mpi_bcast(&m, &params, false);               // rank 0's init everywhere
+ *   nb_mpi_share_grads(&m, &params);                // optional: one host's ranks
+ *                                                   // reduce in shared memory
  *   for each step:
  *       forward + backward on this rank's slice of the batch
  *       nb_mpi_average(&m, &params, true);          // grads := mean over ranks
@@ -40,12 +42,21 @@ typedef struct nb_mpi {
     int rank, size;
     double *send, *recv; /* bucket staging, size * chunk doubles each */
     size_t cap;          /* doubles allocated in send and recv */
+    /* nb_mpi_share_grads's window (win_on when a list is shared) */
+    MPI_Comm node;                /* the ranks of this host, when all are on it */
+    MPI_Win win;
+    int win_on;
+    const nb_tensor_list *shared; /* the list whose gradients live in the window */
+    char **slot;                  /* every rank's copy of the gradients, mapped here */
+    size_t *off;                  /* byte offset of each list entry in a slot */
+    void **orig;                  /* each entry's own gradient buffer, before sharing */
 } nb_mpi;
 
 /* MPI_Init (when not initialised yet) and the rank/size of MPI_COMM_WORLD.
  * Errors are returned, not aborted on: MPI_ERRORS_RETURN is set. */
 int nb_mpi_init(int *argc, char ***argv, nb_mpi *m);
-/* Frees the staging buffers and finalises MPI. */
+/* Frees the staging buffers and the shared window (the shared list's
+ * gradients are not copied back: see nb_mpi_share_grads) and finalises MPI. */
 void nb_mpi_finalize(nb_mpi *m);
 
 /* Rank 0's values (grads=false) or gradients (grads=true) of every tensor in
@@ -56,6 +67,24 @@ int nb_mpi_bcast(nb_mpi *m, const nb_tensor_list *l, bool grads);
  * zeros (so ranks agree on the layout even when one rank's batch never
  * reached a parameter). */
 int nb_mpi_average(nb_mpi *m, const nb_tensor_list *l, bool grads);
+
+/* Moves the gradients of the list into one shared-memory window (MPI-3
+ * MPI_Win_allocate_shared) that every rank maps, when all ranks run on this
+ * host; collective. From then on nb_mpi_average(m, l, true) reduces them
+ * there: rank r reads its 1/size-th of every rank's gradients, sums them
+ * in rank order in double, divides, rounds once and writes the mean into
+ * every rank's copy; two barriers and no message. The sums are those of
+ * the message path, so the bits are the same either way. Each gradient
+ * keeps its values; t->grad points into the window until
+ * nb_mpi_unshare_grads or nb_mpi_finalize (free or unshare the tensors'
+ * list first: after finalize their gradients must not be touched).
+ * Returns 0 also when sharing does not apply (one rank, several hosts,
+ * ranks whose lists differ, a list already shared): the message path then
+ * serves. 1 when MPI failed. */
+int nb_mpi_share_grads(nb_mpi *m, const nb_tensor_list *l);
+/* Copies the shared gradients back into their own buffers and frees the
+ * window; collective. */
+void nb_mpi_unshare_grads(nb_mpi *m);
 
 /* A 64-bit FNV-1a hash of every tensor's bytes, in list order. */
 uint64_t nb_mpi_hash(const nb_tensor_list *l);
