@@ -336,6 +336,19 @@ static void check_vec_set(const nb_vec_kernels *v) {
             if (n > 5) s1[5] = s2[5] = b1[5] = 0;
             ck_assert(memcmp(s1, s2, n * sizeof(float)) == 0);
             for (size_t i = 0; i < n; i++) ck_assert(s1[i] == b1[i]);
+            /* gelu_d: gelu's y, and the d whose product with dy (here y) is
+             * gelu_bwd's stored gradient s1; the portable twin's bits */
+            v->gelu_d(b2, m2, a1, n, approx);
+            v->gelu(a2, a1, n, approx);
+            for (size_t i = 0; i < n; i++) {
+                if (i == 5) continue; /* the NaN */
+                ck_assert(b2[i] == a2[i]);
+                ck_assert(y[i] * m2[i] == s1[i]);
+            }
+            p->gelu_d(m1, b1, a1, n, approx);
+            if (n > 5) m1[5] = b2[5] = b1[5] = m2[5] = 0;
+            ck_assert(memcmp(m1, b2, n * sizeof(float)) == 0);
+            ck_assert(memcmp(b1, m2, n * sizeof(float)) == 0);
         }
     }
 }

@@ -142,6 +142,46 @@ START_TEST(test_gelu_tanh_values) {
 }
 END_TEST
 
+/* A float32 GELU of up to 65536 elements keeps gelu'(x) from its forward;
+ * a larger one recomputes it in backward. Both must give the same bits:
+ * the first 1000 elements of a 70000-element GELU against the same 1000
+ * on their own, both approximations, a fresh gradient and an accumulated
+ * one (the input used twice), and without a tape (inference) the same y. */
+START_TEST(test_gelu_saved_derivative_same_bits) {
+    for (int approx = NB_GELU_NONE; approx <= NB_GELU_TANH; approx++) {
+        nb_ctx *ctx = nb_ctx_new(0);
+        nb_pcg32 r;
+        nb_pcg32_seed(&r, 5, 7);
+        nb_tensor *big = nb_requires_grad(nb_empty(ctx, NB_F32, NB_SHAPE(70000)));
+        nb_tensor *small = nb_requires_grad(nb_empty(ctx, NB_F32, NB_SHAPE(1000)));
+        for (size_t i = 0; i < big->numel; i++)
+            ((float *)big->data)[i] = (float)(nb_pcg32_next(&r) >> 8) / (1 << 24) * 12 - 6;
+        memcpy(small->data, big->data, 1000 * sizeof(float));
+        nb_tensor *ys = nb_gelu(ctx, small, (nb_gelu_approx)approx);
+        nb_tensor *yb = nb_gelu(ctx, big, (nb_gelu_approx)approx);
+        ck_assert(memcmp(ys->data, yb->data, 1000 * sizeof(float)) == 0);
+        /* loss = sum(gelu(x) * w) + sum(gelu(x) * w): each input's gradient
+         * is written once and then added to */
+        nb_tensor *wb = nb_empty(ctx, NB_F32, NB_SHAPE(70000));
+        for (size_t i = 0; i < wb->numel; i++) ((float *)wb->data)[i] = (float)(i % 7) - 3.5f;
+        nb_tensor *ws = nb_empty(ctx, NB_F32, NB_SHAPE(1000));
+        memcpy(ws->data, wb->data, 1000 * sizeof(float));
+        nb_tensor *ys2 = nb_gelu(ctx, small, (nb_gelu_approx)approx);
+        nb_tensor *yb2 = nb_gelu(ctx, big, (nb_gelu_approx)approx);
+        nb_tensor *ls = nb_add(ctx, nb_sum(ctx, nb_mul(ctx, ys, ws)), nb_sum(ctx, nb_mul(ctx, ys2, ws)));
+        nb_tensor *lb = nb_add(ctx, nb_sum(ctx, nb_mul(ctx, yb, wb)), nb_sum(ctx, nb_mul(ctx, yb2, wb)));
+        ck_assert_int_eq(nb_backward(ctx, nb_add(ctx, ls, lb), NULL), NB_OK);
+        ck_assert(memcmp(small->grad, big->grad, 1000 * sizeof(float)) == 0);
+        ck_assert(((float *)small->grad)[1] != 0);
+        nb_set_grad_enabled(ctx, false);
+        nb_tensor *yi = nb_gelu(ctx, small, (nb_gelu_approx)approx);
+        nb_set_grad_enabled(ctx, true);
+        ck_assert(memcmp(yi->data, ys->data, 1000 * sizeof(float)) == 0);
+        nb_ctx_free(ctx);
+    }
+}
+END_TEST
+
 START_TEST(test_log_sqrt_negative_give_nan) {
     nb_ctx *ctx = nb_ctx_new(0);
     nb_tensor *a = vec(ctx, NB_F32, 3, (double[]){-1, 0, 4});
@@ -396,6 +436,7 @@ Suite *suite_unary(void) {
     Suite *s = suite_create("unary");
     TCase *tc = tcase_create("values");
     tcase_add_test(tc, test_neg_scale_add_scalar_values);
+    tcase_add_test(tc, test_gelu_saved_derivative_same_bits);
     tcase_add_test(tc, test_exp_log_values);
     tcase_add_test(tc, test_sqrt_pow_values);
     tcase_add_test(tc, test_tanh_sigmoid_values);

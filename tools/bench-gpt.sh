@@ -9,33 +9,41 @@
 # Both sides time the same number of steps after 3 warm-up steps: 400 at
 # tiny (a step is well under a millisecond, so fewer would be one scheduler
 # hiccup away from noise), 40 at cpu-baby; a STEPS argument overrides both.
-#   sh tools/bench-gpt.sh BUILD_DIR [STEPS]
+# This machine's vCPUs slow down in spells of a few seconds, which can land
+# on either side's run, so each config runs ROUNDS times (3), nabla and
+# PyTorch alternating, and each side keeps its best (fastest) round.
+#   sh tools/bench-gpt.sh BUILD_DIR [STEPS] [ROUNDS]
 set -e
 bin=$1/bin/nabla-gpt
 steps_arg=${2:-}
+rounds=${3:-3}
 here=$(dirname "$0")
-echo "GPT training step (forward, cross-entropy, backward, clip, AdamW), float32, vocab 65"
+# The value of key=... in a line of key=value pairs.
+val() { printf '%s\n' "$1" | tr ' ' '\n' | sed -n "s/^$2=//p" | head -1; }
+# The smaller of two numbers ("" counts as none).
+least() { if [ -z "$1" ]; then echo "$2"; else awk -v a="$1" -v b="$2" 'BEGIN { print (b < a ? b : a) }'; fi; }
+echo "GPT training step (forward, cross-entropy, backward, clip, AdamW), float32, vocab 65, best of $rounds rounds"
 for cfg in "tiny 2 2 32 16 8 0.15 400" "cpu-baby 4 4 128 64 12 0.5 40"; do
     set -- $cfg
     steps=${steps_arg:-$8}
     name=$1 flags="--n_layer=$2 --n_head=$3 --n_embd=$4 --block_size=$5 --batch_size=$6 --max_iters=$steps"
     target=$7
     for arch in gptmodel nanogpt; do
-        n1=$("$bin" bench --arch=$arch $flags --threads=1 --sample=False)
-        n2=$("$bin" bench --arch=$arch $flags --threads=2 --sample=False)
-        t=$(/usr/bin/python3 "$here/bench_torch_gpt.py" --arch=$arch --n_layer=$2 --n_head=$3 \
-            --n_embd=$4 --block_size=$5 --batch_size=$6 --steps=$steps | tail -1)
-        printf '%s\n%s\n%s\n' "$n1" "$n2" "$t" | awk -v name="$name" -v arch="$arch" -v target="$target" '
-            function val(line, key,   i, n, kv) {
-                n = split(line, kv, /[ =]/)
-                for (i = 1; i < n; i++) if (kv[i] == key) return kv[i + 1]
-                return ""
-            }
-            NR == 1 { a = val($0, "ms_per_step"); rss1 = val($0, "peak_rss_mb") }
-            NR == 2 { b = val($0, "ms_per_step"); rss2 = val($0, "peak_rss_mb") }
-            NR == 3 { t = val($0, "torch_best_ms_per_step"); mode = val($0, "mode") }
-            END {
-                best = a < b ? a : b; thr = a < b ? 1 : 2; rss = rss1 > rss2 ? rss1 : rss2
+        a="" b="" t="" rss=0 mode=""
+        for round in $(seq "$rounds"); do
+            n1=$("$bin" bench --arch=$arch $flags --threads=1 --sample=False)
+            n2=$("$bin" bench --arch=$arch $flags --threads=2 --sample=False)
+            tl=$(/usr/bin/python3 "$here/bench_torch_gpt.py" --arch=$arch --n_layer=$2 --n_head=$3 \
+                --n_embd=$4 --block_size=$5 --batch_size=$6 --steps=$steps | tail -1)
+            a=$(least "$a" "$(val "$n1" ms_per_step)") b=$(least "$b" "$(val "$n2" ms_per_step)")
+            tv=$(val "$tl" torch_best_ms_per_step)
+            if [ -z "$t" ] || [ "$(least "$t" "$tv")" != "$t" ]; then t=$tv mode=$(val "$tl" mode); fi
+            rss=$(awk -v r="$rss" -v p="$(val "$n1" peak_rss_mb)" -v q="$(val "$n2" peak_rss_mb)" \
+                'BEGIN { m = r; if (p > m) m = p; if (q > m) m = q; print m }')
+        done
+        awk -v name="$name" -v arch="$arch" -v target="$target" -v a="$a" -v b="$b" -v t="$t" \
+            -v mode="$mode" -v rss="$rss" 'BEGIN {
+                best = a < b ? a : b; thr = a < b ? 1 : 2
                 printf "%-9s %-8s nabla %8.3f ms/step (%d thr)  torch %8.3f ms/step (%s)  ratio %.3f (target <= %s)  peak_rss_mb %.1f\n",
                        name, arch, best, thr, t, mode, best / t, target, rss
             }'

@@ -173,9 +173,8 @@ static int cmd_bench(const gpt_flags *f) {
     /* 3 warm-up steps, then max_iters steps in `rounds` rounds (5); the
      * figure is the median round's time per step, as make bench-compare's
      * programs and tools/bench_torch_gpt.py take it (a round that another
-     * program slowed does not move it). make bench-gpt runs one round at a
-     * time, alternating with PyTorch's, so both see the same spells of a
-     * busy machine. */
+     * program slowed does not move it). make bench-gpt runs this and
+     * PyTorch's timing alternately, a few times, and keeps each side's best. */
     enum { MAX_ROUNDS = 99 };
     double round_ms[MAX_ROUNDS];
     int rounds = f->rounds < MAX_ROUNDS ? (int)f->rounds : MAX_ROUNDS;

@@ -144,6 +144,9 @@ typedef struct nb_vec_kernels {
     void (*gelu)(float *y, const float *x, size_t n, int tanh_approx);
     void (*gelu_bwd)(float *dx, const float *x, const float *dy, size_t n, int tanh_approx,
                      int store);
+    /* y = gelu(x) and d = gelu'(x) in one pass, the bits of gelu and of the
+     * d that gelu_bwd multiplies dy by (a small GELU keeps d for backward) */
+    void (*gelu_d)(float *y, float *d, const float *x, size_t n, int tanh_approx);
     /* y = exp((x * scale + bias) - m) for n elements (the product and the
      * sums rounded separately; bias -inf gives 0); returns their sum. The
      * fused attention's scores straight from the product, with no pass

@@ -257,6 +257,17 @@ ATTR static void gelu(float *y, const float *x, size_t n, int tanh_approx) {
     for (float d; j < n; j++) nb_gelu1(x[j], tanh_approx, y + j, &d);
 }
 
+ATTR static void gelu_d(float *y, float *d, const float *x, size_t n, int tanh_approx) {
+    size_t j = 0;
+    for (; j + 8 <= n; j += 8) {
+        __m256 yv, dv;
+        gelu8(_mm256_loadu_ps(x + j), tanh_approx, &yv, &dv);
+        _mm256_storeu_ps(y + j, yv);
+        _mm256_storeu_ps(d + j, dv);
+    }
+    for (; j < n; j++) nb_gelu1(x[j], tanh_approx, y + j, d + j);
+}
+
 ATTR static void gelu_bwd(float *dx, const float *x, const float *dy, size_t n, int tanh_approx,
                           int store) {
     size_t j = 0;
@@ -289,6 +300,6 @@ static void pcg32_keep_scalar(nb_pcg32 *rng, uint8_t *keep, size_t n, uint32_t t
 const nb_vec_kernels nb_vec_avx2 = {"avx2",      max,      exp_sub_sum, scale,
                                     add,         softmax_bwd, dropout, dropout_bwd,
                                     adam,        nb_pcg32_fill, pcg32_keep_scalar, gelu,
-                                    gelu_bwd,    exp_affine_sum, nb_vec_transpose_portable,
+                                    gelu_bwd,    gelu_d,      exp_affine_sum, nb_vec_transpose_portable,
                                     nb_vec_max_affine_rows_portable, exp_affine_rows};
 #endif

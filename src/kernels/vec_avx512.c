@@ -305,6 +305,16 @@ ATTR static void gelu(float *y, const float *x, size_t n, int tanh_approx) {
     }
 }
 
+ATTR static void gelu_d(float *y, float *d, const float *x, size_t n, int tanh_approx) {
+    for (size_t j = 0; j < n; j += 16) {
+        __mmask16 k = tail_mask(n - j);
+        __m512 yv, dv;
+        gelu16(_mm512_maskz_loadu_ps(k, x + j), tanh_approx, &yv, &dv);
+        _mm512_mask_storeu_ps(y + j, k, yv);
+        _mm512_mask_storeu_ps(d + j, k, dv);
+    }
+}
+
 ATTR static void gelu_bwd(float *dx, const float *x, const float *dy, size_t n, int tanh_approx,
                           int store) {
     for (size_t j = 0; j < n; j += 16) {
@@ -405,6 +415,6 @@ ATTR static void exp_affine_rows(float *x, size_t ld, const int64_t *lim, size_t
 const nb_vec_kernels nb_vec_avx512 = {"avx512", max,        exp_sub_sum, scale,
                                       add,      softmax_bwd, dropout,    dropout_bwd,
                                       adam,     pcg32_fill,  pcg32_keep, gelu,       gelu_bwd,
-                                      exp_affine_sum, transpose, max_affine_rows,
+                                      gelu_d,   exp_affine_sum, transpose, max_affine_rows,
                                       exp_affine_rows};
 #endif

@@ -180,6 +180,10 @@ static void gelu(float *y, const float *x, size_t n, int tanh_approx) {
     for (size_t j = 0; j < n; j++) nb_gelu1(x[j], tanh_approx, y + j, &d);
 }
 
+static void gelu_d(float *y, float *d, const float *x, size_t n, int tanh_approx) {
+    for (size_t j = 0; j < n; j++) nb_gelu1(x[j], tanh_approx, y + j, d + j);
+}
+
 static void gelu_bwd(float *dx, const float *x, const float *dy, size_t n, int tanh_approx,
                      int store) {
     for (size_t j = 0; j < n; j++) {
@@ -236,7 +240,7 @@ static void exp_affine_rows(float *x, size_t ld, const int64_t *lim, size_t rows
 
 const nb_vec_kernels nb_vec_portable = {"portable", max, exp_sub_sum, scale, add, softmax_bwd,
                                         dropout, dropout_bwd, adam, nb_pcg32_fill, pcg32_keep,
-                                        gelu, gelu_bwd, exp_affine_sum,
+                                        gelu, gelu_bwd, gelu_d, exp_affine_sum,
                                         nb_vec_transpose_portable,
                                         nb_vec_max_affine_rows_portable, exp_affine_rows};
 

@@ -226,16 +226,33 @@ UNARY_OP(gelu_tanh,
  * nb_expf_poly and a fitted erfc, within a few ulp of libm's), split over
  * threads; double through the loops above. */
 typedef struct gelu_job {
-    const float *x, *dy;
+    const float *x, *dy; /* x: the input; for a saved backward, the saved gelu'(x) */
     float *y; /* forward: out; backward: dx */
     int tanh_approx;
     const nb_vec_kernels *vk;
     int store; /* backward: dx is a fresh buffer, stored into, not added to */
+    float *d;  /* forward with a saved derivative: gelu'(x) */
 } gelu_job;
 
 static void gelu_fwd_range(void *arg, int64_t lo, int64_t hi) {
     const gelu_job *j = arg;
     j->vk->gelu(j->y + lo, j->x + lo, (size_t)(hi - lo), j->tanh_approx);
+}
+
+static void gelu_fwd_d_range(void *arg, int64_t lo, int64_t hi) {
+    const gelu_job *j = arg;
+    j->vk->gelu_d(j->y + lo, j->d + lo, j->x + lo, (size_t)(hi - lo), j->tanh_approx);
+}
+
+/* dx = dy * d, or dx += dy * d: gelu_bwd's arithmetic with d already known */
+static void gelu_saved_bwd_range(void *arg, int64_t lo, int64_t hi) {
+    const gelu_job *j = arg;
+    const float *d = j->x, *dy = j->dy;
+    float *dx = j->y;
+    if (j->store)
+        for (int64_t i = lo; i < hi; i++) dx[i] = dy[i] * d[i];
+    else
+        for (int64_t i = lo; i < hi; i++) dx[i] = dx[i] + dy[i] * d[i];
 }
 
 static void gelu_bwd_range(void *arg, int64_t lo, int64_t hi) {
@@ -249,7 +266,7 @@ static void gelu_bwd_range(void *arg, int64_t lo, int64_t hi) {
 #define GELU_GRAIN 2048
 
 static void gelu_f32_forward(const nb_tensor *a, nb_tensor *out, int tanh_approx) {
-    gelu_job j = {a->data, NULL, out->data, tanh_approx, nb_vec(), false};
+    gelu_job j = {a->data, NULL, out->data, tanh_approx, nb_vec(), false, NULL};
     nb_parallel_for((int64_t)a->numel, GELU_GRAIN, gelu_fwd_range, &j);
 }
 
@@ -269,7 +286,7 @@ static void gelu_f32_backward(nb_ctx *ctx, nb_node *n) {
     float *ga = nb_grad_buffer_fresh(ctx, a, &fresh);
     if (!ga) return;
     /* a fresh buffer is stored into, not cleared and added to */
-    gelu_job j = {a->data, out->grad, ga, (int)n->i[0] == NB_GELU_TANH, nb_vec(), fresh};
+    gelu_job j = {a->data, out->grad, ga, (int)n->i[0] == NB_GELU_TANH, nb_vec(), fresh, NULL};
     nb_parallel_for((int64_t)a->numel, GELU_GRAIN, gelu_bwd_range, &j);
 }
 
@@ -283,6 +300,37 @@ static void gelu_tanh_backward_fast(nb_ctx *ctx, nb_node *n) {
     else gelu_tanh_backward(ctx, n);
 }
 
+/* A small float32 GELU on the tape keeps gelu'(x) from its forward (one
+ * pass computes y and d), so its backward is dx = dy * d instead of a
+ * second erf or tanh: in the tiny GPT (16K elements a layer) that recompute
+ * was some 7% of a training step. Above GELU_SAVE_MAX elements the saved
+ * buffer would cost memory (the cpu-baby GPT: 1.5 MB a layer, which its
+ * 60 MB peak-RSS target has no room for) while the recompute is a smaller
+ * share of the step, so larger GELUs recompute. The bits are the same
+ * either way: d is the value gelu_bwd multiplies dy by. */
+#define GELU_SAVE_MAX ((size_t)1 << 16)
+#define GELU_SAVED_GRAIN 16384 /* a multiply per element: small ones stay inline */
+
+static void gelu_saved_backward(nb_ctx *ctx, nb_node *n) {
+    nb_tensor *a = n->in[0], *out = n->out;
+    bool fresh;
+    float *ga = nb_grad_buffer_fresh(ctx, a, &fresh);
+    if (!ga) return;
+    gelu_job j = {n->saved, out->grad, ga, 0, NULL, fresh, NULL};
+    nb_parallel_for((int64_t)a->numel, GELU_SAVED_GRAIN, gelu_saved_bwd_range, &j);
+}
+
+static nb_tensor *gelu_f32_saving(nb_ctx *ctx, nb_tensor *a, nb_gelu_approx approx) {
+    nb_tensor *out = nb_empty_raw(ctx, a->dtype, a->ndim, a->shape);
+    float *d = out ? nb_ctx_alloc_raw(ctx, a->numel * sizeof(float)) : NULL; /* all written */
+    if (!d) return NULL;
+    gelu_job j = {a->data, NULL, out->data, approx == NB_GELU_TANH, nb_vec(), false, d};
+    nb_parallel_for((int64_t)a->numel, GELU_GRAIN, gelu_fwd_d_range, &j);
+    nb_node *n = nb_record_op(ctx, NB_OP_GELU, out, 1, &a, gelu_saved_backward);
+    if (n) n->i[0] = approx, n->saved = d;
+    return out;
+}
+
 /* The variant goes in node->i[0]; each variant has its own backward. */
 nb_tensor *nb_gelu(nb_ctx *ctx, nb_tensor *a, nb_gelu_approx approx) {
     if (!nb_check_float_inputs(ctx, "gelu", 1, &a)) return NULL;
@@ -294,6 +342,8 @@ nb_tensor *nb_gelu(nb_ctx *ctx, nb_tensor *a, nb_gelu_approx approx) {
                     (int)approx, nb_shape_str(a, s, sizeof s));
         return NULL;
     }
+    if (a->dtype == NB_F32 && a->numel <= GELU_SAVE_MAX && ctx->grad_enabled && a->requires_grad)
+        return gelu_f32_saving(ctx, a, approx);
     nb_node *n = NULL;
     nb_tensor *out = approx == NB_GELU_TANH
                          ? unary(ctx, NB_OP_GELU, a, 0, gelu_tanh_forward_fast,
