@@ -8,6 +8,8 @@
 #     losses within 1e-12 relative, all weights within 1e-12 normwise
 #     relative, each tensor within 1e-9 (README: the key bias's exact
 #     gradient is zero, so its value is rounding noise that Adam scales up);
+#   - the message path (NB_MPI_SHM=0, and a shared window that could not be
+#     allocated) equal to the shared window's, bit for bit;
 #   - a bad combination (4 rows over 3 ranks) refused before training;
 #   - the drift check: a rank whose parameters are nudged stops every rank;
 #   - error propagation: a rank that fails stops every rank with its
@@ -55,6 +57,22 @@ for run in gptmodel_cosine_clip:gptmodel gptmodel_qkv_course:gptmodel_qkv \
     then ok "$name: 2 ranks = 1 process (float64)"
     else tail -5 "$tmp/s.out" "$tmp/m.out"; bad "$name: 2 ranks = 1 process (float64)"; fi
 done
+
+# The same through messages: NB_MPI_SHM=0, and a window that could not be
+# allocated (NB_MPI_TEST_NOSHM: every rank's allocation "fails"), which must
+# say so and fall back. Both paths give the same bits as the window's.
+name=nanogpt_bias_accum
+args=$("$CMP" args "$F/${name}_f64.safetensors")
+common="$args --init=$F/init_nanogpt_bias.safetensors --batches=$F/batches.safetensors"
+if NB_MPI_SHM=0 $RUN -np 2 "$M" train $common --out_dir="$tmp/p_$name" > "$tmp/p.out" 2>&1 &&
+   NB_MPI_TEST_NOSHM=1 $RUN -np 2 "$M" train $common --out_dir="$tmp/q_$name" > "$tmp/q.out" 2>&1 &&
+   grep -q "averaging through messages" "$tmp/q.out" && ! grep -q "averaging through" "$tmp/p.out" &&
+   "$CMP" log "$tmp/p_$name/log.jsonl" "$tmp/m_$name/log.jsonl" 0 &&
+   "$CMP" model "$tmp/p_$name/model.safetensors" "$tmp/m_$name/model.safetensors" 0 0 &&
+   "$CMP" log "$tmp/q_$name/log.jsonl" "$tmp/m_$name/log.jsonl" 0 &&
+   "$CMP" model "$tmp/q_$name/model.safetensors" "$tmp/m_$name/model.safetensors" 0 0
+then ok "$name: 2 ranks through messages = 2 ranks in the shared window, bit for bit"
+else tail -5 "$tmp/p.out" "$tmp/q.out"; bad "$name: messages = shared window"; fi
 
 # ---- refused before training --------------------------------------------------
 common="$("$CMP" args "$F/gptmodel_cosine_clip_f64.safetensors") --init=$F/init_gptmodel.safetensors --batches=$F/batches.safetensors"

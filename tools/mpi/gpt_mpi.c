@@ -52,6 +52,9 @@ static int bcast(const gpt_dist *d, const nb_tensor_list *params) {
     const char *shm = getenv("NB_MPI_SHM");
     if (!(shm && strcmp(shm, "0") == 0) && nb_mpi_share_grads(&G.m, params))
         return gpt_fail(d->prog, "MPI shared-memory window for the gradients failed");
+    if (G.m.shm_refused && G.m.rank == 0)
+        fprintf(stderr, "%s: no shared-memory window for the gradients (MPI_Win_allocate_shared "
+                "failed on a rank); averaging through messages\n", d->prog);
     return 0;
 }
 

@@ -308,14 +308,22 @@ int nb_mpi_share_grads(nb_mpi *m, const nb_tensor_list *l) {
     MPI_Info_create(&info);
     MPI_Info_set(info, "alloc_shared_noncontig", "true"); /* each rank's slot on its own pages */
     char *mine = NULL;
-    int rc = all_ok ? MPI_Win_allocate_shared((MPI_Aint)(bytes ? bytes : 64), 1, info, m->node,
+    /* test seam (tests/mpi/test_mpi.sh): every rank's allocation "fails" */
+    int rc = all_ok && !getenv("NB_MPI_TEST_NOSHM") ? MPI_Win_allocate_shared((MPI_Aint)(bytes ? bytes : 64), 1, info, m->node,
                                               &mine, &m->win)
                     : MPI_ERR_NO_MEM;
     MPI_Info_free(&info);
-    if (rc != MPI_SUCCESS) {
+    /* The window is an optimisation: when any rank could not have it (a
+     * small /dev/shm, a large model), every rank keeps the message path. A
+     * rank whose part was allocated leaves it be (freeing is collective
+     * over ranks some of which have no window) until MPI_Finalize. */
+    int got = rc == MPI_SUCCESS, all_got = 0;
+    if (MPI_Allreduce(&got, &all_got, 1, MPI_INT, MPI_MIN, m->comm) != MPI_SUCCESS) all_got = 0;
+    if (!all_got) {
         free(m->off), free(m->orig), free(m->slot);
         m->off = NULL, m->orig = NULL, m->slot = NULL;
-        return 1;
+        m->shm_refused = 1;
+        return all_ok ? 0 : 1;
     }
     m->win_on = 1;
     MPI_Win_lock_all(MPI_MODE_NOCHECK, m->win);

@@ -46,6 +46,7 @@ typedef struct nb_mpi {
     MPI_Comm node;                /* the ranks of this host, when all are on it */
     MPI_Win win;
     int win_on;
+    int shm_refused;              /* the window could not be allocated on every rank */
     const nb_tensor_list *shared; /* the list whose gradients live in the window */
     char **slot;                  /* every rank's copy of the gradients, mapped here */
     size_t *off;                  /* byte offset of each list entry in a slot */
@@ -79,8 +80,9 @@ int nb_mpi_average(nb_mpi *m, const nb_tensor_list *l, bool grads);
  * nb_mpi_unshare_grads or nb_mpi_finalize (free or unshare the tensors'
  * list first: after finalize their gradients must not be touched).
  * Returns 0 also when sharing does not apply (one rank, several hosts,
- * ranks whose lists differ, a list already shared): the message path then
- * serves. 1 when MPI failed. */
+ * ranks whose lists differ, a list already shared) or when some rank could
+ * not allocate the window (m->shm_refused is then set): the message path
+ * then serves. 1 when MPI failed or memory for the layout ran out. */
 int nb_mpi_share_grads(nb_mpi *m, const nb_tensor_list *l);
 /* Copies the shared gradients back into their own buffers and frees the
  * window; collective. */
