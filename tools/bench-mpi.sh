@@ -12,11 +12,13 @@
 # two vCPUs slow down in spells of a few seconds, and 2 ranks feel a slowed
 # core most (the other rank waits for it at every step), so the four runs
 # go in ROUNDS alternating rounds and each configuration keeps its best.
-#   sh tools/bench-mpi.sh BUILD_DIR [ITERS] [ROUNDS]
+# MICRO (6) sets the micro-batch: the global batch is 2 x MICRO sequences.
+#   sh tools/bench-mpi.sh BUILD_DIR [ITERS] [ROUNDS] [MICRO]
 set -e
 B=$1
 iters=${2:-80}
 rounds=${3:-3}
+mb=${4:-6}
 RUN="mpirun"
 [ "$(id -u)" = 0 ] && RUN="$RUN --allow-run-as-root --oversubscribe"
 # Open MPI on one host: shared memory between the ranks. Its vader transport
@@ -45,27 +47,27 @@ toks() {
               med = m % 2 ? v[(m + 1) / 2] : (v[m / 2] + v[m / 2 + 1]) / 2
               printf "%.0f", tokens / (med / 1000) }' "$1/log.jsonl"
 }
-tokens=$((12 * 64))
+tokens=$((2 * mb * 64))
 r1=0 r2=0 a=0 b=0
 max() { [ "$1" -gt "$2" ] && echo "$1" || echo "$2"; }
 for round in $(seq "$rounds"); do
-    "$B/bin/nabla-gpt" train $model --batch_size=6 --gradient_accumulation_steps=2 --threads=1 \
+    "$B/bin/nabla-gpt" train $model --batch_size=$mb --gradient_accumulation_steps=2 --threads=1 \
         --out_dir="$tmp/r1" --force > /dev/null
-    $RUN -np 2 "$B/bin/nabla-gpt-mpi" train $model --batch_size=6 --gradient_accumulation_steps=2 \
+    $RUN -np 2 "$B/bin/nabla-gpt-mpi" train $model --batch_size=$mb --gradient_accumulation_steps=2 \
         --threads=1 --out_dir="$tmp/r2" --force > /dev/null
-    "$B/bin/nabla-gpt" train $model --batch_size=6 --gradient_accumulation_steps=2 --threads=2 \
+    "$B/bin/nabla-gpt" train $model --batch_size=$mb --gradient_accumulation_steps=2 --threads=2 \
         --out_dir="$tmp/t2a" --force > /dev/null
-    "$B/bin/nabla-gpt" train $model --batch_size=12 --gradient_accumulation_steps=1 --threads=2 \
+    "$B/bin/nabla-gpt" train $model --batch_size=$((2 * mb)) --gradient_accumulation_steps=1 --threads=2 \
         --out_dir="$tmp/t2b" --force > /dev/null
     r1=$(max "$r1" "$(toks "$tmp/r1" $tokens)") r2=$(max "$r2" "$(toks "$tmp/r2" $tokens)")
     a=$(max "$a" "$(toks "$tmp/t2a" $tokens)") b=$(max "$b" "$(toks "$tmp/t2b" $tokens)")
 done
 t2=$((a > b ? a : b))
-echo "cpu-baby GPT (4/4/128, block 64), global batch 12 x 64 = $tokens tokens per iteration, $iters iterations, best of $rounds rounds"
+echo "cpu-baby GPT (4/4/128, block 64), global batch $((2 * mb)) x 64 = $tokens tokens per iteration, $iters iterations, best of $rounds rounds"
 echo "Open MPI shared memory, single-copy mechanism: $copy; gradients averaged in a shared window"
 echo "ranks=1 threads=1 tok_per_s=$r1"
 echo "ranks=2 threads=1 tok_per_s=$r2"
-echo "ranks=1 threads=2 tok_per_s=$t2 (best of 2 x 6 and 1 x 12)"
+echo "ranks=1 threads=2 tok_per_s=$t2 (best of 2 x $mb and 1 x $((2 * mb)))"
 awk -v r1="$r1" -v r2="$r2" -v t2="$t2" 'BEGIN {
     printf "speedup 2 ranks / 1 rank = %.2fx (target >= 1.7x), parallel efficiency %.0f%%\n", r2 / r1, 50 * r2 / r1
     printf "2 ranks / best single process at 2 threads = %.2fx (target >= 1.0x)\n", r2 / t2 }'
