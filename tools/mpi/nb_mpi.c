@@ -309,9 +309,10 @@ int nb_mpi_share_grads(nb_mpi *m, const nb_tensor_list *l) {
     MPI_Info_set(info, "alloc_shared_noncontig", "true"); /* each rank's slot on its own pages */
     char *mine = NULL;
     /* test seam (tests/mpi/test_mpi.sh): every rank's allocation "fails" */
-    int rc = all_ok && !getenv("NB_MPI_TEST_NOSHM") ? MPI_Win_allocate_shared((MPI_Aint)(bytes ? bytes : 64), 1, info, m->node,
-                                              &mine, &m->win)
-                    : MPI_ERR_NO_MEM;
+    int rc = MPI_ERR_NO_MEM;
+    if (all_ok && !getenv("NB_MPI_TEST_NOSHM"))
+        rc = MPI_Win_allocate_shared((MPI_Aint)(bytes ? bytes : 64), 1, info, m->node, &mine,
+                                     &m->win);
     MPI_Info_free(&info);
     /* The window is an optimisation: when any rank could not have it (a
      * small /dev/shm, a large model), every rank keeps the message path. A
@@ -419,16 +420,16 @@ static void shm_mean(const nb_mpi *m, const nb_tensor *t, size_t off, size_t lo,
         shm_mean_f64(m, off, lo, hi);
 }
 
-/* Rank r takes the r-th 1/size of the elements (cut at multiples of 16, so
- * no two ranks write one cache line of float32), between two barriers:
- * before, every rank's gradients are final; after, every mean is in every
- * copy. */
+/* Rank r takes the r-th 1/size of the elements, counted over the shared
+ * entries in list order, between two barriers: before, every rank's
+ * gradients are final; after, every mean is in every copy. (Two ranks may
+ * write the two ends of one cache line at a cut: correct, and one line.) */
 static int shm_average(nb_mpi *m, const nb_tensor_list *l) {
     size_t total = 0;
     for (int i = 0; i < l->n; i++)
         if (m->orig[i]) total += nb_list_tensor(l, i)->numel;
     size_t p = (size_t)m->size, r = (size_t)m->rank;
-    size_t lo = (total * r / p) & ~(size_t)15, hi = r + 1 == p ? total : (total * (r + 1) / p) & ~(size_t)15;
+    size_t lo = total * r / p, hi = total * (r + 1) / p;
     MPI_Win_sync(m->win);
     if (MPI_Barrier(m->node) != MPI_SUCCESS) return 1;
     MPI_Win_sync(m->win);
