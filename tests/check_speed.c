@@ -363,6 +363,35 @@ START_TEST(test_vec_kernels_match_portable) {
 }
 END_TEST
 
+/* exp where its result is subnormal, overflows or is NaN: each SIMD set's
+ * exp (AVX-512 scales by 2^n in one vscalefps, AVX2 and the portable set
+ * by two exact factors) must give the portable bits, through exp_sub_sum
+ * with m = 0 over [-110, 90] (x below -87.3 gives subnormals, above 88.7
+ * infinity). */
+static void check_exp_range(const nb_vec_kernels *v) {
+    enum { N = 20000 };
+    static float x[N], a[N], b[N];
+    for (int i = 0; i < N; i++) x[i] = -110.0f + 200.0f * (float)i / N;
+    x[77] = NAN;
+    float sa = v->exp_sub_sum(a, x, 0.0f, N), sb = nb_vec_portable.exp_sub_sum(b, x, 0.0f, N);
+    ck_assert(isnan(a[77]) && isnan(b[77]) && isnan(sa) && isnan(sb));
+    a[77] = b[77] = 0;
+    ck_assert(memcmp(a, b, sizeof a) == 0);
+    int subnormal = 0;
+    for (int i = 0; i < N; i++) subnormal += a[i] != 0 && a[i] < 1.17549435e-38f;
+    ck_assert_int_gt(subnormal, 1000);
+    ck_assert(isinf(a[N - 1]));
+}
+
+START_TEST(test_vec_exp_subnormal_range) {
+    check_exp_range(nb_vec());
+#if NB_X86_KERNELS
+    if (__builtin_cpu_supports("avx512f")) check_exp_range(&nb_vec_avx512);
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) check_exp_range(&nb_vec_avx2);
+#endif
+}
+END_TEST
+
 /* The float GELU kernels against the double formulas (libm's erf, tanh):
  * within 4e-7 of max(|y|, 1) for y, 1e-6 of max(|dy/dx|, 1) for dy/dx, over [-12, 12]. */
 START_TEST(test_gelu_kernel_accuracy) {
@@ -584,6 +613,7 @@ Suite *suite_speed(void) {
     tcase_add_test(tc, test_steady_state_steps_do_not_allocate);
     tcase_add_test(tc, test_vec_kernels_match_portable);
     tcase_add_test(tc, test_gelu_kernel_accuracy);
+    tcase_add_test(tc, test_vec_exp_subnormal_range);
     tcase_add_loop_test(tc, test_gpt_step_same_bits_on_1_and_2_threads, 0, 2);
     tcase_add_test(tc, test_expf_poly_within_2_ulp);
     tcase_add_test(tc, test_packed_gemm_is_the_fma_chain);

@@ -23,12 +23,10 @@ ATTR static __m512 exp16(__m512 x) {
     p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
     p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
     p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-    __m512i ni = _mm512_cvtps_epi32(n);
-    __m512i n1 = _mm512_srai_epi32(ni, 1), n2 = _mm512_sub_epi32(ni, n1);
-    __m512i bias = _mm512_set1_epi32(127);
-    __m512 s1 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(n1, bias), 23));
-    __m512 s2 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(n2, bias), 23));
-    __m512 y = _mm512_mul_ps(_mm512_mul_ps(p, s1), s2);
+    /* p * 2^n rounded once: the portable set's two exact power-of-two
+     * factors (n/2 and n - n/2, so that a subnormal result is rounded only
+     * at the second product) give the same bits as one vscalefps */
+    __m512 y = _mm512_scalef_ps(p, n);
     return _mm512_mask_mov_ps(y, _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), x);
 }
 
