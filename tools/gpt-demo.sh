@@ -11,9 +11,9 @@ echo "corpus: $(wc -c < "$b/fortunes.txt") bytes of Debian's fortunes (BSD licen
 start=$(date +%s)
 "$b/bin/nabla-gpt" train --data="$b/fortunes.txt" --out_dir="$out" --force --threads=2 \
     --n_layer=2 --n_head=4 --n_embd=128 --block_size=64 --batch_size=16 \
-    --learning_rate=6e-3 --min_lr=6e-4 --warmup_iters=30 --max_iters=1200 \
-    --eval_interval=400 --eval_iters=10 --dropout=0.0 | tee "$out.log" |
-    awk '/^step / || NR == 1 || $2 % 50 == 0 { print; fflush() }'
+    --learning_rate=6e-3 --min_lr=6e-4 --warmup_iters=30 --max_iters=3000 \
+    --eval_interval=500 --eval_iters=10 --dropout=0.0 | tee "$out.log" |
+    awk '/^step / || NR == 1 || $2 % 100 == 0 { print; fflush() }'
 val=$(sed -n 's/^step [0-9]*: train loss [0-9.]*, val loss \([0-9.]*\)$/\1/p' "$out.log" | tail -1)
 echo "trained in $(($(date +%s) - start)) s; final val loss $val nats/char; loss curve: $out/loss.svg"
 if awk -v v="$val" 'BEGIN { exit !(v != "" && v <= 2.0) }'; then :; else
