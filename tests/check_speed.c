@@ -353,14 +353,16 @@ static void check_vec_set(const nb_vec_kernels *v) {
     }
 }
 
-/* The set this CPU uses, and each SIMD set the CPU can run. */
-START_TEST(test_vec_kernels_match_portable) {
-    check_vec_set(nb_vec());
+/* check(set) for the set this CPU uses and each SIMD set the CPU can run. */
+static void for_each_vec_set(void (*check)(const nb_vec_kernels *)) {
+    check(nb_vec());
 #if NB_X86_KERNELS
-    if (__builtin_cpu_supports("avx512f")) check_vec_set(&nb_vec_avx512);
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) check_vec_set(&nb_vec_avx2);
+    if (__builtin_cpu_supports("avx512f")) check(&nb_vec_avx512);
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) check(&nb_vec_avx2);
 #endif
 }
+
+START_TEST(test_vec_kernels_match_portable) { for_each_vec_set(check_vec_set); }
 END_TEST
 
 /* exp where its result is subnormal, overflows or is NaN: each SIMD set's
@@ -383,13 +385,7 @@ static void check_exp_range(const nb_vec_kernels *v) {
     ck_assert(isinf(a[N - 1]));
 }
 
-START_TEST(test_vec_exp_subnormal_range) {
-    check_exp_range(nb_vec());
-#if NB_X86_KERNELS
-    if (__builtin_cpu_supports("avx512f")) check_exp_range(&nb_vec_avx512);
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) check_exp_range(&nb_vec_avx2);
-#endif
-}
+START_TEST(test_vec_exp_subnormal_range) { for_each_vec_set(check_exp_range); }
 END_TEST
 
 /* The float GELU kernels against the double formulas (libm's erf, tanh):
