@@ -339,7 +339,7 @@ void nb_gemm_double_ldc(double *c, int64_t ldc, const double *a, int64_t ars, in
 void nb_gemm_double(double *c, const double *a, int64_t ars, int64_t acs, const double *b,
                     int64_t brs, int64_t bcs, int64_t rows, int64_t inner, int64_t cols,
                     bool add) {
-    gemm_unpacked_double(c, cols, a, ars, acs, b, brs, bcs, rows, inner, cols, add);
+    nb_gemm_double_ldc(c, cols, a, ars, acs, b, brs, bcs, rows, inner, cols, add);
 }
 
 /* ---- shapes ------------------------------------------------------------------ */

@@ -237,21 +237,6 @@ static void linear_record(nb_ctx *ctx, nb_tensor *out, nb_tensor *x, nb_tensor *
     nb_record_op(ctx, NB_OP_LINEAR, out, b ? 3 : 2, in, linear_backward);
 }
 
-nb_tensor *nb_linear(nb_ctx *ctx, nb_tensor *x, nb_tensor *w, nb_tensor *b) {
-    nb_tensor *out = linear_out(ctx, x, w, b);
-    if (!out) return NULL;
-    if (out->dtype == NB_F32) {
-        nb_gemm_desc d = linear_desc(out, x, w, b);
-        nb_gemm_float_par_n(&d, 1, NULL, 0);
-    } else {
-        lin_job j = linear_job(x, w);
-        j.y = out->data, j.b = b ? b->data : NULL;
-        nb_parallel_for(j.R, lin_grain(j.K * j.O), linear_forward_range_double, &j);
-    }
-    linear_record(ctx, out, x, w, b);
-    return out;
-}
-
 int nb_linear_n(nb_ctx *ctx, nb_tensor *x, int n, nb_tensor *const *w, nb_tensor *const *b,
                 nb_tensor **out) {
     for (int k = 0; k < n; k++) out[k] = NULL;
@@ -277,6 +262,14 @@ int nb_linear_n(nb_ctx *ctx, nb_tensor *x, int n, nb_tensor *const *w, nb_tensor
     }
     for (int k = 0; k < n; k++) linear_record(ctx, out[k], x, w[k], b ? b[k] : NULL);
     return nb_ctx_ok(ctx) ? 0 : -1;
+}
+
+/* One product: nb_linear_n with n = 1 (the output even when recording
+ * failed, the error on the context, as every op). */
+nb_tensor *nb_linear(nb_ctx *ctx, nb_tensor *x, nb_tensor *w, nb_tensor *b) {
+    nb_tensor *out;
+    nb_linear_n(ctx, x, 1, &w, b ? &b : NULL, &out);
+    return out;
 }
 
 /* ==========================================================================

@@ -226,12 +226,12 @@ UNARY_OP(gelu_tanh,
  * nb_expf_poly and a fitted erfc, within a few ulp of libm's), split over
  * threads; double through the loops above. */
 typedef struct gelu_job {
-    const float *x, *dy; /* x: the input; for a saved backward, the saved gelu'(x) */
+    const float *x, *dy;
     float *y; /* forward: out; backward: dx */
     int tanh_approx;
     const nb_vec_kernels *vk;
     int store; /* backward: dx is a fresh buffer, stored into, not added to */
-    float *d;  /* forward with a saved derivative: gelu'(x) */
+    float *d;  /* the saved gelu'(x): written by gelu_d, read by the saved backward */
 } gelu_job;
 
 static void gelu_fwd_range(void *arg, int64_t lo, int64_t hi) {
@@ -247,7 +247,7 @@ static void gelu_fwd_d_range(void *arg, int64_t lo, int64_t hi) {
 /* dx = dy * d, or dx += dy * d: gelu_bwd's arithmetic with d already known */
 static void gelu_saved_bwd_range(void *arg, int64_t lo, int64_t hi) {
     const gelu_job *j = arg;
-    const float *d = j->x, *dy = j->dy;
+    const float *d = j->d, *dy = j->dy;
     float *dx = j->y;
     if (j->store)
         for (int64_t i = lo; i < hi; i++) dx[i] = dy[i] * d[i];
@@ -316,7 +316,7 @@ static void gelu_saved_backward(nb_ctx *ctx, nb_node *n) {
     bool fresh;
     float *ga = nb_grad_buffer_fresh(ctx, a, &fresh);
     if (!ga) return;
-    gelu_job j = {n->saved, out->grad, ga, 0, NULL, fresh, NULL};
+    gelu_job j = {NULL, out->grad, ga, 0, NULL, fresh, n->saved};
     nb_parallel_for((int64_t)a->numel, GELU_SAVED_GRAIN, gelu_saved_bwd_range, &j);
 }
 
