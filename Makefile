@@ -353,7 +353,9 @@ MPICC ?= mpicc
 MPI_DEPS := $(B)/.mpi-deps-ok
 MPI_SRC := $(wildcard tools/mpi/*.c)
 MPI_HDR := $(wildcard tools/mpi/*.h)
-$(MPI_DEPS): tools/install-deps.sh
+# After the base packages: two apt-get runs at once (make -j) would race
+# for dpkg's lock.
+$(MPI_DEPS): tools/install-deps.sh | $(DEPS_OK)
 	@sh tools/install-deps.sh openmpi-bin libopenmpi-dev
 	@mkdir -p $(B) && touch $@
 

@@ -19,6 +19,8 @@ if [ "$(id -u)" = 0 ]; then SUDO=""; elif command -v sudo >/dev/null; then SUDO=
     exit 1
 fi
 export DEBIAN_FRONTEND=noninteractive
-# A fresh machine has no package lists yet; refresh them when the install
-# cannot find a package.
-$SUDO apt-get install -y -q $need || { $SUDO apt-get update -q && $SUDO apt-get install -y -q $need; }
+# Another apt-get (a parallel make, a boot-time update) may hold dpkg's lock:
+# wait for it rather than fail. A fresh machine has no package lists yet;
+# refresh them when the install cannot find a package.
+APT="$SUDO apt-get -o DPkg::Lock::Timeout=600"
+$APT install -y -q $need || { $APT update -q && $APT install -y -q $need; }
