@@ -185,10 +185,6 @@ NB_HIDDEN void nb_vec_max_affine_rows_portable(float *mx, const float *x, size_t
                                                const int64_t *lim, size_t rows, float scale,
                                                const float *bias);
 
-/* The portable transpose, which the AVX2 set uses too. */
-NB_HIDDEN void nb_vec_transpose_portable(float *dst, const float *src, size_t ld, size_t rows,
-                                         size_t cols);
-
 /* GELU of one float and its derivative, the formula every build uses:
  *   exact:  y = x Phi(x), Phi = 1 - E (x >= 0) or E (x < 0), E = erfc(z) / 2,
  *           z = |x| / sqrt 2, erfc(z) = t P(t) exp(-z^2), t = 1 / (1 + z / 2)

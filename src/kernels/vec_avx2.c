@@ -1,7 +1,7 @@
 /* kernels/vec_avx2.c - the float32 elementwise kernels with AVX2 + FMA: 16
  * elements a step in two vectors (the two halves of the 16 partial sums),
- * tails in scalar code with the portable formulas. Same bits as
- * vec_portable.c (contracts in kernels.h). */
+ * tails in scalar code with the portable formulas, except exp's (masked
+ * loads). Same bits as vec_portable.c (contracts in kernels.h). */
 #include "kernels.h"
 
 #if NB_X86_KERNELS
@@ -60,9 +60,28 @@ ATTR static float max(const float *x, size_t n) {
     return any_nan ? NAN : r;
 }
 
+/* Lanes [0, k) on, for maskload/maskstore and blends (0 <= k <= 8). */
+ATTR static __m256i lanes_below(size_t k) {
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)k), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+/* exp(x * scale + bias - m) of the k <= 8 elements at x (bias + the same
+ * offset), stored to y; the sum's lanes past k get nothing. */
+ATTR static __m256 exp_part(float *y, const float *x, __m256 sv, const float *bias, __m256 mv,
+                            size_t k, __m256 acc) {
+    __m256i on = lanes_below(k);
+    __m256 t = _mm256_maskload_ps(x, on);
+    if (bias) t = _mm256_add_ps(_mm256_mul_ps(t, sv), _mm256_maskload_ps(bias, on));
+    __m256 e = exp8(_mm256_sub_ps(t, mv));
+    _mm256_maskstore_ps(y, on, e);
+    return _mm256_blendv_ps(acc, _mm256_add_ps(acc, e), _mm256_castsi256_ps(on));
+}
+
 /* y = exp(x * scale + bias - m), or exp(x - m) when bias is NULL (x as it
- * is, no product), 16 at a time in two accumulators, the tail one by one
- * into the same 16 partial sums; returns the sum. */
+ * is, no product), 16 at a time in two accumulators; the tail (the short
+ * causal rows of attention are mostly tail) through masked loads into the
+ * same 16 partial sums: element j adds to part j % 16, as in the portable
+ * loop. Returns the sum. */
 ATTR static inline float exp_sum(float *y, const float *x, float scale, const float *bias,
                                  float m, size_t n) {
     __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps(), mv = _mm256_set1_ps(m);
@@ -80,20 +99,14 @@ ATTR static inline float exp_sum(float *y, const float *x, float scale, const fl
         a0 = _mm256_add_ps(a0, e0);
         a1 = _mm256_add_ps(a1, e1);
     }
-    if (j == n) return sum16(a0, a1);
-    float part[16];
-    _mm256_storeu_ps(part, a0);
-    _mm256_storeu_ps(part + 8, a1);
-    for (; j < n; j++) {
-        float t = x[j];
-        if (bias) {
-            t = t * scale;
-            t = t + bias[j];
-        }
-        y[j] = nb_expf_poly(t - m);
-        part[j % 16] = part[j % 16] + y[j];
+    size_t left = n - j;
+    if (left) {
+        size_t k0 = left < 8 ? left : 8;
+        a0 = exp_part(y + j, x + j, sv, bias ? bias + j : NULL, mv, k0, a0);
+        if (left > 8)
+            a1 = exp_part(y + j + 8, x + j + 8, sv, bias ? bias + j + 8 : NULL, mv, left - 8, a1);
     }
-    return nb_vec_sum16(part);
+    return sum16(a0, a1);
 }
 
 ATTR static float exp_sub_sum(float *y, const float *x, float m, size_t n) {
@@ -286,6 +299,38 @@ ATTR static void gelu_bwd(float *dx, const float *x, const float *dy, size_t n, 
     }
 }
 
+/* An 8 x 8 block: dst[c * ldd + i] = src[i * lds + c]. Pairs of rows
+ * interleave, then pairs of pairs, then the 128-bit halves swap. */
+ATTR static void transpose8(float *dst, size_t ldd, const float *src, size_t lds) {
+    __m256 r[8], t[8], u[8];
+    for (int i = 0; i < 8; i++) r[i] = _mm256_loadu_ps(src + (size_t)i * lds);
+    for (int i = 0; i < 4; i++) {
+        t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+    for (int g = 0; g < 2; g++) { /* rows 4g .. 4g + 3, columns by quarter */
+        __m256 a = t[4 * g], b = t[4 * g + 1], c = t[4 * g + 2], d = t[4 * g + 3];
+        u[4 * g] = _mm256_shuffle_ps(a, c, 0x44);
+        u[4 * g + 1] = _mm256_shuffle_ps(a, c, 0xEE);
+        u[4 * g + 2] = _mm256_shuffle_ps(b, d, 0x44);
+        u[4 * g + 3] = _mm256_shuffle_ps(b, d, 0xEE);
+    }
+    for (int c = 0; c < 4; c++) {
+        _mm256_storeu_ps(dst + (size_t)c * ldd, _mm256_permute2f128_ps(u[c], u[4 + c], 0x20));
+        _mm256_storeu_ps(dst + (size_t)(4 + c) * ldd, _mm256_permute2f128_ps(u[c], u[4 + c], 0x31));
+    }
+}
+
+/* dst (cols x rows) = src (rows x cols, rows ld apart) transposed: 8 x 8
+ * blocks, the edges one by one. */
+ATTR static void transpose(float *dst, const float *src, size_t ld, size_t rows, size_t cols) {
+    size_t r8 = rows - rows % 8, c8 = cols - cols % 8;
+    for (size_t j = 0; j < r8; j += 8)
+        for (size_t d = 0; d < c8; d += 8) transpose8(dst + d * rows + j, rows, src + j * ld + d, ld);
+    for (size_t j = 0; j < rows; j++)
+        for (size_t d = j < r8 ? c8 : 0; d < cols; d++) dst[d * rows + j] = src[j * ld + d];
+}
+
 /* row by row through exp_affine_sum */
 static void exp_affine_rows(float *x, size_t ld, const int64_t *lim, size_t rows, size_t n,
                             float scale, const float *bias, const float *m, float *sum) {
@@ -300,6 +345,6 @@ static void pcg32_keep_scalar(nb_pcg32 *rng, uint8_t *keep, size_t n, uint32_t t
 const nb_vec_kernels nb_vec_avx2 = {"avx2",      max,      exp_sub_sum, scale,
                                     add,         softmax_bwd, dropout, dropout_bwd,
                                     adam,        nb_pcg32_fill, pcg32_keep_scalar, gelu,
-                                    gelu_bwd,    gelu_d,      exp_affine_sum, nb_vec_transpose_portable,
+                                    gelu_bwd,    gelu_d,      exp_affine_sum, transpose,
                                     nb_vec_max_affine_rows_portable, exp_affine_rows};
 #endif

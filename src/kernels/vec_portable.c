@@ -195,8 +195,7 @@ static void gelu_bwd(float *dx, const float *x, const float *dy, size_t n, int t
 }
 
 /* 8 source rows at a time, so each destination row gets whole runs of 8 */
-void nb_vec_transpose_portable(float *dst, const float *src, size_t ld, size_t rows,
-                               size_t cols) {
+static void transpose(float *dst, const float *src, size_t ld, size_t rows, size_t cols) {
     size_t j0 = 0;
     for (; j0 + 8 <= rows; j0 += 8)
         for (size_t d = 0; d < cols; d++)
@@ -241,7 +240,7 @@ static void exp_affine_rows(float *x, size_t ld, const int64_t *lim, size_t rows
 const nb_vec_kernels nb_vec_portable = {"portable", max, exp_sub_sum, scale, add, softmax_bwd,
                                         dropout, dropout_bwd, adam, nb_pcg32_fill, pcg32_keep,
                                         gelu, gelu_bwd, gelu_d, exp_affine_sum,
-                                        nb_vec_transpose_portable,
+                                        transpose,
                                         nb_vec_max_affine_rows_portable, exp_affine_rows};
 
 /* Chosen once, by whichever thread asks first (pthread_once: workers may). */
