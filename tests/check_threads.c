@@ -9,6 +9,11 @@
  * suite runs clean under `make memcheck`). */
 #include "check_nabla.h"
 
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "nb_internal.h" /* nb_parallel_for */
+
 static const int thread_counts[] = {1, 2, 3};
 #define N_COUNTS ((int)(sizeof thread_counts / sizeof thread_counts[0]))
 
@@ -234,6 +239,92 @@ START_TEST(test_pool_resize_and_join) {
 }
 END_TEST
 
+/* ---- guest threads ---------------------------------------------------------------- */
+
+typedef struct guest_arg {
+    _Atomic int go;
+    pthread_t self;
+} guest_arg;
+
+static void *guest_thread(void *p) {
+    guest_arg *g = p;
+    nb_guest_serve(0, &g->go);
+    return NULL;
+}
+
+typedef struct mark_job {
+    _Atomic int *count;       /* per index: how many times it ran */
+    _Atomic int by_guest;     /* indices the guest ran */
+    pthread_t guest;
+} mark_job;
+
+static void mark_range(void *arg, int64_t lo, int64_t hi) {
+    mark_job *j = arg;
+    bool guest = pthread_equal(pthread_self(), j->guest);
+    for (int64_t i = lo; i < hi; i++) {
+        atomic_fetch_add(&j->count[i], 1);
+        if (guest) atomic_fetch_add(&j->by_guest, 1);
+    }
+}
+
+/* A thread of the test's own joins the one-thread pool's jobs as a guest
+ * (what nb_mpi's lent cores do): every index still runs exactly once, the
+ * guest takes some of them, and a linear forward + backward keeps its bits.
+ * With no guest present, jobs split for one are run by the caller alone. */
+START_TEST(test_guest_threads) {
+    use_threads(1);
+    ck_assert_int_eq(nb_set_guest_threads(-2), 0);
+    guest_arg idle = {.go = 1};
+    nb_guest_serve(0, &idle.go); /* no guest slots: returns at once */
+    ck_assert_int_eq(nb_set_guest_threads(1), 1);
+    idle.go = 0;
+    nb_guest_serve(0, &idle.go); /* go already 0: returns at once */
+    nb_guest_serve(1, NULL);
+
+    enum { N = 1 << 14 };
+    static _Atomic int count[N];
+    mark_job j = {.count = count};
+    for (int rep = 0; rep < 3; rep++) nb_parallel_for(N, 64, mark_range, &j); /* no guest */
+    for (int i = 0; i < N; i++) ck_assert_int_eq(count[i], 3);
+    ck_assert_int_eq(j.by_guest, 0);
+
+    /* the linear of test_linear_same_bits_any_thread_count, f32 */
+    nb_ctx *params = nb_ctx_new(0), *step = nb_ctx_new(0);
+    nb_tensor *x = rand_leaf(params, NB_F32, NB_SHAPE(5, 97, 67), 1);
+    nb_tensor *w = rand_leaf(params, NB_F32, NB_SHAPE(45, 67), 2);
+    nb_tensor *g = rand_leaf(params, NB_F32, NB_SHAPE(5, 97, 45), 4);
+    nb_tensor *leaves[2] = {x, w};
+    snapshot s[N_COUNTS] = {0};
+    for (int k = 0; k < 2; k++) {
+        guest_arg ga = {.go = k};
+        if (k) ck_assert_int_eq(pthread_create(&ga.self, NULL, guest_thread, &ga), 0);
+        j.guest = ga.self;
+        if (k) /* until the guest has taken part (it starts when the OS runs it) */
+            for (int rep = 0; rep < 100000 && atomic_load(&j.by_guest) == 0; rep++)
+                nb_parallel_for(N, 64, mark_range, &j);
+        nb_ctx_reset(step);
+        for (int i = 0; i < 2; i++) nb_zero_grad(leaves[i]);
+        nb_tensor *y = nb_linear(step, x, w, NULL);
+        ck_assert_int_eq(nb_backward(step, y, g), NB_OK);
+        s[k] = take(y, leaves, 2);
+        if (k) {
+            atomic_store(&ga.go, 0);
+            ck_assert_int_eq(pthread_join(ga.self, NULL), 0);
+        }
+    }
+    ck_assert_msg(j.by_guest > 0, "the guest never ran a chunk");
+    int jobs = count[0];
+    ck_assert_int_gt(jobs, 3);
+    for (int i = 0; i < N; i++) ck_assert_int_eq(count[i], jobs); /* once per job */
+    ck_assert_uint_eq(s[1].len, s[0].len);
+    ck_assert(memcmp(s[0].bytes, s[1].bytes, s[0].len) == 0);
+    free(s[0].bytes), free(s[1].bytes);
+    nb_ctx_free(step);
+    nb_ctx_free(params);
+    nb_set_guest_threads(0);
+}
+END_TEST
+
 Suite *suite_threads(void) {
     Suite *s = suite_create("threads");
     TCase *tc = tcase_create("threads");
@@ -243,6 +334,7 @@ Suite *suite_threads(void) {
     tcase_add_test(tc, test_matmul_same_bits_any_thread_count);
     tcase_add_test(tc, test_mha_same_bits_any_thread_count);
     tcase_add_test(tc, test_pool_resize_and_join);
+    tcase_add_test(tc, test_guest_threads);
     suite_add_tcase(s, tc);
     return s;
 }

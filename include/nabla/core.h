@@ -121,6 +121,19 @@ void nb_ctx_set_site(nb_ctx *ctx, const char *file, int line);
 int nb_set_num_threads(int n);
 int nb_get_num_threads(void);
 
+/* Guest threads: threads of your own (not the pool's) that join the pool's
+ * jobs while a flag of yours is set, for a core that is idle only at times.
+ * nb_set_guest_threads(n) splits every job into threads + n shares; a share
+ * no guest works on is run by the pool's threads, so nothing waits for a
+ * guest that never comes. nb_guest_serve(slot, go) makes the calling
+ * thread guest `slot` (0 .. n-1; one thread per slot at a time) until *go
+ * is 0: it takes chunks of the jobs, between chunks it looks at *go, and it
+ * returns at once when *go is 0. The bits stay those of one thread. The
+ * MPI driver (tools/mpi/nb_mpi.h) lends a waiting rank's core to a rank
+ * still computing this way. Set the count while no job runs. */
+int nb_set_guest_threads(int n);
+void nb_guest_serve(int slot, const _Atomic int *go);
+
 /* Memory statistics: bytes handed out since the last reset, bytes held, and
  * how many times the context has called malloc in its life. */
 size_t nb_ctx_mem_used(const nb_ctx *ctx);

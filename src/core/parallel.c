@@ -63,6 +63,7 @@ typedef struct pool {
     pthread_cond_t wake;
     pthread_t workers[NB_MAX_THREADS];
     int n_threads;                /* including the caller */
+    int guests;                   /* guest shares (nb_set_guest_threads) */
     _Atomic uint64_t job;         /* generation of the current job */
     atomic_llong done;            /* items of the current job finished */
     atomic_int sleepers;          /* workers waiting on `wake` */
@@ -212,6 +213,47 @@ int nb_get_num_threads(void) {
     return the_pool.n_threads;
 }
 
+int nb_parallel_parts(void) {
+    read_env();
+    return the_pool.n_threads + the_pool.guests;
+}
+
+int nb_set_guest_threads(int n) {
+    if (n < 0) n = 0;
+    if (n > NB_MAX_THREADS - the_pool.n_threads) n = NB_MAX_THREADS - the_pool.n_threads;
+    the_pool.guests = n;
+    return n;
+}
+
+/* A guest's share of job `gen`, then the others', a chunk at a time while
+ * *go holds: run_job with a look at the flag between chunks. */
+static void guest_job(pool *P, int self, unsigned gen, const _Atomic int *go) {
+    int parts = atomic_load(&P->parts);
+    if (self >= parts) return;
+    int64_t ran = 0, r;
+    for (int k = 0; k < parts && atomic_load(go); k++) {
+        share *s = &P->home[(self + k) % parts];
+        while (atomic_load(go) && (r = take_chunk(P, s, gen)) > 0) ran += r;
+    }
+    if (ran) atomic_fetch_add(&P->done, ran);
+}
+
+void nb_guest_serve(int slot, const _Atomic int *go) {
+    pool *P = &the_pool;
+    if (!go || slot < 0 || slot >= P->guests) return;
+    int self = P->n_threads + slot;
+    unsigned seen = 0; /* no job has generation 0: join the current one */
+    while (atomic_load(go)) {
+        unsigned g = ticket_gen(atomic_load(&P->job));
+        if (g != seen) {
+            seen = g;
+            guest_job(P, self, g, go);
+        } else {
+            cpu_relax();
+        }
+    }
+}
+
 /* Where thread k's share of the job starts: the index where the work
  * before it (items weighted by their task's cost) is k / parts of all. */
 static int64_t share_start(const nb_task *t, int nt, int k, int parts, double total) {
@@ -238,7 +280,8 @@ static void run_inline(const nb_task *t, int nt) {
  * all, `total` their work. */
 static void run_tasks(const nb_task *t, int nt, int64_t n, double total, int64_t min_chunk) {
     pool *P = &the_pool;
-    int parts = P->n_threads;
+    int parts = P->n_threads + P->guests;
+    if (parts > NB_MAX_THREADS) parts = NB_MAX_THREADS;
     if (parts == 1 || nt > NB_MAX_TASKS || n > (int64_t)TICKET_IDX_MASK ||
         atomic_flag_test_and_set(&P->busy)) { /* (busy: another thread of the caller's has it) */
         run_inline(t, nt);
@@ -294,13 +337,14 @@ void nb_parallel_tasks(const nb_task *t, int n_tasks, double min_cost) {
         total += (double)t[i].n * t[i].cost, n += t[i].n;
         if (t[i].n > 0 && (cheapest == 0 || t[i].cost < cheapest)) cheapest = t[i].cost;
     }
-    if (the_pool.n_threads == 1 || total < 2 * min_cost) {
+    int parts = nb_parallel_parts();
+    if (parts == 1 || total < 2 * min_cost) {
         run_inline(t, n_tasks);
         return;
     }
     /* the smallest chunk: the cheapest task's items worth a sixteenth of a
      * share */
-    int64_t chunk = cheapest > 0 ? (int64_t)(total / the_pool.n_threads / POOL_MIN_CHUNKS_PER_SHARE
+    int64_t chunk = cheapest > 0 ? (int64_t)(total / parts / POOL_MIN_CHUNKS_PER_SHARE
                                              / cheapest)
                                  : 1;
     run_tasks(t, n_tasks, n, total, chunk < n ? chunk : n);
@@ -308,8 +352,7 @@ void nb_parallel_tasks(const nb_task *t, int n_tasks, double min_cost) {
 
 void nb_parallel_for(int64_t n, int64_t min_per_thread, nb_range_fn fn, void *arg) {
     read_env();
-    pool *P = &the_pool;
-    int parts = P->n_threads;
+    int parts = nb_parallel_parts();
     if (min_per_thread < 1) min_per_thread = 1;
     if (parts == 1 || n < 2 * min_per_thread) {
         if (n > 0) fn(arg, 0, n);

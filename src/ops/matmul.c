@@ -294,7 +294,7 @@ void nb_gemm_float_par_n(const nb_gemm_desc *d, int n, const nb_task *extra, int
     gemm_par_job j[NB_MAX_TASKS];
     nb_task pack[NB_MAX_TASKS], run[NB_MAX_TASKS];
     int n_pack = 0, n_run = 0;
-    bool threads = nb_get_num_threads() > 1;
+    bool threads = nb_parallel_parts() > 1;
     for (int i = 0; i < n; i++) {
         const nb_gemm_desc *g = &d[i];
         j[i] = (gemm_par_job){NULL,   g->c,   g->bias, g->a,     g->b,     NULL,

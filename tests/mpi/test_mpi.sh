@@ -10,6 +10,8 @@
 #     gradient is zero, so its value is rounding noise that Adam scales up);
 #   - the message path (NB_MPI_SHM=0, and a shared window that could not be
 #     allocated) equal to the shared window's, bit for bit;
+#   - lent cores (a waiting rank's core running a guest thread of the other
+#     rank) equal to no lending (NB_MPI_LEND=0), bit for bit;
 #   - a bad combination (4 rows over 3 ranks) refused before training;
 #   - the drift check: a rank whose parameters are nudged stops every rank;
 #   - error propagation: a rank that fails stops every rank with its
@@ -73,6 +75,19 @@ if NB_MPI_SHM=0 $RUN -np 2 "$M" train $common --out_dir="$tmp/p_$name" > "$tmp/p
    "$CMP" model "$tmp/q_$name/model.safetensors" "$tmp/m_$name/model.safetensors" 0 0
 then ok "$name: 2 ranks through messages = 2 ranks in the shared window, bit for bit"
 else tail -5 "$tmp/p.out" "$tmp/q.out"; bad "$name: messages = shared window"; fi
+
+# Lent cores (nb_mpi_share_grads): a rank that arrives first at once
+# (NB_MPI_LEND_SPIN_NS=0) wakes the other's guest thread; the same bits as
+# with lending off (NB_MPI_LEND=0), which lends nothing.
+if NB_MPI_STATS=1 NB_MPI_LEND_SPIN_NS=0 $RUN -np 2 "$M" train $common --out_dir="$tmp/l_$name" > "$tmp/l.out" 2>&1 &&
+   NB_MPI_STATS=1 NB_MPI_LEND=0 $RUN -np 2 "$M" train $common --out_dir="$tmp/n_$name" > "$tmp/n.out" 2>&1 &&
+   grep "lent its core [1-9]" "$tmp/l.out" > /dev/null &&
+   [ "$(grep -c "lent its core 0 times, its guest worked 0 times" "$tmp/n.out")" = 2 ] &&
+   "$CMP" log "$tmp/l_$name/log.jsonl" "$tmp/n_$name/log.jsonl" 0 &&
+   "$CMP" model "$tmp/l_$name/model.safetensors" "$tmp/n_$name/model.safetensors" 0 0 &&
+   "$CMP" model "$tmp/l_$name/model.safetensors" "$tmp/m_$name/model.safetensors" 0 0
+then ok "$name: lent cores = no lending, bit for bit"
+else tail -5 "$tmp/l.out" "$tmp/n.out"; bad "$name: lent cores = no lending"; fi
 
 # ---- refused before training --------------------------------------------------
 common="$("$CMP" args "$F/gptmodel_cosine_clip_f64.safetensors") --init=$F/init_gptmodel.safetensors --batches=$F/batches.safetensors"

@@ -11,8 +11,9 @@
  *   NB_MPI_TEST_FAIL=R:I   rank R fails at iteration I's gradient sync
  *   NB_MPI_TEST_NUDGE=R:I  rank R adds 1e-6 to its first parameter after
  *                          iteration I's step, so the drift check must fire
- * and one switch: NB_MPI_SHM=0 keeps the gradients out of the shared window
- * (the message path, as across hosts). */
+ * and two switches: NB_MPI_SHM=0 keeps the gradients out of the shared window
+ * (the message path, as across hosts), NB_MPI_LEND=0 keeps a waiting rank's
+ * core from the others (nb_mpi.h). */
 #include "gpt_mpi.h"
 
 #include <stdio.h>
@@ -120,4 +121,12 @@ int gpt_mpi_start(int *argc, char ***argv, gpt_dist *d, const char *prog) {
     return 0;
 }
 
-void gpt_mpi_stop(void) { nb_mpi_finalize(&G.m); }
+/* NB_MPI_STATS=1: each rank says how often it lent its core and how often
+ * its guest thread was woken (tests/mpi/test_mpi.sh checks lending runs). */
+void gpt_mpi_stop(void) {
+    nb_mpi_finalize(&G.m);
+    const char *st = getenv("NB_MPI_STATS");
+    if (st && strcmp(st, "1") == 0)
+        fprintf(stderr, "nabla-gpt-mpi: rank %d lent its core %ld times, its guest worked %ld times\n",
+                G.m.rank, G.m.lent, G.m.served);
+}

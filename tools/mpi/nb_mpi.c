@@ -1,11 +1,199 @@
 /* nb_mpi.c - parameter broadcast, deterministic gradient averaging, drift
  * checks and error agreement over MPI (see nb_mpi.h). */
+#if defined(__linux__) && !defined(_GNU_SOURCE)
+#define _GNU_SOURCE /* sched_setaffinity, syscall */
+#endif
 #include "nb_mpi.h"
 
 #include <limits.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#ifdef __linux__
+#include <linux/futex.h>
+#include <pthread.h>
+#include <sched.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+#define NB_MPI_CAN_LEND 1
+#else
+#define NB_MPI_CAN_LEND 0
+#endif
+
+/* ---- core lending ------------------------------------------------------------
+ * One page of shared memory holds a barrier (a generation and an arrival
+ * count) and, per rank, whether it has arrived and whether its guest thread
+ * should work. A rank arriving early spins a little, then sets a computing
+ * rank's `go`, wakes that rank's guest thread and sleeps on the generation;
+ * the last rank to arrive clears the arrivals, bumps the generation and
+ * wakes the sleepers. A rank stops its own guest when it arrives (its ops
+ * are done), and a lender clears what it lent when it leaves. */
+#define LEND_MAX_RANKS 64
+#define LEND_SPIN_NS 30000 /* a waiting rank spins this long before it lends its core
+                            * (NB_MPI_LEND_SPIN_NS overrides it; the tests use 0) */
+
+struct nb_mpi_ctl {
+    _Atomic int gen, arrived, quit;
+    double spin_ns; /* set by rank 0 before the guests start */
+    _Atomic int here[LEND_MAX_RANKS], go[LEND_MAX_RANKS];
+};
+
+#if NB_MPI_CAN_LEND
+static void futex_wait(_Atomic int *a, int v) {
+    syscall(SYS_futex, (int *)a, FUTEX_WAIT, v, NULL, NULL, 0);
+}
+static void futex_wake(_Atomic int *a) {
+    syscall(SYS_futex, (int *)a, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+}
+
+static double now_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e9 + (double)t.tv_nsec;
+}
+
+/* Spins up to spin_ns while *a == v; true when it changed. */
+static bool spin_until_changed(_Atomic int *a, int v, double spin_ns) {
+    double end = now_ns() + spin_ns;
+    for (int i = 0;; i++) {
+        if (atomic_load(a) != v) return true;
+        if ((i & 63) == 63 && now_ns() > end) return false;
+#if defined(__x86_64__) || defined(__i386__)
+        __builtin_ia32_pause();
+#endif
+    }
+}
+
+static void lend_barrier(nb_mpi *m) {
+    struct nb_mpi_ctl *c = m->ctl;
+    int g = atomic_load(&c->gen);
+    atomic_store(&c->go[m->rank], 0); /* this rank's ops are done: its guest stops */
+    atomic_store(&c->here[m->rank], 1);
+    if (atomic_fetch_add(&c->arrived, 1) + 1 == m->size) {
+        for (int s = 0; s < m->size; s++) atomic_store(&c->here[s], 0);
+        atomic_store(&c->arrived, 0);
+        atomic_store(&c->gen, g + 1);
+        futex_wake(&c->gen);
+        return;
+    }
+    if (spin_until_changed(&c->gen, g, c->spin_ns)) return;
+    int lent = -1;
+    for (int k = 1; k < m->size && lent < 0; k++) {
+        int s = (m->rank + k) % m->size, no = 0;
+        if (!atomic_load(&c->here[s]) && atomic_compare_exchange_strong(&c->go[s], &no, 1)) {
+            futex_wake(&c->go[s]);
+            lent = s;
+            m->lent++;
+        }
+    }
+    while (atomic_load(&c->gen) == g) futex_wait(&c->gen, g);
+    if (lent >= 0) atomic_store(&c->go[lent], 0);
+}
+
+/* This rank's guest: asleep until a waiting rank sets its go, then a guest
+ * of this process's thread pool until go is cleared. It may run on any
+ * core (mpirun binds the rank to one): the lender's is the idle one. */
+static void *guest_main(void *arg) {
+    nb_mpi *m = arg;
+    struct nb_mpi_ctl *c = m->ctl;
+    _Atomic int *go = &c->go[m->rank];
+    cpu_set_t all;
+    CPU_ZERO(&all);
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    for (long i = 0; i < n && i < CPU_SETSIZE; i++) CPU_SET((int)i, &all);
+    sched_setaffinity(0, sizeof all, &all); /* best effort */
+    for (;;) {
+        while (!atomic_load(go) && !atomic_load(&c->quit)) futex_wait(go, 0);
+        if (atomic_load(&c->quit)) break;
+        m->served++;
+        nb_guest_serve(0, go);
+    }
+    return NULL;
+}
+#endif
+
+/* Collective over the host's ranks (the window's): the page, zeroed, and
+ * a guest thread per rank. Off when any rank says NB_MPI_LEND=0, on more
+ * than LEND_MAX_RANKS ranks, or where futexes are missing; lending is an
+ * optimisation, so failing to set it up just leaves it off. */
+static void lend_start(nb_mpi *m) {
+    const char *e = getenv("NB_MPI_LEND");
+    int want = NB_MPI_CAN_LEND && !(e && strcmp(e, "0") == 0) && m->size <= LEND_MAX_RANKS, all = 0;
+    MPI_Allreduce(&want, &all, 1, MPI_INT, MPI_MIN, m->comm);
+    if (!all) return;
+    struct nb_mpi_ctl *base = NULL;
+    MPI_Aint sz = m->rank == 0 ? (MPI_Aint)sizeof *base : 0;
+    int ok = MPI_Win_allocate_shared(sz, 1, MPI_INFO_NULL, m->node, &base, &m->ctl_win) ==
+             MPI_SUCCESS, all_ok = 0;
+    MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, m->comm);
+    if (!all_ok) {
+        if (ok) MPI_Win_free(&m->ctl_win);
+        return;
+    }
+    MPI_Aint qs;
+    int du;
+    MPI_Win_shared_query(m->ctl_win, 0, &qs, &du, &base);
+    if (m->rank == 0) {
+        memset(base, 0, sizeof *base);
+        const char *sp = getenv("NB_MPI_LEND_SPIN_NS");
+        char *end = NULL;
+        double v = sp ? strtod(sp, &end) : 0;
+        base->spin_ns = sp && end != sp && !*end && v >= 0 && v <= 1e9 ? v : LEND_SPIN_NS;
+    }
+    MPI_Barrier(m->node);
+    m->ctl = base;
+#if NB_MPI_CAN_LEND
+    pthread_t *t = malloc(sizeof *t);
+    nb_set_guest_threads(1);
+    ok = t && pthread_create(t, NULL, guest_main, m) == 0;
+    if (!ok) free(t), t = NULL;
+    m->guest = t;
+    MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, m->comm);
+    if (!all_ok) { /* some rank has no guest: nobody lends */
+        atomic_store(&m->ctl->quit, 1);
+        if (t) {
+            futex_wake(&m->ctl->go[m->rank]);
+            pthread_join(*t, NULL);
+            free(t);
+        }
+        m->guest = NULL;
+        nb_set_guest_threads(0);
+        MPI_Barrier(m->node);
+        MPI_Win_free(&m->ctl_win);
+        m->ctl = NULL;
+    }
+#endif
+}
+
+/* Stops this rank's guest and frees the page; collective. */
+static void lend_stop(nb_mpi *m) {
+    if (!m->ctl) return;
+#if NB_MPI_CAN_LEND
+    atomic_store(&m->ctl->quit, 1);
+    atomic_store(&m->ctl->go[m->rank], 0);
+    futex_wake(&m->ctl->go[m->rank]);
+    if (m->guest) pthread_join(*(pthread_t *)m->guest, NULL);
+    free(m->guest);
+    m->guest = NULL;
+    nb_set_guest_threads(0);
+#endif
+    MPI_Barrier(m->node);
+    MPI_Win_free(&m->ctl_win);
+    m->ctl = NULL;
+}
+
+/* Every rank of the host here: with lending, the barrier above; otherwise
+ * nothing (the MPI call that follows synchronises). */
+static void lend_arrive(nb_mpi *m) {
+#if NB_MPI_CAN_LEND
+    if (m->ctl) lend_barrier(m);
+#else
+    (void)m;
+#endif
+}
 
 int nb_mpi_init(int *argc, char ***argv, nb_mpi *m) {
     int inited = 0;
@@ -22,6 +210,7 @@ int nb_mpi_init(int *argc, char ***argv, nb_mpi *m) {
 
 static void free_window(nb_mpi *m) {
     if (!m->win_on) return;
+    lend_stop(m);
     MPI_Win_unlock_all(m->win);
     MPI_Win_free(&m->win);
     free(m->slot), free(m->off), free(m->orig);
@@ -342,7 +531,9 @@ int nb_mpi_share_grads(nb_mpi *m, const nb_tensor_list *l) {
     }
     m->shared = l;
     MPI_Win_sync(m->win);
-    return MPI_Barrier(m->node) != MPI_SUCCESS;
+    if (MPI_Barrier(m->node) != MPI_SUCCESS) return 1;
+    lend_start(m);
+    return 0;
 }
 
 void nb_mpi_unshare_grads(nb_mpi *m) {
@@ -430,6 +621,7 @@ static int shm_average(nb_mpi *m, const nb_tensor_list *l) {
         if (m->orig[i]) total += nb_list_tensor(l, i)->numel;
     size_t p = (size_t)m->size, r = (size_t)m->rank;
     size_t lo = total * r / p, hi = total * (r + 1) / p;
+    lend_arrive(m);
     MPI_Win_sync(m->win);
     if (MPI_Barrier(m->node) != MPI_SUCCESS) return 1;
     MPI_Win_sync(m->win);
@@ -501,6 +693,7 @@ int nb_mpi_check_drift(nb_mpi *m, const nb_tensor_list *l, char *msg, size_t n) 
 
 int nb_mpi_agree(nb_mpi *m, int failed, char *msg, size_t n) {
     int mine = failed ? m->rank : INT_MAX, first = INT_MAX;
+    lend_arrive(m);
     MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, m->comm);
     if (first == INT_MAX) return 0;
     char buf[AGREE_MSG] = {0};

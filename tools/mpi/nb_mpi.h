@@ -51,6 +51,13 @@ typedef struct nb_mpi {
     char **slot;                  /* every rank's copy of the gradients, mapped here */
     size_t *off;                  /* byte offset of each list entry in a slot */
     void **orig;                  /* each entry's own gradient buffer, before sharing */
+    /* core lending (nb_mpi_share_grads): a waiting rank's core runs a guest
+     * thread of a rank still computing */
+    MPI_Win ctl_win;
+    struct nb_mpi_ctl *ctl; /* in shared memory, NULL when lending is off */
+    void *guest;            /* this rank's guest thread (a pthread_t), lent cores */
+    long lent;              /* times this rank lent its core */
+    long served;            /* times this rank's guest was woken to work (read after finalize) */
 } nb_mpi;
 
 /* MPI_Init (when not initialised yet) and the rank/size of MPI_COMM_WORLD.
@@ -82,7 +89,16 @@ int nb_mpi_average(nb_mpi *m, const nb_tensor_list *l, bool grads);
  * Returns 0 also when sharing does not apply (one rank, several hosts,
  * ranks whose lists differ, a list already shared) or when some rank could
  * not allocate the window (m->shm_refused is then set): the message path
- * then serves. 1 when MPI failed or memory for the layout ran out. */
+ * then serves. 1 when MPI failed or memory for the layout ran out.
+ *
+ * With the window, ranks also lend their cores (unless NB_MPI_LEND=0): a
+ * rank that reaches nb_mpi_agree or nb_mpi_average before the others does
+ * not spin there. It wakes a guest thread of a rank still computing (see
+ * nb_set_guest_threads), which takes a share of that rank's ops on the
+ * idle core, and sleeps until the last rank arrives. The work is shared as
+ * among one process's threads, so the bits do not change; what changes is
+ * that one slowed core no longer holds every rank back by all of its delay.
+ * Linux only (futexes on the shared window). */
 int nb_mpi_share_grads(nb_mpi *m, const nb_tensor_list *l);
 /* Copies the shared gradients back into their own buffers and frees the
  * window; collective. */
