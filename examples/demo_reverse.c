@@ -145,7 +145,7 @@ static nb_status model_init(model *m, nb_ctx *pctx, const config *c, nb_pcg32 *r
     if (!st) st = nb_nn_mha_init(&m->attn, pctx, D, D, T, c->dropout, c->heads, false, NB_F32, rng);
     if (!st) st = nb_nn_layer_norm_init(&m->norm, pctx, D, 1e-5, true, NB_F32);
     if (!st) st = nb_nn_linear_init(&m->head, pctx, D, VOCAB, true, NB_F32, rng);
-    m->params.n = 0;
+    m->params = (nb_tensor_list){0};
     if (!st) st = nb_params_add_prefixed(&m->params, pctx, "tok", &m->tok.params);
     if (!st) st = nb_params_add_prefixed(&m->params, pctx, "pos", &m->pos.params);
     if (!st) st = nb_params_add_prefixed(&m->params, pctx, "attn", &m->attn.params);

@@ -336,7 +336,7 @@ static nb_status demo_init(demo_model *m, nb_ctx *pctx, nb_pcg32 *rng) {
                             NB_F32, rng);
     if (!st) st = nb_nn_layer_norm_init(&m->norm, pctx, DEMO_D, 1e-5, true, NB_F32);
     if (!st) st = nb_nn_linear_init(&m->head, pctx, DEMO_D, DEMO_VOCAB, true, NB_F32, rng);
-    m->params.n = 0;
+    m->params = (nb_tensor_list){0};
     if (!st) st = nb_params_add_prefixed(&m->params, pctx, "tok", &m->tok.params);
     if (!st) st = nb_params_add_prefixed(&m->params, pctx, "pos", &m->pos.params);
     if (!st) st = nb_params_add_prefixed(&m->params, pctx, "attn", &m->attn.params);
