@@ -74,7 +74,7 @@ median() { echo "$@" | tr ' ' '\n' | sort -n | awk '{v[NR] = $1} END { print NR 
 ma=$(median $la) mb_=$(median $lb)
 if awk -v a="$ma" -v b="$mb_" 'BEGIN { exit !(a > b) }'; then t2=$a lay="2 x $mb"; else t2=$b lay="1 x $((2 * mb))"; fi
 echo "cpu-baby GPT (4/4/128, block 64), global batch $((2 * mb)) x 64 = $tokens tokens per iteration, $iters iterations, best of $rounds rounds"
-echo "Open MPI shared memory, single-copy mechanism: $copy; gradients averaged in a shared window"
+echo "Open MPI shared memory, single-copy mechanism: $copy; gradients averaged in a shared window; waiting ranks lend their cores"
 echo "ranks=1 threads=1 tok_per_s=$r1"
 echo "ranks=2 threads=1 tok_per_s=$r2"
 echo "ranks=1 threads=2 tok_per_s=$t2 (as $lay, the layout with the higher median: $ma for 2 x $mb, $mb_ for 1 x $((2 * mb)))"

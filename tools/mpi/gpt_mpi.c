@@ -127,6 +127,7 @@ void gpt_mpi_stop(void) {
     nb_mpi_finalize(&G.m);
     const char *st = getenv("NB_MPI_STATS");
     if (st && strcmp(st, "1") == 0)
-        fprintf(stderr, "nabla-gpt-mpi: rank %d lent its core %ld times, its guest worked %ld times\n",
-                G.m.rank, G.m.lent, G.m.served);
+        fprintf(stderr, "nabla-gpt-mpi: rank %d lent its core %ld times, its guest worked %ld times; "
+                "it waited %.3f ms a barrier over %ld barriers\n", G.m.rank, G.m.lent, G.m.served,
+                G.m.meets ? G.m.waited_s * 1e3 / (double)G.m.meets : 0.0, G.m.meets);
 }

@@ -36,9 +36,10 @@
                             * (NB_MPI_LEND_SPIN_NS overrides it; the tests use 0) */
 
 struct nb_mpi_ctl {
-    _Atomic int gen, arrived, quit;
+    _Atomic int gen, arrived;
     double spin_ns; /* set by rank 0 before the guests start */
     _Atomic int here[LEND_MAX_RANKS], go[LEND_MAX_RANKS];
+    _Atomic int quit[LEND_MAX_RANKS]; /* rank r's guest thread is to end */
 };
 
 #if NB_MPI_CAN_LEND
@@ -67,7 +68,7 @@ static bool spin_until_changed(_Atomic int *a, int v, double spin_ns) {
     }
 }
 
-static void lend_barrier(nb_mpi *m) {
+static void lend_wait(nb_mpi *m) {
     struct nb_mpi_ctl *c = m->ctl;
     int g = atomic_load(&c->gen);
     atomic_store(&c->go[m->rank], 0); /* this rank's ops are done: its guest stops */
@@ -93,6 +94,14 @@ static void lend_barrier(nb_mpi *m) {
     if (lent >= 0) atomic_store(&c->go[lent], 0);
 }
 
+/* The barrier, timed for NB_MPI_STATS. */
+static void lend_barrier(nb_mpi *m) {
+    double t0 = now_ns();
+    lend_wait(m);
+    m->waited_s += (now_ns() - t0) * 1e-9;
+    m->meets++;
+}
+
 /* This rank's guest: asleep until a waiting rank sets its go, then a guest
  * of this process's thread pool until go is cleared. It may run on any
  * core (mpirun binds the rank to one): the lender's is the idle one. */
@@ -106,8 +115,8 @@ static void *guest_main(void *arg) {
     for (long i = 0; i < n && i < CPU_SETSIZE; i++) CPU_SET((int)i, &all);
     sched_setaffinity(0, sizeof all, &all); /* best effort */
     for (;;) {
-        while (!atomic_load(go) && !atomic_load(&c->quit)) futex_wait(go, 0);
-        if (atomic_load(&c->quit)) break;
+        while (!atomic_load(go) && !atomic_load(&c->quit[m->rank])) futex_wait(go, 0);
+        if (atomic_load(&c->quit[m->rank])) break;
         m->served++;
         nb_guest_serve(0, go);
     }
@@ -153,7 +162,7 @@ static void lend_start(nb_mpi *m) {
     m->guest = t;
     MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, m->comm);
     if (!all_ok) { /* some rank has no guest: nobody lends */
-        atomic_store(&m->ctl->quit, 1);
+        atomic_store(&m->ctl->quit[m->rank], 1);
         if (t) {
             futex_wake(&m->ctl->go[m->rank]);
             pthread_join(*t, NULL);
@@ -172,7 +181,7 @@ static void lend_start(nb_mpi *m) {
 static void lend_stop(nb_mpi *m) {
     if (!m->ctl) return;
 #if NB_MPI_CAN_LEND
-    atomic_store(&m->ctl->quit, 1);
+    atomic_store(&m->ctl->quit[m->rank], 1);
     atomic_store(&m->ctl->go[m->rank], 0);
     futex_wake(&m->ctl->go[m->rank]);
     if (m->guest) pthread_join(*(pthread_t *)m->guest, NULL);

@@ -57,6 +57,8 @@ typedef struct nb_mpi {
     struct nb_mpi_ctl *ctl; /* in shared memory, NULL when lending is off */
     void *guest;            /* this rank's guest thread (a pthread_t), lent cores */
     long lent;              /* times this rank lent its core */
+    long meets;             /* barriers met in the shared page */
+    double waited_s;        /* seconds spent waiting in them */
     long served;            /* times this rank's guest was woken to work (read after finalize) */
 } nb_mpi;
 
