@@ -8,21 +8,21 @@
 #                       gradient_accumulation_steps among the ranks)
 # against the best single process at 2 threads (the same 2 x 6, and one
 # batch of 12). Tokens/s is the global batch's tokens over the median
-# iteration time in log.jsonl, after 5 warm-up iterations. This machine's
-# two vCPUs slow down in spells of a few seconds, and 2 ranks feel a slowed
-# core most (the other rank waits for it at every step, where one process's
-# threads share out the work op by op), so the four runs go in ROUNDS (5)
-# alternating rounds, each round's figures are printed, and each
-# configuration keeps its best. The 2-thread process's better layout is the
-# one with the higher median over the rounds: taking the best of its two
-# layouts' runs would compare the best of 2 x ROUNDS noisy runs with the
-# best of ROUNDS for the ranks.
+# iteration time in log.jsonl of ITERS (200) iterations after 5 of warm-up.
+# This machine's two vCPUs slow down in spells of a few seconds. A run of
+# 200 iterations (some 9 s) spans several spells, so its median reflects the
+# machine over them; at 80 (3.5 s, about a spell) a run's figure swung by
+# 20% on whether it fell in one. The four runs go in ROUNDS (3) alternating
+# rounds, each round's figures are printed, and each configuration keeps
+# its best. The 2-thread process's layout is the one with the higher median
+# over the rounds: the best of both layouts' runs would compare the best of
+# 2 x ROUNDS noisy runs with the best of ROUNDS for the ranks.
 # MICRO (6) sets the micro-batch: the global batch is 2 x MICRO sequences.
 #   sh tools/bench-mpi.sh BUILD_DIR [ITERS] [ROUNDS] [MICRO]
 set -e
 B=$1
-iters=${2:-80}
-rounds=${3:-5}
+iters=${2:-200}
+rounds=${3:-3}
 mb=${4:-6}
 RUN="mpirun"
 [ "$(id -u)" = 0 ] && RUN="$RUN --allow-run-as-root --oversubscribe"
