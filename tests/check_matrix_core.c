@@ -4,6 +4,8 @@
  * matrix's rules and how to add a case for a new public function. */
 #include "check_nabla.h"
 
+#include <stdatomic.h>
+
 #include "matrix_util.h"
 
 START_TEST(test_status_and_dtype_names) {
@@ -338,6 +340,29 @@ START_TEST(test_threads) {
     ck_assert_int_ge(nb_get_num_threads(), 1);
     ck_assert_int_eq(nb_set_num_threads(1), 1);
     ck_assert_int_eq(nb_get_num_threads(), 1);
+    /* guest threads: counts clamped; serving returns at once without a slot,
+     * with a NULL or cleared flag; jobs split for many absent guests (more
+     * shares than the pool holds, once threads grow) still run whole */
+    ck_assert_int_eq(nb_set_guest_threads(-3), 0);
+    _Atomic int go = 1;
+    nb_guest_serve(0, &go); /* no slots */
+    int most = nb_set_guest_threads(INT32_MAX);
+    ck_assert(most >= 1 && most <= 63);
+    nb_guest_serve(-1, &go);
+    nb_guest_serve(most, &go);
+    nb_guest_serve(0, NULL);
+    go = 0;
+    nb_guest_serve(0, &go);
+    ck_assert_int_eq(nb_set_num_threads(2), 2);
+    nb_ctx *ctx = nb_ctx_new(0);
+    nb_tensor *x = nb_ones(ctx, NB_F32, NB_SHAPE(300, 64));
+    nb_tensor *w = nb_full(ctx, NB_F32, NB_SHAPE(48, 64), 0.5);
+    nb_tensor *y = nb_linear(ctx, x, w, NULL);
+    ck_assert_ptr_nonnull(y);
+    for (size_t i = 0; i < y->numel; i += 97) ck_assert_double_eq(nb_get(y, i), 32.0);
+    nb_ctx_free(ctx);
+    ck_assert_int_eq(nb_set_guest_threads(0), 0);
+    ck_assert_int_eq(nb_set_num_threads(1), 1);
 }
 END_TEST
 
