@@ -14,7 +14,13 @@
  * an atomic ticket that idle workers poll for a while (some 10 us) before
  * they sleep on a condition variable; the caller runs its share too, then
  * polls an atomic count of finished items. A worker that is not scheduled
- * in time just finds no chunk left. No thread is created per job. */
+ * in time just finds no chunk left. No thread is created per job.
+ *
+ * Guests (nb_set_guest_threads) are threads the pool does not own: a job
+ * gets a share for each, which the pool's threads help with like any other,
+ * and a guest thread in nb_guest_serve works like a worker while its flag
+ * holds (nb_mpi's lent cores). Sharing out is the same for any mix of
+ * threads, so the bits are too. */
 #include "nb_internal.h"
 
 #include <pthread.h>
