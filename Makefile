@@ -36,6 +36,16 @@ CC ?= cc
 CFLAGS ?= -O3 -g
 B := build
 
+# Compile on every core unless a -j was given (-j1 keeps one job): the
+# library alone builds twice (static and shared objects). Timed targets
+# (bench*, soak) keep one job, so two of them on one command line never
+# run at once.
+ifeq ($(filter -j%,$(MAKEFLAGS)),)
+ifeq ($(filter bench% soak,$(MAKECMDGOALS)),)
+MAKEFLAGS += -j$(shell nproc 2>/dev/null || echo 1)
+endif
+endif
+
 NB_CFLAGS := -std=c11 -D_POSIX_C_SOURCE=200809L -ffp-contract=off -Wall -Wextra -Iinclude
 # NB_DEBUG=1: every op checks that its tensors were made since their
 # context's last reset (see nb_ctx_reset).
