@@ -123,14 +123,15 @@ static int64_t take_chunk(pool *P, share *s, unsigned gen) {
 }
 
 /* Thread `self` runs its share of job `gen`, then helps with the others',
- * and counts what it ran into `done` once. */
-static void run_job(pool *P, int self, unsigned gen) {
+ * and counts what it ran into `done` once. A guest passes its flag `go`
+ * and stops taking chunks when it clears; the pool's threads pass NULL. */
+static void run_job(pool *P, int self, unsigned gen, const _Atomic int *go) {
     int parts = atomic_load(&P->parts);
     if (self >= parts) return;
     int64_t ran = 0, r;
-    for (int k = 0; k < parts; k++) {
+    for (int k = 0; k < parts && (!go || atomic_load(go)); k++) {
         share *s = &P->home[(self + k) % parts];
-        while ((r = take_chunk(P, s, gen)) > 0) ran += r;
+        while ((!go || atomic_load(go)) && (r = take_chunk(P, s, gen)) > 0) ran += r;
     }
     if (ran) atomic_fetch_add(&P->done, ran);
 }
@@ -162,7 +163,7 @@ static void *worker_main(void *p) {
     for (;;) {
         seen = wait_job(P, seen);
         if (atomic_load(&P->quit)) break;
-        run_job(P, self, seen);
+        run_job(P, self, seen, NULL);
     }
     return NULL;
 }
@@ -221,7 +222,8 @@ int nb_get_num_threads(void) {
 
 int nb_parallel_parts(void) {
     read_env();
-    return the_pool.n_threads + the_pool.guests;
+    int parts = the_pool.n_threads + the_pool.guests;
+    return parts < NB_MAX_THREADS ? parts : NB_MAX_THREADS;
 }
 
 int nb_set_guest_threads(int n) {
@@ -229,19 +231,6 @@ int nb_set_guest_threads(int n) {
     if (n > NB_MAX_THREADS - the_pool.n_threads) n = NB_MAX_THREADS - the_pool.n_threads;
     the_pool.guests = n;
     return n;
-}
-
-/* A guest's share of job `gen`, then the others', a chunk at a time while
- * *go holds: run_job with a look at the flag between chunks. */
-static void guest_job(pool *P, int self, unsigned gen, const _Atomic int *go) {
-    int parts = atomic_load(&P->parts);
-    if (self >= parts) return;
-    int64_t ran = 0, r;
-    for (int k = 0; k < parts && atomic_load(go); k++) {
-        share *s = &P->home[(self + k) % parts];
-        while (atomic_load(go) && (r = take_chunk(P, s, gen)) > 0) ran += r;
-    }
-    if (ran) atomic_fetch_add(&P->done, ran);
 }
 
 void nb_guest_serve(int slot, const _Atomic int *go) {
@@ -253,7 +242,7 @@ void nb_guest_serve(int slot, const _Atomic int *go) {
         unsigned g = ticket_gen(atomic_load(&P->job));
         if (g != seen) {
             seen = g;
-            guest_job(P, self, g, go);
+            run_job(P, self, g, go);
         } else {
             cpu_relax();
         }
@@ -286,8 +275,7 @@ static void run_inline(const nb_task *t, int nt) {
  * all, `total` their work. */
 static void run_tasks(const nb_task *t, int nt, int64_t n, double total, int64_t min_chunk) {
     pool *P = &the_pool;
-    int parts = P->n_threads + P->guests;
-    if (parts > NB_MAX_THREADS) parts = NB_MAX_THREADS;
+    int parts = nb_parallel_parts();
     if (parts == 1 || nt > NB_MAX_TASKS || n > (int64_t)TICKET_IDX_MASK ||
         atomic_flag_test_and_set(&P->busy)) { /* (busy: another thread of the caller's has it) */
         run_inline(t, nt);
@@ -327,7 +315,7 @@ static void run_tasks(const nb_task *t, int nt, int64_t n, double total, int64_t
         pthread_cond_broadcast(&P->wake);
         pthread_mutex_unlock(&P->lock);
     }
-    run_job(P, 0, gen);
+    run_job(P, 0, gen, NULL);
     for (long spins = 0; atomic_load(&P->done) < n; spins++) {
         if (spins < POOL_SPIN) cpu_relax();
         else sched_yield();

@@ -175,6 +175,12 @@ typedef struct nb_vec_kernels {
  * portable and AVX2 sets). */
 typedef float (*nb_exp_affine_sum_fn)(float *y, const float *x, float scale, const float *bias,
                                       float m, size_t n);
+/* A set's transpose from its tile kernel: block(dst, ldd, src, lds) moves
+ * one tile x tile block (dst[c * ldd + i] = src[i * lds + c]); the edges
+ * past the last whole block go one by one. */
+typedef void (*nb_transpose_block_fn)(float *dst, size_t ldd, const float *src, size_t lds);
+NB_HIDDEN void nb_vec_transpose_tiled(nb_transpose_block_fn block, size_t tile, float *dst,
+                                      const float *src, size_t ld, size_t rows, size_t cols);
 NB_HIDDEN void nb_vec_exp_affine_rows_with(nb_exp_affine_sum_fn row, float *x, size_t ld,
                                            const int64_t *lim, size_t rows, size_t n,
                                            float scale, const float *bias, const float *m,

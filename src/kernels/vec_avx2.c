@@ -321,14 +321,9 @@ ATTR static void transpose8(float *dst, size_t ldd, const float *src, size_t lds
     }
 }
 
-/* dst (cols x rows) = src (rows x cols, rows ld apart) transposed: 8 x 8
- * blocks, the edges one by one. */
-ATTR static void transpose(float *dst, const float *src, size_t ld, size_t rows, size_t cols) {
-    size_t r8 = rows - rows % 8, c8 = cols - cols % 8;
-    for (size_t j = 0; j < r8; j += 8)
-        for (size_t d = 0; d < c8; d += 8) transpose8(dst + d * rows + j, rows, src + j * ld + d, ld);
-    for (size_t j = 0; j < rows; j++)
-        for (size_t d = j < r8 ? c8 : 0; d < cols; d++) dst[d * rows + j] = src[j * ld + d];
+/* dst (cols x rows) = src (rows x cols, rows ld apart) transposed */
+static void transpose(float *dst, const float *src, size_t ld, size_t rows, size_t cols) {
+    nb_vec_transpose_tiled(transpose8, 8, dst, src, ld, rows, cols);
 }
 
 /* row by row through exp_affine_sum */

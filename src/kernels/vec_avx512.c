@@ -358,12 +358,8 @@ ATTR static void transpose16(float *dst, size_t ldd, const float *src, size_t ld
 }
 
 /* whole 16 x 16 blocks with shuffles, the edges element by element */
-ATTR static void transpose(float *dst, const float *src, size_t ld, size_t rows, size_t cols) {
-    size_t r16 = rows - rows % 16, c16 = cols - cols % 16;
-    for (size_t j = 0; j < r16; j += 16)
-        for (size_t d = 0; d < c16; d += 16) transpose16(dst + d * rows + j, rows, src + j * ld + d, ld);
-    for (size_t j = 0; j < rows; j++)
-        for (size_t d = j < r16 ? c16 : 0; d < cols; d++) dst[d * rows + j] = src[j * ld + d];
+static void transpose(float *dst, const float *src, size_t ld, size_t rows, size_t cols) {
+    nb_vec_transpose_tiled(transpose16, 16, dst, src, ld, rows, cols);
 }
 
 /* Lane maxima (a NaN noted in a mask, as max does), then the largest lane. */

@@ -194,6 +194,15 @@ static void gelu_bwd(float *dx, const float *x, const float *dy, size_t n, int t
     }
 }
 
+void nb_vec_transpose_tiled(nb_transpose_block_fn block, size_t tile, float *dst,
+                            const float *src, size_t ld, size_t rows, size_t cols) {
+    size_t rt = rows - rows % tile, ct = cols - cols % tile;
+    for (size_t j = 0; j < rt; j += tile)
+        for (size_t d = 0; d < ct; d += tile) block(dst + d * rows + j, rows, src + j * ld + d, ld);
+    for (size_t j = 0; j < rows; j++)
+        for (size_t d = j < rt ? ct : 0; d < cols; d++) dst[d * rows + j] = src[j * ld + d];
+}
+
 /* 8 source rows at a time, so each destination row gets whole runs of 8 */
 static void transpose(float *dst, const float *src, size_t ld, size_t rows, size_t cols) {
     size_t j0 = 0;

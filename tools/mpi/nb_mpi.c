@@ -124,6 +124,16 @@ static void *guest_main(void *arg) {
 }
 #endif
 
+static void lend_stop(nb_mpi *m);
+
+/* NB_MPI_LEND_SPIN_NS when it is a number of 0 .. 1e9, else LEND_SPIN_NS. */
+static double spin_from_env(void) {
+    const char *sp = getenv("NB_MPI_LEND_SPIN_NS");
+    char *end = NULL;
+    double v = sp ? strtod(sp, &end) : 0;
+    return sp && end != sp && !*end && v >= 0 && v <= 1e9 ? v : LEND_SPIN_NS;
+}
+
 /* Collective over the host's ranks (the window's): the page, zeroed, and
  * a guest thread per rank. Off when any rank says NB_MPI_LEND=0, on more
  * than LEND_MAX_RANKS ranks, or where futexes are missing; lending is an
@@ -147,10 +157,7 @@ static void lend_start(nb_mpi *m) {
     MPI_Win_shared_query(m->ctl_win, 0, &qs, &du, &base);
     if (m->rank == 0) {
         memset(base, 0, sizeof *base);
-        const char *sp = getenv("NB_MPI_LEND_SPIN_NS");
-        char *end = NULL;
-        double v = sp ? strtod(sp, &end) : 0;
-        base->spin_ns = sp && end != sp && !*end && v >= 0 && v <= 1e9 ? v : LEND_SPIN_NS;
+        base->spin_ns = spin_from_env();
     }
     MPI_Barrier(m->node);
     m->ctl = base;
@@ -161,19 +168,7 @@ static void lend_start(nb_mpi *m) {
     if (!ok) free(t), t = NULL;
     m->guest = t;
     MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, m->comm);
-    if (!all_ok) { /* some rank has no guest: nobody lends */
-        atomic_store(&m->ctl->quit[m->rank], 1);
-        if (t) {
-            futex_wake(&m->ctl->go[m->rank]);
-            pthread_join(*t, NULL);
-            free(t);
-        }
-        m->guest = NULL;
-        nb_set_guest_threads(0);
-        MPI_Barrier(m->node);
-        MPI_Win_free(&m->ctl_win);
-        m->ctl = NULL;
-    }
+    if (!all_ok) lend_stop(m); /* some rank has no guest: nobody lends */
 #endif
 }
 
