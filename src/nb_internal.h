@@ -227,11 +227,11 @@ NB_HIDDEN size_t nb_utf8_put(uint32_t cp, char *out);
 /* ---- threads (parallel.c) ------------------------------------------------- */
 /* Processes indices [begin, end) of a job. */
 typedef void (*nb_range_fn)(void *arg, int64_t begin, int64_t end);
+/* The shares a job is split into: the pool's threads plus guest shares. */
+NB_HIDDEN int nb_parallel_parts(void);
 /* Runs fn over [0, n) split into one contiguous range per thread (inline
  * when there is one thread or fewer than 2 * min_per_thread items). Split
  * only over independent outputs so results do not depend on the count. */
-/* The shares a job is split into: the pool's threads plus guest shares. */
-NB_HIDDEN int nb_parallel_parts(void);
 NB_HIDDEN void nb_parallel_for(int64_t n, int64_t min_per_thread, nb_range_fn fn, void *arg);
 /* Several independent loops as one job, so the threads wait once, not once
  * a loop: task t runs fn(arg, lo, hi) over its own [0, n). cost is the

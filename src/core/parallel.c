@@ -271,11 +271,11 @@ static void run_inline(const nb_task *t, int nt) {
         if (t[i].n > 0) t[i].fn(t[i].arg, 0, t[i].n);
 }
 
-/* One job of nt loops on every thread (see nb_parallel_tasks): n items in
- * all, `total` their work. */
-static void run_tasks(const nb_task *t, int nt, int64_t n, double total, int64_t min_chunk) {
+/* One job of nt loops in `parts` shares (see nb_parallel_tasks): n items
+ * in all, `total` their work. */
+static void run_tasks(const nb_task *t, int nt, int64_t n, double total, int64_t min_chunk,
+                      int parts) {
     pool *P = &the_pool;
-    int parts = nb_parallel_parts();
     if (parts == 1 || nt > NB_MAX_TASKS || n > (int64_t)TICKET_IDX_MASK ||
         atomic_flag_test_and_set(&P->busy)) { /* (busy: another thread of the caller's has it) */
         run_inline(t, nt);
@@ -324,7 +324,6 @@ static void run_tasks(const nb_task *t, int nt, int64_t n, double total, int64_t
 }
 
 void nb_parallel_tasks(const nb_task *t, int n_tasks, double min_cost) {
-    read_env();
     double total = 0, cheapest = 0;
     int64_t n = 0;
     for (int i = 0; i < n_tasks; i++) {
@@ -341,11 +340,10 @@ void nb_parallel_tasks(const nb_task *t, int n_tasks, double min_cost) {
     int64_t chunk = cheapest > 0 ? (int64_t)(total / parts / POOL_MIN_CHUNKS_PER_SHARE
                                              / cheapest)
                                  : 1;
-    run_tasks(t, n_tasks, n, total, chunk < n ? chunk : n);
+    run_tasks(t, n_tasks, n, total, chunk < n ? chunk : n, parts);
 }
 
 void nb_parallel_for(int64_t n, int64_t min_per_thread, nb_range_fn fn, void *arg) {
-    read_env();
     int parts = nb_parallel_parts();
     if (min_per_thread < 1) min_per_thread = 1;
     if (parts == 1 || n < 2 * min_per_thread) {
@@ -357,7 +355,7 @@ void nb_parallel_for(int64_t n, int64_t min_per_thread, nb_range_fn fn, void *ar
     int64_t chunk = n / (parts * POOL_MIN_CHUNKS_PER_SHARE);
     if (chunk < (min_per_thread + 3) / 4) chunk = (min_per_thread + 3) / 4;
     nb_task t = {fn, arg, n, 1.0};
-    run_tasks(&t, 1, n, (double)n, chunk);
+    run_tasks(&t, 1, n, (double)n, chunk, parts);
 }
 
 /* ---- a parallel copy, for gradients copied whole on the way back ---------- */
