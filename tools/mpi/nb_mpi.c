@@ -94,14 +94,6 @@ static void lend_wait(nb_mpi *m) {
     if (lent >= 0) atomic_store(&c->go[lent], 0);
 }
 
-/* The barrier, timed for NB_MPI_STATS. */
-static void lend_barrier(nb_mpi *m) {
-    double t0 = now_ns();
-    lend_wait(m);
-    m->waited_s += (now_ns() - t0) * 1e-9;
-    m->meets++;
-}
-
 /* This rank's guest: asleep until a waiting rank sets its go, then a guest
  * of this process's thread pool until go is cleared. It may run on any
  * core (mpirun binds the rank to one): the lender's is the idle one. */
@@ -189,14 +181,27 @@ static void lend_stop(nb_mpi *m) {
     m->ctl = NULL;
 }
 
-/* Every rank of the host here: with lending, the barrier above; otherwise
- * nothing (the MPI call that follows synchronises). */
-static void lend_arrive(nb_mpi *m) {
+/* Every rank of the host meets here: with lending, in the page (timed for
+ * NB_MPI_STATS), where a rank that waits lends its core; otherwise through
+ * MPI_Barrier on the host. 1 when MPI failed. */
+static int host_barrier(nb_mpi *m) {
 #if NB_MPI_CAN_LEND
-    if (m->ctl) lend_barrier(m);
-#else
-    (void)m;
+    if (m->ctl) {
+        double t0 = now_ns();
+        lend_wait(m);
+        m->waited_s += (now_ns() - t0) * 1e-9;
+        m->meets++;
+        return 0;
+    }
 #endif
+    return MPI_Barrier(m->node) != MPI_SUCCESS;
+}
+
+/* Before a collective whose MPI call synchronises anyway: with lending, the
+ * ranks meet in the page first, so a rank that waits lends its core rather
+ * than spin inside MPI. */
+static void lend_arrive(nb_mpi *m) {
+    if (m->ctl) host_barrier(m);
 }
 
 int nb_mpi_init(int *argc, char ***argv, nb_mpi *m) {
@@ -625,9 +630,8 @@ static int shm_average(nb_mpi *m, const nb_tensor_list *l) {
         if (m->orig[i]) total += nb_list_tensor(l, i)->numel;
     size_t p = (size_t)m->size, r = (size_t)m->rank;
     size_t lo = total * r / p, hi = total * (r + 1) / p;
-    lend_arrive(m);
     MPI_Win_sync(m->win);
-    if (MPI_Barrier(m->node) != MPI_SUCCESS) return 1;
+    if (host_barrier(m)) return 1;
     MPI_Win_sync(m->win);
     size_t at = 0;
     for (int i = 0; i < l->n && at < hi; i++) {
