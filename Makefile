@@ -53,7 +53,7 @@ ifeq ($(NB_DEBUG),1)
 NB_CFLAGS += -DNB_DEBUG=1
 endif
 # The library's sources are grouped by layer (core -> tape -> ops -> nn, train,
-# io, check); each includes src/nb_internal.h.
+# io, teach, gradcheck); each layer has a private header in its folder.
 LIB_CFLAGS := -Isrc
 NB_LIBS := -lm -pthread
 CJSON_CFLAGS := $(shell pkg-config --cflags libcjson 2>/dev/null)
@@ -64,13 +64,18 @@ CHECK_LIBS = $(shell pkg-config --libs check 2>/dev/null)
 SRC := $(sort $(wildcard src/*/*.c))
 OBJ := $(SRC:src/%.c=$(B)/obj/%.o)
 PIC_OBJ := $(SRC:src/%.c=$(B)/pic/%.o)
-HDR := include/nabla.h $(wildcard include/nabla/*.h) src/nb_internal.h $(wildcard src/*/*.h)
+HDR := include/nabla.h $(wildcard include/nabla/*.h) $(wildcard src/*/*.h) include/nabla/ops.def
 EXAMPLES := $(patsubst examples/%.c,$(B)/examples/%,$(wildcard examples/*.c))
-TOOLS := $(patsubst tools/%.c,$(B)/bin/%,$(wildcard tools/*.c))
-# Code shared by the tools and the tests (the parity checker); not in the library.
-SUPPORT_SRC := $(sort $(wildcard tools/support/*.c))
-SUPPORT_OBJ := $(SUPPORT_SRC:tools/support/%.c=$(B)/support/%.o)
-SUPPORT_HDR := $(wildcard tools/support/*.h)
+# Every program builds into $(B)/bin: the ones users run (tools/), the
+# benchmarks (tools/bench/nabla-*.c) and the test programs (tools/test/nabla-*.c).
+TOOL_SRC := $(wildcard tools/*.c tools/bench/nabla-*.c tools/test/nabla-*.c)
+TOOLS := $(addprefix $(B)/bin/,$(basename $(notdir $(TOOL_SRC))))
+# Code shared by the programs and the tests, not in the library: nabla-gpt's
+# flags and training loop (tools/support/) and the parity checker (tools/test/).
+SUPPORT_SRC := $(sort $(wildcard tools/support/*.c)) tools/test/parity.c
+SUPPORT_OBJ := $(addprefix $(B)/support/,$(notdir $(SUPPORT_SRC:.c=.o)))
+SUPPORT_HDR := $(wildcard tools/support/*.h tools/test/*.h)
+SUPPORT_INC := -Itools/support -Itools/test
 TEST_SRC ?= $(sort $(wildcard tests/*.c))
 TEST_BIN := $(B)/tests/check_nabla
 
@@ -150,11 +155,18 @@ $(B)/examples/%: examples/%.c $(LIB_A) $(HDR) $(wildcard examples/*.h)
 
 $(B)/support/%.o: tools/support/%.c $(HDR) $(SUPPORT_HDR) | $(BUILD_DEPS)
 	@mkdir -p $(dir $@)
-	$(CC) $(NB_CFLAGS) -Itools/support $(CPPFLAGS) $(CFLAGS) -c $< -o $@
+	$(CC) $(NB_CFLAGS) $(SUPPORT_INC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
 
-$(B)/bin/%: tools/%.c $(LIB_A) $(SUPPORT_OBJ) $(HDR) $(SUPPORT_HDR)
+$(B)/support/%.o: tools/test/%.c $(HDR) $(SUPPORT_HDR) | $(BUILD_DEPS)
 	@mkdir -p $(dir $@)
-	$(CC) $(NB_CFLAGS) -Itools/support $(CPPFLAGS) $(CFLAGS) $< -o $@ $(LDFLAGS) $(SUPPORT_OBJ) $(LIB_A) $(CJSON_LIBS) $(NB_LIBS)
+	$(CC) $(NB_CFLAGS) $(SUPPORT_INC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
+
+define tool_rule
+$(B)/bin/%: $(1)/%.c $$(LIB_A) $$(SUPPORT_OBJ) $$(HDR) $$(SUPPORT_HDR)
+	@mkdir -p $$(dir $$@)
+	$$(CC) $$(NB_CFLAGS) $$(SUPPORT_INC) $$(CPPFLAGS) $$(CFLAGS) $$< -o $$@ $$(LDFLAGS) $$(SUPPORT_OBJ) $$(LIB_A) $$(CJSON_LIBS) $$(NB_LIBS)
+endef
+$(foreach d,tools tools/bench tools/test,$(eval $(call tool_rule,$(d))))
 
 # The test runner's suite list is generated from the `Suite *suite_x(void)`
 # definitions in tests/, so adding a test file needs no other edit.
@@ -163,14 +175,14 @@ $(B)/tests/suites.h: $(TEST_SRC)
 	@sed -n 's/^Suite \*\(suite_[a-z0-9_]*\)(void).*/NB_SUITE(\1)/p' $(TEST_SRC) > $@
 
 $(TEST_BIN): $(TEST_SRC) $(B)/tests/suites.h $(LIB_A) $(SUPPORT_OBJ) $(HDR) $(SUPPORT_HDR) $(wildcard tests/*.h)
-	$(CC) $(NB_CFLAGS) -Isrc -Itools/support -I$(B)/tests $(CHECK_CFLAGS) $(CPPFLAGS) $(CFLAGS) \
+	$(CC) $(NB_CFLAGS) -Isrc $(SUPPORT_INC) -I$(B)/tests $(CHECK_CFLAGS) $(CPPFLAGS) $(CFLAGS) \
 	  -DNB_SOURCE_DIR='"$(CURDIR)"' $(TEST_SRC) -o $@ $(LDFLAGS) $(SUPPORT_OBJ) $(LIB_A) $(CHECK_LIBS) $(CJSON_LIBS) $(NB_LIBS)
 
 # The suites that run built programs (examples, nabla-train) find them
 # through NB_BUILD_DIR.
 test: $(DEPS_OK) all $(TEST_BIN)
 	NB_BUILD_DIR=$(abspath $(B)) NB_CC="$(CC)" $(TEST_BIN)
-	python3 tools/matrix_coverage.py
+	python3 tools/test/matrix_coverage.py
 
 # Tests too big for `make test` (tests/slow/): the 124M GPT checkpoint with
 # AdamW state (~5 GB of memory, a 2 GB temporary file).
@@ -211,7 +223,7 @@ test-asan: $(DEPS_OK)
 	@# the README's C blocks are compiled against the instrumented library
 	$(SAN_ENV) NB_CC="clang $(ASAN_FLAGS)" NB_BUILD_DIR=$(abspath $(B)/asan) \
 	  $(B)/asan/tests/check_nabla
-	$(SAN_ENV) sh tools/run-examples.sh $(B)/asan
+	$(SAN_ENV) sh tools/test/run-examples.sh $(B)/asan
 	$(SAN_ENV) $(B)/asan/bin/nabla-gradcheck
 
 test-tsan: $(DEPS_OK)
@@ -254,13 +266,13 @@ bench: $(B)/bin/nabla-bench $(B)/bin/nabla-bench-mha
 
 bench-gpt: $(DEPS_OK) $(B)/bin/nabla-gpt
 	@sh tools/install-deps.sh python3-torch
-	sh tools/bench-gpt.sh $(B)
+	sh tools/bench/bench-gpt.sh $(B)
 
 # The same steps against PyTorch (Debian's python3-torch), interleaved per
 # config; prints nabla/PyTorch per config. About 3 minutes.
 bench-compare: $(B)/bin/nabla-bench-mha
 	@sh tools/install-deps.sh python3-torch
-	/usr/bin/python3 tools/bench_compare.py --build $(B)
+	/usr/bin/python3 tools/bench/bench_compare.py --build $(B)
 
 # The fused attention op (nb_sdpa) against the composed ops, and
 # MultiHeadAttention steps on both paths, at the medium and large configs, 1
@@ -285,7 +297,7 @@ bench-gemm: $(B)/bench/bench-gemm
 .PHONY: test-browser docs
 test-browser: $(DEPS_OK) all
 	@sh tools/install-deps.sh chromium chromium-driver python3-selenium
-	/usr/bin/python3 tools/test_browser.py $(B)
+	/usr/bin/python3 tools/test/test_browser.py $(B)
 
 # ---- fuzzing (tests/fuzz/README.md) ------------------------------------------
 # Each tests/fuzz/fuzz_<name>.c is a libFuzzer target, built with clang
@@ -343,7 +355,7 @@ docs: $(DEPS_OK) $(B)/examples/teach_backprop
 install: lib
 	install -d $(DESTDIR)$(INCLUDEDIR)/nabla $(DESTDIR)$(LIBDIR) $(DESTDIR)$(PKGCONFIGDIR)
 	install -m 644 include/nabla.h $(DESTDIR)$(INCLUDEDIR)/
-	install -m 644 include/nabla/*.h $(DESTDIR)$(INCLUDEDIR)/nabla/
+	install -m 644 include/nabla/*.h include/nabla/ops.def $(DESTDIR)$(INCLUDEDIR)/nabla/
 	install -m 644 $(LIB_A) $(DESTDIR)$(LIBDIR)/
 	install -m 755 $(LIB_SO) $(DESTDIR)$(LIBDIR)/
 	ln -sf libnabla.so.$(VERSION) $(DESTDIR)$(LIBDIR)/libnabla.so.$(SOMAJOR)
@@ -373,12 +385,12 @@ $(MPI_DEPS): tools/install-deps.sh | $(DEPS_OK)
 
 $(B)/bin/nabla-gpt-mpi: tools/nabla-gpt.c $(MPI_SRC) $(MPI_HDR) $(LIB_A) $(SUPPORT_OBJ) $(HDR) $(SUPPORT_HDR) | $(MPI_DEPS)
 	@mkdir -p $(dir $@)
-	$(MPICC) $(NB_CFLAGS) -DNB_GPT_MPI -Itools/support -Itools/mpi $(CPPFLAGS) $(CFLAGS) \
+	$(MPICC) $(NB_CFLAGS) -DNB_GPT_MPI $(SUPPORT_INC) -Itools/mpi $(CPPFLAGS) $(CFLAGS) \
 	  tools/nabla-gpt.c $(MPI_SRC) -o $@ $(LDFLAGS) $(SUPPORT_OBJ) $(LIB_A) $(CJSON_LIBS) $(NB_LIBS)
 
-$(B)/mpi/mpi_unit: tests/mpi/mpi_unit.c tools/mpi/nb_mpi.c tools/mpi/nb_mpi.h $(LIB_A) $(HDR) | $(MPI_DEPS)
+$(B)/mpi/mpi_unit: tests/mpi/mpi_unit.c tools/mpi/dp.c tools/mpi/dp.h $(LIB_A) $(HDR) | $(MPI_DEPS)
 	@mkdir -p $(dir $@)
-	$(MPICC) $(NB_CFLAGS) -Itools/mpi $(CPPFLAGS) $(CFLAGS) tests/mpi/mpi_unit.c tools/mpi/nb_mpi.c \
+	$(MPICC) $(NB_CFLAGS) -Itools/mpi $(CPPFLAGS) $(CFLAGS) tests/mpi/mpi_unit.c tools/mpi/dp.c \
 	  -o $@ $(LDFLAGS) $(LIB_A) $(CJSON_LIBS) $(NB_LIBS)
 
 $(B)/mpi/st_compare: tests/mpi/st_compare.c $(LIB_A) $(HDR)
@@ -394,4 +406,4 @@ test-mpi: mpi $(B)/bin/nabla-gpt
 
 bench-mpi: mpi $(B)/bin/nabla-gpt
 	@sh tools/install-deps.sh fortunes
-	sh tools/bench-mpi.sh $(B)
+	sh tools/bench/bench-mpi.sh $(B)

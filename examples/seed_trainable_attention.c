@@ -6,7 +6,7 @@
  *   build/examples/seed_trainable_attention
  *
  * The weights are the ones torch.manual_seed(123) gives (generated into
- * tests/attention_refs.h by tools/gen_attention_refs.py). The notebooks print
+ * tests/attention_refs.h by tools/ref/gen_attention_refs.py). The notebooks print
  * them rounded to 4 decimals; the products need the full float32 values:
  * with the rounded ones, query_2 would print 0.4307 instead of 0.4306. */
 #include <math.h>

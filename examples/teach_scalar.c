@@ -6,7 +6,7 @@
  * built from 0-d tensors. It prints each forward value, then each gradient
  * with the chain-rule step that produced it, then every value and gradient
  * in full precision (tests/fixtures/teach_scalar.txt holds PyTorch's, made
- * by tools/gen_teach_fixtures.py). --html=PAGE writes the tape explorer, in
+ * by tools/ref/gen_teach_fixtures.py). --html=PAGE writes the tape explorer, in
  * which the same steps can be clicked through; nothing is written by
  * default. */
 #include <stdio.h>

@@ -2,7 +2,7 @@
  * <build>/examples/) and checks that they exit with status 0 and print the
  * seed notebooks' numbers verbatim, in PyTorch's print format. Numbers that
  * the notebooks cannot show (modules loaded with torch.manual_seed(123)
- * weights, gradients) come from PyTorch via tools/gen_attention_refs.py.
+ * weights, gradients) come from PyTorch via tools/ref/gen_attention_refs.py.
  *
  * The build dir is $NB_BUILD_DIR if set, else NB_SOURCE_DIR "/build" (the
  * Makefile's default B). `make test` builds the examples first. */

@@ -1,7 +1,7 @@
 /* check_gpt.c - the GPT model (nabla/gpt.h) and the training pieces it uses
  * (nabla/optim.h: AdamW groups, nanoGPT's lr schedule, the training step):
- *   - parity: 20 AdamW steps replayed against PyTorch runs of tools/gpt_ref.py
- *     (tests/fixtures/gpt, tools/gen_gpt_fixtures.py), both layouts, f64 and f32;
+ *   - parity: 20 AdamW steps replayed against PyTorch runs of tools/ref/gpt_ref.py
+ *     (tests/fixtures/gpt, tools/ref/gen_gpt_fixtures.py), both layouts, f64 and f32;
  *   - names, shapes and init of both layouts; the tied head;
  *   - the KV cache against the full forward, cached vs uncached generation;
  *   - accumulation = one big batch; the schedule's formula; weight-decay groups;

@@ -1,6 +1,6 @@
 /* check_gpt_tool.c - runs the nabla-gpt program: `train --init --batches`
  * against PyTorch's own runs of the same models (tests/fixtures/gpt, written
- * by tools/gen_gpt_fixtures.py) in both layouts, bit-identical --resume,
+ * by tools/ref/gen_gpt_fixtures.py) in both layouts, bit-identical --resume,
  * sampling from a trained model, and its errors on bad input.
  * The program is $NB_BUILD_DIR/bin/nabla-gpt (or build/bin/nabla-gpt). */
 #include "check_nabla.h"

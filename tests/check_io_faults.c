@@ -2,7 +2,7 @@
  *
  *   - every system call of a save (each fwrite, fflush, fsync, fclose, the
  *     rename, the directory fsync) is made to fail in turn, through the
- *     writer's hook (nb_io_fault, src/nb_internal.h): the save reports
+ *     writer's hook (nb_io_fault, src/io/io_internal.h): the save reports
  *     NB_ERR_IO naming the op, leaves no temporary file, and the file
  *     already at the path still loads as it was. Only a failure of the
  *     final directory fsync, after the rename, is not an error (it is best
@@ -24,7 +24,7 @@
 #include <unistd.h>
 
 #include "../tests/fuzz/fuzz_input.h"
-#include "nb_internal.h"
+#include "io/io_internal.h"
 
 static char g_dir[64];
 

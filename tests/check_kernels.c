@@ -1,10 +1,10 @@
-/* check_kernels.c - internal kernels that ops share (nb_internal.h):
+/* check_kernels.c - internal kernels that ops share (kernels_internal.h):
  * nb_pcg32_fill gives nb_pcg32_next's bits, dropout's integer form of its
  * mask rule, nb_gemm_<T>'s overwrite mode (C is not read, across the inner
  * blocks too), and uninitialised op outputs never leaking into results. */
 #include "check_nabla.h"
 
-#include "nb_internal.h"
+#include "kernels/kernels_internal.h"
 
 /* ---- nb_pcg32_fill ----------------------------------------------------------------- */
 

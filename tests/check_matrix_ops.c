@@ -9,7 +9,7 @@
  * Check's fork mode isolates a crash to one case, each case has Check's
  * time limit, and `make memcheck` runs them under valgrind for leaks.
  *
- * tools/matrix_coverage.py (run by `make test`) lists the public functions
+ * tools/test/matrix_coverage.py (run by `make test`) lists the public functions
  * and fails for any that no tests/check_matrix*.c file calls: a NEW PUBLIC
  * FUNCTION needs at least one case calling it (`nb_name(`) in one of these
  * files. Add a row to the op table below for a new op (it then gets the whole

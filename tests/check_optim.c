@@ -1,7 +1,7 @@
 /* check_optim.c - SGD, Adam, AdamW and gradient clipping against PyTorch.
  *
  * The trajectory tests replay tests/fixtures/optim.txt, written by
- * tools/gen_optim_fixtures.py with PyTorch 1.13's single-tensor optimizers:
+ * tools/ref/gen_optim_fixtures.py with PyTorch 1.13's single-tensor optimizers:
  * for each configuration, 10 steps on W (3, 4) and b (4), feeding nabla the
  * gradient PyTorch fed its optimizer at each step and comparing both
  * parameters after every step. Errors are measured relative to the largest
@@ -179,7 +179,7 @@ static void fx_step(const fixture *fx, nb_optim *o, nb_tensor_list *l, const cha
     for (int i = 0; i < 2; i++) l->t[i]->grad = saved[i];
 }
 
-/* The configurations of tools/gen_optim_fixtures.py. */
+/* The configurations of tools/ref/gen_optim_fixtures.py. */
 static const char *const CONFIGS[] = {
     "sgd_plain",     "sgd_momentum",    "sgd_nesterov",  "sgd_maximize",
     "sgd_skip",      "adam_default",    "adam_amsgrad_wd", "adam_maximize",

@@ -1,10 +1,10 @@
 /* check_parity.c - nabla computes what PyTorch computes. Every fixture in
- * tests/fixtures/parity (written by tools/gen_fixtures.py with torch) is
- * replayed through tools/support/parity.c, the same code `nabla-parity` prints its
+ * tests/fixtures/parity (written by tools/ref/gen_fixtures.py with torch) is
+ * replayed through tools/test/parity.c, the same code `nabla-parity` prints its
  * table with: outputs and gradients of every op and module, and 20-step
  * training trajectories of the seeds' MultiHeadAttention with SGD, Adam and
  * AdamW, in float64 and float32. The error measure and tolerances are
- * documented in tools/support/parity.h: max |got - want| over the largest |want| among
+ * documented in tools/test/parity.h: max |got - want| over the largest |want| among
  * the case's outputs or among its gradients; ops and modules f64 1e-10,
  * f32 1e-5; trajectories f64 1e-9, f32 1e-3.
  *

@@ -1,6 +1,6 @@
 /* check_print.c - nb_fprint against PyTorch 1.13's repr, byte for byte, for
  * the table of tensors in tests/fixtures/print.txt (written by
- * tools/gen_print_fixtures.py: tiny, huge, mixed sign, nan/inf, whole
+ * tools/ref/gen_print_fixtures.py: tiny, huge, mixed sign, nan/inf, whole
  * numbers, 0-d, 4-d, summarized big tensors, f32/f64, i64, bool, and
  * non-default print options). */
 #include "check_nabla.h"

@@ -2,7 +2,7 @@
  * 4-D inputs with and without keepdim, negative dims, arg-max indices and
  * ties, gradients (by hand and by gradcheck), errors. */
 #include "check_nabla.h"
-#include "nb_internal.h" /* node->i / node->saved, to check what is stored */
+#include "tape/tape_internal.h" /* node->i / node->saved, to check what is stored */
 
 /* 0, 1, 2, ... as dtype dt, any shape */
 static nb_tensor *arange(nb_ctx *ctx, nb_dtype dt, int nd, const int64_t *shape) {

@@ -5,7 +5,7 @@
  * 1 and 2 threads, memory that does not grow with T^2, and errors. */
 #include "check_nabla.h"
 
-#include "nb_internal.h"
+#include "ops/ops_internal.h"
 
 /* One attention problem: sizes and options. */
 typedef struct sdpa_case {

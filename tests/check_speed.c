@@ -6,7 +6,7 @@
  * expf is within 2 ulp of libm; nb_pcg32_advance lands where the draws do. */
 #include "check_nabla.h"
 
-#include "kernels/kernels.h"
+#include "kernels/kernels_internal.h"
 
 /* ---- a training step on 1 and 2 threads -------------------------------------------- */
 

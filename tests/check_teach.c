@@ -237,7 +237,7 @@ static const char *example_output(const char *cmd, int *status) {
 }
 
 /* micrograd's neuron: every value and gradient teach_scalar prints is
- * PyTorch's (tests/fixtures/teach_scalar.txt, tools/gen_teach_fixtures.py),
+ * PyTorch's (tests/fixtures/teach_scalar.txt, tools/ref/gen_teach_fixtures.py),
  * and each chain-rule step is spelled out with its numbers. */
 START_TEST(test_teach_scalar_matches_pytorch) {
     int st;

@@ -12,7 +12,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
-#include "nb_internal.h" /* nb_parallel_for */
+#include "core/core_internal.h" /* nb_parallel_for */
 
 static const int thread_counts[] = {1, 2, 3};
 #define N_COUNTS ((int)(sizeof thread_counts / sizeof thread_counts[0]))
@@ -268,7 +268,7 @@ static void mark_range(void *arg, int64_t lo, int64_t hi) {
 }
 
 /* A thread of the test's own joins the one-thread pool's jobs as a guest
- * (what nb_mpi's lent cores do): every index still runs exactly once, the
+ * (what dp_comm's lent cores do): every index still runs exactly once, the
  * guest takes some of them, and a linear forward + backward keeps its bits.
  * With no guest present, jobs split for one are run by the caller alone. */
 START_TEST(test_guest_threads) {

@@ -1,5 +1,5 @@
 /* check_train_tool.c - runs the nabla-train program against PyTorch's own
- * training runs (tests/fixtures/train, written by tools/gen_train_fixtures.py)
+ * training runs (tests/fixtures/train, written by tools/ref/gen_train_fixtures.py)
  * and checks its error exits.
  *
  * The program is $NB_BUILD_DIR/bin/nabla-train, or NB_SOURCE_DIR/build/bin/

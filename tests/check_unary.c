@@ -1,7 +1,7 @@
 /* check_unary.c - neg, scale, add_scalar, exp, log, sqrt, pow, tanh, sigmoid,
  * relu, gelu: values (f32 and f64), hand derivatives, gradcheck, errors. */
 #include "check_nabla.h"
-#include "nb_internal.h" /* node->f / node->i, to check the stored parameters */
+#include "tape/tape_internal.h" /* node->f / node->i, to check the stored parameters */
 
 #define TOL(dt) ((dt) == NB_F32 ? 1e-6 : 1e-14)
 

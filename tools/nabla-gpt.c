@@ -172,7 +172,7 @@ static int cmd_bench(const gpt_flags *f) {
     int st = opt ? 0 : gpt_fail(PROG, "bench: %s", nb_ctx_error(pctx));
     /* 3 warm-up steps, then max_iters steps in `rounds` rounds (5); the
      * figure is the median round's time per step, as make bench-compare's
-     * programs and tools/bench_torch_gpt.py take it (a round that another
+     * programs and tools/bench/bench_torch_gpt.py take it (a round that another
      * program slowed does not move it). make bench-gpt runs this and
      * PyTorch's timing alternately, a few times, and keeps each side's best. */
     enum { MAX_ROUNDS = 99 };

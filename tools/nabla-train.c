@@ -11,7 +11,7 @@
  *   loss = F.mse_loss(mha(x), y); opt.zero_grad(); loss.backward(); opt.step()
  * with the causal mask and dropout 0, so a PyTorch run of the same model,
  * data and optimizer gives the same weights and losses (up to rounding; see
- * tools/gen_train_fixtures.py and tests/check_train_tool.c).
+ * tools/ref/gen_train_fixtures.py and tests/check_train_tool.c).
  *
  * Exit status: 0 on success, 2 for bad usage or bad input (flags, missing or
  * misshapen tensors, unreadable INIT/DATA, unwritable OUT), 1 if training

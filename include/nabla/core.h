@@ -129,7 +129,7 @@ int nb_get_num_threads(void);
  * thread guest `slot` (0 .. n-1; one thread per slot at a time) until *go
  * is 0: it takes chunks of the jobs, between chunks it looks at *go, and it
  * returns at once when *go is 0. The bits stay those of one thread. The
- * MPI driver (tools/mpi/nb_mpi.h) lends a waiting rank's core to a rank
+ * MPI driver (tools/mpi/dp.h) lends a waiting rank's core to a rank
  * still computing this way. Set the count while no job runs. */
 int nb_set_guest_threads(int n);
 void nb_guest_serve(int slot, const _Atomic int *go);

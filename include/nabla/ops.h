@@ -18,22 +18,13 @@
 extern "C" {
 #endif
 
-/* Op identifiers, in the order of the op table (nb_op_name). */
+/* Op identifiers: NB_OP_<ID> for each row of ops.def, in its order, then
+ * NB_OP_CUSTOM (ops recorded by nb_record) and the count. */
 typedef enum nb_op {
-    NB_OP_ADD, NB_OP_SUB, NB_OP_MUL, NB_OP_DIV,
-    NB_OP_NEG, NB_OP_SCALE, NB_OP_ADD_SCALAR,
-    NB_OP_EXP, NB_OP_LOG, NB_OP_SQRT, NB_OP_POW,
-    NB_OP_TANH, NB_OP_SIGMOID, NB_OP_RELU, NB_OP_GELU,
-    NB_OP_SUM, NB_OP_MEAN, NB_OP_SUM_DIM, NB_OP_MEAN_DIM, NB_OP_MAX_DIM,
-    NB_OP_MATMUL,
-    NB_OP_TRANSPOSE, NB_OP_PERMUTE, NB_OP_RESHAPE, NB_OP_CONTIGUOUS,
-    NB_OP_CONCAT, NB_OP_SPLIT,
-    NB_OP_MASKED_FILL, NB_OP_CAUSAL_FILL,
-    NB_OP_SOFTMAX, NB_OP_LOG_SOFTMAX,
-    NB_OP_CROSS_ENTROPY, NB_OP_MSE_LOSS,
-    NB_OP_LINEAR, NB_OP_DROPOUT, NB_OP_EMBEDDING, NB_OP_LAYER_NORM,
-    NB_OP_SDPA,
-    NB_OP_CUSTOM, /* recorded by nb_record */
+#define NB_OP(id, name, n_in, formula) NB_OP_##id,
+#include "ops.def"
+#undef NB_OP
+    NB_OP_CUSTOM,
     NB_OP_COUNT
 } nb_op;
 

@@ -1,6 +1,6 @@
 /* core/checks.c - input validation and broadcasting rules shared by the ops.
  * Every message names the op, the shapes and what was expected. */
-#include "nb_internal.h"
+#include "core/core_internal.h"
 
 bool nb_check_float_inputs(nb_ctx *ctx, const char *name, int n, nb_tensor *const *in) {
     if (!nb_ctx_ok(ctx)) return false;

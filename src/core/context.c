@@ -1,7 +1,7 @@
 /* core/context.c - the context: an arena that owns a step's tensors, the sticky
  * error, and the switches (grad mode, creation site). */
 #define _DEFAULT_SOURCE 1 /* madvise's MADV_HUGEPAGE (Linux) */
-#include "nb_internal.h"
+#include "core/core_internal.h"
 
 #include <stdarg.h>
 #include <stdint.h>

@@ -2,7 +2,7 @@
  * struct, the rest in heap storage that doubles as it fills, so
  * `nb_tensor_list l = {0};` lists of any length work and small ones never
  * touch the heap. */
-#include "nb_internal.h"
+#include "core/core_internal.h"
 
 #include <limits.h>
 #include <stdlib.h>

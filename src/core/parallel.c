@@ -19,9 +19,9 @@
  * Guests (nb_set_guest_threads) are threads the pool does not own: a job
  * gets a share for each, which the pool's threads help with like any other,
  * and a guest thread in nb_guest_serve works like a worker while its flag
- * holds (nb_mpi's lent cores). Sharing out is the same for any mix of
+ * holds (tools/mpi/dp.c's lent cores). Sharing out is the same for any mix of
  * threads, so the bits are too. */
-#include "nb_internal.h"
+#include "core/core_internal.h"
 
 #include <pthread.h>
 #include <sched.h>

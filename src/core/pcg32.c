@@ -3,7 +3,7 @@
  * Algorithms for Random Number Generation, 2014): a 64-bit LCG whose output
  * is permuted by xorshift-high then a random rotation (XSH-RR). Checked
  * against the reference vectors in tests/check_pcg32.c. */
-#include "nb_internal.h"
+#include "core/core_internal.h"
 
 #define PCG_MULT 6364136223846793005ULL
 

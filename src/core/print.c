@@ -17,7 +17,7 @@
  * - A row wraps at (linewidth - indent) / (width + 2) elements; nested rows
  *   are separated by as many newlines as dims remain.
  * - Non-default dtypes get a suffix: ", dtype=torch.float64". */
-#include "nb_internal.h"
+#include "core/core_internal.h"
 
 #include <stdlib.h>
 

@@ -1,6 +1,6 @@
 /* utf8.c - one UTF-8 decoder for the safetensors header checks and the
  * character tokenizer (RFC 3629). */
-#include "nb_internal.h"
+#include "core/core_internal.h"
 
 size_t nb_utf8_next(const unsigned char *s, size_t n, uint32_t *cp) {
     unsigned c = s[0];

@@ -1,7 +1,7 @@
 /* batch.c - nanoGPT's 90/10 split and random (x, y) batches of token ids. */
 #include "nabla/data.h"
 #include "nabla/random.h"
-#include "nb_internal.h"
+#include "core/core_internal.h"
 
 static bool ids_1d(nb_ctx *ctx, const char *op, const nb_tensor *t) {
     if (!nb_ctx_ok(ctx)) return false;

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "nabla/data.h"
-#include "nb_internal.h"
+#include "core/core_internal.h"
 
 #define CODE_POINTS 0x110000u
 

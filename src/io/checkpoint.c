@@ -8,7 +8,8 @@
  * private context, checks every entry against what it is to be copied into,
  * and only then lets nb_optim_load_state (itself all-or-nothing) and the
  * copies change anything, so a failed load leaves the caller's state alone. */
-#include "nb_internal.h"
+#include "io/io_internal.h"
+#include "optim/optim_internal.h"
 
 #include <stddef.h>
 #include <stdlib.h>

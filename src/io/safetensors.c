@@ -15,7 +15,7 @@
  * way in and out when the host is big-endian (detected at run time by
  * host_is_little_endian); F16/BF16 bytes are assembled explicitly and need no
  * swap. */
-#include "nb_internal.h"
+#include "io/io_internal.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -157,7 +157,7 @@ static int list_duplicate(const nb_tensor_list *l, const char **dup) {
     return found;
 }
 
-/* Shared with checkpoint.c (nb_internal.h). */
+/* Shared with checkpoint.c (io_internal.h). */
 nb_status nb_io_fail(nb_ctx *ctx, nb_status s, const char *op, const char *path,
                      const char *fmt, ...) {
     char msg[NB_ERRMSG];

@@ -1,7 +1,7 @@
 /* kernels/sgemm_avx2.c - the AVX2 + FMA float32 gemm micro-kernel: a tile
  * of 6 rows x 16 columns (two ymm vectors a row, 12 accumulators) of
  * c (+)= a @ b (contract in kernels.h). */
-#include "kernels.h"
+#include "kernels/kernels_internal.h"
 
 #if NB_X86_KERNELS
 #include <immintrin.h>

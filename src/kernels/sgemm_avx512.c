@@ -1,7 +1,7 @@
 /* kernels/sgemm_avx512.c - the AVX-512 float32 gemm micro-kernel: a tile of
  * 8 rows x 32 columns (two zmm vectors a row, 16 accumulators) of
  * c (+)= a @ b (contract in kernels.h). */
-#include "kernels.h"
+#include "kernels/kernels_internal.h"
 
 #if NB_X86_KERNELS
 #include <immintrin.h>

@@ -15,7 +15,7 @@
  * c goes through a small buffer.
  * The packing buffers belong to the calling thread (allocated at its first
  * call, freed when it exits), so no call allocates after the first. */
-#include "kernels.h"
+#include "kernels/kernels_internal.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -251,8 +251,8 @@ const nb_sgemm_kernel *nb_sgemm_kernel_best(void) {
     static const nb_sgemm_kernel avx512 = {NB_SGEMM_AVX512_MR, NB_SGEMM_AVX512_NR,
                                            nb_sgemm_ukr_avx512};
     static const nb_sgemm_kernel avx2 = {NB_SGEMM_AVX2_MR, NB_SGEMM_AVX2_NR, nb_sgemm_ukr_avx2};
-    if (__builtin_cpu_supports("avx512f")) return &avx512;
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return &avx2;
+    if (nb_cpu()->avx512f) return &avx512;
+    if (nb_cpu()->avx2_fma) return &avx2;
 #endif
     return NULL;
 }

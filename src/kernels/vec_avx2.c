@@ -2,7 +2,7 @@
  * elements a step in two vectors (the two halves of the 16 partial sums),
  * tails in scalar code with the portable formulas, except exp's (masked
  * loads). Same bits as vec_portable.c (contracts in kernels.h). */
-#include "kernels.h"
+#include "kernels/kernels_internal.h"
 
 #if NB_X86_KERNELS
 #include <immintrin.h>

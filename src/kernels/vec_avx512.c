@@ -2,7 +2,7 @@
  * lanes, lane k holding the partial sum of elements j = k (mod 16), tails
  * through masked loads and stores. Same formulas, same bits as
  * vec_portable.c (contracts in kernels.h). */
-#include "kernels.h"
+#include "kernels/kernels_internal.h"
 
 #if NB_X86_KERNELS
 #include <immintrin.h>

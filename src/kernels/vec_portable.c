@@ -4,7 +4,7 @@
  * separate statements so that no compiler fuses them: the SIMD builds use
  * separate multiplies and adds too, and only exp's polynomial uses FMA, in
  * every build. */
-#include "kernels.h"
+#include "kernels/kernels_internal.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -261,9 +261,10 @@ static void vec_choose(void) {
     const char *e = getenv("NB_VEC_PORTABLE");
 #if NB_X86_KERNELS
     if (!(e && e[0] == '1')) {
-        if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq"))
+        if (nb_cpu()->avx512dq)
             k = &nb_vec_avx512;
-        else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) k = &nb_vec_avx2;
+        else if (nb_cpu()->avx2_fma)
+            k = &nb_vec_avx2;
     }
 #else
     (void)e;

@@ -3,7 +3,7 @@
 #ifndef NB_GPT_INTERNAL_H
 #define NB_GPT_INTERNAL_H
 
-#include "nb_internal.h"
+#include "ops/ops_internal.h"
 
 /* init with separate generators for the weights (NULL: zeros) and dropout. */
 NB_HIDDEN nb_status nb_gpt_init_impl(nb_gpt *m, nb_ctx *pctx, const nb_gpt_config *cfg,

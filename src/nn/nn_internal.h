@@ -4,7 +4,7 @@
 #ifndef NB_NN_INTERNAL_H
 #define NB_NN_INTERNAL_H
 
-#include "nb_internal.h"
+#include "ops/ops_internal.h"
 
 /* Start of every init: NB_ERR_NULL for a NULL pctx (nothing recorded), the
  * pending status of a pctx that holds an error, an error for a NULL module;

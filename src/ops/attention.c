@@ -25,9 +25,9 @@
  * The forward is split over (batch, head, query tile), the backward over
  * (batch, head): every output element is computed by one thread in a fixed
  * order, so results are the same bits on any thread count. */
-#include "nb_internal.h"
+#include "ops/ops_internal.h"
 
-#include "kernels/kernels.h"
+#include "ops/ops_internal.h"
 
 #define SDPA_BQ 64 /* query rows per tile */
 #define SDPA_BK 64 /* keys per tile */

@@ -9,7 +9,7 @@
  * output and the recording, and each op is one BINARY_OP line giving its
  * forward formula and what its backward adds to each input's gradient, side
  * by side. */
-#include "kernels/kernels.h"
+#include "ops/ops_internal.h"
 
 typedef struct bcast {
     int64_t shape[4];            /* output shape, padded */

@@ -3,7 +3,7 @@
  * cross_entropy is fused: it never builds the log-softmax tensor. Per row it
  * keeps only the log-sum-exp and the target, which is all its backward needs
  * to rebuild the softmax. Sums are accumulated in double for both dtypes. */
-#include "kernels/kernels.h"
+#include "ops/ops_internal.h"
 
 #include <inttypes.h>
 

@@ -2,7 +2,7 @@
  * (usually -inf before a softmax). The gradient passes through the elements
  * that were kept and is zero at the filled ones, which no longer depend on
  * the input. */
-#include "nb_internal.h"
+#include "ops/ops_internal.h"
 
 /* ---- masked_fill: out = mask ? value : a -------------------------------------
  * a is any shape (up to 4 dims), mask (BOOL) broadcasts to it: right-aligned,

@@ -3,7 +3,7 @@
  * Each op is fused: one forward kernel and one backward rule instead of a
  * chain of elementwise ops, so a training step records one node per layer
  * and allocates nothing but the output (and a small saved buffer). */
-#include "kernels/kernels.h"
+#include "ops/ops_internal.h"
 
 /* Checks that the present (non-NULL where optional) inputs are floating and
  * share one dtype, naming them as the op's documentation does ("x",

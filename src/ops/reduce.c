@@ -11,7 +11,7 @@
  * a double accumulator is at least as accurate for any size a context holds,
  * so results agree with PyTorch to within an ulp or so of the f32 output,
  * without the rounding drift a plain float accumulator would have. */
-#include "nb_internal.h"
+#include "ops/ops_internal.h"
 
 #define RED_ALL (-1) /* node->i[0] of sum and mean: every element */
 

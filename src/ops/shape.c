@@ -4,7 +4,7 @@
  * strided copy serves both, and its backward is the same copy through the
  * inverse permutation. reshape is a true view (it shares the data); concat
  * and split copy slabs along one dim. */
-#include "nb_internal.h"
+#include "ops/ops_internal.h"
 
 /* ---- the strided copy behind permute and transpose ------------------------------ */
 

@@ -5,7 +5,7 @@
  * max; instead of PyTorch's NaN it gives zeros (softmax) or -inf
  * (log_softmax) and a zero gradient. Every kernel walks one contiguous row at
  * a time. */
-#include "kernels/kernels.h"
+#include "ops/ops_internal.h"
 
 /* exp and log in the precision of their argument. */
 #define NB_EXP(x) _Generic((x), float: expf, default: exp)(x)

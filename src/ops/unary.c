@@ -12,7 +12,7 @@
  * run in float for f32 tensors and in double for f64, as PyTorch's CPU kernels
  * do. log and sqrt of negative numbers give NaN, as in PyTorch; that is a
  * value, not an error. */
-#include "kernels/kernels.h"
+#include "ops/ops_internal.h"
 
 #include <tgmath.h>
 

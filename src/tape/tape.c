@@ -4,7 +4,8 @@
  * order is a topological order (an op's inputs exist before it), so walking
  * the list from the newest node runs each local rule after every consumer of
  * its output has added its share: reused tensors need no extra bookkeeping. */
-#include "nb_internal.h"
+#include "kernels/kernels_internal.h"
+#include "tape/tape_internal.h"
 
 #include <stdlib.h>
 
@@ -297,4 +298,51 @@ nb_status nb_tape_print(const nb_ctx *ctx, FILE *f) {
     }
     free(order);
     return fflush(f) != 0 || ferror(f) ? NB_ERR_IO : NB_OK;
+}
+
+/* dst += src over [lo, hi), on any thread; float through the SIMD add. */
+typedef struct acc_job {
+    nb_dtype dt;
+    void *dst;
+    const void *src;
+    const nb_vec_kernels *vk;
+} acc_job;
+
+static void accumulate_range(void *arg, int64_t lo, int64_t hi) {
+    const acc_job *j = arg;
+    if (j->dt == NB_F32) {
+        j->vk->add((float *)j->dst + lo, (const float *)j->src + lo, (size_t)(hi - lo));
+        return;
+    }
+    double *d = (double *)j->dst + lo;
+    const double *s = (const double *)j->src + lo;
+    for (int64_t i = 0; i < hi - lo; i++) d[i] += s[i];
+}
+
+void nb_accumulate(nb_dtype dt, void *dst, const void *src, size_t numel) {
+    acc_job j = {dt, dst, src, nb_vec()};
+    nb_parallel_for((int64_t)numel, 16384, accumulate_range, &j);
+}
+
+/* Marks a leaf as one whose gradient backward computes. */
+nb_tensor *nb_requires_grad(nb_tensor *t) {
+    if (!t) return NULL;
+    nb_ctx *ctx = t->owner;
+    if (!nb_ctx_ok(ctx)) return NULL;
+    if (t->dtype != NB_F32 && t->dtype != NB_F64) {
+        nb_ctx_fail(ctx, NB_ERR_DTYPE, "requires_grad: dtype %s, only f32/f64 have gradients",
+                    nb_dtype_name(t->dtype));
+        return NULL;
+    }
+    if (t->node) {
+        nb_ctx_fail(ctx, NB_ERR_STATE, "requires_grad: the tensor is the result of op '%s', "
+                    "only leaves can be marked", t->node->name);
+        return NULL;
+    }
+    t->requires_grad = true;
+    if (!t->grad) {
+        t->grad = nb_ctx_alloc(ctx, t->numel * nb_dtype_size(t->dtype));
+        if (!t->grad) return NULL;
+    }
+    return t;
 }

@@ -2,14 +2,14 @@
  * (Check's forking runner does not mix with MPI, so this prints the plain
  * "N passed, N failed" line itself; every rank checks, rank 0 reports).
  *
- *   - nb_mpi_average: each rank's gradient is a known function of (rank,
+ *   - dp_average: each rank's gradient is a known function of (rank,
  *     element); the result must equal the rank-order sum / size, bit for bit,
  *     over several buckets and a f32 and a f64 tensor, the same on every rank;
- *   - nb_mpi_bcast: rank 0's values everywhere;
- *   - nb_mpi_check_drift: silent on equal parameters, names the nudged rank;
- *   - nb_mpi_agree: no failure -> 0; rank size-1 fails -> every rank gets
+ *   - dp_bcast: rank 0's values everywhere;
+ *   - dp_check_drift: silent on equal parameters, names the nudged rank;
+ *   - dp_agree: no failure -> 0; rank size-1 fails -> every rank gets
  *     "rank R: <its message>". */
-#include "nb_mpi.h"
+#include "dp.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -17,7 +17,7 @@
 
 static int passed, failed;
 
-static void check(nb_mpi *m, int ok_here, const char *what) {
+static void check(dp_comm *m, int ok_here, const char *what) {
     int ok = 0;
     MPI_Allreduce(&ok_here, &ok, 1, MPI_INT, MPI_MIN, m->comm);
     if (ok) passed++;
@@ -28,8 +28,8 @@ static void check(nb_mpi *m, int ok_here, const char *what) {
 static double value(int rank, size_t i) { return sin((double)i * 0.37 + rank) * (1.0 + rank); }
 
 int main(int argc, char **argv) {
-    nb_mpi m;
-    if (nb_mpi_init(&argc, &argv, &m)) return 1;
+    dp_comm m;
+    if (dp_init(&argc, &argv, &m)) return 1;
     nb_ctx *ctx = nb_ctx_new(0);
     /* 700k f64 + 5 f32 elements: three buckets of 512k doubles would be
      * more than one, and the f32 tail crosses a chunk boundary. */
@@ -41,7 +41,7 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < a->numel; i++) ((double *)a->grad)[i] = value(m.rank, i);
     for (size_t i = 0; i < b->numel; i++) ((float *)b->grad)[i] = (float)value(m.rank, i + 7);
 
-    int ok = nb_mpi_average(&m, &l, true) == 0;
+    int ok = dp_average(&m, &l, true) == 0;
     for (size_t i = 0; ok && i < a->numel; i++) {
         double acc = value(0, i);
         for (int r = 1; r < m.size; r++) acc += value(r, i);
@@ -59,7 +59,7 @@ int main(int argc, char **argv) {
     nb_tensor_list lf = {0};
     nb_list_add(&lf, "c", c);
     for (size_t i = 0; i < c->numel; i++) ((float *)c->grad)[i] = (float)value(m.rank, i);
-    ok = nb_mpi_average(&m, &lf, true) == 0;
+    ok = dp_average(&m, &lf, true) == 0;
     for (size_t i = 0; ok && i < c->numel; i++) {
         double acc = (float)value(0, i);
         for (int r = 1; r < m.size; r++) acc += (float)value(r, i);
@@ -82,7 +82,7 @@ int main(int argc, char **argv) {
             ((float *)t3[k]->grad)[i] = (float)value(m.rank, at + i);
         at += t3[k]->numel;
     }
-    ok = nb_mpi_average(&m, &lm, true) == 0 && t3[1]->grad == NULL;
+    ok = dp_average(&m, &lm, true) == 0 && t3[1]->grad == NULL;
     at = 0;
     for (int k = 0; k < 4; k++) {
         for (size_t i = 0; ok && t3[k]->grad && i < t3[k]->numel; i++) {
@@ -98,16 +98,16 @@ int main(int argc, char **argv) {
      * bits, and the values kept across sharing and unsharing */
     void *own_grad = c->grad;
     for (size_t i = 0; i < c->numel; i++) ((float *)c->grad)[i] = (float)value(m.rank, i + 3);
-    ok = nb_mpi_share_grads(&m, &lf) == 0 && (m.size == 1 || c->grad != own_grad);
+    ok = dp_share_grads(&m, &lf) == 0 && (m.size == 1 || c->grad != own_grad);
     for (size_t i = 0; ok && i < c->numel; i++) ok = ((float *)c->grad)[i] == (float)value(m.rank, i + 3);
-    ok = ok && nb_mpi_average(&m, &lf, true) == 0;
+    ok = ok && dp_average(&m, &lf, true) == 0;
     for (size_t i = 0; ok && i < c->numel; i++) {
         double acc = (float)value(0, i + 3);
         for (int r = 1; r < m.size; r++) acc += (float)value(r, i + 3);
         ok = ((float *)c->grad)[i] == (float)(acc / m.size);
     }
     float first = ((float *)c->grad)[0];
-    nb_mpi_unshare_grads(&m);
+    dp_unshare_grads(&m);
     ok = ok && c->grad == own_grad && ((float *)c->grad)[0] == first;
     check(&m, ok, "average in shared memory: float32, same bits as the messages, unshared intact");
 
@@ -118,8 +118,8 @@ int main(int argc, char **argv) {
     nb_tensor_list lx = {0}; /* f64, f32 with odd sizes, an entry without a gradient */
     nb_list_add(&lx, "a", a);
     for (int k = 0; k < 4; k++) nb_list_add(&lx, names3[k], t3[k]);
-    ok = nb_mpi_share_grads(&m, &lx) == 0 && t3[1]->grad == NULL;
-    ok = ok && nb_mpi_average(&m, &lx, true) == 0;
+    ok = dp_share_grads(&m, &lx) == 0 && t3[1]->grad == NULL;
+    ok = ok && dp_average(&m, &lx, true) == 0;
     for (size_t i = 0; ok && i < a->numel; i++) {
         double acc = value(0, i + 1);
         for (int r = 1; r < m.size; r++) acc += value(r, i + 1);
@@ -131,31 +131,31 @@ int main(int argc, char **argv) {
             for (int r = 1; r < m.size; r++) acc += (float)value(r, i + 11 * k);
             ok = ((float *)t3[k]->grad)[i] == (float)(acc / m.size);
         }
-    nb_mpi_unshare_grads(&m);
+    dp_unshare_grads(&m);
     check(&m, ok, "average in shared memory: float64 and float32 mixed, odd sizes, a missing gradient");
 
     for (size_t i = 0; i < a->numel; i++) ((double *)a->data)[i] = value(m.rank, i);
-    ok = nb_mpi_bcast(&m, &l, false) == 0;
+    ok = dp_bcast(&m, &l, false) == 0;
     for (size_t i = 0; ok && i < a->numel; i++) ok = ((double *)a->data)[i] == value(0, i);
     check(&m, ok, "bcast: rank 0's values on every rank");
 
     char msg[256] = "";
-    check(&m, nb_mpi_check_drift(&m, &l, msg, sizeof msg) == 0, "drift: equal parameters pass");
+    check(&m, dp_check_drift(&m, &l, msg, sizeof msg) == 0, "drift: equal parameters pass");
     if (m.rank == m.size - 1 && m.size > 1) ((double *)a->data)[12345] += 1e-12;
-    int drift = nb_mpi_check_drift(&m, &l, msg, sizeof msg);
+    int drift = dp_check_drift(&m, &l, msg, sizeof msg);
     char want[64];
     snprintf(want, sizeof want, "ranks %d differ", m.size - 1);
     check(&m, m.size == 1 || (drift == 1 && strstr(msg, want)), "drift: a nudged rank is named");
 
     snprintf(msg, sizeof msg, "nothing");
-    check(&m, nb_mpi_agree(&m, 0, msg, sizeof msg) == 0, "agree: no rank failed");
+    check(&m, dp_agree(&m, 0, msg, sizeof msg) == 0, "agree: no rank failed");
     snprintf(msg, sizeof msg, "bad data in batch 3");
-    int bad = nb_mpi_agree(&m, m.rank == m.size - 1, msg, sizeof msg);
+    int bad = dp_agree(&m, m.rank == m.size - 1, msg, sizeof msg);
     snprintf(want, sizeof want, "rank %d: bad data in batch 3", m.size - 1);
     check(&m, bad == 1 && strcmp(msg, want) == 0, "agree: every rank gets the failing rank's message");
 
     nb_ctx_free(ctx);
     if (m.rank == 0) printf("mpi_unit (%d ranks): %d passed, %d failed\n", m.size, passed, failed);
-    nb_mpi_finalize(&m);
+    dp_finalize(&m);
     return failed != 0;
 }

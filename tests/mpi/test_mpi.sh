@@ -76,7 +76,7 @@ if NB_MPI_SHM=0 $RUN -np 2 "$M" train $common --out_dir="$tmp/p_$name" > "$tmp/p
 then ok "$name: 2 ranks through messages = 2 ranks in the shared window, bit for bit"
 else tail -5 "$tmp/p.out" "$tmp/q.out"; bad "$name: messages = shared window"; fi
 
-# Lent cores (nb_mpi_share_grads): a rank that arrives first at once
+# Lent cores (dp_share_grads): a rank that arrives first at once
 # (NB_MPI_LEND_SPIN_NS=0) wakes the other's guest thread; the same bits as
 # with lending off (NB_MPI_LEND=0), which lends nothing.
 if NB_MPI_STATS=1 NB_MPI_LEND_SPIN_NS=0 $RUN -np 2 "$M" train $common --out_dir="$tmp/l_$name" > "$tmp/l.out" 2>&1 &&

@@ -17,7 +17,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "nb_internal.h"
+#include "ops/ops_internal.h"
 
 void openblas_set_num_threads(int n);
 

@@ -1,7 +1,7 @@
 /* gpt_mpi.c - the gpt_dist of nabla-gpt-mpi: nabla-gpt's training loop
- * (tools/support/gpt_train.c) made data-parallel with nb_mpi.
+ * (tools/support/gpt_train.c) made data-parallel with dp_comm.
  *
- * Every collective call here starts with an error agreement (nb_mpi_agree).
+ * Every collective call here starts with an error agreement (dp_agree).
  * A rank that fails anywhere calls agree(failed = 1) once and stops; the
  * other ranks meet that call at their next collective, whichever it is, and
  * stop with the failing rank's message. So no rank waits forever for a peer
@@ -13,7 +13,7 @@
  *                          iteration I's step, so the drift check must fire
  * and two switches: NB_MPI_SHM=0 keeps the gradients out of the shared window
  * (the message path, as across hosts), NB_MPI_LEND=0 keeps a waiting rank's
- * core from the others (nb_mpi.h). */
+ * core from the others (dp.h). */
 #include "gpt_mpi.h"
 
 #include <stdio.h>
@@ -21,7 +21,7 @@
 #include <string.h>
 
 typedef struct gpt_mpi {
-    nb_mpi m;
+    dp_comm m;
     int failed_reported; /* this rank took part in an agreement that failed */
     long fail_rank, fail_iter, nudge_rank, nudge_iter;
     long sync_calls; /* gradient syncs so far = iterations run in this process */
@@ -38,20 +38,20 @@ static void parse_seam(const char *name, long *rank, long *iter) {
 static int agree(const gpt_dist *d, int failed, char *msg, size_t n) {
     (void)d;
     if (G.failed_reported) return 1; /* the failure is already known to all */
-    int bad = nb_mpi_agree(&G.m, failed, msg, n);
+    int bad = dp_agree(&G.m, failed, msg, n);
     if (bad) G.failed_reported = 1;
     return bad;
 }
 
 /* Rank 0's parameters everywhere; then, unless NB_MPI_SHM=0, the gradients
- * move into a shared window when every rank is on this host (nb_mpi.h). The
+ * move into a shared window when every rank is on this host (dp.h). The
  * model is freed before gpt_mpi_stop, so nothing reads them after. */
 static int bcast(const gpt_dist *d, const nb_tensor_list *params) {
     char msg[512] = "";
     if (agree(d, 0, msg, sizeof msg)) return gpt_fail(d->prog, "%s", msg);
-    if (nb_mpi_bcast(&G.m, params, false)) return gpt_fail(d->prog, "MPI_Bcast of the parameters failed");
+    if (dp_bcast(&G.m, params, false)) return gpt_fail(d->prog, "MPI_Bcast of the parameters failed");
     const char *shm = getenv("NB_MPI_SHM");
-    if (!(shm && strcmp(shm, "0") == 0) && nb_mpi_share_grads(&G.m, params))
+    if (!(shm && strcmp(shm, "0") == 0) && dp_share_grads(&G.m, params))
         return gpt_fail(d->prog, "MPI shared-memory window for the gradients failed");
     if (G.m.shm_refused && G.m.rank == 0)
         fprintf(stderr, "%s: no shared-memory window for the gradients (MPI_Win_allocate_shared "
@@ -69,7 +69,7 @@ static nb_status grad_sync(const nb_tensor_list *params, void *user) {
         gpt_fail(d->prog, "%s", msg);
         return NB_ERR_STATE;
     }
-    if (nb_mpi_average(&G.m, params, true)) {
+    if (dp_average(&G.m, params, true)) {
         gpt_fail(d->prog, "MPI gradient allreduce failed");
         return NB_ERR_IO;
     }
@@ -93,7 +93,7 @@ static int drift(const gpt_dist *d, const nb_tensor_list *params, long iter) {
         nb_set(t, 0, nb_get(t, 0) + 1e-6);
     }
     if (agree(d, 0, msg, sizeof msg)) return gpt_fail(d->prog, "%s", msg);
-    if (nb_mpi_check_drift(&G.m, params, msg, sizeof msg)) {
+    if (dp_check_drift(&G.m, params, msg, sizeof msg)) {
         G.failed_reported = 1; /* every rank saw it */
         return gpt_fail(d->prog, "iter %ld: %s", iter, msg);
     }
@@ -109,7 +109,7 @@ static int gather(const gpt_dist *d, const void *mine, size_t bytes, void *all) 
 }
 
 int gpt_mpi_start(int *argc, char ***argv, gpt_dist *d, const char *prog) {
-    if (nb_mpi_init(argc, argv, &G.m)) {
+    if (dp_init(argc, argv, &G.m)) {
         fprintf(stderr, "%s: MPI_Init failed\n", prog);
         return 1;
     }
@@ -124,7 +124,7 @@ int gpt_mpi_start(int *argc, char ***argv, gpt_dist *d, const char *prog) {
 /* NB_MPI_STATS=1: each rank says how often it lent its core and how often
  * its guest thread was woken (tests/mpi/test_mpi.sh checks lending runs). */
 void gpt_mpi_stop(void) {
-    nb_mpi_finalize(&G.m);
+    dp_finalize(&G.m);
     const char *st = getenv("NB_MPI_STATS");
     if (st && strcmp(st, "1") == 0)
         fprintf(stderr, "nabla-gpt-mpi: rank %d lent its core %ld times, its guest worked %ld times; "

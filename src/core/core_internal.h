@@ -1,0 +1,166 @@
+/* core/core_internal.h - what the core layer (contexts, tensors, lists,
+ * threads, random bits, input checks) gives the layers above it and users
+ * do not see: the context record, checked allocation, input validation, the
+ * worker pool and the dtype dispatch. It includes no other layer. */
+#ifndef NB_CORE_INTERNAL_H
+#define NB_CORE_INTERNAL_H
+
+#include "nabla.h"
+#include "core/platform.h"
+
+#include <math.h>
+#include <string.h>
+
+/* ---- arena ---------------------------------------------------------------- */
+typedef struct nb_chunk {
+    struct nb_chunk *next;
+    size_t size; /* usable bytes after the header */
+    size_t used;
+} nb_chunk;
+
+#define NB_ERRMSG 512
+
+struct nb_ctx {
+    nb_chunk *chunks;      /* newest first; reset merges them into one */
+    size_t reserved;       /* sum of chunk sizes */
+    size_t used;           /* bytes handed out since the last reset */
+    size_t peak;           /* the most `used` has been in this context's life */
+    size_t mallocs;        /* malloc calls made by this context */
+    nb_node *tape;         /* the newest node; nodes link to older ones */
+    int tape_len;
+    uint32_t generation;   /* resets so far; tensors carry it in their stamp */
+    nb_chunk *quarantine;  /* NB_DEBUG: the last step's chunks, overwritten, not reused */
+    bool grad_enabled;
+    bool backward_done;    /* a backward pass has run over this tape */
+    bool detect_anomaly;   /* check every gradient for NaN/inf */
+    struct nb_probe *probe; /* watches the tape (gradcheck's blame); NULL normally */
+    const char *site_file; /* creation site for the next nodes */
+    int site_line;
+    nb_status status;
+    char errmsg[NB_ERRMSG];
+    /* Gradient recycling (nb_train_step_run's backward): when on, the
+     * gradient of a node's output is handed back after that node's backward
+     * ran, and the next gradient of the same size reuses it. */
+    bool recycle_grads;
+    struct nb_free_grad *free_grads; /* handed-back buffers; reset empties it */
+};
+
+/* The free list (emptied by reset): nb_ctx_give_back hands a buffer of ctx
+ * (`bytes` as allocated) back; nb_ctx_reuse takes one of exactly `bytes`
+ * (contents undefined) or gives NULL; nb_ctx_scratch is nb_ctx_reuse, else
+ * nb_ctx_alloc_raw: for an op's temporary buffers, given back when done. */
+NB_HIDDEN void nb_ctx_give_back(nb_ctx *ctx, void *p, size_t bytes);
+NB_HIDDEN void *nb_ctx_reuse(nb_ctx *ctx, size_t bytes);
+NB_HIDDEN void *nb_ctx_scratch(nb_ctx *ctx, size_t bytes);
+
+/* nb_ctx_alloc without the zero fill, and an nb_empty whose data is not
+ * zeroed: only for buffers the caller overwrites completely (an op's output
+ * that its forward kernel writes in full). Gradients and anything
+ * accumulated into must come zeroed. */
+NB_HIDDEN void *nb_ctx_alloc_raw(nb_ctx *ctx, size_t bytes);
+NB_HIDDEN nb_tensor *nb_empty_raw(nb_ctx *ctx, nb_dtype dt, int ndim, const int64_t *shape);
+
+/* ---- input checks (checks.c, tensor.c) ---------------------------------------------- */
+/* True when the context can run an op (non-NULL, no error yet). */
+NB_HIDDEN bool nb_ctx_ok(nb_ctx *ctx);
+/* Validates n float inputs of one dtype for op `name`; records the error and
+ * returns false otherwise. */
+NB_HIDDEN bool nb_check_float_inputs(nb_ctx *ctx, const char *name, int n, nb_tensor *const *in);
+/* Normalises a possibly negative dim against ndim; -1 with an error if out of
+ * range. */
+NB_HIDDEN int nb_norm_dim(nb_ctx *ctx, const char *name, const nb_tensor *t, int dim);
+/* Computes the broadcast shape of a and b into shape/ndim; error if they do
+ * not broadcast. */
+NB_HIDDEN bool nb_broadcast_shape(nb_ctx *ctx, const char *name, const nb_tensor *a,
+                                  const nb_tensor *b, int *ndim, int64_t *shape);
+/* Strides of `t` seen through an output of `ndim` dims (right-aligned), with 0
+ * on broadcast dims; 4 entries, leading ones for absent dims. */
+NB_HIDDEN void nb_broadcast_strides(const nb_tensor *t, int ndim, const int64_t *oshape,
+                                    int64_t *stride4);
+/* Writes nd integers as "(2, 3)" into buf (always terminated; "()" for nd
+ * 0), between brackets[0] and brackets[1]: "()" for shapes, "[]" for index
+ * lists. Returns buf. nb_shape_str is this for a tensor's shape. */
+NB_HIDDEN char *nb_dims_str(int nd, const int64_t *v, const char *brackets, char *buf, size_t n);
+/* Pads a shape to 4 dims on the left with ones. */
+NB_HIDDEN void nb_shape4(int ndim, const int64_t *shape, int64_t *shape4);
+
+/* A tensor header whose data points at `data` (a view); grad separate. */
+NB_HIDDEN nb_tensor *nb_view_of(nb_ctx *ctx, nb_tensor *src, int ndim, const int64_t *shape);
+
+/* Lists (core/list.c): is l usable (n within its storage)? And an append
+ * with no checks on name (may be NULL) or duplicates: NB_ERR_VALUE for a
+ * corrupt list, NB_ERR_MEMORY/NB_ERR_SIZE when it cannot grow. */
+NB_HIDDEN bool nb_list_valid(const nb_tensor_list *l);
+NB_HIDDEN nb_status nb_list_append(nb_tensor_list *l, const char *name, nb_tensor *t);
+
+/* Use after reset (NB_DEBUG builds; always true otherwise): are the
+ * non-NULL in[0..n-1] tensors made since their context's last reset? The
+ * first that is not gets an NB_ERR_STATE error on ctx naming op. */
+NB_HIDDEN bool nb_check_live(nb_ctx *ctx, const char *op, int n, const nb_tensor *const *in);
+/* The stamp a tensor made now in ctx carries (checked by nb_check_live). */
+NB_HIDDEN uint32_t nb_ctx_stamp(const nb_ctx *ctx);
+
+/* Can v be converted to int64_t (truncating) without undefined behaviour? */
+NB_HIDDEN bool nb_fits_i64(double v);
+
+
+/* ---- UTF-8 (utf8.c) ------------------------------------------------------ */
+/* Decodes the code point at s[0..n) (n >= 1) into *cp and returns its
+ * length in bytes (1..4), or 0 when s does not start with a valid sequence
+ * (overlong forms, surrogates, code points past U+10FFFF and truncated
+ * sequences are invalid). */
+NB_HIDDEN size_t nb_utf8_next(const unsigned char *s, size_t n, uint32_t *cp);
+/* Writes cp (a valid code point) as UTF-8 to out (room for 4 bytes);
+ * returns the number of bytes written. */
+NB_HIDDEN size_t nb_utf8_put(uint32_t cp, char *out);
+
+/* ---- threads (parallel.c) ------------------------------------------------- */
+/* Processes indices [begin, end) of a job. */
+typedef void (*nb_range_fn)(void *arg, int64_t begin, int64_t end);
+/* The shares a job is split into: the pool's threads plus guest shares. */
+NB_HIDDEN int nb_parallel_parts(void);
+/* Runs fn over [0, n) split into one contiguous range per thread (inline
+ * when there is one thread or fewer than 2 * min_per_thread items). Split
+ * only over independent outputs so results do not depend on the count. */
+NB_HIDDEN void nb_parallel_for(int64_t n, int64_t min_per_thread, nb_range_fn fn, void *arg);
+/* Several independent loops as one job, so the threads wait once, not once
+ * a loop: task t runs fn(arg, lo, hi) over its own [0, n). cost is the
+ * relative work of one of its items: the threads' shares start where the
+ * work before them is equal (a linear's dx and dw, equal multiply-adds,
+ * one thread each when two run), and each thread then helps with the
+ * others' shares. Below 2 min_cost of work in all, or on one thread, the
+ * tasks run inline in order. */
+#define NB_MAX_TASKS 4
+typedef struct nb_task {
+    nb_range_fn fn;
+    void *arg;
+    int64_t n;
+    double cost;
+} nb_task;
+NB_HIDDEN void nb_parallel_tasks(const nb_task *t, int n_tasks, double min_cost);
+/* memcpy split over the pool's threads (64 KB or more a thread). */
+NB_HIDDEN void nb_copy_par(void *dst, const void *src, size_t bytes);
+
+/* ---- random bits (pcg32.c) ---------------------------------------------- */
+/* n draws of nb_pcg32_next into out: the same bits in the same order, and
+ * rng ends where n nb_pcg32_next calls leave it, only faster. */
+NB_HIDDEN void nb_pcg32_fill(nb_pcg32 *rng, uint32_t *out, size_t n);
+/* Moves rng delta draws on, as delta nb_pcg32_next calls would, in
+ * O(log delta) steps. */
+NB_HIDDEN void nb_pcg32_advance(nb_pcg32 *rng, uint64_t delta);
+
+/* ---- dtype dispatch ----------------------------------------------------------- */
+/* Runs KERNEL(T) with T = float or double. Each kernel is written once, as a
+ * macro body over T, and instantiated for both float dtypes. */
+#define NB_DISPATCH(dt, KERNEL)        \
+    do {                               \
+        if ((dt) == NB_F32) {          \
+            KERNEL(float)              \
+        } else {                       \
+            KERNEL(double)             \
+        }                              \
+    } while (0)
+
+#define NB_UNUSED(x) (void)(x)
+
+#endif

@@ -1,0 +1,66 @@
+/* train/step.c - nanoGPT's learning-rate schedule and the one training step
+ * every driver shares: zero grads, k micro-batches with loss / k, an
+ * optional gradient-sync hook, clipping, lr, optimizer step. */
+#include "optim/optim_internal.h"
+
+double nb_lr_at(const nb_lr_schedule *s, int64_t it) {
+    if (!s || it < 0) return NAN;
+    if (!s->decay_lr) return s->learning_rate;
+    if (it < s->warmup_iters)
+        return s->learning_rate * (double)(it + 1) / (double)(s->warmup_iters + 1);
+    if (it > s->lr_decay_iters) return s->min_lr;
+    if (s->lr_decay_iters == s->warmup_iters) return s->min_lr;
+    double r = (double)(it - s->warmup_iters) / (double)(s->lr_decay_iters - s->warmup_iters);
+    double coeff = 0.5 * (1.0 + cos(3.14159265358979323846 * r));
+    return s->min_lr + coeff * (s->learning_rate - s->min_lr);
+}
+
+static void clear_range(nb_tensor *t, size_t lo, size_t hi, void *arg) {
+    (void)arg;
+    size_t es = nb_dtype_size(t->dtype);
+    memset((char *)t->grad + lo * es, 0, (hi - lo) * es);
+}
+
+nb_status nb_train_step_run(nb_ctx *ctx, const nb_train_step *s, nb_step_result *out) {
+    const char *fn = "train_step";
+    if (!ctx) return NB_ERR_NULL;
+    if (out) *out = (nb_step_result){NAN, NAN};
+    if (!s || !s->opt || !s->params || !s->loss_fn)
+        return nb_ctx_fail(ctx, NB_ERR_NULL, "%s: %s is NULL", fn,
+                           !s ? "step" : !s->opt ? "opt" : !s->params ? "params" : "loss_fn");
+    if (s->accum_steps < 1)
+        return nb_ctx_fail(ctx, NB_ERR_VALUE, "%s: accum_steps %d must be >= 1", fn,
+                           s->accum_steps);
+    if (!(s->lr >= 0)) return nb_ctx_fail(ctx, NB_ERR_VALUE, "%s: lr %g must be >= 0", fn, s->lr);
+    if (!nb_list_valid(s->params))
+        return nb_ctx_fail(ctx, NB_ERR_VALUE, "%s: the params list is corrupt", fn);
+    nb_grad_ranges(s->params, clear_range, NULL); /* zero_grad, on every thread */
+    double sum = 0;
+    for (int k = 0; k < s->accum_steps; k++) {
+        nb_ctx_reset(ctx);
+        nb_tensor *loss = s->loss_fn(ctx, k, s->user);
+        if (!loss || nb_ctx_status(ctx))
+            return nb_ctx_status(ctx) ? nb_ctx_status(ctx)
+                                      : nb_ctx_fail(ctx, NB_ERR_STATE, "%s: loss_fn returned "
+                                                    "NULL for micro-batch %d", fn, k);
+        sum += nb_item(loss);
+        nb_tensor *scaled = s->accum_steps > 1 ? nb_scale(ctx, loss, 1.0 / s->accum_steps) : loss;
+        /* intermediate gradients are not kept: their buffers are reused */
+        bool recycle = ctx->recycle_grads;
+        ctx->recycle_grads = true;
+        nb_status st = nb_backward(ctx, scaled, NULL);
+        ctx->recycle_grads = recycle;
+        if (st) return st;
+    }
+    if (s->grad_sync) {
+        nb_status st = s->grad_sync(s->params, s->sync_user);
+        if (st) return nb_ctx_fail(ctx, st, "%s: grad_sync failed (%s)", fn, nb_status_str(st));
+    }
+    double norm = s->grad_clip > 0 ? nb_clip_grad_norm(s->params, s->grad_clip)
+                                   : nb_clip_grad_norm(s->params, INFINITY);
+    nb_optim_set_lr(s->opt, s->lr);
+    nb_status st = nb_optim_step(s->opt);
+    if (st) return nb_ctx_fail(ctx, st, "%s: %s", fn, nb_optim_error(s->opt));
+    if (out) *out = (nb_step_result){sum / s->accum_steps, norm};
+    return NB_OK;
+}

@@ -1,0 +1,59 @@
+#!/bin/sh
+# make bench-gpt: nabla-gpt bench against PyTorch's reference GPT
+# (tools/bench/bench_torch_gpt.py) on the configs of issue 9, both layouts:
+#   tiny      n_layer/n_head/n_embd 2/2/32,  block_size 16 x batch_size 8
+#   cpu-baby  4/4/128 (nanoGPT's CPU config), block_size 64 x batch_size 12
+# nabla's figure is its best of 1 and 2 threads, PyTorch's its best of 1
+# thread, 2 threads and 2 threads with OMP_WAIT_POLICY=PASSIVE. Prints one
+# line per config and layout, with ms/step vs PyTorch and the target.
+# Both sides time the same number of steps after 3 warm-up steps: 400 at
+# tiny (a step is well under a millisecond, so fewer would be one scheduler
+# hiccup away from noise), 40 at cpu-baby; a STEPS argument overrides both.
+# This machine's vCPUs slow down in spells of a few seconds, which can land
+# on either side's run, so each config runs ROUNDS times (3), nabla and
+# PyTorch alternating, and each side keeps its best (fastest) round.
+#   sh tools/bench/bench-gpt.sh BUILD_DIR [STEPS] [ROUNDS]
+set -e
+bin=$1/bin/nabla-gpt
+steps_arg=${2:-}
+rounds=${3:-3}
+here=$(dirname "$0")
+# The value of key=... in a line of key=value pairs.
+val() { printf '%s\n' "$1" | tr ' ' '\n' | sed -n "s/^$2=//p" | head -1; }
+# The smaller of two numbers ("" counts as none).
+least() { if [ -z "$1" ]; then echo "$2"; else awk -v a="$1" -v b="$2" 'BEGIN { print (b < a ? b : a) }'; fi; }
+echo "GPT training step (forward, cross-entropy, backward, clip, AdamW), float32, vocab 65, best of $rounds rounds"
+for cfg in "tiny 2 2 32 16 8 0.15 400" "cpu-baby 4 4 128 64 12 0.5 40"; do
+    set -- $cfg
+    steps=${steps_arg:-$8}
+    name=$1 flags="--n_layer=$2 --n_head=$3 --n_embd=$4 --block_size=$5 --batch_size=$6 --max_iters=$steps"
+    target=$7
+    for arch in gptmodel nanogpt; do
+        a="" b="" t="" rss=0 mode=""
+        for round in $(seq "$rounds"); do
+            n1=$("$bin" bench --arch=$arch $flags --threads=1 --sample=False)
+            n2=$("$bin" bench --arch=$arch $flags --threads=2 --sample=False)
+            tl=$(/usr/bin/python3 "$here/bench_torch_gpt.py" --arch=$arch --n_layer=$2 --n_head=$3 \
+                --n_embd=$4 --block_size=$5 --batch_size=$6 --steps=$steps | tail -1)
+            a=$(least "$a" "$(val "$n1" ms_per_step)") b=$(least "$b" "$(val "$n2" ms_per_step)")
+            tv=$(val "$tl" torch_best_ms_per_step)
+            if [ -z "$t" ] || [ "$(least "$t" "$tv")" != "$t" ]; then t=$tv mode=$(val "$tl" mode); fi
+            rss=$(awk -v r="$rss" -v p="$(val "$n1" peak_rss_mb)" -v q="$(val "$n2" peak_rss_mb)" \
+                'BEGIN { m = r; if (p > m) m = p; if (q > m) m = q; print m }')
+        done
+        awk -v name="$name" -v arch="$arch" -v target="$target" -v a="$a" -v b="$b" -v t="$t" \
+            -v mode="$mode" -v rss="$rss" 'BEGIN {
+                best = a < b ? a : b; thr = a < b ? 1 : 2
+                printf "%-9s %-8s nabla %8.3f ms/step (%d thr)  torch %8.3f ms/step (%s)  ratio %.3f (target <= %s)  peak_rss_mb %.1f\n",
+                       name, arch, best, thr, t, mode, best / t, target, rss
+            }'
+    done
+done
+echo "Sampling (block_size - 1 tokens from one, threads=1), tokens/s with and without the KV cache:"
+for cfg in "tiny 2 2 32 16 8" "cpu-baby 4 4 128 64 12"; do
+    set -- $cfg
+    for arch in gptmodel nanogpt; do
+        "$bin" bench --arch=$arch --n_layer=$2 --n_head=$3 --n_embd=$4 --block_size=$5 \
+            --batch_size=$6 --max_iters=1 | sed -n "2s/^/$1 $arch: /p"
+    done
+done

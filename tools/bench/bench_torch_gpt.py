@@ -1,0 +1,99 @@
+#!/usr/bin/python3
+"""bench_torch_gpt.py - times PyTorch's training step of the reference GPT
+(tools/ref/gpt_ref.py) for the configs `nabla-gpt bench` times, to compare with it.
+
+    /usr/bin/python3 tools/bench/bench_torch_gpt.py --arch=gptmodel --n_layer=4 --n_head=4 \
+        --n_embd=128 --block_size=64 --batch_size=12 [--vocab_size=65] [--steps=20]
+
+A step is nabla-gpt bench's: forward, cross-entropy, backward, clip_grad_norm_
+(1.0), AdamW (nanoGPT's two weight-decay groups, lr 1e-3), on one fixed random
+batch, dropout 0, float32, after 3 warm-up steps; --steps of them in --rounds
+rounds (5), and the figure is the median round's time per step, as nabla-gpt
+bench's. Each thread mode runs in its
+own process, because OMP_NUM_THREADS and OPENBLAS_NUM_THREADS must be set before
+torch is imported (torch.set_num_threads does not reach Debian's OpenBLAS):
+1 thread, 2 threads, and 2 threads with OMP_WAIT_POLICY=PASSIVE. It prints
+one line per mode and then
+
+    torch_best_ms_per_step=X mode=M
+
+(with --mode=NAME it times that mode only, in this process: what the parent
+runs).
+"""
+import argparse
+import os
+import subprocess
+import sys
+import time
+
+MODES = {"1": {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"},
+         "2": {"OMP_NUM_THREADS": "2", "OPENBLAS_NUM_THREADS": "2"},
+         "2-passive": {"OMP_NUM_THREADS": "2", "OPENBLAS_NUM_THREADS": "2",
+                       "OMP_WAIT_POLICY": "PASSIVE"}}
+
+
+def time_one(a):
+    import torch  # imported here: the thread variables are already set
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "ref"))
+    from gpt_ref import make_model
+    torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
+    torch.manual_seed(1337)
+    cfg = dict(vocab_size=a.vocab_size, block_size=a.block_size, n_layer=a.n_layer,
+               n_head=a.n_head, n_embd=a.n_embd, dropout=0.0, bias=False, qkv_bias=False)
+    model = make_model(a.arch, cfg).float()
+    params = list(model.parameters())
+    groups = [{"params": [p for p in params if p.dim() >= 2], "weight_decay": 0.1},
+              {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
+    opt = torch.optim.AdamW(groups, lr=1e-3, betas=(0.9, 0.99), eps=1e-8)
+    x = torch.randint(0, a.vocab_size, (a.batch_size, a.block_size))
+    y = torch.randint(0, a.vocab_size, (a.batch_size, a.block_size))
+
+    def step():
+        _, loss = model(x, y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        opt.step()
+
+    for _ in range(3):
+        step()
+    # the steps in --rounds rounds, the median round's time per step: what
+    # nabla-gpt bench reports
+    per = max(1, a.steps // a.rounds)
+    rounds = []
+    for _ in range(a.rounds):
+        t0 = time.perf_counter()
+        for _ in range(per):
+            step()
+        rounds.append((time.perf_counter() - t0) * 1e3 / per)
+    rounds.sort()
+    n = len(rounds)
+    return rounds[n // 2] if n % 2 else (rounds[n // 2 - 1] + rounds[n // 2]) / 2
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    for k, v in (("n_layer", 4), ("n_head", 4), ("n_embd", 128), ("block_size", 64),
+                 ("batch_size", 12), ("vocab_size", 65), ("steps", 20), ("rounds", 5)):
+        ap.add_argument("--" + k, type=int, default=v)
+    ap.add_argument("--arch", default="gptmodel", choices=["gptmodel", "nanogpt"])
+    ap.add_argument("--mode", choices=sorted(MODES))
+    a = ap.parse_args()
+    if a.mode:
+        print("%.3f" % time_one(a))
+        return
+    best = None
+    for name, env in MODES.items():
+        out = subprocess.run([sys.executable, os.path.abspath(__file__), "--mode=" + name] +
+                             [arg for arg in sys.argv[1:] if not arg.startswith("--mode")],
+                             env=dict(os.environ, **env), check=True, capture_output=True,
+                             text=True).stdout
+        ms = float(out.split()[-1])
+        print("torch %s thread mode %s: %.3f ms/step" % (a.arch, name, ms))
+        if best is None or ms < best[0]:
+            best = (ms, name)
+    print("torch_best_ms_per_step=%.3f mode=%s" % best)
+
+
+if __name__ == "__main__":
+    main()
