@@ -1,5 +1,6 @@
-/* optim/optim_internal.h - what the optimizers share with the training
- * step and with the checkpoint code in io/. */
+/* optim/optim_internal.h - the optimizer record, shared by the optimizers
+ * (optim.c), the training step (step.c), clipping (clip.c) and the
+ * optimizer's checkpoint state (io/optim_state.c). */
 #ifndef NB_OPTIM_INTERNAL_H
 #define NB_OPTIM_INTERNAL_H
 
@@ -17,5 +18,80 @@ NB_HIDDEN bool nb_optim_matches(const nb_optim *o, const nb_tensor_list *params,
  * thread takes which range varies. In train/optim.c, beside clipping. */
 typedef void (*nb_grad_range_fn)(nb_tensor *t, size_t lo, size_t hi, void *arg);
 NB_HIDDEN void nb_grad_ranges(const nb_tensor_list *l, nb_grad_range_fn fn, void *arg);
+
+typedef enum opt_kind { OPT_SGD, OPT_ADAM, OPT_ADAMW } opt_kind;
+
+/* One parameter's state. Tensors have the parameter's shape and dtype. */
+typedef struct param_state {
+    nb_tensor *momentum_buffer; /* SGD with momentum */
+    nb_tensor *exp_avg;         /* Adam: m */
+    nb_tensor *exp_avg_sq;      /* Adam: v */
+    nb_tensor *max_exp_avg_sq;  /* Adam with amsgrad: v_max */
+    int64_t step;               /* Adam: this parameter's t */
+    bool live; /* the state exists (PyTorch: the param has an entry in optimizer.state) */
+} param_state;
+
+struct nb_optim {
+    opt_kind kind;
+    nb_sgd_opts sgd;       /* used when kind == OPT_SGD */
+    nb_adam_opts adam;     /* used for OPT_ADAM and OPT_ADAMW */
+    nb_tensor_list params; /* copied from the caller */
+    param_state *st;       /* params.n records */
+    int64_t steps;         /* nb_optim_step calls */
+    bool *no_decay;        /* params.n flags (nb_adamw_new_groups) or NULL: weight_decay 0 */
+    nb_ctx *ctx;           /* owns all of the above */
+    char err[NB_ERRMSG];
+};
+
+NB_HIDDEN extern const char *const nb_optim_kind_names[];
+static inline const char *nb_optim_kname(const nb_optim *o) { return nb_optim_kind_names[o->kind]; }
+
+/* Records a message on o (for nb_optim_error) and, when given, on ctx;
+ * returns s. */
+NB_HIDDEN nb_status nb_optim_fail(nb_optim *o, nb_ctx *ctx, nb_status s, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 4, 5)))
+#endif
+    ;
+/* Name of parameter i for messages and state keys: its list name, or its
+ * index (written into buf) when it has none. */
+NB_HIDDEN const char *nb_optim_param_name(const nb_tensor_list *l, int i, char *buf, size_t n);
+
+/* Longest parameter name: "state.<name>.max_exp_avg_sq" must fit a key. */
+#define NAME_MAX_LEN 400
+#define KEY_MAX 512
+
+/* ---- state records ------------------------------------------------------ */
+/* Which state tensors this optimizer keeps per parameter. */
+enum { S_MOMENTUM, S_EXP_AVG, S_EXP_AVG_SQ, S_MAX_EXP_AVG_SQ, S_COUNT };
+NB_HIDDEN extern const char *const nb_optim_slot_names[S_COUNT];
+
+static inline bool nb_optim_uses_slot(const nb_optim *o, int s) {
+    if (o->kind == OPT_SGD) return s == S_MOMENTUM && o->sgd.momentum != 0;
+    if (s == S_MAX_EXP_AVG_SQ) return o->adam.amsgrad;
+    return s == S_EXP_AVG || s == S_EXP_AVG_SQ;
+}
+
+static inline bool nb_optim_has_step(const nb_optim *o) { return o->kind != OPT_SGD; }
+
+/* Do parameters keep any state at all? (SGD without momentum keeps none.) */
+static inline bool nb_optim_keeps_state(const nb_optim *o) {
+    for (int s = 0; s < S_COUNT; s++)
+        if (nb_optim_uses_slot(o, s)) return true;
+    return nb_optim_has_step(o);
+}
+
+static inline nb_tensor **nb_optim_slot(param_state *ps, int s) {
+    switch (s) {
+    case S_MOMENTUM: return &ps->momentum_buffer;
+    case S_EXP_AVG: return &ps->exp_avg;
+    case S_EXP_AVG_SQ: return &ps->exp_avg_sq;
+    default: return &ps->max_exp_avg_sq;
+    }
+}
+
+/* Makes sure parameter i's state tensors exist (their values are set by the
+ * caller). They are allocated once and reused after a load_state. */
+NB_HIDDEN bool nb_optim_alloc_state(nb_optim *o, int i);
 
 #endif
