@@ -80,3 +80,37 @@ void nb_broadcast_strides(const nb_tensor *t, int ndim, const int64_t *oshape,
         s *= tshape4[d];
     }
 }
+
+/* Checks that the present (non-NULL where optional) inputs are floating and
+ * share one dtype, naming them as the op's documentation does ("x",
+ * "weight", ...). in[i] may be NULL only when optional[i]. */
+bool nb_check_named_inputs(nb_ctx *ctx, const char *op, int n, nb_tensor *const *in,
+                               const char *const *names, const bool *optional) {
+    if (!nb_ctx_ok(ctx)) return false;
+    for (int i = 0; i < n; i++) {
+        if (!in[i] && !optional[i]) {
+            nb_ctx_fail(ctx, NB_ERR_NULL, "%s: %s is NULL", op, names[i]);
+            return false;
+        }
+    }
+    if (!nb_check_live(ctx, op, n, (const nb_tensor *const *)in)) return false;
+    for (int i = 0; i < n; i++) {
+        if (!in[i]) continue;
+        char s[64], s0[64];
+        if (in[i]->dtype != NB_F32 && in[i]->dtype != NB_F64) {
+            nb_ctx_fail(ctx, NB_ERR_DTYPE, "%s: %s %s is %s, expected f32 or f64", op, names[i],
+                        nb_shape_str(in[i], s, sizeof s), nb_dtype_name(in[i]->dtype));
+            return false;
+        }
+        if (in[i]->dtype != in[0]->dtype) {
+            nb_ctx_fail(ctx, NB_ERR_DTYPE,
+                        "%s: mixed dtypes: %s %s is %s but %s %s is %s; convert with nb_copy "
+                        "first",
+                        op, names[0], nb_shape_str(in[0], s0, sizeof s0),
+                        nb_dtype_name(in[0]->dtype), names[i], nb_shape_str(in[i], s, sizeof s),
+                        nb_dtype_name(in[i]->dtype));
+            return false;
+        }
+    }
+    return true;
+}

@@ -66,6 +66,11 @@ NB_HIDDEN bool nb_ctx_ok(nb_ctx *ctx);
 /* Validates n float inputs of one dtype for op `name`; records the error and
  * returns false otherwise. */
 NB_HIDDEN bool nb_check_float_inputs(nb_ctx *ctx, const char *name, int n, nb_tensor *const *in);
+/* Checks that the present inputs of op are floating and share one dtype,
+ * naming them as the op's documentation does (names[i]: "x", "weight",
+ * ...). in[i] may be NULL only when optional[i]. */
+NB_HIDDEN bool nb_check_named_inputs(nb_ctx *ctx, const char *op, int n, nb_tensor *const *in,
+                                     const char *const *names, const bool *optional);
 /* Normalises a possibly negative dim against ndim; -1 with an error if out of
  * range. */
 NB_HIDDEN int nb_norm_dim(nb_ctx *ctx, const char *name, const nb_tensor *t, int dim);

@@ -1,4 +1,4 @@
-/* check/gradcheck.c - float64 finite-difference gradient checks, with the
+/* gradcheck/gradcheck.c - float64 finite-difference gradient checks, with the
  * semantics of torch.autograd.gradcheck: central differences, eps 1e-6,
  * pass when |analytic - numeric| <= atol + rtol * |numeric| everywhere;
  * and blame, which names the op whose backward is wrong (the method is in

@@ -25,7 +25,7 @@ NB_HIDDEN const nb_cpu_features *nb_cpu(void);
  * rows are ldb apart (b[p * ldb + l]: packed, zero-padded to NR, with ldb
  * NR, or read in place); c's rows are ldc apart. Each c element is one FMA chain
  * over p = 0..kc-1 from zero, then stored in or added to c: every kernel
- * (and the unpacked gemm in ops/matmul.c) gives the same bits. */
+ * (and the unpacked gemm in kernels/gemm.c) gives the same bits. */
 typedef void (*nb_sgemm_ukr)(int64_t kc, const float *a, int64_t ars, int64_t acs,
                              const float *b, int64_t ldb, float *c, int64_t ldc, bool add);
 
@@ -113,7 +113,7 @@ static inline float nb_sum16_inline(const float *part) {
 
 /* Adam's update of n elements (the common case: no amsgrad, no maximize,
  * no L2 term; AdamW's decay as p *= shrink, 1 for Adam), the same
- * operations in the same order as the scalar loop in train/optim.c:
+ * operations in the same order as the scalar loop in optim/optim.c:
  *   p = p * shrink; m = m b1 + (1-b1) g; v = v b2 + (1-b2) g g;
  *   p = p + neg_step * m / (sqrt(v) / bc2s + eps). */
 typedef struct nb_adam_coef {

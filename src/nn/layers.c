@@ -1,6 +1,6 @@
 /* nn/layers.c - the basic modules (Linear, Dropout, Embedding, LayerNorm,
  * GELU) and the parameter-list helpers every module uses. Each module is a
- * thin layer over one op of ops/nn.c: init creates and draws its parameters
+ * thin layer over one op of ops/ (linear.c, dropout.c, embedding.c, layer_norm.c): init creates and draws its parameters
  * in PyTorch's order, forward checks its input against the module and calls
  * the op. The math and the gradients live in the ops. */
 #include "nn_internal.h"

@@ -1,4 +1,4 @@
-/* train/step.c - nanoGPT's learning-rate schedule and the one training step
+/* optim/step.c - nanoGPT's learning-rate schedule and the one training step
  * every driver shares: zero grads, k micro-batches with loss / k, an
  * optional gradient-sync hook, clipping, lr, optimizer step. */
 #include "optim/optim_internal.h"

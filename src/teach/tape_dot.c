@@ -1,4 +1,4 @@
-/* io/tape_dot.c - the tape as a Graphviz picture, for teaching (micrograd's
+/* teach/tape_dot.c - the tape as a Graphviz picture, for teaching (micrograd's
  * draw_dot, for a whole tensor graph): one box per tensor with its shape,
  * values and gradient, one ellipse per op, arrows in the forward direction.
  *

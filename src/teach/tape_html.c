@@ -1,7 +1,7 @@
-/* io/tape_html.c - the tape explorer: one self-contained HTML page (inline
+/* teach/tape_html.c - the tape explorer: one self-contained HTML page (inline
  * CSS and script, nothing fetched) for stepping through a backward pass.
  *
- * The page embeds the tape's JSON model (io/tape_json.c, with what each node
+ * The page embeds the tape's JSON model (teach/tape_json.c, with what each node
  * sends to its inputs) and lays the graph out itself, top to bottom: ranks by
  * depth, ops between their inputs and output, each rank ordered by where its
  * parents are. Element ids and classes (nb-step, nb-received, nb-sent,

@@ -1,4 +1,4 @@
-/* io/tape_json.c - the tape as JSON: every tensor of the graph with its
+/* teach/tape_json.c - the tape as JSON: every tensor of the graph with its
  * values, gradient and creation site, every node with its inputs and output
  * (tensor ids), and optionally what each node's local rule sent to each
  * input. nb_tape_json writes it for tools; nb_tape_html embeds it. */

@@ -1,4 +1,4 @@
-/* io/tape_json.h - the JSON model of a tape, shared by nb_tape_json and the
+/* teach/tape_json.h - the JSON model of a tape, shared by nb_tape_json and the
  * page nb_tape_html writes (io/ only). */
 #ifndef NB_TAPE_JSON_H
 #define NB_TAPE_JSON_H
