@@ -8,6 +8,13 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#ifdef __cplusplus
+#include <atomic>
+#include <initializer_list>
+typedef std::atomic<int> nb_atomic_int; /* layout-compatible with C11's _Atomic int */
+#else
+typedef _Atomic int nb_atomic_int;
+#endif
 
 #ifdef __cplusplus
 extern "C" {
@@ -132,7 +139,7 @@ int nb_get_num_threads(void);
  * MPI driver (tools/mpi/dp.h) lends a waiting rank's core to a rank
  * still computing this way. Set the count while no job runs. */
 int nb_set_guest_threads(int n);
-void nb_guest_serve(int slot, const _Atomic int *go);
+void nb_guest_serve(int slot, const nb_atomic_int *go);
 
 /* Memory statistics: bytes handed out since the last reset, bytes held, and
  * how many times the context has called malloc in its life. */
@@ -167,9 +174,15 @@ typedef struct nb_tensor {
 
 /* Shape arguments are (ndim, const int64_t *shape). NB_SHAPE(2, 3) expands to
  * both: nb_zeros(ctx, NB_F32, NB_SHAPE(2, 3)). */
+#ifdef __cplusplus /* C++ has no compound literals: an initializer list */
+#define NB_SHAPE(...)                                                     \
+    (int)std::initializer_list<int64_t>{__VA_ARGS__}.size(),              \
+        std::initializer_list<int64_t>{__VA_ARGS__}.begin()
+#else
 #define NB_SHAPE(...)                                                     \
     (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)),            \
         (const int64_t[]) { __VA_ARGS__ }
+#endif
 
 /* Creation. All return NULL and record an error on the context for NULL
  * shape pointers, ndim outside 0..4, zero or negative dims, or element counts

@@ -233,7 +233,7 @@ int nb_set_guest_threads(int n) {
     return n;
 }
 
-void nb_guest_serve(int slot, const _Atomic int *go) {
+void nb_guest_serve(int slot, const nb_atomic_int *go) {
     pool *P = &the_pool;
     if (!go || slot < 0 || slot >= P->guests) return;
     int self = P->n_threads + slot;
