@@ -116,7 +116,7 @@ then ok "a failing rank stops every rank with its message"
 else cat "$tmp/fail.out"; bad "error propagation (rc $rc)"; fi
 
 # ---- resume (text mode, dropout, 2 ranks) ---------------------------------------------
-awk 'NR <= 400' README.md > "$tmp/text.txt"
+cat README.md docs/*.md | awk 'NR <= 400' > "$tmp/text.txt"
 t="--data=$tmp/text.txt --n_layer=1 --n_head=2 --n_embd=16 --block_size=16 --batch_size=4 \
    --dropout=0.1 --eval_interval=3 --eval_iters=2 --learning_rate=3e-3 --decay_lr=False"
 if $RUN -np 2 "$M" train $t --max_iters=12 --out_dir="$tmp/straight" > "$tmp/r1.out" 2>&1 &&
