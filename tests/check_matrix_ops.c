@@ -100,6 +100,10 @@ static nb_tensor *w_relu(nb_ctx *c, nb_tensor *a, nb_tensor *b) {
     (void)b;
     return nb_relu(c, a);
 }
+static nb_tensor *w_erf(nb_ctx *c, nb_tensor *a, nb_tensor *b) {
+    (void)b;
+    return nb_erf(c, a);
+}
 static nb_tensor *w_gelu(nb_ctx *c, nb_tensor *a, nb_tensor *b) {
     (void)b;
     return nb_gelu(c, a, NB_GELU_NONE);
@@ -214,6 +218,7 @@ static const op_case ops[] = {
     {"tanh", w_tanh, 1, S2(2, 3), NONE, NB_F32, ELEMWISE},
     {"sigmoid", w_sigmoid, 1, S2(2, 3), NONE, NB_F32, ELEMWISE},
     {"relu", w_relu, 1, S2(2, 3), NONE, NB_F32, ELEMWISE},
+    {"erf", w_erf, 1, S2(2, 3), NONE, NB_F32, ELEMWISE},
     {"gelu", w_gelu, 1, S2(2, 3), NONE, NB_F32, ELEMWISE},
     {"gelu", w_gelu_tanh, 1, S2(2, 3), NONE, NB_F32, ELEMWISE},
     {"sum", w_sum, 1, S2(2, 3), NONE, NB_F32, ELEMWISE},

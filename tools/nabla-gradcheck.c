@@ -65,6 +65,7 @@ F1(f_pow, nb_pow(c, in[0], 2.5))
 F1(f_tanh, nb_tanh(c, in[0]))
 F1(f_sigmoid, nb_sigmoid(c, in[0]))
 F1(f_relu, nb_relu(c, in[0]))
+F1(f_erf, nb_erf(c, in[0]))
 F1(f_gelu, nb_gelu(c, in[0], NB_GELU_NONE))
 F1(f_gelu_tanh, nb_gelu(c, in[0], NB_GELU_TANH))
 F1(f_sum, nb_sum(c, in[0]))
@@ -124,6 +125,7 @@ static const gc_case cases[] = {
     {"tanh", "(2,3)", f_tanh, 1, {{IN_UNIFORM, S2(2, 3)}}},
     {"sigmoid", "(2,3)", f_sigmoid, 1, {{IN_UNIFORM, S2(2, 3)}}},
     {"relu", "(2,3) away from 0", f_relu, 1, {{IN_AWAY, S2(2, 3)}}},
+    {"erf", "(2,3)", f_erf, 1, {{IN_UNIFORM, S2(2, 3)}}},
     {"gelu", "(2,3) approximate=none", f_gelu, 1, {{IN_UNIFORM, S2(2, 3)}}},
     {"gelu", "(2,3) approximate=tanh", f_gelu_tanh, 1, {{IN_UNIFORM, S2(2, 3)}}},
     {"sum", "(2,3,4) all", f_sum, 1, {{IN_UNIFORM, S3(2, 3, 4)}}},

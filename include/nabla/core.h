@@ -321,6 +321,36 @@ void nb_list_free(nb_tensor_list *l);
  * a leaf's gradient). The saved forward values are kept until the reset. */
 nb_status nb_backward(nb_ctx *ctx, nb_tensor *out, const nb_tensor *grad_out);
 
+/* ------------------------------------------------------------------------
+ * Gradients as tensors, to any order: PyTorch's torch.autograd.grad.
+ *
+ *   nb_tensor *g;                                  // dy/dx, a tensor of ctx
+ *   nb_grad_opts o = {.create_graph = true};
+ *   nb_grad(ctx, 1, &y, NULL, 1, &x, &o, &g);
+ *   nb_tensor *penalty = nb_sum(ctx, nb_mul(ctx, g, g));
+ *   nb_backward(ctx, penalty, NULL);               // second order: into x->grad
+ *
+ * Without create_graph the local rules nb_backward runs compute the
+ * gradients, as fast, into new tensors; with it every op's backward is
+ * itself recorded from ops (see nabla/ops.def's formulas), so the
+ * gradients can be differentiated again. */
+typedef struct nb_grad_opts {
+    bool create_graph; /* record the backward, so the returned gradients can be differentiated again */
+    bool allow_unused; /* an input the outputs do not reach gets NULL instead of an error */
+} nb_grad_opts;
+/* Gradients of sum_i <outputs[i], grad_outputs[i]> with respect to inputs[j], as new tensors in ctx
+ * (grads[j], inputs[j]'s shape and dtype). grad_outputs NULL: every output must be a scalar (seed 1).
+ * The .grad buffers are not touched. opts NULL: both false.
+ * The outputs must be recorded on ctx's tape (or be inputs themselves);
+ * the walk goes only through the ops between the inputs and the outputs.
+ * Errors (the status, and the message on ctx): an output that does not
+ * require grad, a grad_output of another shape or dtype, an input the
+ * outputs do not reach (unless allow_unused), and, with create_graph, a
+ * custom op that declared no graph backward (nb_node_set_graph_backward),
+ * named. grads[j] are NULL on error. */
+nb_status nb_grad(nb_ctx *ctx, int n_out, nb_tensor *const *outputs, nb_tensor *const *grad_outputs,
+                  int n_in, nb_tensor *const *inputs, const nb_grad_opts *opts, nb_tensor **grads);
+
 /* Anomaly mode (PyTorch's detect_anomaly): after each local rule, checks
  * the gradients it produced; the first NaN or inf stops the backward with an
  * error naming the op, its tape index and its creation site. The forward
@@ -376,6 +406,18 @@ const char *nb_node_name(const nb_node *n);
 /* The grad buffer of t (allocated and zeroed on first use), or NULL when t
  * needs no gradient. */
 void *nb_grad_buffer(nb_ctx *ctx, nb_tensor *t);
+
+/* A custom op's backward built from recorded ops, for gradients of
+ * gradients (nb_grad with create_graph): given dout (the gradient at the
+ * node's output, a tensor on ctx), set din[i] to the gradient of input i
+ * (a tensor of its shape computed with nabla's ops on ctx, so that it is
+ * recorded), or leave it NULL for none. It must compute the same values as
+ * the node's nb_backward_fn: nb_gradgradcheck compares the two and names
+ * the op when they differ. */
+typedef void (*nb_graph_backward_fn)(nb_ctx *ctx, nb_node *node, nb_tensor *dout,
+                                     nb_tensor **din);
+/* Declares node's graph backward (n from nb_record; NULL n is a no-op). */
+void nb_node_set_graph_backward(nb_node *n, nb_graph_backward_fn fn);
 
 #ifdef __cplusplus
 }

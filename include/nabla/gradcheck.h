@@ -127,6 +127,22 @@ nb_status nb_gradcheck_params(nb_gradcheck_fn f, void *user, const nb_tensor_lis
                               int n_in, nb_tensor *const *in, const nb_gradcheck_opts *opts,
                               nb_gradcheck_result *res);
 
+/* PyTorch's gradgradcheck: checks the gradients of the gradients of f.
+ * With random grad_outputs v (uniform in [-1, 1), PCG32 seeded by
+ * opts->seed), G(x, v) = nb_grad(f(x), x, v, create_graph) is checked with
+ * nb_gradcheck against x and v, with the same options (float64, eps 1e-6,
+ * atol 1e-5, rtol 1e-3 by default; fast mode as there) and result. Before
+ * that, every op of f's tape runs its recorded backward beside its ordinary
+ * one on a random output gradient: an op whose two disagree fails the check
+ * and is named in the blame fields and the message ("the graph backward of
+ * op #3 'cube' ... its second-order rule is wrong"). */
+nb_status nb_gradgradcheck(nb_gradcheck_fn f, void *user, int n_in, nb_tensor *const *in,
+                           const nb_gradcheck_opts *opts, nb_gradcheck_result *res);
+/* The same with a parameter list, as nb_gradcheck_params. */
+nb_status nb_gradgradcheck_params(nb_gradcheck_fn f, void *user, const nb_tensor_list *params,
+                                  int n_in, nb_tensor *const *in, const nb_gradcheck_opts *opts,
+                                  nb_gradcheck_result *res);
+
 #ifdef __cplusplus
 }
 #endif

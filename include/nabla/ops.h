@@ -54,6 +54,7 @@ nb_tensor *nb_pow(nb_ctx *ctx, nb_tensor *a, double p); /* a ** p */
 nb_tensor *nb_tanh(nb_ctx *ctx, nb_tensor *a);
 nb_tensor *nb_sigmoid(nb_ctx *ctx, nb_tensor *a);
 nb_tensor *nb_relu(nb_ctx *ctx, nb_tensor *a); /* gradient 0 at 0, as PyTorch */
+nb_tensor *nb_erf(nb_ctx *ctx, nb_tensor *a); /* the error function, torch.erf */
 
 typedef enum nb_gelu_approx { NB_GELU_NONE, NB_GELU_TANH } nb_gelu_approx;
 /* PyTorch's gelu(approximate='none') = x * Phi(x) with erf, or 'tanh'. */

@@ -43,6 +43,10 @@ struct nb_ctx {
      * ran, and the next gradient of the same size reuses it. */
     bool recycle_grads;
     struct nb_free_grad *free_grads; /* handed-back buffers; reset empties it */
+    /* nb_grad's walk: gradient buffers of tensors of other contexts (the
+     * parameters) come from this context's arena, not their own, so that
+     * gradients asked for as tensors leave the long-lived contexts alone. */
+    bool grad_local;
 };
 
 /* The free list (emptied by reset): nb_ctx_give_back hands a buffer of ctx

@@ -326,3 +326,36 @@ nb_tensor *nb_sdpa_dropout_mask(nb_ctx *ctx, int64_t batch, int64_t heads, int64
                 }
     return mask;
 }
+
+/* ---- graph backward: through the composed form the header comment gives
+ * (permute, matmul, scale, causal_fill, masked_fill, softmax, the same
+ * dropout mask, matmul), recorded and differentiated with nb_grad; the
+ * flash kernels above stay the first-order path. */
+void nb_graph_backward_sdpa(nb_ctx *ctx, nb_node *n, nb_tensor *dout, nb_tensor **din) {
+    nb_tensor *q = n->in[0], *k = n->in[1], *v = n->in[2];
+    int64_t B = q->shape[0], Tq = q->shape[1], H = q->shape[2], Tk = k->shape[1];
+    int64_t hdv = v->shape[3];
+    double p = n->f[1];
+    nb_tensor *qh = nb_permute(ctx, q, (const int[]){0, 2, 1, 3});  /* (B, H, Tq, hd) */
+    nb_tensor *kt = nb_permute(ctx, k, (const int[]){0, 2, 3, 1});  /* (B, H, hd, Tk) */
+    nb_tensor *vh = nb_permute(ctx, v, (const int[]){0, 2, 1, 3});  /* (B, H, Tk, hdv) */
+    nb_tensor *s = nb_scale(ctx, nb_matmul(ctx, qh, kt), n->f[0]); /* (B, H, Tq, Tk) */
+    if (n->i[0]) s = nb_causal_fill(ctx, s, -INFINITY);
+    if (n->saved_t) {
+        nb_tensor *m = nb_from_data(ctx, NB_BOOL, NB_SHAPE(B, 1, 1, Tk), n->saved_t->data);
+        s = nb_masked_fill(ctx, s, m, -INFINITY);
+    }
+    nb_tensor *w = nb_softmax(ctx, s);
+    if (p > 0) {
+        nb_tensor *keep = nb_sdpa_dropout_mask(ctx, B, H, Tq, Tk, p, (uint64_t)n->i[1]);
+        nb_tensor *m = keep ? nb_zeros(ctx, q->dtype, 4, keep->shape) : NULL;
+        if (!m) return;
+        const bool *kb = keep->data;
+        for (size_t i = 0; i < m->numel; i++)
+            if (kb[i]) nb_set(m, i, 1.0 / (1.0 - p));
+        w = nb_mul(ctx, w, m);
+    }
+    nb_tensor *o = nb_permute(ctx, nb_matmul(ctx, w, vh), (const int[]){0, 2, 1, 3});
+    nb_tensor *y = nb_reshape(ctx, o, NB_SHAPE(B, Tq, H * hdv));
+    nb_graph_backward_composed(ctx, n, y, dout, din);
+}

@@ -207,3 +207,29 @@ BINARY_OP(div, x / y, g / y, -(g * x / (y * y)))
 nb_tensor *nb_div(nb_ctx *ctx, nb_tensor *a, nb_tensor *b) {
     return binary(ctx, NB_OP_DIV, a, b, div_forward, div_backward);
 }
+
+/* ---- graph backwards: each rule above from recorded ops; a broadcast
+ * input's share is summed back to its shape (nb_sum_to) ------------------- */
+void nb_graph_backward_add(nb_ctx *ctx, nb_node *n, nb_tensor *dout, nb_tensor **din) {
+    din[0] = nb_sum_to(ctx, dout, n->in[0]);
+    din[1] = nb_sum_to(ctx, dout, n->in[1]);
+}
+
+void nb_graph_backward_sub(nb_ctx *ctx, nb_node *n, nb_tensor *dout, nb_tensor **din) {
+    din[0] = nb_sum_to(ctx, dout, n->in[0]);
+    din[1] = nb_sum_to(ctx, nb_neg(ctx, dout), n->in[1]);
+}
+
+void nb_graph_backward_mul(nb_ctx *ctx, nb_node *n, nb_tensor *dout, nb_tensor **din) {
+    nb_tensor *a = n->in[0], *b = n->in[1];
+    if (a->requires_grad) din[0] = nb_sum_to(ctx, nb_mul(ctx, dout, b), a);
+    if (b->requires_grad) din[1] = nb_sum_to(ctx, nb_mul(ctx, dout, a), b);
+}
+
+void nb_graph_backward_div(nb_ctx *ctx, nb_node *n, nb_tensor *dout, nb_tensor **din) {
+    nb_tensor *a = n->in[0], *b = n->in[1]; /* dout / b,  -dout a / b^2 */
+    if (a->requires_grad) din[0] = nb_sum_to(ctx, nb_div(ctx, dout, b), a);
+    if (b->requires_grad)
+        din[1] = nb_sum_to(ctx, nb_neg(ctx, nb_div(ctx, nb_mul(ctx, dout, a), nb_mul(ctx, b, b))),
+                           b);
+}

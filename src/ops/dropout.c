@@ -136,3 +136,14 @@ static void dropout_backward(nb_ctx *ctx, nb_node *n) {
                   .dt = out->dtype, .vk = nb_vec()};
     nb_parallel_for((int64_t)out->numel, DROP_GRAIN, dropout_backward_range, &j);
 }
+
+/* ---- graph backward: dout times the saved mask's constant scale ----------- */
+void nb_graph_backward_dropout(nb_ctx *ctx, nb_node *n, nb_tensor *dout, nb_tensor **din) {
+    nb_tensor *x = n->in[0];
+    const unsigned char *mask = n->saved;
+    nb_tensor *m = nb_zeros(ctx, x->dtype, x->ndim, x->shape);
+    if (!m) return;
+    for (size_t i = 0; mask && i < x->numel; i++)
+        if (mask[i]) nb_set(m, i, n->f[0]);
+    din[0] = nb_mul(ctx, dout, m);
+}

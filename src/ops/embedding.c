@@ -110,3 +110,15 @@ static void embedding_backward(nb_ctx *ctx, nb_node *n) {
     NB_DISPATCH(out->dtype, K_);
 #undef K_
 }
+
+/* ---- graph backward: dweight = onehot(ids)^T @ dout, the one-hot (P, N) a
+ * constant from the saved ids: the scatter-add as a recorded product ------ */
+void nb_graph_backward_embedding(nb_ctx *ctx, nb_node *n, nb_tensor *dout, nb_tensor **din) {
+    nb_tensor *w = n->in[0];
+    const int64_t *ids = n->saved;
+    int64_t P = n->i[0], N = w->shape[0], D = w->shape[1];
+    nb_tensor *hot = nb_zeros(ctx, w->dtype, NB_SHAPE(N, P));
+    if (!hot) return;
+    for (int64_t p = 0; p < P; p++) nb_set(hot, (size_t)(ids[p] * P + p), 1.0);
+    din[0] = nb_matmul(ctx, hot, nb_reshape(ctx, dout, NB_SHAPE(P, D)));
+}

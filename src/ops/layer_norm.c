@@ -290,3 +290,18 @@ NB_HOT static void ln_bwd_rows_f32(const ln_job *j, int64_t lo, int64_t hi) {
             for (size_t d = 0; d < n; d++) dxr[d] += rs * ((g[d] - m1) - xh[d] * m2);
     }
 }
+
+/* ---- graph backward: through layer_norm's composed form (mean_dim, sub,
+ * mul, pow, add), recorded and differentiated with nb_grad; the fused
+ * kernels above stay the first-order path ------------------------------- */
+void nb_graph_backward_layer_norm(nb_ctx *ctx, nb_node *n, nb_tensor *dout, nb_tensor **din) {
+    nb_tensor *x = n->in[0];
+    nb_tensor *w = n->i[0] ? n->in[1] : NULL;
+    nb_tensor *b = n->i[1] ? n->in[1 + (n->i[0] ? 1 : 0)] : NULL;
+    nb_tensor *xc = nb_sub(ctx, x, nb_mean_dim(ctx, x, -1, true));
+    nb_tensor *var = nb_mean_dim(ctx, nb_mul(ctx, xc, xc), -1, true);
+    nb_tensor *y = nb_mul(ctx, xc, nb_pow(ctx, nb_add_scalar(ctx, var, n->f[0]), -0.5));
+    if (w) y = nb_mul(ctx, y, w);
+    if (b) y = nb_add(ctx, y, b);
+    nb_graph_backward_composed(ctx, n, y, dout, din);
+}

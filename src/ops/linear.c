@@ -238,3 +238,16 @@ static void linear_backward(nb_ctx *ctx, nb_node *n) {
         nb_parallel_for(j.O, 1 + (1 << 14) / j.R, /* ~16k adds a thread */
                         f32 ? linear_backward_b_range_float : linear_backward_b_range_double, &j);
 }
+
+/* ---- graph backward: dx = dy @ w, dw = dy^T @ x, db = sum over rows of dy,
+ * from recorded ops on the (R, O) and (R, K) views ------------------------- */
+void nb_graph_backward_linear(nb_ctx *ctx, nb_node *n, nb_tensor *dout, nb_tensor **din) {
+    nb_tensor *x = n->in[0], *w = n->in[1], *b = n->n_in > 2 ? n->in[2] : NULL;
+    int64_t K = w->shape[1], O = w->shape[0], R = (int64_t)x->numel / K;
+    nb_tensor *dy = nb_reshape(ctx, dout, NB_SHAPE(R, O));
+    if (x->requires_grad)
+        din[0] = nb_reshape(ctx, nb_matmul(ctx, dy, w), x->ndim, x->shape);
+    if (w->requires_grad)
+        din[1] = nb_matmul(ctx, nb_transpose(ctx, dy, 0, 1), nb_reshape(ctx, x, NB_SHAPE(R, K)));
+    if (b && b->requires_grad) din[2] = nb_sum_dim(ctx, dy, 0, false);
+}

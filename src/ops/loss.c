@@ -244,3 +244,25 @@ nb_tensor *nb_mse_loss(nb_ctx *ctx, nb_tensor *a, nb_tensor *b) {
     nb_record_op(ctx, NB_OP_MSE_LOSS, out, 2, in, mse_loss_backward);
     return out;
 }
+
+/* ---- graph backwards: each rule above from recorded ops ------------------- */
+/* cross_entropy: dlogits = dout (softmax(logits) - onehot(target)) / N, the
+ * one-hot a constant built from the saved targets. */
+void nb_graph_backward_cross_entropy(nb_ctx *ctx, nb_node *n, nb_tensor *dout,
+                                     nb_tensor **din) {
+    nb_tensor *logits = n->in[0];
+    const ce_row *rows = n->saved;
+    size_t cols = (size_t)logits->shape[logits->ndim - 1], nrows = logits->numel / cols;
+    nb_tensor *hot = nb_zeros(ctx, logits->dtype, logits->ndim, logits->shape);
+    if (!hot || !rows) return;
+    for (size_t r = 0; r < nrows; r++) nb_set(hot, r * cols + (size_t)rows[r].target, 1.0);
+    nb_tensor *p = nb_sub(ctx, nb_softmax(ctx, logits), hot);
+    din[0] = nb_mul(ctx, p, nb_scale(ctx, dout, 1.0 / (double)nrows));
+}
+
+void nb_graph_backward_mse_loss(nb_ctx *ctx, nb_node *n, nb_tensor *dout, nb_tensor **din) {
+    nb_tensor *a = n->in[0], *b = n->in[1]; /* 2 dout (a - b) / N, and minus that */
+    nb_tensor *d = nb_mul(ctx, nb_sub(ctx, a, b), nb_scale(ctx, dout, 2.0 / (double)a->numel));
+    din[0] = d;
+    if (b->requires_grad) din[1] = nb_neg(ctx, d);
+}

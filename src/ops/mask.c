@@ -185,3 +185,13 @@ nb_tensor *nb_causal_fill(nb_ctx *ctx, nb_tensor *a, double value) {
     if (n) n->f[0] = value;
     return out;
 }
+
+/* ---- graph backwards: each rule above from recorded ops ------------------- */
+void nb_graph_backward_masked_fill(nb_ctx *ctx, nb_node *n, nb_tensor *dout, nb_tensor **din) {
+    din[0] = nb_masked_fill(ctx, dout, n->saved_t, 0.0); /* 0 where the mask filled */
+}
+
+void nb_graph_backward_causal_fill(nb_ctx *ctx, nb_node *n, nb_tensor *dout, nb_tensor **din) {
+    NB_UNUSED(n);
+    din[0] = nb_causal_fill(ctx, dout, 0.0); /* 0 above the diagonal */
+}

@@ -232,3 +232,15 @@ nb_tensor *nb_matmul(nb_ctx *ctx, nb_tensor *a, nb_tensor *b) {
     nb_record_op(ctx, NB_OP_MATMUL, out, 2, in, matmul_backward);
     return out;
 }
+
+/* ---- graph backward: dA = dC @ B^T, dB = A^T @ dC from recorded ops, each
+ * summed back over the batch dims its operand was broadcast along ------- */
+static nb_tensor *last_two_swapped(nb_ctx *ctx, nb_tensor *t) {
+    return nb_transpose(ctx, t, t->ndim - 2, t->ndim - 1);
+}
+
+void nb_graph_backward_matmul(nb_ctx *ctx, nb_node *n, nb_tensor *dout, nb_tensor **din) {
+    nb_tensor *a = n->in[0], *b = n->in[1];
+    if (a->requires_grad) din[0] = nb_sum_to(ctx, nb_matmul(ctx, dout, last_two_swapped(ctx, b)), a);
+    if (b->requires_grad) din[1] = nb_sum_to(ctx, nb_matmul(ctx, last_two_swapped(ctx, a), dout), b);
+}

@@ -12,4 +12,29 @@
 NB_HIDDEN int nb_linear_n(nb_ctx *ctx, nb_tensor *x, int n, nb_tensor *const *w,
                           nb_tensor *const *b, nb_tensor **out);
 
+/* ---- graph backwards (ops/grad.c's create_graph walk) ----------------------
+ * nb_graph_backward_<name>: op <name>'s backward written with recorded ops,
+ * beside its ordinary backward in the op's file. Given dout (a tensor of the
+ * output's shape) it sets din[i] to input i's gradient, or leaves it NULL
+ * (no gradient, or the input needs none). One for every row of ops.def: a
+ * missing one stops the link, naming it. */
+#define NB_OP(id, name, n_in, formula)                                                  \
+    NB_HIDDEN void nb_graph_backward_##name(nb_ctx *ctx, nb_node *n, nb_tensor *dout, \
+                                            nb_tensor **din);
+#include "nabla/ops.def"
+#undef NB_OP
+/* Runs node n's graph backward (a custom op's own, else its op's) on dout,
+ * recording, into din (n->n_in entries, NULL-initialised); an error on ctx
+ * naming a custom op that has none. */
+NB_HIDDEN void nb_graph_backward_node(nb_ctx *ctx, nb_node *n, nb_tensor *dout, nb_tensor **din);
+/* g (a gradient of a broadcast result) summed back to like's shape. */
+NB_HIDDEN nb_tensor *nb_sum_to(nb_ctx *ctx, nb_tensor *g, const nb_tensor *like);
+/* g broadcast to like's shape (g + zeros). */
+NB_HIDDEN nb_tensor *nb_expand_as(nb_ctx *ctx, nb_tensor *g, const nb_tensor *like);
+/* The graph backward of a fused op through its composed form: y is the
+ * op's output computed again from n's inputs with elementary recorded ops;
+ * din gets nb_grad(y, n's inputs, dout) with create_graph. */
+NB_HIDDEN void nb_graph_backward_composed(nb_ctx *ctx, nb_node *n, nb_tensor *y,
+                                          nb_tensor *dout, nb_tensor **din);
+
 #endif

@@ -206,3 +206,51 @@ nb_tensor *nb_max_dim(nb_ctx *ctx, nb_tensor *a, int dim, bool keepdim, nb_tenso
     }
     return out;
 }
+
+/* ---- graph backwards: each rule above from recorded ops ------------------- */
+/* sum, mean, sum_dim, mean_dim: dout, with the reduced dim put back as 1,
+ * broadcast over it and divided by div. */
+static void sum_graph_backward(nb_ctx *ctx, nb_node *n, nb_tensor *dout, nb_tensor **din) {
+    nb_tensor *a = n->in[0], *g = dout;
+    int d = (int)n->i[0];
+    if (d != RED_ALL && !n->i[1] && a->ndim > 0) {
+        int64_t shape[NB_MAX_DIMS];
+        for (int i = 0; i < a->ndim; i++) shape[i] = i == d ? 1 : a->shape[i];
+        g = nb_reshape(ctx, g, a->ndim, shape);
+    }
+    if (n->f[0] != 1.0) g = nb_scale(ctx, g, 1.0 / n->f[0]);
+    din[0] = nb_expand_as(ctx, g, a);
+}
+
+void nb_graph_backward_sum(nb_ctx *ctx, nb_node *n, nb_tensor *dout, nb_tensor **din) {
+    sum_graph_backward(ctx, n, dout, din);
+}
+void nb_graph_backward_mean(nb_ctx *ctx, nb_node *n, nb_tensor *dout, nb_tensor **din) {
+    sum_graph_backward(ctx, n, dout, din);
+}
+void nb_graph_backward_sum_dim(nb_ctx *ctx, nb_node *n, nb_tensor *dout, nb_tensor **din) {
+    sum_graph_backward(ctx, n, dout, din);
+}
+void nb_graph_backward_mean_dim(nb_ctx *ctx, nb_node *n, nb_tensor *dout, nb_tensor **din) {
+    sum_graph_backward(ctx, n, dout, din);
+}
+
+/* max_dim: dout broadcast back, times the constant one-hot of the saved
+ * arg-max (its derivative is 0 wherever the arg-max does not change). */
+void nb_graph_backward_max_dim(nb_ctx *ctx, nb_node *n, nb_tensor *dout, nb_tensor **din) {
+    nb_tensor *a = n->in[0];
+    nb_tensor *hot = nb_zeros(ctx, a->dtype, a->ndim, a->shape);
+    if (!hot) return;
+    geom g = geom_of(a, (int)n->i[0]);
+    const int64_t *am = n->saved;
+    for (size_t o = 0; o < g.outer; o++)
+        for (size_t k = 0; k < g.inner; k++)
+            nb_set(hot, (o * g.n + (size_t)am[o * g.inner + k]) * g.inner + k, 1.0);
+    nb_tensor *gk = dout;
+    if (!n->i[1] && a->ndim > 0) {
+        int64_t shape[NB_MAX_DIMS];
+        for (int i = 0; i < a->ndim; i++) shape[i] = i == (int)n->i[0] ? 1 : a->shape[i];
+        gk = nb_reshape(ctx, dout, a->ndim, shape);
+    }
+    din[0] = nb_mul(ctx, hot, gk);
+}

@@ -374,3 +374,57 @@ nb_status nb_split(nb_ctx *ctx, nb_tensor *a, int dim, int n, const int64_t *siz
     }
     return NB_OK;
 }
+
+/* ---- graph backwards: each rule above from recorded ops ------------------- */
+static void permute_graph_backward(nb_ctx *ctx, nb_node *n, nb_tensor *dout, nb_tensor **din) {
+    int inv[NB_MAX_DIMS];
+    for (int d = 0; d < n->in[0]->ndim; d++) inv[n->i[d]] = d;
+    din[0] = nb_permute(ctx, dout, inv);
+}
+
+void nb_graph_backward_transpose(nb_ctx *ctx, nb_node *n, nb_tensor *dout, nb_tensor **din) {
+    permute_graph_backward(ctx, n, dout, din);
+}
+
+void nb_graph_backward_permute(nb_ctx *ctx, nb_node *n, nb_tensor *dout, nb_tensor **din) {
+    permute_graph_backward(ctx, n, dout, din);
+}
+
+void nb_graph_backward_reshape(nb_ctx *ctx, nb_node *n, nb_tensor *dout, nb_tensor **din) {
+    din[0] = nb_reshape(ctx, dout, n->in[0]->ndim, n->in[0]->shape);
+}
+
+void nb_graph_backward_contiguous(nb_ctx *ctx, nb_node *n, nb_tensor *dout, nb_tensor **din) {
+    NB_UNUSED(ctx), NB_UNUSED(n);
+    din[0] = dout;
+}
+
+/* concat: each input gets its piece of dout (split at the inputs' sizes). */
+void nb_graph_backward_concat(nb_ctx *ctx, nb_node *n, nb_tensor *dout, nb_tensor **din) {
+    int dim = (int)n->i[0];
+    int64_t *sizes = nb_ctx_alloc(ctx, (size_t)n->n_in * sizeof *sizes);
+    if (!sizes) return;
+    for (int i = 0; i < n->n_in; i++) sizes[i] = n->in[i]->shape[dim];
+    nb_split(ctx, dout, dim, n->n_in, sizes, din);
+}
+
+/* split: the piece's gradient padded with zeros to the input's size. */
+void nb_graph_backward_split(nb_ctx *ctx, nb_node *n, nb_tensor *dout, nb_tensor **din) {
+    nb_tensor *a = n->in[0];
+    int dim = (int)n->i[0];
+    int64_t before = n->i[1], after = a->shape[dim] - before - dout->shape[dim];
+    nb_tensor *parts[3];
+    int k = 0;
+    int64_t shape[NB_MAX_DIMS];
+    for (int d = 0; d < a->ndim; d++) shape[d] = a->shape[d];
+    if (before > 0) {
+        shape[dim] = before;
+        parts[k++] = nb_zeros(ctx, a->dtype, a->ndim, shape);
+    }
+    parts[k++] = dout;
+    if (after > 0) {
+        shape[dim] = after;
+        parts[k++] = nb_zeros(ctx, a->dtype, a->ndim, shape);
+    }
+    din[0] = k == 1 ? dout : nb_concat(ctx, k, parts, dim);
+}

@@ -191,6 +191,14 @@ nb_tensor *nb_sigmoid(nb_ctx *ctx, nb_tensor *a) {
     return unary(ctx, NB_OP_SIGMOID, a, 0, sigmoid_forward, sigmoid_backward, NULL);
 }
 
+/* ---- erf: y = erf x;  dy/dx = 2/sqrt(pi) e^(-x^2) (reuses the input). It
+ * is the error function GELU's exact form is built on, and an op so that
+ * GELU's derivative can be recorded: its gradient is made of ops too. */
+UNARY_OP(erf, y = erf(x), d = (T)1.1283791670955126 * exp(-x * x))
+nb_tensor *nb_erf(nb_ctx *ctx, nb_tensor *a) {
+    return unary(ctx, NB_OP_ERF, a, 0, erf_forward, erf_backward, NULL);
+}
+
 /* ---- relu: y = max(x, 0);  dy/dx = 1 where y > 0, else 0 (reuses the output).
  * The gradient at x == 0 is 0 and NaN passes through, as in PyTorch. */
 UNARY_OP(relu, y = x < 0 ? 0 : x, d = y <= 0 ? 0 : 1)
@@ -352,4 +360,89 @@ nb_tensor *nb_gelu(nb_ctx *ctx, nb_tensor *a, nb_gelu_approx approx) {
                                  gelu_erf_backward_fast, &n);
     if (n) n->i[0] = approx;
     return out;
+}
+
+/* ---- graph backwards: each rule above from recorded ops ------------------- */
+void nb_graph_backward_neg(nb_ctx *ctx, nb_node *n, nb_tensor *dout, nb_tensor **din) {
+    NB_UNUSED(n);
+    din[0] = nb_neg(ctx, dout);
+}
+
+void nb_graph_backward_scale(nb_ctx *ctx, nb_node *n, nb_tensor *dout, nb_tensor **din) {
+    din[0] = nb_scale(ctx, dout, n->f[0]);
+}
+
+void nb_graph_backward_add_scalar(nb_ctx *ctx, nb_node *n, nb_tensor *dout, nb_tensor **din) {
+    NB_UNUSED(ctx), NB_UNUSED(n);
+    din[0] = dout;
+}
+
+void nb_graph_backward_exp(nb_ctx *ctx, nb_node *n, nb_tensor *dout, nb_tensor **din) {
+    din[0] = nb_mul(ctx, dout, n->out); /* dout e^x */
+}
+
+void nb_graph_backward_log(nb_ctx *ctx, nb_node *n, nb_tensor *dout, nb_tensor **din) {
+    din[0] = nb_div(ctx, dout, n->in[0]); /* dout / x */
+}
+
+void nb_graph_backward_sqrt(nb_ctx *ctx, nb_node *n, nb_tensor *dout, nb_tensor **din) {
+    din[0] = nb_div(ctx, nb_scale(ctx, dout, 0.5), n->out); /* dout / (2 sqrt x) */
+}
+
+void nb_graph_backward_pow(nb_ctx *ctx, nb_node *n, nb_tensor *dout, nb_tensor **din) {
+    double p = n->f[0]; /* dout p x^(p-1); 0 for p == 0 */
+    din[0] = p == 0 ? nb_scale(ctx, dout, 0.0)
+                    : nb_mul(ctx, dout, nb_scale(ctx, nb_pow(ctx, n->in[0], p - 1), p));
+}
+
+void nb_graph_backward_tanh(nb_ctx *ctx, nb_node *n, nb_tensor *dout, nb_tensor **din) {
+    nb_tensor *y = n->out; /* dout (1 - y^2) */
+    din[0] = nb_mul(ctx, dout, nb_add_scalar(ctx, nb_neg(ctx, nb_mul(ctx, y, y)), 1.0));
+}
+
+void nb_graph_backward_sigmoid(nb_ctx *ctx, nb_node *n, nb_tensor *dout, nb_tensor **din) {
+    nb_tensor *y = n->out; /* dout y (1 - y) */
+    din[0] = nb_mul(ctx, dout, nb_mul(ctx, y, nb_add_scalar(ctx, nb_neg(ctx, y), 1.0)));
+}
+
+void nb_graph_backward_erf(nb_ctx *ctx, nb_node *n, nb_tensor *dout, nb_tensor **din) {
+    nb_tensor *x = n->in[0]; /* dout 2/sqrt(pi) e^(-x^2) */
+    nb_tensor *e = nb_exp(ctx, nb_neg(ctx, nb_mul(ctx, x, x)));
+    din[0] = nb_mul(ctx, dout, nb_scale(ctx, e, 1.1283791670955126));
+}
+
+/* relu's derivative, the step [x > 0], is a constant: its own derivative is
+ * 0 wherever it is defined. */
+void nb_graph_backward_relu(nb_ctx *ctx, nb_node *n, nb_tensor *dout, nb_tensor **din) {
+    nb_tensor *x = n->in[0];
+    nb_tensor *step = nb_zeros(ctx, x->dtype, x->ndim, x->shape);
+    if (!step) return;
+    for (size_t i = 0; i < x->numel; i++)
+        if (nb_get(x, i) > 0) nb_set(step, i, 1.0);
+    din[0] = nb_mul(ctx, dout, step);
+}
+
+/* GELU's derivative written with ops: erf's form
+ *   d = Phi(x) + x phi(x),  Phi(x) = (1 + erf(x / sqrt 2)) / 2,
+ *   phi(x) = e^(-x^2/2) / sqrt(2 pi);
+ * the tanh form, with u = c (x + k x^3), t = tanh u,
+ *   d = (1 + t) / 2 + x (1 - t^2) c (1 + 3 k x^2) / 2. */
+void nb_graph_backward_gelu(nb_ctx *ctx, nb_node *n, nb_tensor *dout, nb_tensor **din) {
+    nb_tensor *x = n->in[0], *d;
+    if ((int)n->i[0] == NB_GELU_TANH) {
+        const double c = 0.7978845608028654, k = 0.044715;
+        nb_tensor *x2 = nb_mul(ctx, x, x);
+        nb_tensor *u = nb_scale(ctx, nb_add(ctx, x, nb_scale(ctx, nb_mul(ctx, x2, x), k)), c);
+        nb_tensor *t = nb_tanh(ctx, u);
+        nb_tensor *half_1pt = nb_scale(ctx, nb_add_scalar(ctx, t, 1.0), 0.5);
+        nb_tensor *sech2 = nb_add_scalar(ctx, nb_neg(ctx, nb_mul(ctx, t, t)), 1.0);
+        nb_tensor *du = nb_scale(ctx, nb_add_scalar(ctx, nb_scale(ctx, x2, 3 * k), 1.0), 0.5 * c);
+        d = nb_add(ctx, half_1pt, nb_mul(ctx, x, nb_mul(ctx, sech2, du)));
+    } else {
+        nb_tensor *cdf = nb_scale(ctx, nb_add_scalar(ctx, nb_erf(ctx, nb_scale(ctx, x, 0.7071067811865476)), 1.0), 0.5);
+        nb_tensor *pdf = nb_scale(ctx, nb_exp(ctx, nb_scale(ctx, nb_mul(ctx, x, x), -0.5)),
+                                  0.3989422804014327);
+        d = nb_add(ctx, cdf, nb_mul(ctx, x, pdf));
+    }
+    din[0] = nb_mul(ctx, dout, d);
 }

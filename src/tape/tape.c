@@ -146,6 +146,9 @@ int nb_node_num_inputs(const nb_node *n) { return n ? n->n_in : 0; }
 nb_tensor *nb_node_output(const nb_node *n) { return n ? n->out : NULL; }
 void *nb_node_userdata(const nb_node *n) { return n ? n->userdata : NULL; }
 const char *nb_node_name(const nb_node *n) { return n ? n->name : NULL; }
+void nb_node_set_graph_backward(nb_node *n, nb_graph_backward_fn fn) {
+    if (n) n->graph_backward = fn;
+}
 
 /* The zeroed buffer is the fresh one cleared: one place decides where a
  * gradient's memory comes from (a handed-back buffer, else the arena). */
@@ -157,13 +160,13 @@ void *nb_grad_buffer(nb_ctx *ctx, nb_tensor *t) {
 }
 
 void *nb_grad_buffer_fresh(nb_ctx *ctx, nb_tensor *t, bool *fresh) {
-    NB_UNUSED(ctx);
     *fresh = false;
     if (!t || !t->requires_grad) return NULL;
     if (t->grad) return t->grad;
     size_t bytes = t->numel * nb_dtype_size(t->dtype);
-    void *g = t->owner && t->owner->free_grads ? nb_ctx_reuse(t->owner, bytes) : NULL;
-    if (!g) g = nb_ctx_alloc_raw(t->owner, bytes);
+    nb_ctx *home = ctx && ctx->grad_local ? ctx : t->owner;
+    void *g = home && home->free_grads ? nb_ctx_reuse(home, bytes) : NULL;
+    if (!g) g = nb_ctx_alloc_raw(home, bytes);
     if (!g) return NULL;
     t->grad = g;
     *fresh = true;

@@ -13,6 +13,9 @@ struct nb_node {
     int op;                  /* nb_op; NB_OP_CUSTOM for user ops */
     const char *name;        /* op name shown in dumps and errors */
     nb_backward_fn backward; /* the op's local rule */
+    nb_graph_backward_fn graph_backward; /* a custom op's rule from ops (nb_grad's
+                                            create_graph); built-in ops use their
+                                            nb_graph_backward_<name> */
     nb_tensor *out;
     int n_in;
     nb_tensor **in;          /* n_in inputs (points at in_small when they fit) */

@@ -194,6 +194,7 @@ def op_cases():
     c("exp_extreme", "exp", lambda d: [torch.tensor([[-200.0, -40.0, -12.0], [12.0, 40.0, 80.0]])],
       torch.exp)
     c("relu", "relu", lambda d: [d.away(2, 3, 4)], torch.relu)
+    c("erf", "erf", lambda d: [d.normal(2, 3, 4) * 1.5], torch.erf)
     c("relu_at_zero", "relu", lambda d: [torch.tensor([[0.0, -1.5, 2.0], [0.0, 0.5, -0.0]])],
       torch.relu)  # gradient 0 at 0, as PyTorch's threshold_backward
     c("gelu_none", "gelu", lambda d: [d.normal(2, 3, 4) * 2],
