@@ -179,10 +179,12 @@ $(TEST_BIN): $(TEST_SRC) $(B)/tests/suites.h $(LIB_A) $(SUPPORT_OBJ) $(HDR) $(SU
 	  -DNB_SOURCE_DIR='"$(CURDIR)"' $(TEST_SRC) -o $@ $(LDFLAGS) $(SUPPORT_OBJ) $(LIB_A) $(CHECK_LIBS) $(CJSON_LIBS) $(NB_LIBS)
 
 # The suites that run built programs (examples, nabla-train) find them
-# through NB_BUILD_DIR.
+# through NB_BUILD_DIR. Then: every public function has a bad-input case,
+# and no file or function is over the length limits (layout_check.py).
 test: $(DEPS_OK) all $(TEST_BIN)
 	NB_BUILD_DIR=$(abspath $(B)) NB_CC="$(CC)" $(TEST_BIN)
 	python3 tools/test/matrix_coverage.py
+	python3 tools/test/layout_check.py
 
 # Tests too big for `make test` (tests/slow/): the 124M GPT checkpoint with
 # AdamW state (~5 GB of memory, a 2 GB temporary file).

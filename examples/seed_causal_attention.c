@@ -26,6 +26,10 @@ static bool same_values(const nb_tensor *a, const nb_tensor *b) {
     return true;
 }
 
+/* Seed 004's steps in its order: the scores, the causal mask, softmax,
+ * dropout, then CausalAttention in train and eval mode.
+ * Long: a walkthrough read top to bottom beside the notebook, each step
+ * printed as it is built from the ones before. */
 int main(int argc, char **argv) {
     int rc = example_args(argc, argv,
                           "usage: seed_causal_attention [--help]\n"

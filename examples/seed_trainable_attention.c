@@ -35,6 +35,10 @@ static nb_tensor *vecmat(nb_ctx *ctx, nb_tensor *v, nb_tensor *m) {
     return nb_reshape(ctx, r, NB_SHAPE(m->shape[1]));
 }
 
+/* The notebooks' steps in their order: projections, scores, scaled
+ * softmax, context vectors, then the SelfAttention_v1 and _v2 modules.
+ * Long: a walkthrough read top to bottom beside the notebooks, each step
+ * printed as it is built from the ones before. */
 int main(int argc, char **argv) {
     int rc = example_args(argc, argv,
                           "usage: seed_trainable_attention [--help]\n"

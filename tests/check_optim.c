@@ -659,6 +659,10 @@ START_TEST(test_state_export_errors) {
 END_TEST
 
 /* ---- state import ------------------------------------------------------------ */
+/* Each way a state can be wrong is refused with its message, and after all
+ * of them the optimizer's state is still the one it had.
+ * Long: a list of bad states against one optimizer, whose state is compared
+ * at the end; splitting it would lose that final check. */
 START_TEST(test_load_state_errors_change_nothing) {
     nb_ctx *ctx = nb_ctx_new(0), *ck = nb_ctx_new(0);
     nb_tensor_list l;

@@ -229,7 +229,10 @@ static void check_tile_rows(const nb_vec_kernels *v) {
 }
 
 /* Kernel set v against the portable one, on every length from 0 to 40 (each
- * tail) and 1000, including -inf inputs to exp. */
+ * tail) and 1000, including -inf inputs to exp.
+ * Long: one loop over the lengths, each kernel checked in turn on the same
+ * buffers and random stream; the checks read what the ones before them
+ * left (the stream's state, the drawn bits and keep masks, a1 and a2). */
 static void check_vec_set(const nb_vec_kernels *v) {
     check_transpose(v);
     check_tile_rows(v);

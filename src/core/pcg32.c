@@ -24,7 +24,7 @@ uint32_t nb_pcg32_next(nb_pcg32 *rng) {
 /* The state k steps on is s_k = A_k s + C_k with A_k = MULT^k and
  * C_k = inc (MULT^(k-1) + ... + 1), all mod 2^64. Four draws are computed
  * from one state with A_1..A_3, and the state jumps by A_4: the multiplies
- * no longer wait on each other, and the bits are those of nb_pcg32_next. */
+ * do not wait on each other, and the bits are those of nb_pcg32_next. */
 void nb_pcg32_fill(nb_pcg32 *rng, uint32_t *out, size_t n) {
     if (!rng || !out) return;
     uint64_t a1 = PCG_MULT, c1 = rng->inc;

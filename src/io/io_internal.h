@@ -4,6 +4,49 @@
 
 #include "core/core_internal.h"
 
+/* ---- safetensors format facts (safetensors.c), shared by the writer
+ * (safetensors_save.c) and the reader (safetensors_load.c) ---------------- */
+#define NB_ST_META_KEY "__metadata__" /* the header key that holds the metadata */
+
+typedef struct nb_st_dtype {
+    const char *name; /* as written in the header */
+    size_t size;      /* bytes per element in the file */
+    nb_dtype loads_as;
+} nb_st_dtype;
+
+/* Every nb_dtype is its own file dtype (indexed by its value when saving);
+ * F16 and BF16 only load, as F32. */
+enum {
+    NB_ST_F32 = NB_F32,
+    NB_ST_F64 = NB_F64,
+    NB_ST_I64 = NB_I64,
+    NB_ST_BOOL = NB_BOOL,
+    NB_ST_F16 = NB_DTYPE_COUNT,
+    NB_ST_BF16,
+    NB_ST_DTYPE_COUNT
+};
+NB_HIDDEN extern const nb_st_dtype nb_st_dtypes[NB_ST_DTYPE_COUNT];
+
+/* The index in nb_st_dtypes of the dtype called `name`, or -1. */
+NB_HIDDEN int nb_st_dtype_find(const char *name);
+
+NB_HIDDEN bool nb_st_host_is_little_endian(void);
+
+/* Reverses the bytes of each `width`-byte element of p[0..n). */
+NB_HIDDEN void nb_st_swap_elements(unsigned char *p, size_t n, size_t width);
+
+/* Where s[0..n) stops being UTF-8 (overlong forms, surrogates and code
+ * points past U+10FFFF count as invalid), or n when it is all valid. */
+NB_HIDDEN size_t nb_st_utf8_invalid_at(const unsigned char *s, size_t n);
+
+/* Whether the NUL-terminated s is all valid UTF-8. */
+NB_HIDDEN bool nb_st_utf8_valid(const char *s);
+
+/* Looks for a string that occurs twice in s[0..n) (sorting a copy, so large
+ * metadata stays O(n log n)). 1 with *dup set, 0 when all differ, -1 when out
+ * of memory. */
+NB_HIDDEN int nb_st_find_duplicate(const char *const *s, size_t n, const char **dup);
+
 /* ---- file errors (safetensors.c) -------------------------------------------- */
 /* Records "<op>: <path>: <message>" on ctx (the message printf-formatted;
  * "(NULL path)" for a NULL path) and returns s. Used by safetensors and

@@ -238,9 +238,9 @@ void nb_gemm_float(float *c, const float *a, int64_t ars, int64_t acs, const flo
 /* ---- one float gemm on every thread ---------------------------------------------
  * Split over c's rows in whole slivers of the kernel's MR rows. With the
  * packed kernel, b is packed once by the calling thread and every thread
- * reads that copy: before, each chunk of rows packed all of b again, which
- * for a linear layer's (768, 128) x (128, 128) cost as much as the second
- * core saved. */
+ * reads that copy: packing all of b again for each chunk of rows would, for
+ * a linear layer's (768, 128) x (128, 128), cost as much as the second core
+ * saves. */
 typedef struct gemm_par_job {
     const nb_sgemm_kernel *k; /* NULL: each range calls nb_gemm_float */
     float *c;

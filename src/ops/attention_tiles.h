@@ -220,7 +220,10 @@ NB_HOT static void SDPA_FN(sdpa_forward_tile)(const sdpa_job *J, int64_t b, int6
  * forward's output O and lse. dQ, dK, dV collect in this head's contiguous
  * scratch (Tq, hd), (Tk, hd), (Tk, hdv), then are added into the gradients
  * (K^T and V^T are copied next to them first);
- * one thread owns the whole head, so the order of every sum is fixed. */
+ * one thread owns the whole head, so the order of every sum is fixed.
+ * Long: the tile loop nest is one piece: each step of a tile reads the
+ * tile buffers (p, dp, dd, lim, nc) the steps before it filled, on the
+ * stack of this function, and the equations above map onto it in order. */
 NB_HOT static void SDPA_FN(sdpa_backward_head)(const sdpa_job *J, int64_t b, int64_t h) {
     typedef SDPA_T T;
     const int64_t H = J->H, Tq = J->Tq, Tk = J->Tk, hd = J->hd, hdv = J->hdv;

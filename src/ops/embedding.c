@@ -21,33 +21,35 @@ static void index_str(const nb_tensor *t, size_t p, char *buf, size_t n) {
 
 static void embedding_backward(nb_ctx *ctx, nb_node *n); /* below, after the forward */
 
-nb_tensor *nb_embedding(nb_ctx *ctx, nb_tensor *weight, const nb_tensor *ids) {
-    const char *op = nb_op_name(NB_OP_EMBEDDING);
+/* Checks embedding's arguments, every id against weight's rows included;
+ * false with the error on ctx. */
+static bool embedding_check(nb_ctx *ctx, const char *op, nb_tensor *weight,
+                            const nb_tensor *ids) {
     static const char *const names[1] = {"weight"};
     static const bool optional[1] = {false};
-    if (!nb_check_named_inputs(ctx, op, 1, &weight, names, optional)) return NULL;
+    if (!nb_check_named_inputs(ctx, op, 1, &weight, names, optional)) return false;
     char sw[64], si[64];
     if (!ids) {
         nb_ctx_fail(ctx, NB_ERR_NULL, "%s: ids is NULL", op);
-        return NULL;
+        return false;
     }
-    if (!nb_check_live(ctx, op, 1, &ids)) return NULL;
+    if (!nb_check_live(ctx, op, 1, &ids)) return false;
     if (weight->ndim != 2) {
         nb_ctx_fail(ctx, NB_ERR_SHAPE,
                     "%s: weight %s has %d dims, expected 2 (num_embeddings, embedding_dim)", op,
                     nb_shape_str(weight, sw, sizeof sw), weight->ndim);
-        return NULL;
+        return false;
     }
     if (ids->dtype != NB_I64) {
         nb_ctx_fail(ctx, NB_ERR_DTYPE, "%s: ids %s are %s, expected i64", op,
                     nb_shape_str(ids, si, sizeof si), nb_dtype_name(ids->dtype));
-        return NULL;
+        return false;
     }
     if (ids->ndim > NB_MAX_DIMS - 1) {
         nb_ctx_fail(ctx, NB_ERR_SIZE,
                     "%s: ids %s have %d dims, expected at most %d (the result adds one)", op,
                     nb_shape_str(ids, si, sizeof si), ids->ndim, NB_MAX_DIMS - 1);
-        return NULL;
+        return false;
     }
     const int64_t *id = ids->data;
     int64_t num = weight->shape[0];
@@ -59,9 +61,15 @@ nb_tensor *nb_embedding(nb_ctx *ctx, nb_tensor *weight, const nb_tensor *ids) {
                         "%s: ids%s = %lld is out of range for weight %s: expected 0 <= id < %lld",
                         op, pos, (long long)id[p], nb_shape_str(weight, sw, sizeof sw),
                         (long long)num);
-            return NULL;
+            return false;
         }
     }
+    return true;
+}
+
+nb_tensor *nb_embedding(nb_ctx *ctx, nb_tensor *weight, const nb_tensor *ids) {
+    if (!embedding_check(ctx, nb_op_name(NB_OP_EMBEDDING), weight, ids)) return NULL;
+    const int64_t *id = ids->data;
     int64_t shape[NB_MAX_DIMS];
     for (int d = 0; d < ids->ndim; d++) shape[d] = ids->shape[d];
     shape[ids->ndim] = weight->shape[1];

@@ -219,7 +219,7 @@ static void ln_bwd_rows(void *arg, int64_t lo, int64_t hi) {
 /* dw, db for columns [lo, hi), 64 at a time: each column's sum runs over
  * the rows in order from its old value, in a local array that is written
  * back once, so two threads' neighbouring columns never share a cache line
- * row after row (they did when dw itself took every row's add). */
+ * row after row (as they would if every row's add went into dw itself). */
 enum { LN_COLS = 64 };
 NB_HOT static void ln_bwd_cols(void *arg, int64_t lo, int64_t hi) {
     const ln_job *j = arg;

@@ -1,6 +1,6 @@
 /* ops/mask.c - masked_fill and causal_fill: set chosen elements to a constant
  * (usually -inf before a softmax). The gradient passes through the elements
- * that were kept and is zero at the filled ones, which no longer depend on
+ * that were kept and is zero at the filled ones, which do not depend on
  * the input. */
 #include "ops/ops_internal.h"
 

@@ -311,10 +311,10 @@ static void gelu_tanh_backward_fast(nb_ctx *ctx, nb_node *n) {
 /* A small float32 GELU on the tape keeps gelu'(x) from its forward (one
  * pass computes y and d), so its backward is dx = dy * d instead of a
  * second erf or tanh: in the tiny GPT (16K elements a layer) that recompute
- * was some 7% of a training step. Above GELU_SAVE_MAX elements the saved
- * buffer would cost memory (the cpu-baby GPT: 1.5 MB a layer, which its
- * 60 MB peak-RSS target has no room for) while the recompute is a smaller
- * share of the step, so larger GELUs recompute. The bits are the same
+ * is some 7% of a training step. Above GELU_SAVE_MAX elements the saved
+ * buffer is a real cost in memory (1.5 MB a layer in the cpu-baby GPT, held
+ * from the forward to the backward) while the recompute is a smaller share
+ * of the step, so larger GELUs recompute. The bits are the same
  * either way: d is the value gelu_bwd multiplies dy by. */
 #define GELU_SAVE_MAX ((size_t)1 << 16)
 #define GELU_SAVED_GRAIN 16384 /* a multiply per element: small ones stay inline */

@@ -27,6 +27,10 @@ static void check(dp_comm *m, int ok_here, const char *what) {
 
 static double value(int rank, size_t i) { return sin((double)i * 0.37 + rank) * (1.0 + rank); }
 
+/* Every check in turn, each reported by check().
+ * Long: the checks share their tensors and lists (each later one reuses the
+ * gradients and lists set up before it), and every rank must run the same
+ * collective calls in the same order; read top to bottom. */
 int main(int argc, char **argv) {
     dp_comm m;
     if (dp_init(&argc, &argv, &m)) return 1;

@@ -1,6 +1,7 @@
 #!/bin/sh
 # make bench-gpt: nabla-gpt bench against PyTorch's reference GPT
-# (tools/bench/bench_torch_gpt.py) on the configs of issue 9, both layouts:
+# (tools/bench/bench_torch_gpt.py) on two configs, both layouts, each with
+# its target ratio (nabla ms/step over PyTorch's):
 #   tiny      n_layer/n_head/n_embd 2/2/32,  block_size 16 x batch_size 8
 #   cpu-baby  4/4/128 (nanoGPT's CPU config), block_size 64 x batch_size 12
 # nabla's figure is its best of 1 and 2 threads, PyTorch's its best of 1

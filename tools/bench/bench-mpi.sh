@@ -11,16 +11,14 @@
 # iteration time in log.jsonl of ITERS (200) iterations after 5 of warm-up.
 # This machine's two vCPUs slow down in spells of a few seconds. A run of
 # 200 iterations (some 9 s) spans several spells, so its median reflects the
-# machine over them; at 80 (3.5 s, about a spell) a run's figure swung by
-# 20% on whether it fell in one. The four runs go in ROUNDS (5) rounds, one
+# machine over them; at 80 (3.5 s, about a spell) a run's figure swings by
+# 20% on whether it falls in one. The four runs go in ROUNDS (5) rounds, one
 # after another, and each round's figures and ratios are printed. The verdict
 # is medians over the rounds: of each configuration's tokens/s, and of each
 # round's ratios (2 ranks over 1 rank, 2 ranks over 2 threads), which compare
-# runs a minute apart. The best of each configuration's rounds, used before,
-# let one lucky round decide: on 2026-11-25 a 2-thread round measured 2.09x
-# the 1-rank figure (the ranks' own best was 1.96x) and made that run's
-# verdict 0.94x, while the ranks were faster in 11 of the 14 rounds kept
-# that day.
+# runs a minute apart. Medians, not each configuration's best round: with the
+# best, one lucky 2-thread round can outdo the ranks' best and turn the
+# verdict, even when the ranks are faster in most rounds.
 # The 2-thread process's layout is the one with the higher median over the
 # rounds; the faster layout of each round (the better of two noisy runs,
 # against one for the ranks) is printed beside it.

@@ -99,7 +99,7 @@ int dp_average(dp_comm *m, const nb_tensor_list *l, bool grads);
  * nb_set_guest_threads), which takes a share of that rank's ops on the
  * idle core, and sleeps until the last rank arrives. The work is shared as
  * among one process's threads, so the bits do not change; what changes is
- * that one slowed core no longer holds every rank back by all of its delay.
+ * that one slowed core does not hold every rank back by all of its delay.
  * Linux only (futexes on the shared window). */
 int dp_share_grads(dp_comm *m, const nb_tensor_list *l);
 /* Copies the shared gradients back into their own buffers and frees the

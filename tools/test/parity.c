@@ -750,6 +750,44 @@ static bool backward(run *R, const outs *o) {
 
 /* ---- cases --------------------------------------------------------------------------- */
 
+/* Compares every reference tensor of the fixture with nabla's (outputs
+ * "out*", input gradients "grad.<k>", parameter gradients
+ * "grad.param.<name>"), and fails the case for anything nabla made that has
+ * no reference. */
+static void compare_all(run *R, const outs *o, nb_tensor *const *in, int n_in,
+                        const nb_tensor_list *params) {
+    char name[64];
+    for (int i = 0; i < R->fix.n; i++) {
+        const char *fname = nb_list_name(&R->fix, i);
+        const nb_tensor *want = nb_list_tensor(&R->fix, i);
+        if (starts_with(fname, "out")) {
+            const nb_tensor *got = NULL;
+            for (int k = 0; k < o->n; k++)
+                if (strcmp(o->name[k], fname) == 0) got = o->t[k];
+            compare(R, fname, got, false, want);
+        } else if (starts_with(fname, "grad.param.")) {
+            compare(R, fname, params ? nb_list_get(params, fname + 11) : NULL, true, want);
+        } else if (starts_with(fname, "grad.")) {
+            char *end;
+            long k = strtol(fname + 5, &end, 10);
+            compare(R, fname, (!*end && k >= 0 && k < n_in) ? in[k] : NULL, true, want);
+        }
+    }
+    for (int k = 0; k < o->n; k++)
+        if (!nb_list_get(&R->fix, o->name[k]))
+            fail(R, "nabla's output '%s' has no PyTorch reference", o->name[k]);
+    for (int k = 0; k < n_in; k++) {
+        snprintf(name, sizeof name, "grad.%d", k);
+        if (in[k]->requires_grad && !nb_list_get(&R->fix, name))
+            fail(R, "input %d has no reference gradient %s", k, name);
+    }
+    for (int k = 0; params && k < params->n; k++) {
+        snprintf(name, sizeof name, "grad.param.%s", nb_list_name(params, k));
+        if (!nb_list_get(&R->fix, name))
+            fail(R, "parameter '%s' has no reference gradient", nb_list_name(params, k));
+    }
+}
+
 static bool run_op_or_module(run *R, bool module) {
     const char *what = meta(R, module ? "module" : "op");
     if (!what) {
@@ -802,36 +840,7 @@ static bool run_op_or_module(run *R, bool module) {
         if (!o.t[k]) return fail(R, "nabla gave no '%s'", o.name[k]);
     if (!backward(R, &o)) return false;
 
-    /* every reference tensor against nabla's, and nothing left unmatched */
-    for (int i = 0; i < R->fix.n; i++) {
-        const char *fname = nb_list_name(&R->fix, i);
-        const nb_tensor *want = nb_list_tensor(&R->fix, i);
-        if (starts_with(fname, "out")) {
-            const nb_tensor *got = NULL;
-            for (int k = 0; k < o.n; k++)
-                if (strcmp(o.name[k], fname) == 0) got = o.t[k];
-            compare(R, fname, got, false, want);
-        } else if (starts_with(fname, "grad.param.")) {
-            compare(R, fname, params ? nb_list_get(params, fname + 11) : NULL, true, want);
-        } else if (starts_with(fname, "grad.")) {
-            char *end;
-            long k = strtol(fname + 5, &end, 10);
-            compare(R, fname, (!*end && k >= 0 && k < n_in) ? in[k] : NULL, true, want);
-        }
-    }
-    for (int k = 0; k < o.n; k++)
-        if (!nb_list_get(&R->fix, o.name[k]))
-            fail(R, "nabla's output '%s' has no PyTorch reference", o.name[k]);
-    for (int k = 0; k < n_in; k++) {
-        snprintf(name, sizeof name, "grad.%d", k);
-        if (in[k]->requires_grad && !nb_list_get(&R->fix, name))
-            fail(R, "input %d has no reference gradient %s", k, name);
-    }
-    for (int k = 0; params && k < params->n; k++) {
-        snprintf(name, sizeof name, "grad.param.%s", nb_list_name(params, k));
-        if (!nb_list_get(&R->fix, name))
-            fail(R, "parameter '%s' has no reference gradient", nb_list_name(params, k));
-    }
+    compare_all(R, &o, in, n_in, params);
     return R->r->passed;
 }
 

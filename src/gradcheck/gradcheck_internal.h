@@ -1,0 +1,44 @@
+/* gradcheck/gradcheck_internal.h - what the gradient check (gradcheck.c),
+ * its search for the op to blame (blame.c) and its result message
+ * (message.c) share: the state of one check. */
+#ifndef NB_GRADCHECK_INTERNAL_H
+#define NB_GRADCHECK_INTERNAL_H
+
+#include "tape/tape_internal.h"
+
+/* One check of f: its inputs as float64 leaves, and the two contexts. */
+typedef struct gc {
+    nb_gradcheck_fn f;
+    void *user;
+    int n_in;        /* inputs, then listed parameters */
+    int n_user;      /* how many of them are f's inputs (in[]) */
+    const nb_tensor_list *params; /* the listed parameters, or NULL */
+    nb_tensor *saved; /* each parameter's own struct while it is rebound */
+    int n_bound;      /* how many parameters are rebound */
+    nb_tensor **x;   /* float64 copies (leaves) of the inputs; rebound parameters */
+    bool *check;     /* which inputs are differentiated */
+    nb_ctx *leaves;  /* owns x */
+    nb_ctx *work;    /* reset for every evaluation */
+    nb_gradcheck_result *res;
+    double **worst_u; /* fast mode: the worst direction's u per input (NULL: not moved) */
+    double *worst_v;  /* ... and its v, one per output element */
+} gc;
+
+/* Evaluates f on the current x, on g->work reset first, with gradients
+ * recorded or not; returns the output, or NULL when f failed or returned
+ * something other than f64 (the error is on g->work). */
+NB_HIDDEN nb_tensor *nb_gc_eval(gc *g, bool with_grad);
+
+/* blame.c: fills res->blame_* with the op whose backward disagrees with
+ * finite differences (and sets *y_untracked when the output is not on the
+ * tape). `failed`: the check failed, so its worst direction is replayed
+ * first. The inputs are left as they were. */
+NB_HIDDEN nb_status nb_gc_blame(gc *g, const nb_gradcheck_opts *o, bool failed,
+                                bool *y_untracked);
+
+/* message.c: res->message from the finished check and blame (bst is the
+ * blame search's status). */
+NB_HIDDEN void nb_gc_write_message(const gc *g, const nb_gradcheck_opts *o, bool y_untracked,
+                                   nb_status bst);
+
+#endif
