@@ -355,8 +355,23 @@ static const mod_case modules[] = {
 static nb_tensor *draw(nb_ctx *ctx, const in_spec *s, nb_pcg32 *rng);
 
 /* Checks one module case; returns its gradcheck status. */
+typedef nb_status (*check_fn)(nb_gradcheck_fn f, void *user, const nb_tensor_list *params,
+                              int n_in, nb_tensor *const *in, const nb_gradcheck_opts *opts,
+                              nb_gradcheck_result *res);
+
+/* One line: both orders' worst errors and the verdict; the failing
+ * check's message below it. */
+static void report(const char *op, const char *what, bool ok1, const nb_gradcheck_result *r1,
+                   bool ok2, const nb_gradcheck_result *r2, const char *err) {
+    printf("%-17s %-34s %-12.3g %-6s %-12.3g %s\n", op, what, ok1 ? r1->max_abs_err : NAN,
+           ok1 ? "PASS" : "FAIL", ok2 ? r2->max_abs_err : NAN, ok2 ? "PASS" : "FAIL");
+    if (err) printf("    %s\n", err);
+    else if (!ok1) printf("    %s\n", r1->message);
+    else if (!ok2) printf("    %s\n", r2->message);
+}
+
 static nb_status check_module(const mod_case *c, nb_pcg32 *rng, nb_ctx *ctx,
-                              nb_gradcheck_result *r) {
+                              nb_gradcheck_result *r, check_fn check) {
     static mod_run run;
     static nb_pcg32 drop_rng;
     memset(&run, 0, sizeof run);
@@ -370,7 +385,7 @@ static nb_status check_module(const mod_case *c, nb_pcg32 *rng, nb_ctx *ctx,
     nb_tensor *x = draw(ctx, &c->x, rng);
     if (x && x->dtype == NB_F64) nb_requires_grad(x); /* x too, beside every parameter */
     if (nb_ctx_error(ctx)) return nb_ctx_status(ctx);
-    return nb_gradcheck_params(f_module, &run, c->params(&run.m), 1, &x, NULL, r);
+    return check(f_module, &run, c->params(&run.m), 1, &x, NULL, r);
 }
 
 static nb_tensor *draw(nb_ctx *ctx, const in_spec *s, nb_pcg32 *rng) {
@@ -425,7 +440,8 @@ int main(int argc, char **argv) {
     nb_pcg32 rng;
     nb_pcg32_seed(&rng, 2024, 1);
     int passed = 0, failed = 0;
-    printf("%-17s %-34s %-12s %s\n", "op", "case", "max |error|", "result");
+    printf("%-17s %-34s %-12s %-6s %-12s %s\n", "op", "case", "1st order", "", "2nd order",
+           "result");
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         const gc_case *c = &cases[k];
         if (only && strcmp(only, c->op) != 0) continue;
@@ -434,29 +450,27 @@ int main(int argc, char **argv) {
         for (int i = 0; i < c->n_in; i++) in[i] = draw(ctx, &c->in[i], &rng);
         nb_gradcheck_opts o = nb_gradcheck_defaults();
         o.fast = c->fast;
-        nb_gradcheck_result r;
-        nb_status st = nb_ctx_error(ctx) ? nb_ctx_status(ctx)
-                                         : nb_gradcheck(c->fn, NULL, c->n_in, in, &o, &r);
-        bool ok = st == NB_OK;
-        printf("%-17s %-34s %-12.3g %s\n", c->op, c->what, ok ? r.max_abs_err : NAN,
-               ok ? "PASS" : "FAIL");
-        if (!ok) printf("    %s\n", nb_ctx_error(ctx) ? nb_ctx_error(ctx) : r.message);
-        ok ? passed++ : failed++;
+        nb_gradcheck_result r1, r2;
+        bool bad_in = nb_ctx_error(ctx) != NULL;
+        bool ok1 = !bad_in && nb_gradcheck(c->fn, NULL, c->n_in, in, &o, &r1) == NB_OK;
+        bool ok2 = !bad_in && nb_gradgradcheck(c->fn, NULL, c->n_in, in, &o, &r2) == NB_OK;
+        report(c->op, c->what, ok1, &r1, ok2, &r2, bad_in ? nb_ctx_error(ctx) : NULL);
+        ok1 && ok2 ? passed++ : failed++;
         nb_ctx_free(ctx);
     }
     for (size_t k = 0; k < sizeof modules / sizeof modules[0]; k++) {
         const mod_case *c = &modules[k];
         if (only && strcmp(only, c->name) != 0) continue;
-        nb_ctx *ctx = nb_ctx_new(0);
-        nb_gradcheck_result r;
-        memset(&r, 0, sizeof r);
-        nb_status st = check_module(c, &rng, ctx, &r);
-        bool ok = st == NB_OK;
-        printf("%-17s %-34s %-12.3g %s\n", c->name, c->what, ok ? r.max_abs_err : NAN,
-               ok ? "PASS" : "FAIL");
-        if (!ok) printf("    %s\n", nb_ctx_error(ctx) ? nb_ctx_error(ctx) : r.message);
-        ok ? passed++ : failed++;
-        nb_ctx_free(ctx);
+        nb_ctx *ctx = nb_ctx_new(0), *ctx2 = nb_ctx_new(0);
+        nb_gradcheck_result r1, r2;
+        memset(&r1, 0, sizeof r1), memset(&r2, 0, sizeof r2);
+        nb_pcg32 rng2 = rng; /* the second check draws the same x */
+        bool ok1 = check_module(c, &rng, ctx, &r1, nb_gradcheck_params) == NB_OK;
+        bool ok2 = check_module(c, &rng2, ctx2, &r2, nb_gradgradcheck_params) == NB_OK;
+        const char *e = nb_ctx_error(ctx) ? nb_ctx_error(ctx) : nb_ctx_error(ctx2);
+        report(c->name, c->what, ok1, &r1, ok2, &r2, e);
+        ok1 && ok2 ? passed++ : failed++;
+        nb_ctx_free(ctx), nb_ctx_free(ctx2);
     }
     if (only && passed + failed == 0) {
         fprintf(stderr, "nabla-gradcheck: no op or module is called '%s'\n", only);

@@ -110,8 +110,13 @@ static double node_disagrees(agree *a, nb_node *n, int *which) {
     double worst = 0;
     for (int k = 0; k < n->n_in && nb_ctx_ok(ctx); k++) {
         if (!in[k]->requires_grad || (!d1[k] && !d2[k])) continue;
+        int first = k; /* an input given twice: the shares of its slots add up */
+        for (int j = k - 1; j >= 0; j--) first = in[j] == in[k] ? j : first;
+        if (first != k) continue;
         for (size_t i = 0; i < in[k]->numel; i++) {
-            double x1 = d1[k] ? nb_get(d1[k], i) : 0, x2 = d2[k] ? nb_get(d2[k], i) : 0;
+            double x1 = d1[k] ? nb_get(d1[k], i) : 0, x2 = 0;
+            for (int j = k; j < n->n_in; j++)
+                if (in[j] == in[k] && d2[j]) x2 += nb_get(d2[j], i);
             double err = fabs(x1 - x2), tol = a->atol + a->rtol * fabs(x1);
             if (err > tol && err > worst) worst = err, *which = k;
         }
@@ -122,17 +127,19 @@ static double node_disagrees(agree *a, nb_node *n, int *which) {
 /* Names the latest node of f's tape at x whose graph backward disagrees
  * with its local rule; fills res's blame fields and message. true when one
  * was found. */
-static bool blame_graph(const gg *c, int n_all, nb_tensor *const *x, const nb_gradcheck_opts *o,
-                        nb_gradcheck_result *res) {
+static bool blame_graph(const gg *c, nb_tensor *const *x, const nb_tensor_list *params,
+                        const nb_gradcheck_opts *o, nb_gradcheck_result *res) {
     agree a = {.ctx = nb_ctx_new(0), .atol = o->atol, .rtol = o->rtol};
     if (!a.ctx) return false;
     nb_pcg32_seed(&a.rng, o->seed, 77);
+    int n_all = c->n_x + c->n_par;
     nb_tensor **xs = nb_ctx_alloc(a.ctx, (size_t)(n_all ? n_all : 1) * sizeof *xs);
     bool found = false;
-    for (int i = 0; xs && i < n_all; i++) {
-        xs[i] = nb_copy(a.ctx, x[i], x[i]->dtype == NB_F32 ? NB_F64 : x[i]->dtype);
+    for (int i = 0; xs && i < c->n_x; i++) {
+        xs[i] = nb_copy(a.ctx, x[i], x[i]->dtype);
         if (xs[i] && x[i]->requires_grad) nb_requires_grad(xs[i]);
     }
+    for (int k = 0; xs && k < c->n_par; k++) xs[c->n_x + k] = params->t[k]; /* f reads them in place */
     nb_tensor *y = xs && nb_ctx_ok(a.ctx) ? c->f(a.ctx, xs, c->user) : NULL;
     int top = y && y->node ? y->node->index : -1;
     for (nb_node *n = a.ctx->tape; n && !found && nb_ctx_ok(a.ctx); n = n->prev) {
@@ -209,7 +216,7 @@ nb_status nb_gradgradcheck_params(nb_gradcheck_fn f, void *user, const nb_tensor
         nb_ctx_free(ctx);
         return NB_ERR_VALUE;
     }
-    if (!params && blame_graph(&c, n_in, x, &o, res)) {
+    if (blame_graph(&c, x, params, &o, res)) {
         nb_ctx_free(ctx);
         return NB_ERR_VALUE;
     }
