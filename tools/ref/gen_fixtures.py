@@ -115,8 +115,23 @@ def differentiate(outs, grad_outs, leaves):
     """Gradients of sum_k sum(outs[k] * grad_outs[k]) w.r.t. leaves (zeros for
     leaves the outputs do not depend on)."""
     gs = torch.autograd.grad([outs[k] for k in grad_outs], leaves,
-                             [grad_outs[k] for k in grad_outs], allow_unused=True)
+                             [grad_outs[k] for k in grad_outs], allow_unused=True,
+                             retain_graph=True)
     return [torch.zeros_like(l) if g is None else g for l, g in zip(leaves, gs)]
+
+
+def second_order(outs, grad_outs, leaves):
+    """Gradients w.r.t. leaves of s = sum_j sum(g_j * g_j), where g are the
+    gradients of sum_k sum(outs[k] * grad_outs[k]) taken with create_graph
+    (zeros where s does not depend on a leaf)."""
+    names = list(grad_outs)
+    g1 = torch.autograd.grad([outs[k] for k in names], leaves, [grad_outs[k] for k in names],
+                             create_graph=True, allow_unused=True)
+    terms = [(g * g).sum() for g in g1 if g is not None and g.requires_grad]
+    if not terms:
+        return [torch.zeros_like(x) for x in leaves]
+    g2 = torch.autograd.grad(sum(terms), leaves, allow_unused=True)
+    return [torch.zeros_like(x) if g is None else g.detach() for x, g in zip(leaves, g2)]
 
 
 # ---- op cases ------------------------------------------------------------------
@@ -148,6 +163,11 @@ def op_case(case, op, inputs, fn, args=None):
         for k, x in enumerate(ins):
             if x.is_floating_point():
                 tensors.append(("grad.%d" % k, next(gi).detach()))
+        if dtn == "f64":  # second order: the gradients of the gradients' squares
+            g2 = iter(second_order(outs, grad_outs, leaves))
+            for k, x in enumerate(ins):
+                if x.is_floating_point():
+                    tensors.append(("grad2.%d" % k, next(g2)))
         emit(case, dtn, "op", op, args, tensors)
 
 
@@ -393,6 +413,13 @@ def module_case(case, name, make, args, make_inputs, forward=None, extra_outs=No
                 tensors.append(("grad.%d" % k, next(gi).detach()))
         for n in pnames:
             tensors.append(("grad.param." + n, next(gi).detach()))
+        if dtn == "f64":  # second order, as for ops
+            g2 = iter(second_order({"out": out}, {"out": grad_out}, leaves + params))
+            for k, x in enumerate(ins):
+                if x.is_floating_point():
+                    tensors.append(("grad2.%d" % k, next(g2)))
+            for n in pnames:
+                tensors.append(("grad2.param." + n, next(g2)))
         emit(case, dtn, "module", name, args, tensors)
 
 

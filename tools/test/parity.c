@@ -27,7 +27,8 @@ typedef struct run {
     int n_meta;
     const char *keys[MAX_META], *values[MAX_META];
     nb_dtype dt;
-    double scale[2];    /* the error's denominators: outputs, gradients (column_scales) */
+    double scale[3];    /* the error's denominators: outputs, gradients, second-order
+                           gradients (column_scales) */
     bool bad_arg;       /* a metadata argument was missing or malformed */
     nb_pcg32 rng;       /* module inits draw from it (values are then overwritten);
                            dropout keeps a pointer to it, so it lives as long as the run */
@@ -641,13 +642,14 @@ static char *index_str(const nb_tensor *t, size_t i, char *buf, size_t n) {
 static int column_of(const char *name) {
     if (starts_with(name, "out") || strcmp(name, "losses") == 0) return 0;
     if (starts_with(name, "grad.") || starts_with(name, "final.param.")) return 1;
+    if (starts_with(name, "grad2.")) return 2;
     return -1;
 }
 
 /* The denominators of the error measure: the largest finite |value| among
  * the floating reference tensors of each column (1 when that is 0). */
 static void column_scales(run *R) {
-    for (int c = 0; c < 2; c++) R->scale[c] = 0;
+    for (int c = 0; c < 3; c++) R->scale[c] = 0;
     for (int i = 0; i < R->fix.n; i++) {
         const nb_tensor *t = nb_list_tensor(&R->fix, i);
         int c = column_of(nb_list_name(&R->fix, i));
@@ -657,7 +659,7 @@ static void column_scales(run *R) {
             if (isfinite(v) && v > R->scale[c]) R->scale[c] = v;
         }
     }
-    for (int c = 0; c < 2; c++)
+    for (int c = 0; c < 3; c++)
         if (R->scale[c] == 0) R->scale[c] = 1;
 }
 
@@ -699,7 +701,8 @@ static void compare(run *R, const char *name, const nb_tensor *got, bool use_gra
                  "largest |want| among the %s) exceeds %g", name,
                  index_str(want, worst, s1, sizeof s1),
                  use_grad ? nb_grad_get(got, worst) : nb_get(got, worst), nb_get(want, worst),
-                 err, scale, col ? "gradients" : "outputs", r->tol);
+                 err, scale, col == 2 ? "second-order gradients" : col ? "gradients" : "outputs",
+                 r->tol);
     }
     double *col_err = col ? &r->err_grad : &r->err_out;
     char *where = col ? r->worst_grad : r->worst_out;
@@ -750,6 +753,64 @@ static bool backward(run *R, const outs *o) {
 
 /* ---- cases --------------------------------------------------------------------------- */
 
+/* The second-order gradient named "<k>" or "param.<name>" (a fixture
+ * tensor "grad2.<...>"), or NULL. */
+static nb_tensor *grad2_of(run *R, const char *what, nb_tensor *const *in, int n_in,
+                           const nb_tensor_list *params, nb_tensor *const *g2) {
+    (void)R;
+    if (starts_with(what, "param.")) {
+        for (int k = 0; params && k < params->n; k++)
+            if (!strcmp(nb_list_name(params, k), what + 6)) return g2[n_in + k];
+        return NULL;
+    }
+    char *end;
+    long k = strtol(what, &end, 10);
+    (void)in;
+    return !*end && k >= 0 && k < n_in ? g2[k] : NULL;
+}
+
+/* Second order (f64 fixtures carry "grad2.<k>" and "grad2.param.<name>"):
+ * g = the gradients of L = sum_k sum(out_k * grad_out_k) with respect to the
+ * leaves (float inputs, then parameters), taken with nb_grad's create_graph;
+ * s = sum_j sum(g_j * g_j); g2[j] = ds / d leaf j (zeros where s does not
+ * depend on it). g2 holds n_in + n_par entries, NULL for inputs that are not
+ * leaves. */
+static bool second_order(run *R, const outs *o, nb_tensor *const *in, int n_in,
+                         const nb_tensor_list *params, nb_tensor **g2) {
+    nb_ctx *c = R->ctx;
+    int n_par = params ? params->n : 0, m = 0, at[MAX_IN + NB_LIST_MAX];
+    nb_tensor *leaf[MAX_IN + NB_LIST_MAX], *g1[MAX_IN + NB_LIST_MAX], *d2[MAX_IN + NB_LIST_MAX];
+    for (int k = 0; k < n_in + n_par; k++) {
+        nb_tensor *t = k < n_in ? in[k] : nb_list_tensor(params, k - n_in);
+        g2[k] = NULL;
+        if (t->requires_grad) at[m] = k, leaf[m++] = t;
+    }
+    nb_tensor *L = NULL;
+    char gname[64];
+    for (int k = 0; k < o->n; k++) {
+        snprintf(gname, sizeof gname, "grad_%s", o->name[k]);
+        nb_tensor *g = nb_list_get(&R->fix, gname);
+        nb_tensor *term = g ? nb_sum(c, nb_mul(c, o->t[k], g)) : NULL;
+        if (term) L = L ? nb_add(c, L, term) : term;
+    }
+    nb_grad_opts cg = {.create_graph = true, .allow_unused = true}, un = {.allow_unused = true};
+    if (!L || nb_grad(c, 1, &L, NULL, m, leaf, &cg, g1))
+        return fail(R, "nabla, first gradients with create_graph: %s", nb_ctx_error(c));
+    nb_tensor *s = NULL;
+    for (int j = 0; j < m; j++)
+        if (g1[j] && g1[j]->requires_grad) {
+            nb_tensor *term = nb_sum(c, nb_mul(c, g1[j], g1[j]));
+            s = s ? nb_add(c, s, term) : term;
+        }
+    if (s && nb_grad(c, 1, &s, NULL, m, leaf, &un, d2))
+        return fail(R, "nabla, second gradients: %s", nb_ctx_error(c));
+    for (int j = 0; j < m; j++) {
+        nb_tensor *t = leaf[j];
+        g2[at[j]] = s && d2[j] ? d2[j] : nb_zeros(c, t->dtype, t->ndim, t->shape);
+    }
+    return true;
+}
+
 /* Compares every reference tensor of the fixture with nabla's (outputs
  * "out*", input gradients "grad.<k>", parameter gradients
  * "grad.param.<name>"), and fails the case for anything nabla made that has
@@ -757,6 +818,10 @@ static bool backward(run *R, const outs *o) {
 static void compare_all(run *R, const outs *o, nb_tensor *const *in, int n_in,
                         const nb_tensor_list *params) {
     char name[64];
+    nb_tensor *g2[MAX_IN + NB_LIST_MAX] = {0};
+    bool order2 = false; /* f64 fixtures carry second-order references */
+    for (int i = 0; i < R->fix.n; i++) order2 = order2 || starts_with(nb_list_name(&R->fix, i), "grad2.");
+    if (order2) second_order(R, o, in, n_in, params, g2);
     for (int i = 0; i < R->fix.n; i++) {
         const char *fname = nb_list_name(&R->fix, i);
         const nb_tensor *want = nb_list_tensor(&R->fix, i);
@@ -765,6 +830,8 @@ static void compare_all(run *R, const outs *o, nb_tensor *const *in, int n_in,
             for (int k = 0; k < o->n; k++)
                 if (strcmp(o->name[k], fname) == 0) got = o->t[k];
             compare(R, fname, got, false, want);
+        } else if (starts_with(fname, "grad2.")) {
+            compare(R, fname, grad2_of(R, fname + 6, in, n_in, params, g2), false, want);
         } else if (starts_with(fname, "grad.param.")) {
             compare(R, fname, params ? nb_list_get(params, fname + 11) : NULL, true, want);
         } else if (starts_with(fname, "grad.")) {
