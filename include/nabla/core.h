@@ -350,6 +350,24 @@ typedef struct nb_grad_opts {
  * named. grads[j] are NULL on error. */
 nb_status nb_grad(nb_ctx *ctx, int n_out, nb_tensor *const *outputs, nb_tensor *const *grad_outputs,
                   int n_in, nb_tensor *const *inputs, const nb_grad_opts *opts, nb_tensor **grads);
+/* Hessian-vector product of a scalar y of the inputs: hv[j] = sum_i
+ * d^2 y / (d inputs[j] d inputs[i]) v[i], as the second output of
+ * torch.autograd.functional.hvp(f, inputs, v) (y = f(inputs), built
+ * already). The gradient of <nb_grad(y, inputs, create_graph), v>; an input
+ * the product does not reach gets zeros. opts: create_graph to record the
+ * product too (allow_unused is implied). */
+nb_status nb_hvp(nb_ctx *ctx, nb_tensor *y, int n_in, nb_tensor *const *inputs,
+                 nb_tensor *const *v, const nb_grad_opts *opts, nb_tensor **hv);
+/* Jacobian-vector product (forward mode) of the outputs: ju[i] = sum_j
+ * d outputs[i] / d inputs[j] u[j], as the second output of
+ * torch.autograd.functional.jvp(f, inputs, u), by the double-backward
+ * trick: with w a zero tensor of each output's shape that requires grad,
+ * g = nb_grad(outputs, inputs, w, create_graph) = J^T w, and J u is the
+ * gradient of <g, u> with respect to w. Zeros where no input reaches an
+ * output. opts as for nb_hvp. */
+nb_status nb_jvp(nb_ctx *ctx, int n_out, nb_tensor *const *outputs, int n_in,
+                 nb_tensor *const *inputs, nb_tensor *const *u, const nb_grad_opts *opts,
+                 nb_tensor **ju);
 
 /* Anomaly mode (PyTorch's detect_anomaly): after each local rule, checks
  * the gradients it produced; the first NaN or inf stops the backward with an

@@ -353,3 +353,83 @@ void nb_graph_backward_composed(nb_ctx *ctx, nb_node *n, nb_tensor *y, nb_tensor
     if (m && nb_grad(ctx, 1, &y, &dout, m, want, &o, got) == NB_OK)
         for (int i = 0; i < m; i++) din[at[i]] = got[i];
 }
+
+/* ---- products built on it ------------------------------------------------ */
+/* <a_j, b_j> summed over j, recorded; NULL when no a_j is there. */
+static nb_tensor *dot_all(nb_ctx *ctx, int n, nb_tensor *const *a, nb_tensor *const *b) {
+    nb_tensor *s = NULL;
+    for (int j = 0; j < n; j++) {
+        if (!a[j]) continue;
+        nb_tensor *term = nb_sum(ctx, nb_mul(ctx, a[j], b[j]));
+        s = s ? nb_add(ctx, s, term) : term;
+    }
+    return s;
+}
+
+/* grads of s with respect to wrt (zeros where s does not reach, or does not
+ * require grad at all), recorded when o asks. */
+static nb_status grad_or_zeros(nb_ctx *ctx, nb_tensor *s, int n, nb_tensor *const *wrt,
+                               const nb_grad_opts *opts, nb_tensor **out) {
+    nb_grad_opts o = {.create_graph = opts && opts->create_graph, .allow_unused = true};
+    if (s && s->requires_grad && nb_grad(ctx, 1, &s, NULL, n, wrt, &o, out)) return ctx->status;
+    for (int j = 0; j < n; j++) {
+        if (!s || !s->requires_grad) out[j] = NULL;
+        if (!out[j]) out[j] = nb_zeros(ctx, wrt[j]->dtype, wrt[j]->ndim, wrt[j]->shape);
+    }
+    return nb_ctx_status(ctx);
+}
+
+/* out[0..n_out) cleared; of[j] and v[j] of one shape and dtype, j < n. */
+static bool check_vectors(nb_ctx *ctx, const char *op, int n, nb_tensor *const *of,
+                          nb_tensor *const *v, nb_tensor **out, int n_out) {
+    for (int j = 0; out && j < n_out; j++) out[j] = NULL;
+    if (!of || !v || !out || n < 1 || n_out < 1) {
+        nb_ctx_fail(ctx, NB_ERR_NULL, "%s: the tensors, the vectors and the results are required",
+                    op);
+        return false;
+    }
+    for (int j = 0; j < n; j++) {
+        char s1[64], s2[64];
+        if (!of[j] || !v[j]) {
+            nb_ctx_fail(ctx, NB_ERR_NULL, "%s: entry %d is NULL", op, j);
+            return false;
+        }
+        if (!nb_same_shape(of[j], v[j]) || of[j]->dtype != v[j]->dtype) {
+            nb_ctx_fail(ctx, NB_ERR_SHAPE, "%s: vector %d %s %s does not match %s %s", op, j,
+                        nb_shape_str(v[j], s1, sizeof s1), nb_dtype_name(v[j]->dtype),
+                        nb_shape_str(of[j], s2, sizeof s2), nb_dtype_name(of[j]->dtype));
+            return false;
+        }
+    }
+    return true;
+}
+
+nb_status nb_hvp(nb_ctx *ctx, nb_tensor *y, int n_in, nb_tensor *const *inputs,
+                 nb_tensor *const *v, const nb_grad_opts *opts, nb_tensor **hv) {
+    if (!nb_ctx_ok(ctx)) return ctx ? ctx->status : NB_ERR_NULL;
+    if (!check_vectors(ctx, "hvp", n_in, inputs, v, hv, n_in)) return ctx->status;
+    nb_tensor **g = nb_ctx_alloc(ctx, (size_t)n_in * sizeof *g);
+    if (!g) return ctx->status;
+    nb_grad_opts cg = {.create_graph = true, .allow_unused = true};
+    if (nb_grad(ctx, 1, &y, NULL, n_in, inputs, &cg, g)) return ctx->status;
+    return grad_or_zeros(ctx, dot_all(ctx, n_in, g, v), n_in, inputs, opts, hv);
+}
+
+nb_status nb_jvp(nb_ctx *ctx, int n_out, nb_tensor *const *outputs, int n_in,
+                 nb_tensor *const *inputs, nb_tensor *const *u, const nb_grad_opts *opts,
+                 nb_tensor **ju) {
+    if (!nb_ctx_ok(ctx)) return ctx ? ctx->status : NB_ERR_NULL;
+    if (!check_vectors(ctx, "jvp", n_in, inputs, u, ju, n_out)) return ctx->status;
+    if (!outputs) return nb_ctx_fail(ctx, NB_ERR_NULL, "jvp: outputs is NULL");
+    nb_tensor **w = nb_ctx_alloc(ctx, (size_t)(n_out + n_in) * sizeof *w), **g = w + n_out;
+    if (!w) return ctx->status;
+    for (int i = 0; i < n_out; i++) {
+        if (!outputs[i]) return nb_ctx_fail(ctx, NB_ERR_NULL, "jvp: output %d is NULL", i);
+        w[i] = nb_requires_grad(nb_zeros(ctx, outputs[i]->dtype, outputs[i]->ndim,
+                                         outputs[i]->shape));
+    }
+    nb_grad_opts cg = {.create_graph = true, .allow_unused = true};
+    if (!nb_ctx_ok(ctx) || nb_grad(ctx, n_out, outputs, w, n_in, inputs, &cg, g))
+        return ctx->status;
+    return grad_or_zeros(ctx, dot_all(ctx, n_in, g, u), n_out, w, opts, ju);
+}
