@@ -385,6 +385,51 @@ START_TEST(test_gradcheck_params_args) {
 }
 END_TEST
 
+/* nb_grad, nb_hvp, nb_jvp, nb_node_set_graph_backward, nb_gradgradcheck
+ * and its _params form: NULL and out-of-range arguments, vectors of the
+ * wrong shape, a context already in error; none crashes. */
+START_TEST(test_grad_args) {
+    nb_ctx *ctx = nb_ctx_new(0);
+    nb_tensor *x = nb_requires_grad(nb_from_doubles(ctx, NB_F64, NB_SHAPE(2), (const double[]){1, 2}));
+    nb_tensor *y = nb_sum(ctx, nb_mul(ctx, x, x)), *g = NULL, *two = nb_ones(ctx, NB_F64, NB_SHAPE(3));
+    ck_assert_int_eq(nb_grad(NULL, 1, &y, NULL, 1, &x, NULL, &g), NB_ERR_NULL);
+    ck_assert_int_eq(nb_grad(ctx, 0, &y, NULL, 1, &x, NULL, &g), NB_ERR_NULL);
+    nb_ctx_clear_error(ctx);
+    ck_assert_int_eq(nb_grad(ctx, 1, NULL, NULL, 1, &x, NULL, &g), NB_ERR_NULL);
+    nb_ctx_clear_error(ctx);
+    ck_assert_int_eq(nb_grad(ctx, 1, &y, NULL, 1, &x, NULL, NULL), NB_ERR_NULL);
+    nb_ctx_clear_error(ctx);
+    nb_tensor *none = NULL;
+    ck_assert_int_eq(nb_grad(ctx, 1, &y, NULL, 1, &none, NULL, &g), NB_ERR_NULL);
+    nb_ctx_clear_error(ctx);
+    ck_assert_int_eq(nb_hvp(ctx, y, 1, &x, &two, NULL, &g), NB_ERR_SHAPE);
+    ck_assert_ptr_null(g);
+    nb_ctx_clear_error(ctx);
+    ck_assert_int_eq(nb_hvp(ctx, y, 1, &x, NULL, NULL, &g), NB_ERR_NULL);
+    nb_ctx_clear_error(ctx);
+    ck_assert_int_eq(nb_jvp(ctx, 1, &y, 1, &x, NULL, NULL, &g), NB_ERR_NULL);
+    nb_ctx_clear_error(ctx);
+    ck_assert_int_eq(nb_jvp(ctx, 1, NULL, 1, &x, &x, NULL, &g), NB_ERR_NULL);
+    nb_ctx_clear_error(ctx);
+    ck_assert_int_eq(nb_hvp(NULL, y, 1, &x, &x, NULL, &g), NB_ERR_NULL);
+    ck_assert_int_eq(nb_jvp(NULL, 1, &y, 1, &x, &x, NULL, &g), NB_ERR_NULL);
+    nb_node_set_graph_backward(NULL, NULL); /* a no-op */
+    /* a context in error: nothing runs */
+    nb_ctx_fail(ctx, NB_ERR_VALUE, "earlier");
+    ck_assert_int_eq(nb_grad(ctx, 1, &y, NULL, 1, &x, NULL, &g), NB_ERR_VALUE);
+    ck_assert_int_eq(nb_hvp(ctx, y, 1, &x, &x, NULL, &g), NB_ERR_VALUE);
+    nb_ctx_clear_error(ctx);
+    nb_gradcheck_result r;
+    ck_assert_int_eq(nb_gradgradcheck(NULL, NULL, 1, &x, NULL, &r), NB_ERR_NULL);
+    ck_assert_int_eq(nb_gradgradcheck(f_square_sum, NULL, -1, &x, NULL, &r), NB_ERR_NULL);
+    ck_assert_int_eq(nb_gradgradcheck(f_fails, NULL, 1, &x, NULL, &r), NB_ERR_VALUE);
+    ck_assert_int_eq(nb_gradgradcheck(f_square_sum, NULL, 1, &x, NULL, NULL), NB_OK);
+    ck_assert_int_eq(nb_gradgradcheck_params(NULL, NULL, NULL, 1, &x, NULL, &r), NB_ERR_NULL);
+    ck_assert_int_eq(nb_gradgradcheck_params(f_square_sum, NULL, NULL, 1, &x, NULL, &r), NB_OK);
+    nb_ctx_free(ctx);
+}
+END_TEST
+
 Suite *suite_matrix_misc(void) {
     Suite *s = suite_create("matrix_misc");
     TCase *tc = tcase_create("misc");
@@ -396,6 +441,7 @@ Suite *suite_matrix_misc(void) {
     tcase_add_test(tc, test_files);
     tcase_add_test(tc, test_gradcheck_args);
     tcase_add_test(tc, test_gradcheck_params_args);
+    tcase_add_test(tc, test_grad_args);
     suite_add_tcase(s, tc);
     return s;
 }
