@@ -13,6 +13,7 @@
 #   make bench-attention  the fused attention op against the composed ops
 #   make bench-compare  MultiHeadAttention training steps, nabla vs PyTorch (~2 min)
 #   make bench-gemm  the float32 matmul vs OpenBLAS sgemm (the yardstick only)
+#   make bench-gp   a gradient-penalty step (second order) vs PyTorch
 #   make test-browser  the tape explorer page clicked through in headless Chromium
 #   make docs       docs/tape.svg redrawn from the current tape (Graphviz)
 #   make test-asan  suite, examples, gradcheck under ASan+UBSan (clang), in build/asan
@@ -275,6 +276,16 @@ bench-gpt: $(DEPS_OK) $(B)/bin/nabla-gpt
 bench-compare: $(B)/bin/nabla-bench-mha
 	@sh tools/install-deps.sh python3-torch
 	/usr/bin/python3 tools/bench/bench_compare.py --build $(B)
+
+# What the second-order path costs: a WGAN-GP critic step (the penalty
+# through nb_grad's create_graph) and the same step without it, nabla at 1
+# and 2 threads against PyTorch's three thread modes. Under a minute.
+.PHONY: bench-gp
+bench-gp: $(B)/bin/nabla-bench-gp
+	@sh tools/install-deps.sh python3-torch
+	$(B)/bin/nabla-bench-gp --threads 1
+	$(B)/bin/nabla-bench-gp --threads 2
+	/usr/bin/python3 tools/bench/bench_torch_gp.py
 
 # The fused attention op (nb_sdpa) against the composed ops, and
 # MultiHeadAttention steps on both paths, at the medium and large configs, 1
