@@ -173,8 +173,14 @@ typedef struct nb_tensor {
 
 /* Creation. All return NULL and record an error on the context for NULL
  * shape pointers, ndim outside 0..4, zero or negative dims, or element counts
- * whose byte size would overflow size_t. */
-nb_tensor *nb_empty(nb_ctx *ctx, nb_dtype dt, int ndim, const int64_t *shape); /* zero-filled */
+ * whose byte size would overflow size_t.
+ *
+ * nb_empty leaves the data uninitialised, like torch.empty: write every
+ * element before reading it (an op's output, a batch being filled). A
+ * library built with NB_DEBUG=1 (`make debug`) fills it with 0xFF bytes
+ * (NaN for f32/f64, -1 for i64, 0xFF for bool), so reading an element never
+ * written shows up. nb_zeros is the zero-filled one. */
+nb_tensor *nb_empty(nb_ctx *ctx, nb_dtype dt, int ndim, const int64_t *shape);
 nb_tensor *nb_zeros(nb_ctx *ctx, nb_dtype dt, int ndim, const int64_t *shape);
 nb_tensor *nb_ones(nb_ctx *ctx, nb_dtype dt, int ndim, const int64_t *shape);
 nb_tensor *nb_full(nb_ctx *ctx, nb_dtype dt, int ndim, const int64_t *shape, double value);
@@ -336,10 +342,11 @@ nb_status nb_tape_dot(const nb_ctx *ctx, const nb_tensor *root, FILE *f);
  * Custom ops.
  *
  * Compute the forward result yourself into a tensor made with nb_empty on
- * the context, then record it with nb_record. Your backward is called once,
- * when backward reaches the node; it reads nb_node_output(n)->grad and adds
- * (+=) into the buffers nb_grad_buffer() gives for each input (NULL for
- * inputs that need no gradient).
+ * the context (uninitialised: write every element), then record it with
+ * nb_record. Your backward is called once, when backward reaches the node;
+ * it reads nb_node_output(n)->grad and adds (+=) into the buffers
+ * nb_grad_buffer() gives for each input (NULL for inputs that need no
+ * gradient).
  *
  * Implement both float dtypes, f32 and f64: nb_gradcheck runs everything in
  * f64. The output must have its float inputs' dtype; nb_record refuses

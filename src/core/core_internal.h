@@ -53,12 +53,10 @@ NB_HIDDEN void nb_ctx_give_back(nb_ctx *ctx, void *p, size_t bytes);
 NB_HIDDEN void *nb_ctx_reuse(nb_ctx *ctx, size_t bytes);
 NB_HIDDEN void *nb_ctx_scratch(nb_ctx *ctx, size_t bytes);
 
-/* nb_ctx_alloc without the zero fill, and an nb_empty whose data is not
- * zeroed: only for buffers the caller overwrites completely (an op's output
- * that its forward kernel writes in full). Gradients and anything
- * accumulated into must come zeroed. */
+/* nb_ctx_alloc without the zero fill: only for buffers the caller
+ * overwrites completely (nb_empty's data, scratch a kernel writes in full).
+ * Gradients and anything accumulated into must come zeroed. */
 NB_HIDDEN void *nb_ctx_alloc_raw(nb_ctx *ctx, size_t bytes);
-NB_HIDDEN nb_tensor *nb_empty_raw(nb_ctx *ctx, nb_dtype dt, int ndim, const int64_t *shape);
 
 /* ---- input checks (checks.c, tensor.c) ---------------------------------------------- */
 /* True when the context can run an op (non-NULL, no error yet). */

@@ -220,7 +220,7 @@ static nb_tensor *linear_out(nb_ctx *ctx, nb_tensor *x, nb_tensor *w, nb_tensor 
     int64_t shape[NB_MAX_DIMS];
     for (int d = 0; d < x->ndim; d++) shape[d] = x->shape[d];
     shape[x->ndim - 1] = w->shape[0];
-    return nb_empty_raw(ctx, x->dtype, x->ndim, shape); /* the kernel writes all */
+    return nb_empty(ctx, x->dtype, x->ndim, shape); /* the kernel writes all */
 }
 
 /* y = x @ w^T (+ b) as a float32 product for nb_gemm_float_par_n */
@@ -378,8 +378,8 @@ nb_tensor *nb_dropout(nb_ctx *ctx, nb_tensor *x, double p, bool train, struct nb
         return NULL;
     }
     /* p < 1 writes every element of out and mask; p == 1 leaves both zero. */
-    nb_tensor *out = p < 1.0 ? nb_empty_raw(ctx, x->dtype, x->ndim, x->shape)
-                             : nb_empty(ctx, x->dtype, x->ndim, x->shape);
+    nb_tensor *out = p < 1.0 ? nb_empty(ctx, x->dtype, x->ndim, x->shape)
+                             : nb_zeros(ctx, x->dtype, x->ndim, x->shape);
     unsigned char *mask = !out ? NULL
                           : p < 1.0 ? nb_ctx_alloc_raw(ctx, x->numel)
                                     : nb_ctx_alloc(ctx, x->numel);
@@ -493,7 +493,7 @@ nb_tensor *nb_embedding(nb_ctx *ctx, nb_tensor *weight, const nb_tensor *ids) {
     int64_t shape[NB_MAX_DIMS];
     for (int d = 0; d < ids->ndim; d++) shape[d] = ids->shape[d];
     shape[ids->ndim] = weight->shape[1];
-    nb_tensor *out = nb_empty_raw(ctx, weight->dtype, ids->ndim + 1, shape); /* rows copied in */
+    nb_tensor *out = nb_empty(ctx, weight->dtype, ids->ndim + 1, shape); /* rows copied in */
     if (!out) return NULL;
     size_t row = (size_t)weight->shape[1] * nb_dtype_size(weight->dtype);
     for (size_t p = 0; p < ids->numel; p++)
@@ -773,7 +773,7 @@ nb_tensor *nb_layer_norm(nb_ctx *ctx, nb_tensor *x, nb_tensor *w, nb_tensor *b, 
         nb_ctx_fail(ctx, NB_ERR_VALUE, "%s: eps = %g, expected a finite number > 0", op, eps);
         return NULL;
     }
-    nb_tensor *out = nb_empty_raw(ctx, x->dtype, x->ndim, x->shape); /* every row is written */
+    nb_tensor *out = nb_empty(ctx, x->dtype, x->ndim, x->shape); /* every row is written */
     size_t R = x->numel / (size_t)D;
     double *stats = out ? nb_ctx_alloc_raw(ctx, 2 * R * sizeof *stats) : NULL;
     if (!stats) return NULL;
