@@ -136,12 +136,12 @@ static bool train(nb_ctx *params, const teach_outputs *out) {
     nb_pcg32_seed(&rng, 42, 54);
     nb_nn_linear fc1, fc2;
     nb_tensor_list all = {0};
-    if (nb_nn_linear_init(&fc1, params, 1, 16, true, NB_F32, &rng) ||
-        nb_nn_linear_init(&fc2, params, 16, 1, true, NB_F32, &rng) ||
-        nb_params_add_prefixed(&all, params, "fc1", &fc1.params) ||
-        nb_params_add_prefixed(&all, params, "fc2", &fc2.params))
+    if (nb_nn_linear_init(params, &fc1, 1, 16, true, NB_F32, &rng) ||
+        nb_nn_linear_init(params, &fc2, 16, 1, true, NB_F32, &rng) ||
+        nb_params_add_prefixed(params, &all, "fc1", &fc1.params) ||
+        nb_params_add_prefixed(params, &all, "fc2", &fc2.params))
         return false;
-    nb_optim *opt = nb_adam_new(&all, nb_adam_defaults(0.02), params);
+    nb_optim *opt = nb_adam_new(params, &all, nb_adam_defaults(0.02));
     nb_ctx *step = nb_ctx_new(0);
     double xs[32], ys[32], first = NAN, last = NAN;
     for (int i = 0; i < 32; i++) xs[i] = -3.0 + 6.0 * i / 31, ys[i] = sin(xs[i]);

@@ -64,7 +64,7 @@ int main(int argc, char **argv) {
     nb_pcg32 rng;
     nb_pcg32_seed(&rng, 42, 54);
     layer m = {0};
-    nb_nn_linear_init(&m.fc, pctx, 4, 3, true, NB_F32, &rng);
+    nb_nn_linear_init(pctx, &m.fc, 4, 3, true, NB_F32, &rng);
     for (int k = 0; k < m.fc.params.n; k++)
         nb_list_add(&m.params, m.fc.params.names[k], m.fc.params.t[k]);
     nb_tensor *x = nb_requires_grad(nb_normal(pctx, NB_F32, NB_SHAPE(5, 4), 0, 1, &rng));

@@ -454,7 +454,7 @@ START_TEST(test_gradcheck_module_params) {
     nb_pcg32 rng;
     nb_pcg32_seed(&rng, 42, 54);
     nb_nn_linear layer;
-    ck_assert_int_eq(nb_nn_linear_init(&layer, pctx, 3, 2, true, NB_F32, &rng), NB_OK);
+    ck_assert_int_eq(nb_nn_linear_init(pctx, &layer, 3, 2, true, NB_F32, &rng), NB_OK);
     nb_tensor *x = nb_requires_grad(nb_normal(pctx, NB_F32, NB_SHAPE(4, 3), 0, 1, &rng));
     nb_tensor *w = layer.weight, before = *w;
     float w0 = ((float *)w->data)[0];

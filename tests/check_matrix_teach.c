@@ -135,7 +135,7 @@ START_TEST(test_gradcheck_params_bad_input) {
     nb_pcg32 rng;
     nb_pcg32_seed(&rng, 3, 3);
     nb_nn_linear lin;
-    ck_assert_int_eq(nb_nn_linear_init(&lin, p, 3, 2, true, NB_F32, &rng), NB_OK);
+    ck_assert_int_eq(nb_nn_linear_init(p, &lin, 3, 2, true, NB_F32, &rng), NB_OK);
     nb_tensor *x = nb_uniform(ctx, NB_F64, NB_SHAPE(2, 3), -1, 1, &rng);
     nb_gradcheck_result r;
     ck_assert_int_ne(nb_gradcheck_params(NULL, &lin, &lin.params, 1, &x, NULL, &r), NB_OK);

@@ -273,12 +273,12 @@ static nb_optim *make_optimizer(const args *a, const nb_tensor_list *params, nb_
         nb_sgd_opts o = nb_sgd_defaults(a->lr);
         if (a->has_momentum) o.momentum = a->momentum;
         if (a->has_weight_decay) o.weight_decay = a->weight_decay;
-        return nb_sgd_new(params, o, err);
+        return nb_sgd_new(err, params, o);
     }
     bool w = !strcmp(a->optim, "adamw");
     nb_adam_opts o = w ? nb_adamw_defaults(a->lr) : nb_adam_defaults(a->lr);
     if (a->has_weight_decay) o.weight_decay = a->weight_decay;
-    return w ? nb_adamw_new(params, o, err) : nb_adam_new(params, o, err);
+    return w ? nb_adamw_new(err, params, o) : nb_adam_new(err, params, o);
 }
 
 /* Runs the steps, writing each step's loss into losses (N). 0 or 1. */
@@ -318,7 +318,7 @@ static int run_with(const args *a, nb_ctx *ctx, nb_tensor_list *init, nb_tensor_
     nb_pcg32_seed(&rng, 0, 0);
     nb_nn_mha mha;
     if (!x || !y ||
-        nb_nn_mha_init(&mha, ctx, d_in, d_out, x->shape[1], 0.0, (int)a->heads, a->qkv_bias,
+        nb_nn_mha_init(ctx, &mha, d_in, d_out, x->shape[1], 0.0, (int)a->heads, a->qkv_bias,
                        a->dt, &rng) ||
         nb_params_copy_from(&mha.params, init))
         return fail("%s", nb_ctx_error(ctx));

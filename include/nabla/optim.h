@@ -4,7 +4,7 @@
  *   nb_tensor_list params = {0};                 // leaves made with nb_requires_grad
  *   nb_list_add(&params, "W", W);
  *   nb_list_add(&params, "b", b);
- *   nb_optim *opt = nb_adamw_new(&params, nb_adamw_defaults(1e-3), errctx);
+ *   nb_optim *opt = nb_adamw_new(errctx, &params, nb_adamw_defaults(1e-3));
  *   if (!opt) { fprintf(stderr, "%s\n", nb_ctx_error(errctx)); ... }
  *   for (...) {
  *       nb_optim_zero_grad(opt);
@@ -110,9 +110,9 @@ typedef struct nb_optim nb_optim;
  *     "sgd: parameter 1 ('b') has no grad buffer; call nb_requires_grad on it first"
  * The optimizer keeps its state in a private context, freed by
  * nb_optim_free. */
-nb_optim *nb_sgd_new(const nb_tensor_list *params, nb_sgd_opts o, nb_ctx *err_ctx);
-nb_optim *nb_adam_new(const nb_tensor_list *params, nb_adam_opts o, nb_ctx *err_ctx);
-nb_optim *nb_adamw_new(const nb_tensor_list *params, nb_adam_opts o, nb_ctx *err_ctx);
+nb_optim *nb_sgd_new(nb_ctx *err_ctx, const nb_tensor_list *params, nb_sgd_opts o);
+nb_optim *nb_adam_new(nb_ctx *err_ctx, const nb_tensor_list *params, nb_adam_opts o);
+nb_optim *nb_adamw_new(nb_ctx *err_ctx, const nb_tensor_list *params, nb_adam_opts o);
 
 /* Frees the optimizer and its state (not the parameters). NULL is a no-op. */
 void nb_optim_free(nb_optim *o);
@@ -159,7 +159,7 @@ const char *nb_optim_error(const nb_optim *o);
  * NB_ERR_SIZE when `out` lacks room, NB_ERR_VALUE when a name is already in
  * `out`, the status of ctx if it already holds an error, NB_ERR_MEMORY. The
  * error is also recorded on ctx. */
-nb_status nb_optim_state(nb_optim *o, nb_ctx *ctx, nb_tensor_list *out);
+nb_status nb_optim_state(nb_ctx *ctx, nb_optim *o, nb_tensor_list *out);
 
 /* Replaces the state by the one in `state` (copied; entries not starting
  * with "state." are ignored, so a whole checkpoint can be passed). Every
@@ -205,8 +205,8 @@ void nb_clip_grad_value(const nb_tensor_list *params, double clip);
  * weight_decay=0.1) decays every parameter: decay_1d true (the same as
  * nb_adamw_new). The group a parameter is in only changes its weight_decay;
  * state, checkpoints and names are those of nb_adamw_new. */
-nb_optim *nb_adamw_new_groups(const nb_tensor_list *params, nb_adam_opts o, bool decay_1d,
-                              nb_ctx *err_ctx);
+nb_optim *nb_adamw_new_groups(nb_ctx *err_ctx, const nb_tensor_list *params, nb_adam_opts o,
+                              bool decay_1d);
 
 /* ------------------------------------------------------------------------
  * Learning-rate schedules. */

@@ -170,7 +170,7 @@ static nb_status save_with(nb_ctx *ctx, nb_ctx *tmp, nb_tensor_list *all, const 
     for (int i = 0; i < params->n && !s; i++)
         s = gather(ctx, path, all, nb_list_name(params, i), nb_list_tensor(params, i));
     if (s) return s;
-    if (opt && nb_optim_state(opt, tmp, all)) return forward_error(ctx, tmp, SAVE);
+    if (opt && nb_optim_state(tmp, opt, all)) return forward_error(ctx, tmp, SAVE);
     for (int i = 0; extra && i < extra->n && !s; i++) {
         size_t len = strlen(CK_EXTRA) + strlen(nb_list_name(extra, i)) + 1;
         char *name = nb_ctx_alloc(tmp, len);

@@ -84,7 +84,7 @@ static nb_status append_all(nb_optim *o, nb_ctx *ctx, nb_tensor_list *out, pendi
     return NB_OK;
 }
 
-nb_status nb_optim_state(nb_optim *o, nb_ctx *ctx, nb_tensor_list *out) {
+nb_status nb_optim_state(nb_ctx *ctx, nb_optim *o, nb_tensor_list *out) {
     if (!o || !ctx || !out)
         return nb_optim_fail(o, ctx, NB_ERR_NULL, "optim state: %s is NULL",
                     !o ? "optimizer" : !ctx ? "context" : "output list");

@@ -130,7 +130,7 @@ static nb_status build_gptmodel_block(builder *b, int i, nb_gpt_block *blk) {
     int64_t C = c->n_embd;
     nb_pcg32 zero_rng;
     nb_pcg32_seed(&zero_rng, 0, 1);
-    nb_status st = nb_nn_mha_init(&blk->att, b->pctx, C, C, c->block_size, c->dropout, c->n_head,
+    nb_status st = nb_nn_mha_init(b->pctx, &blk->att, C, C, c->block_size, c->dropout, c->n_head,
                                   c->qkv_bias, c->dtype, b->rng ? b->rng : &zero_rng);
     if (st) return st;
     blk->att.dropout.rng = m->rng; /* dropout masks come from the model's rng */
@@ -211,7 +211,7 @@ static nb_status build_nanogpt(builder *b) {
 }
 
 /* init with separate draw and dropout generators. */
-NB_HIDDEN nb_status nb_gpt_init_impl(nb_gpt *m, nb_ctx *pctx, const nb_gpt_config *cfg,
+NB_HIDDEN nb_status nb_gpt_init_impl(nb_ctx *pctx, nb_gpt *m, const nb_gpt_config *cfg,
                                      nb_pcg32 *draw, nb_pcg32 *dropout_rng) {
     if (!pctx) return NB_ERR_NULL;
     if (nb_ctx_status(pctx)) return nb_ctx_status(pctx);
@@ -233,8 +233,8 @@ NB_HIDDEN nb_status nb_gpt_init_impl(nb_gpt *m, nb_ctx *pctx, const nb_gpt_confi
     return NB_OK;
 }
 
-nb_status nb_gpt_init(nb_gpt *m, nb_ctx *pctx, const nb_gpt_config *cfg, nb_pcg32 *rng) {
-    return nb_gpt_init_impl(m, pctx, cfg, rng, rng);
+nb_status nb_gpt_init(nb_ctx *pctx, nb_gpt *m, const nb_gpt_config *cfg, nb_pcg32 *rng) {
+    return nb_gpt_init_impl(pctx, m, cfg, rng, rng);
 }
 
 void nb_gpt_free(nb_gpt *m) {
@@ -463,8 +463,8 @@ static bool has(const nb_tensor_list *sd, const char *fmt, int i) {
     return nb_list_get(sd, buf) != NULL;
 }
 
-nb_status nb_gpt_config_from_state_dict(const nb_tensor_list *sd, int n_head,
-                                        nb_gpt_config *out, nb_ctx *err) {
+nb_status nb_gpt_config_from_state_dict(nb_ctx *err, const nb_tensor_list *sd, int n_head,
+                                        nb_gpt_config *out) {
     const char *fn = "gpt_config_from_state_dict";
     if (!sd || !out) return nb_ctx_fail(err, NB_ERR_NULL, "%s: %s is NULL", fn, sd ? "out" : "sd");
     if (n_head < 1) return nb_ctx_fail(err, NB_ERR_VALUE, "%s: n_head %d is not >= 1", fn, n_head);
@@ -518,15 +518,15 @@ nb_status nb_gpt_load_state_dict(nb_gpt *m, const nb_tensor_list *sd) {
     return NB_OK;
 }
 
-nb_status nb_gpt_from_state_dict(nb_gpt *m, nb_ctx *pctx, const nb_tensor_list *sd, int n_head,
+nb_status nb_gpt_from_state_dict(nb_ctx *pctx, nb_gpt *m, const nb_tensor_list *sd, int n_head,
                                  double dropout, nb_dtype dt, nb_pcg32 *dropout_rng) {
     if (!pctx) return NB_ERR_NULL;
     nb_gpt_config c;
-    nb_status st = nb_gpt_config_from_state_dict(sd, n_head, &c, pctx);
+    nb_status st = nb_gpt_config_from_state_dict(pctx, sd, n_head, &c);
     if (st) return st;
     c.dropout = dropout;
     c.dtype = dt;
-    st = nb_gpt_init_impl(m, pctx, &c, NULL, dropout_rng);
+    st = nb_gpt_init_impl(pctx, m, &c, NULL, dropout_rng);
     if (!st) st = nb_gpt_load_state_dict(m, sd);
     return st;
 }

@@ -6,7 +6,7 @@
 #include "ops/ops_internal.h"
 
 /* init with separate generators for the weights (NULL: zeros) and dropout. */
-NB_HIDDEN nb_status nb_gpt_init_impl(nb_gpt *m, nb_ctx *pctx, const nb_gpt_config *cfg,
+NB_HIDDEN nb_status nb_gpt_init_impl(nb_ctx *pctx, nb_gpt *m, const nb_gpt_config *cfg,
                                      nb_pcg32 *draw, nb_pcg32 *dropout_rng);
 /* ids is I64 (B, T), 1 <= T <= max_t, values in [0, V); else an error on ctx. */
 NB_HIDDEN bool nb_gpt_check_ids(nb_ctx *ctx, const nb_gpt *m, const nb_tensor *ids,

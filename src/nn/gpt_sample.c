@@ -17,7 +17,7 @@ struct nb_gpt_cache {
     void **k, **v; /* n_layer arrays of batch * heads * cap * hd */
 };
 
-nb_gpt_cache *nb_gpt_cache_new(const nb_gpt *m, int64_t batch, nb_ctx *err) {
+nb_gpt_cache *nb_gpt_cache_new(nb_ctx *err, const nb_gpt *m, int64_t batch) {
     if (!m || !m->wte) {
         nb_ctx_fail(err, NB_ERR_NULL, "gpt_cache_new: model is %s", m ? "not initialised" : "NULL");
         return NULL;
@@ -224,9 +224,8 @@ static bool next_logits(nb_ctx *ctx, nb_gpt *m, nb_gpt_cache *c, const int64_t *
     return true;
 }
 
-nb_status nb_gpt_generate(nb_gpt *m, const int64_t *prompt, int64_t n_prompt,
-                          const nb_gpt_sample_opts *o, int64_t *out, int64_t *n_out,
-                          nb_ctx *err) {
+nb_status nb_gpt_generate(nb_ctx *err, nb_gpt *m, const int64_t *prompt, int64_t n_prompt,
+                          const nb_gpt_sample_opts *o, int64_t *out, int64_t *n_out) {
     const char *fn = "gpt_generate";
     if (n_out) *n_out = 0;
     if (!m || !m->wte || !prompt || !o || !out)
@@ -245,7 +244,7 @@ nb_status nb_gpt_generate(nb_gpt *m, const int64_t *prompt, int64_t n_prompt,
     int64_t V = m->cfg.vocab_size;
     nb_ctx *ctx = nb_ctx_new(0);
     double *l = malloc((size_t)V * sizeof *l), *tmp = malloc((size_t)V * sizeof *tmp);
-    nb_gpt_cache *c = o->use_cache ? nb_gpt_cache_new(m, 1, err) : NULL;
+    nb_gpt_cache *c = o->use_cache ? nb_gpt_cache_new(err, m, 1) : NULL;
     nb_status st = NB_OK;
     if (!ctx || !l || !tmp || (o->use_cache && !c)) {
         st = nb_ctx_fail(err, NB_ERR_MEMORY, "%s: out of memory", fn);

@@ -164,7 +164,7 @@ static nb_optim *optim_new(opt_kind kind, const nb_tensor_list *params, int slot
     return o;
 }
 
-nb_optim *nb_sgd_new(const nb_tensor_list *params, nb_sgd_opts opts, nb_ctx *err_ctx) {
+nb_optim *nb_sgd_new(nb_ctx *err_ctx, const nb_tensor_list *params, nb_sgd_opts opts) {
     if (check_params(err_ctx, "sgd", params) || check_sgd_opts(err_ctx, &opts)) return NULL;
     nb_optim *o = optim_new(OPT_SGD, params, opts.momentum != 0 ? 1 : 0, err_ctx);
     if (o) o->sgd = opts;
@@ -181,17 +181,17 @@ static nb_optim *adam_new(opt_kind kind, const nb_tensor_list *params, nb_adam_o
     return o;
 }
 
-nb_optim *nb_adam_new(const nb_tensor_list *params, nb_adam_opts o, nb_ctx *err_ctx) {
+nb_optim *nb_adam_new(nb_ctx *err_ctx, const nb_tensor_list *params, nb_adam_opts o) {
     return adam_new(OPT_ADAM, params, o, err_ctx);
 }
 
-nb_optim *nb_adamw_new(const nb_tensor_list *params, nb_adam_opts o, nb_ctx *err_ctx) {
+nb_optim *nb_adamw_new(nb_ctx *err_ctx, const nb_tensor_list *params, nb_adam_opts o) {
     return adam_new(OPT_ADAMW, params, o, err_ctx);
 }
 
 /* nanoGPT's two groups: parameters with fewer than 2 dims get no decay. */
-nb_optim *nb_adamw_new_groups(const nb_tensor_list *params, nb_adam_opts o, bool decay_1d,
-                              nb_ctx *err_ctx) {
+nb_optim *nb_adamw_new_groups(nb_ctx *err_ctx, const nb_tensor_list *params, nb_adam_opts o,
+                              bool decay_1d) {
     nb_optim *opt = adam_new(OPT_ADAMW, params, o, err_ctx);
     if (!opt || decay_1d) return opt;
     opt->no_decay = nb_ctx_alloc(opt->ctx, (size_t)opt->params.n * sizeof *opt->no_decay + 1);

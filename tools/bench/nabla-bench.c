@@ -277,7 +277,7 @@ static int bench_elementwise(void) {
             s.list.n = 1;
             s.list.names[0] = "x";
             s.list.t[0] = s.x;
-            s.opt = nb_adam_new(&s.list, nb_adam_defaults(1e-3), s.params);
+            s.opt = nb_adam_new(s.params, &s.list, nb_adam_defaults(1e-3));
         }
     }
     if (s.opt) {
@@ -329,19 +329,19 @@ typedef struct demo_model {
 } demo_model;
 
 static nb_status demo_init(demo_model *m, nb_ctx *pctx, nb_pcg32 *rng) {
-    nb_status st = nb_nn_embedding_init(&m->tok, pctx, DEMO_VOCAB, DEMO_D, NB_F32, rng);
-    if (!st) st = nb_nn_embedding_init(&m->pos, pctx, DEMO_T, DEMO_D, NB_F32, rng);
+    nb_status st = nb_nn_embedding_init(pctx, &m->tok, DEMO_VOCAB, DEMO_D, NB_F32, rng);
+    if (!st) st = nb_nn_embedding_init(pctx, &m->pos, DEMO_T, DEMO_D, NB_F32, rng);
     if (!st)
-        st = nb_nn_mha_init(&m->attn, pctx, DEMO_D, DEMO_D, DEMO_T, 0.1, DEMO_HEADS, false,
+        st = nb_nn_mha_init(pctx, &m->attn, DEMO_D, DEMO_D, DEMO_T, 0.1, DEMO_HEADS, false,
                             NB_F32, rng);
-    if (!st) st = nb_nn_layer_norm_init(&m->norm, pctx, DEMO_D, 1e-5, true, NB_F32);
-    if (!st) st = nb_nn_linear_init(&m->head, pctx, DEMO_D, DEMO_VOCAB, true, NB_F32, rng);
+    if (!st) st = nb_nn_layer_norm_init(pctx, &m->norm, DEMO_D, 1e-5, true, NB_F32);
+    if (!st) st = nb_nn_linear_init(pctx, &m->head, DEMO_D, DEMO_VOCAB, true, NB_F32, rng);
     m->params = (nb_tensor_list){0};
-    if (!st) st = nb_params_add_prefixed(&m->params, pctx, "tok", &m->tok.params);
-    if (!st) st = nb_params_add_prefixed(&m->params, pctx, "pos", &m->pos.params);
-    if (!st) st = nb_params_add_prefixed(&m->params, pctx, "attn", &m->attn.params);
-    if (!st) st = nb_params_add_prefixed(&m->params, pctx, "norm", &m->norm.params);
-    if (!st) st = nb_params_add_prefixed(&m->params, pctx, "head", &m->head.params);
+    if (!st) st = nb_params_add_prefixed(pctx, &m->params, "tok", &m->tok.params);
+    if (!st) st = nb_params_add_prefixed(pctx, &m->params, "pos", &m->pos.params);
+    if (!st) st = nb_params_add_prefixed(pctx, &m->params, "attn", &m->attn.params);
+    if (!st) st = nb_params_add_prefixed(pctx, &m->params, "norm", &m->norm.params);
+    if (!st) st = nb_params_add_prefixed(pctx, &m->params, "head", &m->head.params);
     return st;
 }
 
@@ -385,7 +385,7 @@ static int bench_demo_step(void) {
     int status = 1;
     if (params && step && demo_init(&m, params, &init) == NB_OK) {
         m.attn.dropout.rng = &drop;
-        opt = nb_adamw_new(&m.params, nb_adamw_defaults(3e-3), params);
+        opt = nb_adamw_new(params, &m.params, nb_adamw_defaults(3e-3));
     }
     if (opt) {
         /* warm up (the arena grows to its peak), then the median over
@@ -439,7 +439,7 @@ static double gpt_tok_per_s(nb_gpt *m, bool cache, int64_t new_tokens, nb_status
     long tokens = 0;
     double t0 = now(), t = t0;
     while (!*st && (t - t0 < BENCH_SECONDS || tokens == 0)) {
-        *st = nb_gpt_generate(m, &prompt, 1, &o, out, &n_out, NULL);
+        *st = nb_gpt_generate(NULL, m, &prompt, 1, &o, out, &n_out);
         tokens += (long)(n_out - 1);
         o.seed++;
         t = now();
@@ -456,7 +456,7 @@ static int bench_gpt_sample(nb_gpt_arch arch, int n_layer, int n_head, int64_t n
     cfg.n_layer = n_layer, cfg.n_head = n_head, cfg.n_embd = n_embd, cfg.block_size = block;
     cfg.vocab_size = vocab, cfg.dropout = 0, cfg.no_grad = true;
     nb_gpt m;
-    nb_status st = nb_gpt_init(&m, params, &cfg, &rng);
+    nb_status st = nb_gpt_init(params, &m, &cfg, &rng);
     if (!st) {
         int64_t n = block - 1 < 255 ? block - 1 : 255;
         double with = gpt_tok_per_s(&m, true, n, &st);

@@ -193,7 +193,7 @@ static int model_from_init(run *r) {
     if (nb_load_safetensors_meta(r->pctx, r->f->init, &sd, 64, &n_meta, keys, values))
         return gpt_fail(r->prog, "--init: %s", nb_ctx_error(r->pctx));
     vocab_from_meta(r, n_meta < 64 ? n_meta : 64, keys, values);
-    nb_status st = nb_gpt_from_state_dict(&r->gpt, r->pctx, &sd, (int)r->f->n_head,
+    nb_status st = nb_gpt_from_state_dict(r->pctx, &r->gpt, &sd, (int)r->f->n_head,
                                           r->f->dropout, gpt_flags_dtype(r->f), &r->rng_model);
     nb_list_free(&sd);
     return st ? gpt_fail(r->prog, "--init=%s: %s", r->f->init, nb_ctx_error(r->pctx)) : 0;
@@ -205,7 +205,7 @@ static int build_model(run *r) {
     if (V < 1)
         return gpt_fail(r->prog, "--batches without --init needs --vocab_size");
     nb_gpt_config c = config_from_flags(r, V);
-    if (nb_gpt_init(&r->gpt, r->pctx, &c, &r->rng_model))
+    if (nb_gpt_init(r->pctx, &r->gpt, &c, &r->rng_model))
         return gpt_fail(r->prog, "%s", nb_ctx_error(r->pctx));
     return 0;
 }
@@ -462,7 +462,7 @@ static int setup(run *r) {
     if (r->bx && (st = check_batch_ids(r))) return st;
     nb_adam_opts o = nb_adamw_defaults(f->learning_rate);
     o.beta1 = f->beta1, o.beta2 = f->beta2, o.weight_decay = f->weight_decay;
-    r->opt = nb_adamw_new_groups(&r->gpt.params, o, f->weight_decay_1d, r->pctx);
+    r->opt = nb_adamw_new_groups(r->pctx, &r->gpt.params, o, f->weight_decay_1d);
     if (!r->opt) return gpt_fail(r->prog, "AdamW: %s", nb_ctx_error(r->pctx));
     r->sched = (nb_lr_schedule){f->learning_rate, f->decay_lr, f->warmup_iters,
                                 f->lr_decay_iters ? f->lr_decay_iters : r->max_iters, f->min_lr};
