@@ -71,11 +71,11 @@ int main(int argc, char **argv) {
     if (nb_ctx_error(pctx)) return puts(nb_ctx_error(pctx)), 1;
 
     nb_gradcheck_result r;
-    nb_status ok = nb_gradcheck_params(f, &m, &m.params, 1, &x, NULL, &r);
+    nb_status ok = nb_gradcheck_params(pctx, f, &m, &m.params, 1, &x, NULL, &r);
     printf("right backward: %s\n", ok == NB_OK ? "passed" : r.message);
 
     planted_bug = true;
-    nb_status bad = nb_gradcheck_params(f, &m, &m.params, 1, &x, NULL, &r);
+    nb_status bad = nb_gradcheck_params(pctx, f, &m, &m.params, 1, &x, NULL, &r);
     printf("wrong backward: blamed '%s', created at line %d, its input %d\n", r.blame_op,
            r.blame_line, r.blame_input);
     printf("the module is still f32: weight %s, bias %s\n", nb_dtype_name(m.fc.weight->dtype),

@@ -339,13 +339,24 @@ START_TEST(test_gradcheck_args) {
         nb_requires_grad(nb_from_doubles(ctx, NB_F64, NB_SHAPE(2), (const double[]){1, 2}));
     nb_gradcheck_opts o = nb_gradcheck_defaults();
     nb_gradcheck_result r;
-    ck_assert_int_eq(nb_gradcheck(f_square_sum, NULL, 1, &x, &o, &r), NB_OK);
-    ck_assert_int_ne(nb_gradcheck(NULL, NULL, 1, &x, NULL, NULL), NB_OK);
-    ck_assert_int_ne(nb_gradcheck(f_square_sum, NULL, 1, NULL, NULL, NULL), NB_OK);
-    ck_assert_int_ne(nb_gradcheck(f_square_sum, NULL, -1, &x, NULL, NULL), NB_OK);
-    ck_assert_int_ne(nb_gradcheck(f_fails, NULL, 1, &x, NULL, &r), NB_OK);
+    ck_assert_int_eq(nb_gradcheck(ctx, f_square_sum, NULL, 1, &x, &o, &r), NB_OK);
+    /* A NULL context runs nothing (NB_ERR_NULL, said in res only); every
+     * other failure is recorded on ctx. */
+    ck_assert_int_eq(nb_gradcheck(NULL, f_square_sum, NULL, 1, &x, NULL, &r), NB_ERR_NULL);
+    ck_assert_ptr_nonnull(strstr(r.message, "NULL context"));
+    expect_fail(ctx, nb_gradcheck(ctx, NULL, NULL, 1, &x, NULL, NULL), NB_ERR_NULL, "gradcheck");
+    expect_fail(ctx, nb_gradcheck(ctx, f_square_sum, NULL, 1, NULL, NULL, NULL), NB_ERR_NULL,
+                "gradcheck");
+    expect_fail(ctx, nb_gradcheck(ctx, f_square_sum, NULL, -1, &x, NULL, NULL), NB_ERR_NULL,
+                "gradcheck");
+    expect_fail(ctx, nb_gradcheck(ctx, f_fails, NULL, 1, &x, NULL, &r), NB_ERR_SHAPE,
+                "user function failed");
     nb_set(x, 0, NAN);
-    ck_assert_int_ne(nb_gradcheck(f_square_sum, NULL, 1, &x, NULL, NULL), NB_OK);
+    expect_any(ctx, nb_gradcheck(ctx, f_square_sum, NULL, 1, &x, NULL, NULL), "gradcheck");
+    /* a context already holding an error: nothing runs, that error kept */
+    nb_ctx_fail(ctx, NB_ERR_IO, "an earlier failure");
+    ck_assert_int_eq(nb_gradcheck(ctx, f_square_sum, NULL, 1, &x, NULL, &r), NB_ERR_IO);
+    ck_assert_str_eq(nb_ctx_error(ctx), "an earlier failure");
     nb_ctx_free(ctx);
 }
 END_TEST
@@ -366,21 +377,27 @@ START_TEST(test_gradcheck_params_args) {
     g_params = &l;
     nb_tensor before = *w;
     nb_gradcheck_result r;
-    ck_assert_int_eq(nb_gradcheck_params(f_param_sum, NULL, &l, 0, NULL, NULL, &r), NB_OK);
+    ck_assert_int_eq(nb_gradcheck_params(ctx, f_param_sum, NULL, &l, 0, NULL, NULL, &r), NB_OK);
     ck_assert(memcmp(w, &before, sizeof before) == 0);
-    ck_assert_int_eq(nb_gradcheck_params(NULL, NULL, &l, 0, NULL, NULL, &r), NB_ERR_NULL);
-    ck_assert_int_eq(nb_gradcheck_params(f_fails, NULL, &l, 0, NULL, NULL, &r), NB_ERR_SHAPE);
+    ck_assert_int_eq(nb_gradcheck_params(NULL, f_param_sum, NULL, &l, 0, NULL, NULL, &r),
+                     NB_ERR_NULL);
+    expect_fail(ctx, nb_gradcheck_params(ctx, NULL, NULL, &l, 0, NULL, NULL, &r), NB_ERR_NULL,
+                "gradcheck");
+    expect_fail(ctx, nb_gradcheck_params(ctx, f_fails, NULL, &l, 0, NULL, NULL, &r),
+                NB_ERR_SHAPE, "gradcheck");
     ck_assert(memcmp(w, &before, sizeof before) == 0);
     bad.n = 1; /* names[0] and t[0] NULL */
-    ck_assert_int_eq(nb_gradcheck_params(f_param_sum, NULL, &bad, 0, NULL, NULL, &r), NB_ERR_NULL);
-    ck_assert_ptr_nonnull(strstr(r.message, "parameter 0"));
+    expect_fail(ctx, nb_gradcheck_params(ctx, f_param_sum, NULL, &bad, 0, NULL, NULL, &r),
+                NB_ERR_NULL, "parameter 0");
     bad.n = -3;
-    ck_assert_int_eq(nb_gradcheck_params(f_param_sum, NULL, &bad, 0, NULL, NULL, &r), NB_ERR_SIZE);
+    expect_fail(ctx, nb_gradcheck_params(ctx, f_param_sum, NULL, &bad, 0, NULL, NULL, &r),
+                NB_ERR_SIZE, "gradcheck");
     bad.n = NB_LIST_MAX + 1;
-    ck_assert_int_eq(nb_gradcheck_params(f_param_sum, NULL, &bad, 0, NULL, NULL, &r), NB_ERR_SIZE);
+    expect_fail(ctx, nb_gradcheck_params(ctx, f_param_sum, NULL, &bad, 0, NULL, NULL, &r),
+                NB_ERR_SIZE, "gradcheck");
     /* NULL params is nb_gradcheck */
     nb_tensor *x = nb_requires_grad(nb_from_doubles(ctx, NB_F64, NB_SHAPE(2), (const double[]){1, 2}));
-    ck_assert_int_eq(nb_gradcheck_params(f_square_sum, NULL, NULL, 1, &x, NULL, NULL), NB_OK);
+    ck_assert_int_eq(nb_gradcheck_params(ctx, f_square_sum, NULL, NULL, 1, &x, NULL, NULL), NB_OK);
     nb_ctx_free(ctx);
 }
 END_TEST

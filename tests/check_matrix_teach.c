@@ -138,18 +138,22 @@ START_TEST(test_gradcheck_params_bad_input) {
     ck_assert_int_eq(nb_nn_linear_init(p, &lin, 3, 2, true, NB_F32, &rng), NB_OK);
     nb_tensor *x = nb_uniform(ctx, NB_F64, NB_SHAPE(2, 3), -1, 1, &rng);
     nb_gradcheck_result r;
-    ck_assert_int_ne(nb_gradcheck_params(NULL, &lin, &lin.params, 1, &x, NULL, &r), NB_OK);
-    ck_assert_int_ne(nb_gradcheck_params(f_lin, &lin, &lin.params, -1, &x, NULL, &r), NB_OK);
-    ck_assert_int_ne(nb_gradcheck_params(f_lin, &lin, &lin.params, 1, NULL, NULL, &r), NB_OK);
+    expect_any(ctx, nb_gradcheck_params(ctx, NULL, &lin, &lin.params, 1, &x, NULL, &r),
+               "gradcheck");
+    expect_any(ctx, nb_gradcheck_params(ctx, f_lin, &lin, &lin.params, -1, &x, NULL, &r),
+               "gradcheck");
+    expect_any(ctx, nb_gradcheck_params(ctx, f_lin, &lin, &lin.params, 1, NULL, NULL, &r),
+               "gradcheck");
     nb_tensor *null_in[1] = {NULL};
-    ck_assert_int_ne(nb_gradcheck_params(f_lin, &lin, &lin.params, 1, null_in, NULL, &r), NB_OK);
+    expect_any(ctx, nb_gradcheck_params(ctx, f_lin, &lin, &lin.params, 1, null_in, NULL, &r),
+               "gradcheck");
     nb_tensor_list holey = {0};
     nb_list_add(&holey, "w", lin.weight);
     holey.n = -4; /* a corrupt list */
-    ck_assert_int_ne(nb_gradcheck_params(f_lin, &lin, &holey, 1, &x, NULL, &r), NB_OK);
+    expect_any(ctx, nb_gradcheck_params(ctx, f_lin, &lin, &holey, 1, &x, NULL, &r), "gradcheck");
     /* the module is untouched by the failed calls and a good one passes */
     ck_assert_int_eq(lin.weight->dtype, NB_F32);
-    ck_assert_int_eq(nb_gradcheck_params(f_lin, &lin, &lin.params, 1, &x, NULL, &r), NB_OK);
+    ck_assert_int_eq(nb_gradcheck_params(ctx, f_lin, &lin, &lin.params, 1, &x, NULL, &r), NB_OK);
     ck_assert(r.passed);
     ck_assert_int_eq(lin.weight->dtype, NB_F32);
     nb_ctx_free(ctx), nb_ctx_free(p);

@@ -226,7 +226,7 @@ static void gradcheck_case(const sdpa_case *s, bool fast) {
     o.fast = fast;
     o.n_dirs = 6;
     nb_gradcheck_result r;
-    ck_assert_int_eq(nb_gradcheck(f_fused, (void *)s, 3, in, &o, &r), NB_OK);
+    ck_assert_int_eq(nb_gradcheck(p, f_fused, (void *)s, 3, in, &o, &r), NB_OK);
     ck_assert_msg(r.passed, "%s", r.message);
     nb_ctx_free(p);
 }
@@ -248,9 +248,9 @@ START_TEST(test_gradcheck_finite_differences) {
     nb_pcg32_seed(&rng, 6, 6);
     nb_tensor *x = nb_requires_grad(nb_normal(p, NB_F64, NB_SHAPE(2, 5, 2, 3), 0, 1, &rng));
     nb_gradcheck_result r;
-    ck_assert_int_eq(nb_gradcheck(f_shared, &shared, 1, &x, NULL, &r), NB_OK);
+    ck_assert_int_eq(nb_gradcheck(p, f_shared, &shared, 1, &x, NULL, &r), NB_OK);
     ck_assert_msg(r.passed, "%s", r.message);
-    ck_assert_int_eq(nb_gradcheck(f_shared_mid, &shared, 1, &x, NULL, &r), NB_OK);
+    ck_assert_int_eq(nb_gradcheck(p, f_shared_mid, &shared, 1, &x, NULL, &r), NB_OK);
     ck_assert_msg(r.passed, "%s", r.message);
     nb_ctx_free(p);
 }

@@ -348,7 +348,7 @@ static nb_status check_module(const mod_case *c, nb_pcg32 *rng, nb_ctx *ctx,
     nb_tensor *x = draw(ctx, &c->x, rng);
     if (x && x->dtype == NB_F64) nb_requires_grad(x); /* x too, beside every parameter */
     if (nb_ctx_error(ctx)) return nb_ctx_status(ctx);
-    return nb_gradcheck_params(f_module, &run, c->params(&run.m), 1, &x, NULL, r);
+    return nb_gradcheck_params(ctx, f_module, &run, c->params(&run.m), 1, &x, NULL, r);
 }
 
 static nb_tensor *draw(nb_ctx *ctx, const in_spec *s, nb_pcg32 *rng) {
@@ -408,7 +408,7 @@ int main(int argc, char **argv) {
         o.fast = c->fast;
         nb_gradcheck_result r;
         nb_status st = nb_ctx_error(ctx) ? nb_ctx_status(ctx)
-                                         : nb_gradcheck(c->fn, NULL, c->n_in, in, &o, &r);
+                                         : nb_gradcheck(ctx, c->fn, NULL, c->n_in, in, &o, &r);
         bool ok = st == NB_OK;
         printf("%-17s %-34s %-12.3g %s\n", c->op, c->what, ok ? r.max_abs_err : NAN,
                ok ? "PASS" : "FAIL");
