@@ -81,6 +81,8 @@ START_TEST(test_corrupt_list_is_refused) {
         nb_tensor_list l = {0};
         l.n = bad_n[c];
         ck_assert_int_eq(nb_list_add(&l, "x", a), NB_ERR_VALUE);
+        ck_assert_error_has(ctx, "list_add: the list is corrupt"); /* a's context */
+        nb_ctx_clear_error(ctx);
         ck_assert_int_eq(l.n, bad_n[c]);
         ck_assert_ptr_null(nb_list_get(&l, "x"));
         ck_assert_ptr_null(nb_list_tensor(&l, 0));

@@ -99,7 +99,10 @@ START_TEST(test_matrix_gpt_state_dict) {
     ck_assert_int_eq(nb_gpt_init(f, &src, &sc, &rng), NB_OK);
     ck_assert_int_eq(nb_gpt_init(p, &m, &sc, &rng), NB_OK);
     ck_assert_int_eq(nb_gpt_load_state_dict(NULL, &src.state_dict), NB_ERR_NULL);
+    /* no context argument: the model's parameter context takes the message */
     ck_assert_int_eq(nb_gpt_load_state_dict(&m, NULL), NB_ERR_NULL);
+    ck_assert_error_has(p, "gpt_load_state_dict: sd is NULL");
+    nb_ctx_clear_error(p);
     ck_assert_int_eq(nb_gpt_load_state_dict(&m, &sd3), NB_ERR_VALUE);
     ck_assert_error_has(p, "no tensor named 'trf_blocks.0.att.W_query.weight'");
     nb_ctx_clear_error(p);
@@ -182,7 +185,12 @@ START_TEST(test_matrix_gpt_cache_and_generate) {
     ck_assert_ptr_null(nb_gpt_cache_new(s, &m, -3));
     ck_assert_error_has(s, "batch -3 is outside [1, 2^20]");
     nb_ctx_reset(s);
-    nb_gpt_cache *kv = nb_gpt_cache_new(NULL, &m, 1);
+    ck_assert_ptr_null(nb_gpt_cache_new(NULL, &m, 1)); /* a context is required */
+    nb_ctx_fail(s, NB_ERR_IO, "an earlier failure");  /* and must hold no error */
+    ck_assert_ptr_null(nb_gpt_cache_new(s, &m, 1));
+    ck_assert_str_eq(nb_ctx_error(s), "an earlier failure");
+    nb_ctx_reset(s);
+    nb_gpt_cache *kv = nb_gpt_cache_new(s, &m, 1);
     ck_assert_ptr_nonnull(kv);
     const int64_t v[4] = {0, 1, 2, 3};
     nb_tensor *two = nb_from_data(s, NB_I64, NB_SHAPE(1, 2), v);
@@ -226,11 +234,18 @@ START_TEST(test_matrix_gpt_cache_and_generate) {
     nb_ctx_clear_error(p);
     /* zero new tokens: the prompt comes back; a huge top_k keeps everything */
     o.max_new_tokens = 0;
-    ck_assert_int_eq(nb_gpt_generate(NULL, &m, v, 4, &o, out, &n), NB_OK);
+    ck_assert_int_eq(nb_gpt_generate(p, &m, v, 4, &o, out, &n), NB_OK);
     ck_assert_int_eq(n, 4);
     o.max_new_tokens = 9, o.top_k = 1000;
-    ck_assert_int_eq(nb_gpt_generate(NULL, &m, v, 4, &o, out, &n), NB_OK);
+    ck_assert_int_eq(nb_gpt_generate(p, &m, v, 4, &o, out, &n), NB_OK);
     ck_assert_int_eq(n, 13);
+    /* a NULL context, or one holding an error: nothing generated */
+    ck_assert_int_eq(nb_gpt_generate(NULL, &m, v, 4, &o, out, &n), NB_ERR_NULL);
+    ck_assert_int_eq(n, 0);
+    nb_ctx_fail(p, NB_ERR_IO, "an earlier failure");
+    ck_assert_int_eq(nb_gpt_generate(p, &m, v, 4, &o, out, &n), NB_ERR_IO);
+    ck_assert_str_eq(nb_ctx_error(p), "an earlier failure");
+    nb_ctx_clear_error(p);
     nb_ctx_free(s);
     nb_ctx_free(p);
 }

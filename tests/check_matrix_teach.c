@@ -31,9 +31,8 @@ START_TEST(test_tape_html_json) {
     FILE *f = tmpfile();
     ck_assert_int_eq(nb_tape_html(NULL, y, f), NB_ERR_NULL);
     ck_assert_int_eq(nb_tape_json(NULL, y, f), NB_ERR_NULL);
-    ck_assert_int_eq(nb_tape_html(ctx, y, NULL), NB_ERR_NULL);
-    ck_assert_int_eq(nb_tape_json(ctx, y, NULL), NB_ERR_NULL);
-    nb_ctx_clear_error(ctx);
+    expect_fail(ctx, nb_tape_html(ctx, y, NULL) == NB_ERR_NULL, NB_ERR_NULL, "tape_html");
+    expect_fail(ctx, nb_tape_json(ctx, y, NULL) == NB_ERR_NULL, NB_ERR_NULL, "tape_json");
     /* NaN and inf values are written as JSON strings, never as bare NaN */
     ck_assert_int_eq(nb_tape_json(ctx, y, f), NB_OK);
     char buf[8192];
@@ -53,8 +52,8 @@ START_TEST(test_tape_html_json) {
     /* a failing stream is reported */
     FILE *full = fopen("/dev/full", "w");
     if (full) {
-        ck_assert_int_eq(nb_tape_html(ctx, y, full), NB_ERR_IO);
-        nb_ctx_clear_error(ctx);
+        expect_fail(ctx, nb_tape_html(ctx, y, full) == NB_ERR_IO, NB_ERR_IO,
+                    "tape_html: a write failed");
         fclose(full);
     }
     nb_ctx_free(other);

@@ -134,7 +134,7 @@ static double peak_rss_mb(void) {
 }
 
 /* Tokens per second of generating block_size - 1 tokens from one. */
-static double sample_speed(nb_gpt *gpt, bool cache, nb_ctx *err) {
+static double sample_speed(nb_ctx *err, nb_gpt *gpt, bool cache) {
     int64_t n = gpt->cfg.block_size, prompt = 0;
     int64_t *out = malloc((size_t)n * sizeof *out);
     nb_gpt_sample_opts o = nb_gpt_sample_defaults();
@@ -200,7 +200,7 @@ static int cmd_bench(const gpt_flags *f) {
                (double)(B * T) / (ms / 1e3));
     }
     if (!st && f->sample) {
-        double with = sample_speed(&gpt, true, pctx), without = sample_speed(&gpt, false, pctx);
+        double with = sample_speed(pctx, &gpt, true), without = sample_speed(pctx, &gpt, false);
         if (isnan(with) || isnan(without)) st = gpt_fail(PROG, "bench: %s", nb_ctx_error(pctx));
         else printf("sample_tok_per_s_kv_cache=%.0f sample_tok_per_s_no_cache=%.0f\n", with, without);
     }

@@ -281,7 +281,9 @@ typedef struct nb_tensor_list {
 /* Appends (name, t). NB_ERR_NULL for NULL arguments, NB_ERR_VALUE when the
  * name is already there or the list is corrupt (n negative or past its
  * storage), NB_ERR_MEMORY when the heap storage cannot grow, NB_ERR_SIZE
- * past INT_MAX entries. The list is unchanged on failure. */
+ * past INT_MAX entries. The list is unchanged on failure. A list has no
+ * context, so the message ("list_add: 'W' is already in the list") is
+ * recorded on t's context, t->owner; a NULL t gives NB_ERR_NULL alone. */
 nb_status nb_list_add(nb_tensor_list *l, const char *name, nb_tensor *t);
 /* The tensor called `name`, or NULL (also for a NULL or corrupt list). */
 nb_tensor *nb_list_get(const nb_tensor_list *l, const char *name);
@@ -329,14 +331,18 @@ int nb_tape_len(const nb_ctx *ctx);
  * (after the tensor's name when it has one: parameters show their module
  * path, "W_query.weight (2, 3)*"), creation site. For teaching and
  * debugging. NB_OK, NB_ERR_NULL, NB_ERR_MEMORY or NB_ERR_IO (a write
- * failed; f is flushed to find out). */
-nb_status nb_tape_print(const nb_ctx *ctx, FILE *f);
+ * failed; f is flushed to find out), the message recorded on ctx. The tape
+ * views (this, nb_tape_dot, nb_tape_html, nb_tape_json) also work on a
+ * context that holds an error, to show how it came about; theirs is then
+ * not recorded (the first error is kept) but still returned. */
+nb_status nb_tape_print(nb_ctx *ctx, FILE *f);
 /* Writes the tape as a Graphviz digraph (render with `dot -Tsvg`): a box per
  * tensor with its shape, first values and gradient, an ellipse per op with
  * its tape index and creation site, arrows in the forward direction. With
  * root non-NULL only the ops up to root's are drawn. NB_OK, NB_ERR_NULL,
- * NB_ERR_MEMORY or NB_ERR_IO (a write failed). */
-nb_status nb_tape_dot(const nb_ctx *ctx, const nb_tensor *root, FILE *f);
+ * NB_ERR_MEMORY or NB_ERR_IO (a write failed), recorded on ctx as for
+ * nb_tape_print. */
+nb_status nb_tape_dot(nb_ctx *ctx, const nb_tensor *root, FILE *f);
 
 /* ------------------------------------------------------------------------
  * Custom ops.

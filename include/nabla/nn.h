@@ -23,8 +23,9 @@
  * without parameters omit dt (Dropout, GELU) and rng when nothing is drawn
  * (LayerNorm, GELU). On bad arguments init records the error on pctx
  * ("MultiHeadAttention: d_out 5 is not divisible by num_heads 2") and returns
- * its status; a NULL pctx gives NB_ERR_NULL. Init clears *m first. Nothing
- * needs freeing: everything lives in pctx (a params list never passes
+ * its status; a NULL pctx gives NB_ERR_NULL, and a pctx that already holds an
+ * error gives its status at once (nothing is done). Init clears *m first.
+ * Nothing needs freeing: everything lives in pctx (a params list never passes
  * NB_LIST_MAX entries for these modules; a list you grow past that with
  * nb_params_add_prefixed needs nb_list_free).
  *
@@ -75,7 +76,10 @@ void nb_params_zero_grad(const nb_tensor_list *params);
  * Gradients are left alone. Returns NB_OK, or NB_ERR_NULL / NB_ERR_VALUE
  * (missing name) / NB_ERR_SHAPE / NB_ERR_DTYPE, recording the message
  * ("params_copy_from: 'W_key.weight' has shape (2, 3) here but (3, 2) in the
- * source") on the context that owns dst's first tensor. */
+ * source") on the context that owns dst's first tensor (the function has no
+ * context argument: the parameters' own context takes the message). With no
+ * such tensor (dst NULL or empty, or its first entry NULL) the message has
+ * nowhere to go: the status alone. */
 nb_status nb_params_copy_from(const nb_tensor_list *dst, const nb_tensor_list *src);
 
 /* Appends every (name, t) of src to dst as ("<prefix>.<name>", t), the names

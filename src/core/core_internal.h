@@ -90,6 +90,10 @@ NB_HIDDEN nb_tensor *nb_view_of(nb_ctx *ctx, nb_tensor *src, int ndim, const int
  * corrupt list, NB_ERR_MEMORY/NB_ERR_SIZE when it cannot grow. */
 NB_HIDDEN bool nb_list_valid(const nb_tensor_list *l);
 NB_HIDDEN nb_status nb_list_append(nb_tensor_list *l, const char *name, nb_tensor *t);
+/* nb_list_add without its message: the same checks and status, nothing
+ * recorded on t's context. For the library's own lists, whose callers
+ * report on the context they work with. */
+NB_HIDDEN nb_status nb_list_insert(nb_tensor_list *l, const char *name, nb_tensor *t);
 
 /* Use after reset (NB_DEBUG builds; always true otherwise): are the
  * non-NULL in[0..n-1] tensors made since their context's last reset? The

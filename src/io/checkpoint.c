@@ -154,7 +154,7 @@ static nb_status check_optim_params(nb_ctx *ctx, const char *op, const char *pat
 /* Appends (name, t) to the gathered list, with a message on failure. */
 static nb_status gather(nb_ctx *ctx, const char *path, nb_tensor_list *all, const char *name,
                         nb_tensor *t) {
-    nb_status s = nb_list_add(all, name, t);
+    nb_status s = nb_list_insert(all, name, t);
     if (s == NB_ERR_VALUE) return nb_io_fail(ctx, s, SAVE, path, "duplicate name '%s'", name);
     if (s) return nb_io_fail(ctx, s, SAVE, path, "cannot gather '%s': %s", name, nb_status_str(s));
     return NB_OK;

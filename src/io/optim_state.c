@@ -74,7 +74,7 @@ static nb_status append_all(nb_optim *o, nb_ctx *ctx, nb_tensor_list *out, pendi
     }
     const int n0 = out->n;
     for (int j = 0; j < n; j++) {
-        nb_status s = nb_list_add(out, q[j].name, q[j].copy);
+        nb_status s = nb_list_insert(out, q[j].name, q[j].copy);
         if (s) {
             out->n = n0;
             return nb_optim_fail(o, ctx, s, "%s state: cannot append '%s' to the output list (%s)",

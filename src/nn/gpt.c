@@ -88,7 +88,7 @@ static nb_tensor *add(builder *b, const char *name, nb_tensor *t) {
     if (!t || !name) return NULL;
     if (!b->m->cfg.no_grad && !nb_requires_grad(t)) return NULL;
     t->name = name;
-    if (nb_list_add(&b->m->params, name, t) || nb_list_add(&b->m->state_dict, name, t)) {
+    if (nb_list_insert(&b->m->params, name, t) || nb_list_insert(&b->m->state_dict, name, t)) {
         nb_ctx_fail(b->pctx, NB_ERR_VALUE, "%s: cannot list '%s'", CLS, name);
         return NULL;
     }
@@ -143,7 +143,7 @@ static nb_status build_gptmodel_block(builder *b, int i, nb_gpt_block *blk) {
         }
         const char *nm = name_of(b, "trf_blocks.%d.att.%s", i,
                                  nb_list_name(&blk->att.params, k));
-        if (!nm || nb_list_add(&m->params, nm, t) || nb_list_add(&m->state_dict, nm, t))
+        if (!nm || nb_list_insert(&m->params, nm, t) || nb_list_insert(&m->state_dict, nm, t))
             return nb_ctx_fail(b->pctx, NB_ERR_VALUE, "%s: cannot list block %d", CLS, i);
         t->name = nm;
     }
@@ -205,7 +205,7 @@ static nb_status build_nanogpt(builder *b) {
     if (nb_ctx_status(b->pctx)) return nb_ctx_status(b->pctx);
     /* lm_head.weight: the same tensor, in the state_dict only */
     m->head = m->wte;
-    if (nb_list_add(&m->state_dict, "lm_head.weight", m->wte))
+    if (nb_list_insert(&m->state_dict, "lm_head.weight", m->wte))
         return nb_ctx_fail(b->pctx, NB_ERR_VALUE, "%s: cannot list lm_head.weight", CLS);
     return NB_OK;
 }
@@ -463,22 +463,23 @@ static bool has(const nb_tensor_list *sd, const char *fmt, int i) {
     return nb_list_get(sd, buf) != NULL;
 }
 
-nb_status nb_gpt_config_from_state_dict(nb_ctx *err, const nb_tensor_list *sd, int n_head,
+nb_status nb_gpt_config_from_state_dict(nb_ctx *ctx, const nb_tensor_list *sd, int n_head,
                                         nb_gpt_config *out) {
     const char *fn = "gpt_config_from_state_dict";
-    if (!sd || !out) return nb_ctx_fail(err, NB_ERR_NULL, "%s: %s is NULL", fn, sd ? "out" : "sd");
-    if (n_head < 1) return nb_ctx_fail(err, NB_ERR_VALUE, "%s: n_head %d is not >= 1", fn, n_head);
+    if (!nb_ctx_ok(ctx)) return nb_ctx_status(ctx);
+    if (!sd || !out) return nb_ctx_fail(ctx, NB_ERR_NULL, "%s: %s is NULL", fn, sd ? "out" : "sd");
+    if (n_head < 1) return nb_ctx_fail(ctx, NB_ERR_VALUE, "%s: n_head %d is not >= 1", fn, n_head);
     bool nano = nb_list_get(sd, "transformer.wte.weight") != NULL;
     const nb_tensor *wte = nb_list_get(sd, nano ? "transformer.wte.weight" : "tok_emb.weight");
     const nb_tensor *wpe = nb_list_get(sd, nano ? "transformer.wpe.weight" : "pos_emb.weight");
     if (!wte || !wpe)
-        return nb_ctx_fail(err, NB_ERR_FORMAT, "%s: neither tok_emb.weight/pos_emb.weight "
+        return nb_ctx_fail(ctx, NB_ERR_FORMAT, "%s: neither tok_emb.weight/pos_emb.weight "
                            "(GPTModel) nor transformer.wte.weight/transformer.wpe.weight "
                            "(nanoGPT) is in the state_dict", fn);
     if (wte->ndim != 2 || wpe->ndim != 2 || wte->shape[1] != wpe->shape[1] ||
         (wte->dtype != NB_F32 && wte->dtype != NB_F64)) {
         char a[64], b[64];
-        return nb_ctx_fail(err, NB_ERR_FORMAT, "%s: token embedding %s %s and position "
+        return nb_ctx_fail(ctx, NB_ERR_FORMAT, "%s: token embedding %s %s and position "
                            "embedding %s do not fit (V, C) and (block_size, C)", fn,
                            nb_dtype_name(wte->dtype), nb_shape_str(wte, a, sizeof a),
                            nb_shape_str(wpe, b, sizeof b));
@@ -494,7 +495,7 @@ nb_status nb_gpt_config_from_state_dict(nb_ctx *err, const nb_tensor_list *sd, i
     int L = 0;
     while (L < 100000 && has(sd, blk, L)) L++;
     if (L == 0)
-        return nb_ctx_fail(err, NB_ERR_FORMAT, "%s: no transformer block (%s)", fn,
+        return nb_ctx_fail(ctx, NB_ERR_FORMAT, "%s: no transformer block (%s)", fn,
                            nano ? "transformer.h.0.ln_1.weight" : "trf_blocks.0.norm1.scale");
     c.n_layer = L;
     c.bias = nano ? nb_list_get(sd, "transformer.ln_f.bias") != NULL : true;
@@ -504,8 +505,9 @@ nb_status nb_gpt_config_from_state_dict(nb_ctx *err, const nb_tensor_list *sd, i
 }
 
 nb_status nb_gpt_load_state_dict(nb_gpt *m, const nb_tensor_list *sd) {
-    if (!m || !sd || !m->wte) return NB_ERR_NULL;
-    nb_ctx *ctx = m->wte->owner;
+    if (!m || !m->wte) return NB_ERR_NULL;
+    nb_ctx *ctx = m->wte->owner; /* the model's parameter context takes the errors */
+    if (!sd) return nb_ctx_fail(ctx, NB_ERR_NULL, "gpt_load_state_dict: sd is NULL");
     /* the unique parameters: lm_head.weight may be absent when tied */
     nb_status st = nb_params_copy_from(&m->params, sd);
     if (st) return st;

@@ -73,7 +73,7 @@ nb_status nb_params_add_prefixed(nb_ctx *pctx, nb_tensor_list *dst, const char *
         char *s = nb_ctx_alloc(pctx, len);
         if (!s) return nb_ctx_status(pctx);
         snprintf(s, len, "%s.%s", prefix, nb_list_name(src, i));
-        nb_status st = nb_list_add(dst, s, nb_list_tensor(src, i));
+        nb_status st = nb_list_insert(dst, s, nb_list_tensor(src, i));
         /* The tensor takes its module path, as state_dict names it, so tape
          * pictures show "out_proj.bias" rather than a bare "bias"; nested
          * modules prefix again on the way out, giving the full path. */
@@ -124,7 +124,7 @@ nb_tensor *nb_nn_add_param(nb_ctx *pctx, nb_tensor_list *params, const char *nam
                            nb_tensor *t) {
     if (!nb_requires_grad(t)) return NULL;
     t->name = name;
-    if (nb_list_add(params, name, t)) {
+    if (nb_list_insert(params, name, t)) {
         nb_ctx_fail(pctx, NB_ERR_VALUE, "add_param: cannot list '%s'", name);
         return NULL;
     }

@@ -432,14 +432,15 @@ static int bench_demo_step(void) {
 /* Tokens per second of nb_gpt_generate from a one-token prompt up to the
  * context length (so the cache never re-fills), over at least
  * BENCH_SECONDS. */
-static double gpt_tok_per_s(nb_gpt *m, bool cache, int64_t new_tokens, nb_status *st) {
+static double gpt_tok_per_s(nb_ctx *ctx, nb_gpt *m, bool cache, int64_t new_tokens,
+                            nb_status *st) {
     int64_t prompt = 1, out[1024 + 1], n_out;
     nb_gpt_sample_opts o = nb_gpt_sample_defaults();
     o.max_new_tokens = new_tokens, o.top_k = 10, o.use_cache = cache;
     long tokens = 0;
     double t0 = now(), t = t0;
     while (!*st && (t - t0 < BENCH_SECONDS || tokens == 0)) {
-        *st = nb_gpt_generate(NULL, m, &prompt, 1, &o, out, &n_out);
+        *st = nb_gpt_generate(ctx, m, &prompt, 1, &o, out, &n_out);
         tokens += (long)(n_out - 1);
         o.seed++;
         t = now();
@@ -459,8 +460,8 @@ static int bench_gpt_sample(nb_gpt_arch arch, int n_layer, int n_head, int64_t n
     nb_status st = nb_gpt_init(params, &m, &cfg, &rng);
     if (!st) {
         int64_t n = block - 1 < 255 ? block - 1 : 255;
-        double with = gpt_tok_per_s(&m, true, n, &st);
-        double without = st ? 0 : gpt_tok_per_s(&m, false, n, &st);
+        double with = gpt_tok_per_s(params, &m, true, n, &st);
+        double without = st ? 0 : gpt_tok_per_s(params, &m, false, n, &st);
         if (!st)
             printf("%-16s %-4s %-34s %10.0f tok/s with the KV cache, %.0f without (x%.1f)\n",
                    "gpt sample", "f32", what, with, without, with / without);
