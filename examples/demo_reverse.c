@@ -353,7 +353,7 @@ int main(int argc, char **argv) {
         nb_params_zero_grad(&m.params);
         if (nb_backward(step, loss, NULL) != NB_OK || nb_optim_step(opt) != NB_OK) {
             fprintf(stderr, "\ndemo_reverse: step %d: %s\n", s,
-                    nb_ctx_error(step) ? nb_ctx_error(step) : nb_optim_error(opt));
+                    nb_ctx_error(step) ? nb_ctx_error(step) : nb_ctx_error(pctx));
             return 1;
         }
         int right = 0;

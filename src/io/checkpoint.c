@@ -337,8 +337,8 @@ nb_status nb_load_checkpoint(nb_ctx *ctx, const char *path, const nb_tensor_list
     if (s) goto done;
     /* nb_optim_load_state validates before it changes anything; what follows
      * it cannot fail, as load_check has checked it. */
-    if (opt && (s = nb_optim_load_state(opt, &file))) {
-        s = nb_io_fail(ctx, s, LOAD, path, "%s", nb_optim_error(opt));
+    if (opt && (s = nb_optim_load_state_on(tmp, opt, &file))) {
+        s = nb_io_fail(ctx, s, LOAD, path, "%s", nb_ctx_error(tmp));
         goto done;
     }
     for (int i = 0; i < params->n; i++) {

