@@ -378,7 +378,7 @@ START_TEST(test_constructors_validate_params) {
     ck_assert_new_fails(nb_sgd_new(ctx, &l, so), ctx, NB_ERR_VALUE,
                         "sgd: parameter 1's name has 401 characters, expected at most 400");
     l.names[1] = "w";
-    /* NULL err_ctx: still NULL, no crash */
+    /* a NULL context: NULL (the context is required), no crash */
     ck_assert_ptr_null(nb_sgd_new(NULL, &l, so));
     /* mixed dtypes and unnamed parameters are fine */
     l.names[1] = NULL;
