@@ -14,9 +14,9 @@ extern "C" {
 #endif
 
 #define NB_VERSION_MAJOR 0
-#define NB_VERSION_MINOR 1
+#define NB_VERSION_MINOR 2
 #define NB_VERSION_PATCH 0
-#define NB_VERSION "0.1.0"
+#define NB_VERSION "0.2.0"
 
 #define NB_MAX_DIMS 4 /* tensors have 0..4 dimensions */
 
@@ -61,7 +61,12 @@ const char *nb_dtype_name(nb_dtype dt);
  * Errors are sticky (cairo style): the first failure on a context is kept
  * with a message naming the op, the shapes and what was expected; every later
  * op on that context returns NULL without doing anything. Check once, at the
- * end, with nb_ctx_error(). */
+ * end, with nb_ctx_error(). This is the library's only error channel: every
+ * function that takes a context takes it first and records its failures
+ * there (an nb_status or NULL is returned too, for convenience); a function
+ * without a context argument records on the context of the object it works
+ * on, as its header comment says. A NULL context records nothing: the call
+ * returns NB_ERR_NULL or NULL. */
 typedef struct nb_ctx nb_ctx;
 
 /* A new context. `reserve` bytes are allocated up front (0 picks a default;
