@@ -399,14 +399,23 @@ NB_HIDDEN nb_tensor *nb_gpt_mlp(nb_ctx *ctx, nb_gpt *m, nb_gpt_block *blk, nb_te
     return nb_gpt_linear(ctx, f, blk->proj_w, blk->proj_b);
 }
 
-NB_HIDDEN nb_tensor *nb_gpt_block_forward(nb_ctx *ctx, nb_gpt *m, int i, nb_tensor *x,
-                                          nb_gpt_cache *cache) {
+NB_HIDDEN nb_tensor *nb_gpt_block_norm1(nb_ctx *ctx, nb_gpt *m, int i, nb_tensor *x) {
     nb_gpt_block *blk = &m->blocks[i];
-    nb_tensor *h = nb_layer_norm(ctx, x, blk->ln1_w, blk->ln1_b, 1e-5);
-    nb_tensor *a = cache ? nb_gpt_cached_attention(ctx, m, cache, i, h) : attention(ctx, m, blk, h);
+    return nb_layer_norm(ctx, x, blk->ln1_w, blk->ln1_b, 1e-5);
+}
+
+NB_HIDDEN nb_tensor *nb_gpt_block_finish(nb_ctx *ctx, nb_gpt *m, int i, nb_tensor *x,
+                                         nb_tensor *a) {
+    nb_gpt_block *blk = &m->blocks[i];
     x = nb_add(ctx, x, nb_gpt_dropout(ctx, m, a));
-    h = nb_layer_norm(ctx, x, blk->ln2_w, blk->ln2_b, 1e-5);
+    nb_tensor *h = nb_layer_norm(ctx, x, blk->ln2_w, blk->ln2_b, 1e-5);
     return nb_add(ctx, x, nb_gpt_dropout(ctx, m, nb_gpt_mlp(ctx, m, blk, h)));
+}
+
+/* Block i of the full forward (gpt_sample.c runs the cached one). */
+static nb_tensor *block_forward(nb_ctx *ctx, nb_gpt *m, int i, nb_tensor *x) {
+    nb_tensor *a = attention(ctx, m, &m->blocks[i], nb_gpt_block_norm1(ctx, m, i, x));
+    return nb_gpt_block_finish(ctx, m, i, x, a);
 }
 
 NB_HIDDEN nb_tensor *nb_gpt_head(nb_ctx *ctx, nb_gpt *m, nb_tensor *x) {
@@ -417,7 +426,7 @@ NB_HIDDEN nb_tensor *nb_gpt_head(nb_ctx *ctx, nb_gpt *m, nb_tensor *x) {
 nb_tensor *nb_gpt_forward(nb_ctx *ctx, nb_gpt *m, const nb_tensor *ids) {
     if (!nb_gpt_check_ids(ctx, m, ids, "ids", m ? m->cfg.block_size : 0)) return NULL;
     nb_tensor *x = nb_gpt_embed(ctx, m, ids, 0);
-    for (int i = 0; i < m->cfg.n_layer && x; i++) x = nb_gpt_block_forward(ctx, m, i, x, NULL);
+    for (int i = 0; i < m->cfg.n_layer && x; i++) x = block_forward(ctx, m, i, x);
     return nb_gpt_head(ctx, m, x);
 }
 

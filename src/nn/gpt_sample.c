@@ -117,8 +117,9 @@ static void attend(nb_gpt_cache *c, int i, const nb_tensor *q, const nb_tensor *
 #undef K
 }
 
-nb_tensor *nb_gpt_cached_attention(nb_ctx *ctx, nb_gpt *m, nb_gpt_cache *c, int i,
-                                   nb_tensor *h) {
+/* Attention of layer i over the cache and h's positions, appending h's keys
+ * and values: h (B, n, C) -> (B, n, C), after the output projection. */
+static nb_tensor *cached_attention(nb_ctx *ctx, nb_gpt *m, nb_gpt_cache *c, int i, nb_tensor *h) {
     nb_gpt_block *blk = &m->blocks[i];
     int64_t C = m->cfg.n_embd;
     nb_tensor *q, *k, *v;
@@ -160,7 +161,10 @@ nb_tensor *nb_gpt_forward_cached(nb_ctx *ctx, nb_gpt *m, nb_gpt_cache *c, const 
     bool grad = nb_set_grad_enabled(ctx, false), train = m->training;
     nb_gpt_train(m, false);
     nb_tensor *x = nb_gpt_embed(ctx, m, ids, c->len);
-    for (int i = 0; i < m->cfg.n_layer && x; i++) x = nb_gpt_block_forward(ctx, m, i, x, c);
+    for (int i = 0; i < m->cfg.n_layer && x; i++) {
+        nb_tensor *a = cached_attention(ctx, m, c, i, nb_gpt_block_norm1(ctx, m, i, x));
+        x = nb_gpt_block_finish(ctx, m, i, x, a);
+    }
     x = nb_gpt_head(ctx, m, x);
     if (x) c->len += ids->shape[1];
     nb_gpt_train(m, train);
