@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "gpt_train.h"
+#include "gpt_svg.h"
 
 #define EXIT_INTERNAL 1
 #define PATH_LEN 4096
@@ -43,34 +44,6 @@ static double now_ms(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
-char *gpt_read_file(const char *prog, const char *path, size_t *len) {
-    FILE *fp = fopen(path, "rb");
-    if (!fp) {
-        gpt_fail(prog, "%s: %s", path, strerror(errno));
-        return NULL;
-    }
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap + 1);
-    for (size_t got; buf && (got = fread(buf + n, 1, cap - n, fp)) > 0;) {
-        n += got;
-        if (n == cap) {
-            char *bigger = realloc(buf, 2 * cap + 1);
-            if (!bigger) free(buf);
-            buf = bigger, cap *= 2;
-        }
-    }
-    bool bad = ferror(fp) || !buf;
-    fclose(fp);
-    if (bad) {
-        free(buf);
-        gpt_fail(prog, "%s: cannot read the file%s", path, buf ? "" : " (out of memory)");
-        return NULL;
-    }
-    buf[n] = '\0';
-    *len = n;
-    return buf;
 }
 
 /* ---- data: text --------------------------------------------------------- */
