@@ -163,14 +163,25 @@ START_TEST(test_param_lists) {
     nb_list_add(&b, "w", nb_ones(p, NB_F32, NB_SHAPE(3, 2)));
     nb_params_zero_grad(NULL);
     nb_params_zero_grad(&a);
+    /* no context argument: the destination's context takes the message
+     * (none for a NULL destination) */
     ck_assert_int_eq(nb_params_copy_from(NULL, &b), NB_ERR_NULL);
-    ck_assert_int_eq(nb_params_copy_from(&a, NULL), NB_ERR_NULL);
-    ck_assert_int_eq(nb_params_copy_from(&a, &b), NB_ERR_SHAPE);
-    ck_assert_int_ne(nb_params_add_prefixed(p, NULL, "x", &a), NB_OK);
-    ck_assert_int_ne(nb_params_add_prefixed(p, &dst, NULL, &a), NB_OK);
-    ck_assert_int_ne(nb_params_add_prefixed(p, &dst, "x", NULL), NB_OK);
+    expect_fail(p, nb_params_copy_from(&a, NULL) == NB_ERR_NULL, NB_ERR_NULL, "params_copy_from");
+    expect_fail(p, nb_params_copy_from(&a, &b) == NB_ERR_SHAPE, NB_ERR_SHAPE, "params_copy_from");
+    ck_assert_int_eq(nb_params_add_prefixed(NULL, &dst, "x", &a), NB_ERR_NULL);
+    expect_fail(p, nb_params_add_prefixed(p, NULL, "x", &a) != NB_OK, NB_ERR_NULL,
+                "params_add_prefixed");
+    expect_fail(p, nb_params_add_prefixed(p, &dst, NULL, &a) != NB_OK, NB_ERR_NULL,
+                "params_add_prefixed");
+    expect_fail(p, nb_params_add_prefixed(p, &dst, "x", NULL) != NB_OK, NB_ERR_NULL,
+                "params_add_prefixed");
     ck_assert_int_eq(nb_params_add_prefixed(p, &dst, "x", &a), NB_OK);
-    ck_assert_int_ne(nb_params_add_prefixed(p, &dst, "x", &a), NB_OK); /* duplicate */
+    expect_fail(p, nb_params_add_prefixed(p, &dst, "x", &a) != NB_OK, NB_ERR_VALUE,
+                "params_add_prefixed: 'x.w' is already in the list"); /* duplicate */
+    nb_ctx_fail(p, NB_ERR_IO, "an earlier failure"); /* a context holding an error: refused */
+    ck_assert_int_eq(nb_params_add_prefixed(p, &dst, "y", &a), NB_ERR_IO);
+    ck_assert_int_eq(dst.n, 1);
+    nb_ctx_clear_error(p);
     ck_assert_str_eq(nb_list_name(&dst, 0), "x.w");
     nb_ctx_free(p);
 }

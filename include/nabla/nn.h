@@ -87,7 +87,8 @@ nb_status nb_params_copy_from(const nb_tensor_list *dst, const nb_tensor_list *s
  * dotted state_dict names). Each tensor's `name` becomes its new list name,
  * so the tape's pictures label it with its module path ("out_proj.bias").
  * Returns NB_OK or the error (also recorded on pctx, except NB_ERR_NULL for a
- * NULL pctx). */
+ * NULL pctx); a pctx already holding an error gives its status, nothing
+ * appended. */
 nb_status nb_params_add_prefixed(nb_ctx *pctx, nb_tensor_list *dst, const char *prefix,
                                  const nb_tensor_list *src);
 

@@ -58,7 +58,7 @@ nb_status nb_params_copy_from(const nb_tensor_list *dst, const nb_tensor_list *s
 
 nb_status nb_params_add_prefixed(nb_ctx *pctx, nb_tensor_list *dst, const char *prefix,
                                  const nb_tensor_list *src) {
-    if (!pctx) return NB_ERR_NULL;
+    if (!nb_ctx_ok(pctx)) return nb_ctx_status(pctx);
     if (!dst || !prefix || !src)
         return nb_ctx_fail(pctx, NB_ERR_NULL, "params_add_prefixed: %s is NULL",
                            !dst ? "dst" : !prefix ? "prefix" : "src");
