@@ -46,13 +46,14 @@
  *
  * Errors: no function aborts or exits on bad input, and there is one error
  * channel, the sticky error of a context (nabla/core.h). Every function that
- * takes a context takes it first, records the first error there and
- * returns NULL (or an nb_status, for convenience); later calls on that
- * context do nothing; nb_ctx_error() gives the message. Functions without a
- * context argument record on the context of what they work on: a tensor's
- * owner (nb_list_add, nb_requires_grad), a module's parameter context
- * (nb_params_copy_from, nb_gpt_load_state_dict), the context an optimizer
- * was made with (nb_optim_step, nb_optim_set_lr, nb_optim_load_state). */
+ * takes a context takes it first, records the first error there and returns
+ * NULL (or an nb_status, for convenience); later calls on that context do
+ * nothing (the tape views excepted: they show how an error came about);
+ * nb_ctx_error() gives the message. Functions without a context argument
+ * record on the context of what they work on: a tensor's owner (nb_list_add,
+ * nb_requires_grad), a module's parameter context (nb_params_copy_from,
+ * nb_gpt_load_state_dict), the context an optimizer was made with
+ * (nb_optim_step, nb_optim_set_lr, nb_optim_load_state). */
 #ifndef NABLA_H
 #define NABLA_H
 
