@@ -299,7 +299,7 @@ nb_tensor *nb_bpe_encode(nb_ctx *ctx, const nb_bpe *t, const char *text, size_t 
     nb_tensor *ids = NULL;
     if (ok) {
         int64_t n = (int64_t)e.n;
-        if ((ids = nb_empty_raw(ctx, NB_I64, 1, &n)) != NULL)
+        if ((ids = nb_empty(ctx, NB_I64, 1, &n)) != NULL)
             memcpy(ids->data, e.ids, e.n * sizeof *e.ids);
     }
     if (e.md) pcre2_match_data_free(e.md);
