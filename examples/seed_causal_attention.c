@@ -84,7 +84,7 @@ int main(int argc, char **argv) {
     printf("\n"), print_shape("batch", batch);
 
     nb_nn_causal_attention ca;
-    nb_nn_causal_attention_init(&ca, params, 3, 2, 6, 0.5, false, NB_F32, &rng);
+    nb_nn_causal_attention_init(params, &ca, 3, 2, 6, 0.5, false, NB_F32, &rng);
     ca.use_fused = false; /* the seed's ops one by one, each on the tape */
     load(ctx, &ca.params, 3, ref_ca_eval_names, ref_ca_eval_params);
 

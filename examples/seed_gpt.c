@@ -49,7 +49,7 @@ int main(int argc, char **argv) {
     nb_ctx *params = nb_ctx_new(0);
     nb_gpt model;
     double t0 = now();
-    if (nb_gpt_init(&model, params, &cfg, &rng)) {
+    if (nb_gpt_init(params, &model, &cfg, &rng)) {
         fprintf(stderr, "error: %s\n", nb_ctx_error(params));
         nb_ctx_free(params);
         return 1;
@@ -66,7 +66,7 @@ int main(int argc, char **argv) {
     o.max_new_tokens = tokens;
     o.temperature = 0; /* greedy: torch.argmax(logits, dim=-1) */
     t0 = now();
-    nb_status st = nb_gpt_generate(&model, prompt, 4, &o, out, &n_out, params);
+    nb_status st = nb_gpt_generate(params, &model, prompt, 4, &o, out, &n_out);
     double dt = now() - t0;
     if (st) {
         fprintf(stderr, "error: %s\n", nb_ctx_error(params));

@@ -44,7 +44,7 @@ int main(int argc, char **argv) {
     /* Two heads, each a CausalAttention(3, 2) with its own weights; their
      * (2, 6, 2) outputs side by side make (2, 6, 4). */
     nb_nn_mha_wrapper wrapper;
-    nb_nn_mha_wrapper_init(&wrapper, params, 3, 2, 6, 0.0, 2, false, NB_F32, &rng);
+    nb_nn_mha_wrapper_init(params, &wrapper, 3, 2, 6, 0.0, 2, false, NB_F32, &rng);
     load(ctx, &wrapper.params, 6, ref_wrap_names, ref_wrap_params);
     printf("\nMultiHeadAttentionWrapper(d_in=3, d_out=2, num_heads=2) parameters:\n");
     print_params(&wrapper.params);
@@ -58,7 +58,7 @@ int main(int argc, char **argv) {
      * attends causally, the heads are put back to (2, 6, 2) and mixed by
      * out_proj, a Linear(2, 2) with bias. */
     nb_nn_mha mha;
-    nb_nn_mha_init(&mha, params, 3, 2, 6, 0.0, 2, false, NB_F32, &rng);
+    nb_nn_mha_init(params, &mha, 3, 2, 6, 0.0, 2, false, NB_F32, &rng);
     mha.use_fused = false; /* the seed's ops one by one, each on the tape */
     load(ctx, &mha.params, 5, ref_mha_names, ref_mha_params);
     printf("\nMultiHeadAttention(d_in=3, d_out=2, num_heads=2) parameters:\n");

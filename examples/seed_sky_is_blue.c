@@ -103,7 +103,7 @@ int main(int argc, char **argv) {
     nb_ctx_free(work);
 
     nb_gradcheck_result r;
-    nb_status st = nb_gradcheck(sum_of_attention, NULL, 4, in, NULL, &r);
+    nb_status st = nb_gradcheck(ctx, sum_of_attention, NULL, 4, in, NULL, &r);
     printf("\nnb_gradcheck of WQ, WK, WV (float64, eps 1e-6, atol 1e-5, rtol 1e-3):\n%s\n",
            r.message);
     int status = (st != NB_OK || bad) ? 1 : 0;

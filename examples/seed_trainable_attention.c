@@ -115,7 +115,7 @@ int main(int argc, char **argv) {
     nb_pcg32 rng;
     nb_pcg32_seed(&rng, 123, 1);
     nb_nn_self_attention_v1 sa_v1;
-    nb_nn_self_attention_v1_init(&sa_v1, params, 3, 2, NB_F32, &rng);
+    nb_nn_self_attention_v1_init(params, &sa_v1, 3, 2, NB_F32, &rng);
     nb_tensor_list v1_weights = {0};
     nb_list_add(&v1_weights, "W_query", W_query);
     nb_list_add(&v1_weights, "W_key", W_key);
@@ -130,7 +130,7 @@ int main(int argc, char **argv) {
      * matrix it multiplies by. These are the weights seed 000 gets by
      * building sa_v2 right after sa_v1 under the same manual_seed(123). */
     nb_nn_self_attention_v2 sa_v2;
-    nb_nn_self_attention_v2_init(&sa_v2, params, 3, 2, false, NB_F32, &rng);
+    nb_nn_self_attention_v2_init(params, &sa_v2, 3, 2, false, NB_F32, &rng);
     load(ctx, &sa_v2.params, 3, ref_sa2_000_names, ref_sa2_000_params);
     nb_nn_linear *linears[3] = {&sa_v2.W_query, &sa_v2.W_key, &sa_v2.W_value};
     for (int i = 0; i < 3; i++) {

@@ -82,7 +82,7 @@ static nb_tensor *attention(nb_ctx *ctx, nb_ctx *params) {
     nb_pcg32 rng;
     nb_pcg32_seed(&rng, 123, 1);
     nb_nn_causal_attention ca;
-    if (nb_nn_causal_attention_init(&ca, params, 3, 2, 6, 0.0, false, NB_F64, &rng)) return NULL;
+    if (nb_nn_causal_attention_init(params, &ca, 3, 2, 6, 0.0, false, NB_F64, &rng)) return NULL;
     ca.use_fused = false; /* the seed's ops one by one, each a step of the walk */
     load(params, &ca.params, 3, ref_ca_eval_names, ref_ca_eval_params);
     nb_tensor *x = nb_from_doubles(ctx, NB_F64, NB_SHAPE(1, 6, 3), inputs_data);
@@ -107,20 +107,20 @@ typedef struct gpt_block {
 
 static nb_status gpt_init(gpt_block *b, nb_ctx *pctx, nb_pcg32 *rng) {
     memset(b, 0, sizeof *b);
-    nb_status s = nb_nn_layer_norm_init(&b->ln_1, pctx, 4, 1e-5, true, NB_F64);
-    if (!s) s = nb_nn_mha_init(&b->attn, pctx, 4, 4, 3, 0.0, 2, true, NB_F64, rng);
+    nb_status s = nb_nn_layer_norm_init(pctx, &b->ln_1, 4, 1e-5, true, NB_F64);
+    if (!s) s = nb_nn_mha_init(pctx, &b->attn, 4, 4, 3, 0.0, 2, true, NB_F64, rng);
     b->attn.use_fused = false; /* every op of the attention on the tape, to step through */
-    if (!s) s = nb_nn_layer_norm_init(&b->ln_2, pctx, 4, 1e-5, true, NB_F64);
-    if (!s) s = nb_nn_linear_init(&b->c_fc, pctx, 4, 16, true, NB_F64, rng);
-    if (!s) s = nb_nn_gelu_init(&b->gelu, pctx, NB_GELU_TANH);
-    if (!s) s = nb_nn_linear_init(&b->c_proj, pctx, 16, 4, true, NB_F64, rng);
-    if (!s) s = nb_params_add_prefixed(&b->mlp, pctx, "c_fc", &b->c_fc.params);
-    if (!s) s = nb_params_add_prefixed(&b->mlp, pctx, "c_proj", &b->c_proj.params);
-    if (!s) s = nb_params_add_prefixed(&b->block, pctx, "ln_1", &b->ln_1.params);
-    if (!s) s = nb_params_add_prefixed(&b->block, pctx, "attn", &b->attn.params);
-    if (!s) s = nb_params_add_prefixed(&b->block, pctx, "ln_2", &b->ln_2.params);
-    if (!s) s = nb_params_add_prefixed(&b->block, pctx, "mlp", &b->mlp);
-    if (!s) s = nb_params_add_prefixed(&b->params, pctx, "transformer.h.0", &b->block);
+    if (!s) s = nb_nn_layer_norm_init(pctx, &b->ln_2, 4, 1e-5, true, NB_F64);
+    if (!s) s = nb_nn_linear_init(pctx, &b->c_fc, 4, 16, true, NB_F64, rng);
+    if (!s) s = nb_nn_gelu_init(pctx, &b->gelu, NB_GELU_TANH);
+    if (!s) s = nb_nn_linear_init(pctx, &b->c_proj, 16, 4, true, NB_F64, rng);
+    if (!s) s = nb_params_add_prefixed(pctx, &b->mlp, "c_fc", &b->c_fc.params);
+    if (!s) s = nb_params_add_prefixed(pctx, &b->mlp, "c_proj", &b->c_proj.params);
+    if (!s) s = nb_params_add_prefixed(pctx, &b->block, "ln_1", &b->ln_1.params);
+    if (!s) s = nb_params_add_prefixed(pctx, &b->block, "attn", &b->attn.params);
+    if (!s) s = nb_params_add_prefixed(pctx, &b->block, "ln_2", &b->ln_2.params);
+    if (!s) s = nb_params_add_prefixed(pctx, &b->block, "mlp", &b->mlp);
+    if (!s) s = nb_params_add_prefixed(pctx, &b->params, "transformer.h.0", &b->block);
     return s;
 }
 

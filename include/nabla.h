@@ -44,10 +44,16 @@
  *   nabla/io.h         safetensors checkpoints
  *   nabla/teach.h      the tape explorer page, op formulas
  *
- * Errors: no function aborts or exits on bad input. Ops record the first
- * error on their context and return NULL; later ops on that context do
- * nothing and return NULL; nb_ctx_error() gives the message. File and
- * optimizer functions return an nb_status. */
+ * Errors: no function aborts or exits on bad input, and there is one error
+ * channel, the sticky error of a context (nabla/core.h). Every function that
+ * takes a context takes it first, records the first error there and returns
+ * NULL (or an nb_status, for convenience); later calls on that context do
+ * nothing (the tape views excepted: they show how an error came about);
+ * nb_ctx_error() gives the message. Functions without a context argument
+ * record on the context of what they work on: a tensor's owner (nb_list_add,
+ * nb_requires_grad), a module's parameter context (nb_params_copy_from,
+ * nb_gpt_load_state_dict), the context an optimizer was made with
+ * (nb_optim_step, nb_optim_set_lr, nb_optim_load_state). */
 #ifndef NABLA_H
 #define NABLA_H
 

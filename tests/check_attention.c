@@ -38,7 +38,7 @@ START_TEST(test_sa_v1_seed_weights_give_seed_context) {
         nb_pcg32 rng;
         nb_pcg32_seed(&rng, 123, 1);
         nb_nn_self_attention_v1 m;
-        ck_assert_int_eq(nb_nn_self_attention_v1_init(&m, p, 3, 2, dt, &rng), NB_OK);
+        ck_assert_int_eq(nb_nn_self_attention_v1_init(p, &m, 3, 2, dt, &rng), NB_OK);
         /* the matrices seed 004 prints for torch.manual_seed(123), (d_in, d_out) */
         nb_tensor_list src = {0};
         nb_list_add(&src, "W_query", nb_from_doubles(ctx, NB_F64, NB_SHAPE(3, 2),
@@ -68,7 +68,7 @@ START_TEST(test_sa_v2_seed_000_weights) {
     nb_pcg32 rng;
     nb_pcg32_seed(&rng, 123, 1);
     nb_nn_self_attention_v2 m;
-    ck_assert_int_eq(nb_nn_self_attention_v2_init(&m, p, 3, 2, false, NB_F32, &rng), NB_OK);
+    ck_assert_int_eq(nb_nn_self_attention_v2_init(p, &m, 3, 2, false, NB_F32, &rng), NB_OK);
     /* seed 000 prints these (rounded to 4 dp) for its sa_v2; nn.Linear's (out, in) */
     nn_load(&m.params, 3, (const char *const[]){"W_key.weight", "W_query.weight", "W_value.weight"},
             (const double *const[]){
@@ -92,7 +92,7 @@ START_TEST(test_sa_v2_matches_pytorch) {
         nb_pcg32 rng;
         nb_pcg32_seed(&rng, 123, 1);
         nb_nn_self_attention_v2 m;
-        ck_assert_int_eq(nb_nn_self_attention_v2_init(&m, p, 3, 2, false, dt, &rng), NB_OK);
+        ck_assert_int_eq(nb_nn_self_attention_v2_init(p, &m, 3, 2, false, dt, &rng), NB_OK);
         nn_assert_names(&m.params, 3, ref_sa2_names);
         nn_load(&m.params, 3, ref_sa2_names, ref_sa2_params);
         nb_tensor *y = nb_nn_self_attention_v2_forward(ctx, &m, seed_inputs(ctx, dt));
@@ -113,7 +113,7 @@ START_TEST(test_causal_attention_with_bias_matches_pytorch) {
         nb_pcg32 rng;
         nb_pcg32_seed(&rng, 123, 1);
         nb_nn_causal_attention m;
-        ck_assert_int_eq(nb_nn_causal_attention_init(&m, p, 3, 2, 6, 0.0, true, dt, &rng), NB_OK);
+        ck_assert_int_eq(nb_nn_causal_attention_init(p, &m, 3, 2, 6, 0.0, true, dt, &rng), NB_OK);
         nn_assert_names(&m.params, 6, ref_ca_bias_names);
         nn_load(&m.params, 6, ref_ca_bias_names, ref_ca_bias_params);
         nb_tensor *y = nb_nn_causal_attention_forward(ctx, &m, seed_batch(ctx, dt, true));
@@ -138,7 +138,7 @@ START_TEST(test_wrapper_matches_pytorch) {
     nb_pcg32 rng;
     nb_pcg32_seed(&rng, 123, 1);
     nb_nn_mha_wrapper m;
-    ck_assert_int_eq(nb_nn_mha_wrapper_init(&m, p, 3, 2, 6, 0.0, 2, false, NB_F32, &rng), NB_OK);
+    ck_assert_int_eq(nb_nn_mha_wrapper_init(p, &m, 3, 2, 6, 0.0, 2, false, NB_F32, &rng), NB_OK);
     ck_assert_int_eq(m.num_heads, 2);
     nn_assert_names(&m.params, 6,
                     (const char *const[]){"heads.0.W_query.weight", "heads.0.W_key.weight",
@@ -167,7 +167,7 @@ START_TEST(test_mha_matches_seed_and_pytorch) {
         nb_pcg32 rng;
         nb_pcg32_seed(&rng, 123, 1);
         nb_nn_mha m;
-        ck_assert_int_eq(nb_nn_mha_init(&m, p, 3, 2, 6, 0.0, 2, false, dt, &rng), NB_OK);
+        ck_assert_int_eq(nb_nn_mha_init(p, &m, 3, 2, 6, 0.0, 2, false, dt, &rng), NB_OK);
         ck_assert_int_eq(m.head_dim, 1);
         nn_assert_names(&m.params, 5,
                         (const char *const[]){"W_query.weight", "W_key.weight", "W_value.weight",
@@ -197,7 +197,7 @@ START_TEST(test_mha_init_draw_order_and_names) {
     nb_pcg32_seed(&rng, 99, 7);
     nb_pcg32_seed(&ref, 99, 7);
     nb_nn_mha m;
-    ck_assert_int_eq(nb_nn_mha_init(&m, p, 3, 4, 6, 0.1, 2, true, NB_F64, &rng), NB_OK);
+    ck_assert_int_eq(nb_nn_mha_init(p, &m, 3, 4, 6, 0.1, 2, true, NB_F64, &rng), NB_OK);
     nn_assert_names(&m.params, 8, ref_mha_pad_names);
     /* W_query, W_key, W_value: Linear(3, 4), bound 1/sqrt(3), weight then
      * bias; then out_proj: Linear(4, 4), bound 1/2 */
@@ -224,7 +224,7 @@ START_TEST(test_mha_init_draw_order_and_names) {
     nb_pcg32_seed(&rng, 5, 5);
     nb_pcg32_seed(&ref, 5, 5);
     nb_nn_self_attention_v1 s1;
-    ck_assert_int_eq(nb_nn_self_attention_v1_init(&s1, p, 3, 2, NB_F32, &rng), NB_OK);
+    ck_assert_int_eq(nb_nn_self_attention_v1_init(p, &s1, 3, 2, NB_F32, &rng), NB_OK);
     nn_assert_names(&s1.params, 3, ref_sa1_names);
     nb_tensor *q = nb_uniform(tmp, NB_F32, NB_SHAPE(3, 2), 0.0, 1.0, &ref);
     nb_tensor *k = nb_uniform(tmp, NB_F32, NB_SHAPE(3, 2), 0.0, 1.0, &ref);
@@ -233,10 +233,10 @@ START_TEST(test_mha_init_draw_order_and_names) {
         ck_assert_double_eq(nb_get(s1.W_key, i), nb_get(k, i));
     }
     nb_nn_self_attention_v2 s2;
-    ck_assert_int_eq(nb_nn_self_attention_v2_init(&s2, p, 3, 2, true, NB_F32, &rng), NB_OK);
+    ck_assert_int_eq(nb_nn_self_attention_v2_init(p, &s2, 3, 2, true, NB_F32, &rng), NB_OK);
     nn_assert_names(&s2.params, 6, ref_ca_bias_names);
     nb_nn_mha_wrapper w;
-    ck_assert_int_eq(nb_nn_mha_wrapper_init(&w, p, 3, 2, 6, 0.0, 2, true, NB_F32, &rng), NB_OK);
+    ck_assert_int_eq(nb_nn_mha_wrapper_init(p, &w, 3, 2, 6, 0.0, 2, true, NB_F32, &rng), NB_OK);
     ck_assert_int_eq(w.params.n, 12);
     ck_assert_str_eq(w.params.names[1], "heads.0.W_query.bias");
     ck_assert_str_eq(w.params.names[11], "heads.1.W_value.bias");
@@ -252,7 +252,7 @@ START_TEST(test_mha_key_padding_matches_pytorch) {
     nb_pcg32 rng;
     nb_pcg32_seed(&rng, 123, 1);
     nb_nn_mha m;
-    ck_assert_int_eq(nb_nn_mha_init(&m, p, 3, 4, 6, 0.0, 2, true, NB_F32, &rng), NB_OK);
+    ck_assert_int_eq(nb_nn_mha_init(p, &m, 3, 4, 6, 0.0, 2, true, NB_F32, &rng), NB_OK);
     nn_load(&m.params, 8, ref_mha_pad_names, ref_mha_pad_params);
     /* sequence 1 has its last two positions padded */
     uint8_t pad[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1};
@@ -286,7 +286,7 @@ START_TEST(test_fully_padded_queries_get_zeros_not_nan) {
     nb_pcg32 rng;
     nb_pcg32_seed(&rng, 123, 1);
     nb_nn_mha m;
-    ck_assert_int_eq(nb_nn_mha_init(&m, p, 3, 4, 6, 0.0, 2, true, NB_F64, &rng), NB_OK);
+    ck_assert_int_eq(nb_nn_mha_init(p, &m, 3, 4, 6, 0.0, 2, true, NB_F64, &rng), NB_OK);
     /* left padding: queries 0 and 1 of sequence 1 see only padded keys */
     uint8_t pad[12] = {0, 0, 0, 0, 0, 0, 1, 1, 0, 0, 0, 0};
     nb_tensor *kpm = nb_from_data(ctx, NB_BOOL, NB_SHAPE(2, 6), pad);
@@ -325,7 +325,7 @@ START_TEST(test_causal_attention_key_padding) {
     nb_pcg32 rng;
     nb_pcg32_seed(&rng, 123, 1);
     nb_nn_causal_attention m;
-    ck_assert_int_eq(nb_nn_causal_attention_init(&m, p, 3, 2, 6, 0.0, false, NB_F32, &rng), NB_OK);
+    ck_assert_int_eq(nb_nn_causal_attention_init(p, &m, 3, 2, 6, 0.0, false, NB_F32, &rng), NB_OK);
     uint8_t pad[12] = {0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0};
     nb_tensor *kpm = nb_from_data(ctx, NB_BOOL, NB_SHAPE(2, 6), pad);
     nb_tensor *w = NULL, *w0 = NULL;
@@ -355,7 +355,7 @@ START_TEST(test_train_eval_switches_dropout) {
     nb_pcg32 rng;
     nb_pcg32_seed(&rng, 123, 1);
     nb_nn_causal_attention m;
-    ck_assert_int_eq(nb_nn_causal_attention_init(&m, p, 3, 2, 6, 0.5, false, NB_F64, &rng), NB_OK);
+    ck_assert_int_eq(nb_nn_causal_attention_init(p, &m, 3, 2, 6, 0.5, false, NB_F64, &rng), NB_OK);
     /* The replay below draws nb_dropout's mask, which only the composed path
      * uses; the fused path derives its mask from a seed (check_sdpa.c
      * replays that one). */
@@ -385,11 +385,11 @@ START_TEST(test_train_eval_switches_dropout) {
 
     /* recursion through the wrapper's heads and MultiHeadAttention's children */
     nb_nn_mha_wrapper wr;
-    ck_assert_int_eq(nb_nn_mha_wrapper_init(&wr, p, 3, 2, 6, 0.5, 3, false, NB_F64, &rng), NB_OK);
+    ck_assert_int_eq(nb_nn_mha_wrapper_init(p, &wr, 3, 2, 6, 0.5, 3, false, NB_F64, &rng), NB_OK);
     nb_nn_mha_wrapper_train(&wr, false);
     for (int h = 0; h < 3; h++) ck_assert(!wr.heads[h].dropout.training);
     nb_nn_mha mha;
-    ck_assert_int_eq(nb_nn_mha_init(&mha, p, 3, 2, 6, 0.5, 2, false, NB_F64, &rng), NB_OK);
+    ck_assert_int_eq(nb_nn_mha_init(p, &mha, 3, 2, 6, 0.5, 2, false, NB_F64, &rng), NB_OK);
     nb_tensor *a = nb_nn_mha_forward(ctx, &mha, x);
     nb_nn_mha_train(&mha, false);
     ck_assert(!mha.dropout.training && !mha.out_proj.training);
@@ -412,7 +412,7 @@ START_TEST(test_zero_grad_clears_every_param) {
     nb_pcg32 rng;
     nb_pcg32_seed(&rng, 1, 1);
     nb_nn_mha m;
-    ck_assert_int_eq(nb_nn_mha_init(&m, p, 3, 4, 6, 0.0, 2, true, NB_F32, &rng), NB_OK);
+    ck_assert_int_eq(nb_nn_mha_init(p, &m, 3, 4, 6, 0.0, 2, true, NB_F32, &rng), NB_OK);
     nb_tensor *y = nb_nn_mha_forward(ctx, &m, seed_batch(ctx, NB_F32, true));
     ck_assert_int_eq(nb_backward(ctx, nb_sum(ctx, nb_mul(ctx, y, y)), NULL), NB_OK);
     for (int k = 0; k < m.params.n; k++) {
@@ -478,10 +478,10 @@ START_TEST(test_gradcheck_self_attention) {
     nb_pcg32 rng;
     nb_pcg32_seed(&rng, 31, 1);
     nb_nn_self_attention_v1 s1;
-    ck_assert_int_eq(nb_nn_self_attention_v1_init(&s1, p, 3, 2, NB_F64, &rng), NB_OK);
+    ck_assert_int_eq(nb_nn_self_attention_v1_init(p, &s1, 3, 2, NB_F64, &rng), NB_OK);
     gradcheck_module(K_SA1, &s1, &s1.params, grad_x(p, false, &rng), NULL, NULL);
     nb_nn_self_attention_v2 s2;
-    ck_assert_int_eq(nb_nn_self_attention_v2_init(&s2, p, 3, 2, true, NB_F64, &rng), NB_OK);
+    ck_assert_int_eq(nb_nn_self_attention_v2_init(p, &s2, 3, 2, true, NB_F64, &rng), NB_OK);
     gradcheck_module(K_SA2, &s2, &s2.params, grad_x(p, false, &rng), NULL, NULL);
     nb_ctx_free(p);
 }
@@ -492,7 +492,7 @@ START_TEST(test_gradcheck_causal_attention_eval_and_train) {
     nb_pcg32 rng;
     nb_pcg32_seed(&rng, 32, 1);
     nb_nn_causal_attention m;
-    ck_assert_int_eq(nb_nn_causal_attention_init(&m, p, 3, 2, 6, 0.5, true, NB_F64, &rng), NB_OK);
+    ck_assert_int_eq(nb_nn_causal_attention_init(p, &m, 3, 2, 6, 0.5, true, NB_F64, &rng), NB_OK);
     nb_tensor *x = grad_x(p, true, &rng);
     nb_nn_causal_attention_train(&m, false);
     gradcheck_module(K_CA, &m, &m.params, x, NULL, NULL);
@@ -510,7 +510,7 @@ START_TEST(test_gradcheck_wrapper) {
     nb_pcg32 rng;
     nb_pcg32_seed(&rng, 33, 1);
     nb_nn_mha_wrapper m;
-    ck_assert_int_eq(nb_nn_mha_wrapper_init(&m, p, 3, 2, 4, 0.5, 2, false, NB_F64, &rng), NB_OK);
+    ck_assert_int_eq(nb_nn_mha_wrapper_init(p, &m, 3, 2, 4, 0.5, 2, false, NB_F64, &rng), NB_OK);
     nb_tensor *x = grad_x(p, true, &rng);
     nb_nn_mha_wrapper_train(&m, false);
     gradcheck_module(K_WRAP, &m, &m.params, x, NULL, NULL);
@@ -525,7 +525,7 @@ START_TEST(test_gradcheck_mha_eval_train_and_masked) {
     nb_pcg32 rng;
     nb_pcg32_seed(&rng, 34, 1);
     nb_nn_mha m;
-    ck_assert_int_eq(nb_nn_mha_init(&m, p, 3, 4, 4, 0.5, 2, true, NB_F64, &rng), NB_OK);
+    ck_assert_int_eq(nb_nn_mha_init(p, &m, 3, 4, 4, 0.5, 2, true, NB_F64, &rng), NB_OK);
     nb_tensor *x = grad_x(p, true, &rng);
     nb_nn_mha_train(&m, false);
     gradcheck_module(K_MHA, &m, &m.params, x, NULL, NULL);
@@ -547,43 +547,43 @@ START_TEST(test_init_errors) {
     nb_pcg32 rng;
     nb_pcg32_seed(&rng, 1, 1);
     nb_nn_mha m;
-    ck_assert_int_eq(nb_nn_mha_init(&m, p, 3, 5, 6, 0.0, 2, false, NB_F32, &rng), NB_ERR_VALUE);
+    ck_assert_int_eq(nb_nn_mha_init(p, &m, 3, 5, 6, 0.0, 2, false, NB_F32, &rng), NB_ERR_VALUE);
     ck_assert_error_has(p, "MultiHeadAttention: d_out 5 is not divisible by num_heads 2");
     /* the error is sticky: init on the same pctx refuses until it is cleared */
-    ck_assert_int_eq(nb_nn_mha_init(&m, p, 3, 4, 6, 0.0, 2, false, NB_F32, &rng), NB_ERR_VALUE);
+    ck_assert_int_eq(nb_nn_mha_init(p, &m, 3, 4, 6, 0.0, 2, false, NB_F32, &rng), NB_ERR_VALUE);
     nb_ctx_clear_error(p);
-    ck_assert_int_eq(nb_nn_mha_init(&m, p, 3, 4, 6, 0.0, 0, false, NB_F32, &rng), NB_ERR_VALUE);
+    ck_assert_int_eq(nb_nn_mha_init(p, &m, 3, 4, 6, 0.0, 0, false, NB_F32, &rng), NB_ERR_VALUE);
     ck_assert_error_has(p, "MultiHeadAttention: num_heads 0 must be positive");
     nb_ctx_clear_error(p);
-    ck_assert_int_eq(nb_nn_mha_init(&m, p, 3, 4, 0, 0.0, 2, false, NB_F32, &rng), NB_ERR_VALUE);
+    ck_assert_int_eq(nb_nn_mha_init(p, &m, 3, 4, 0, 0.0, 2, false, NB_F32, &rng), NB_ERR_VALUE);
     ck_assert_error_has(p, "MultiHeadAttention: context_length 0 must be positive");
     nb_ctx_clear_error(p);
-    ck_assert_int_eq(nb_nn_mha_init(&m, p, 3, 4, 6, -0.1, 2, false, NB_F32, &rng), NB_ERR_VALUE);
+    ck_assert_int_eq(nb_nn_mha_init(p, &m, 3, 4, 6, -0.1, 2, false, NB_F32, &rng), NB_ERR_VALUE);
     ck_assert_error_has(p, "MultiHeadAttention: dropout -0.1 is outside [0, 1]");
     nb_ctx_clear_error(p);
-    ck_assert_int_eq(nb_nn_mha_init(&m, p, 3, 4, 6, 0.0, 2, false, NB_BOOL, &rng), NB_ERR_DTYPE);
+    ck_assert_int_eq(nb_nn_mha_init(p, &m, 3, 4, 6, 0.0, 2, false, NB_BOOL, &rng), NB_ERR_DTYPE);
     ck_assert_error_has(p, "MultiHeadAttention: dtype bool, parameters must be f32 or f64");
     nb_ctx_clear_error(p);
-    ck_assert_int_eq(nb_nn_mha_init(&m, NULL, 3, 4, 6, 0.0, 2, false, NB_F32, &rng), NB_ERR_NULL);
-    ck_assert_int_eq(nb_nn_mha_init(NULL, p, 3, 4, 6, 0.0, 2, false, NB_F32, &rng), NB_ERR_NULL);
+    ck_assert_int_eq(nb_nn_mha_init(NULL, &m, 3, 4, 6, 0.0, 2, false, NB_F32, &rng), NB_ERR_NULL);
+    ck_assert_int_eq(nb_nn_mha_init(p, NULL, 3, 4, 6, 0.0, 2, false, NB_F32, &rng), NB_ERR_NULL);
     ck_assert_error_has(p, "MultiHeadAttention: module is NULL");
     nb_ctx_clear_error(p);
     nb_nn_mha_wrapper w;
-    ck_assert_int_eq(nb_nn_mha_wrapper_init(&w, p, 3, 2, 6, 2.0, 2, false, NB_F32, &rng),
+    ck_assert_int_eq(nb_nn_mha_wrapper_init(p, &w, 3, 2, 6, 2.0, 2, false, NB_F32, &rng),
                      NB_ERR_VALUE);
     ck_assert_error_has(p, "MultiHeadAttentionWrapper: dropout 2 is outside [0, 1]");
     nb_ctx_clear_error(p);
     nb_nn_causal_attention ca;
-    ck_assert_int_eq(nb_nn_causal_attention_init(&ca, p, 3, 2, 6, 0.0, false, NB_F32, NULL),
+    ck_assert_int_eq(nb_nn_causal_attention_init(p, &ca, 3, 2, 6, 0.0, false, NB_F32, NULL),
                      NB_ERR_NULL);
     ck_assert_error_has(p, "CausalAttention: rng is NULL");
     nb_ctx_clear_error(p);
     nb_nn_self_attention_v1 s1;
-    ck_assert_int_eq(nb_nn_self_attention_v1_init(&s1, p, 0, 2, NB_F32, &rng), NB_ERR_VALUE);
+    ck_assert_int_eq(nb_nn_self_attention_v1_init(p, &s1, 0, 2, NB_F32, &rng), NB_ERR_VALUE);
     ck_assert_error_has(p, "SelfAttention_v1: d_in 0 must be positive");
     nb_ctx_clear_error(p);
     nb_nn_self_attention_v2 s2;
-    ck_assert_int_eq(nb_nn_self_attention_v2_init(&s2, p, 3, -2, false, NB_F32, &rng),
+    ck_assert_int_eq(nb_nn_self_attention_v2_init(p, &s2, 3, -2, false, NB_F32, &rng),
                      NB_ERR_VALUE);
     ck_assert_error_has(p, "SelfAttention_v2: d_out -2 must be positive");
     nb_ctx_free(p);
@@ -595,7 +595,7 @@ START_TEST(test_forward_errors) {
     nb_pcg32 rng;
     nb_pcg32_seed(&rng, 1, 1);
     nb_nn_causal_attention ca;
-    ck_assert_int_eq(nb_nn_causal_attention_init(&ca, p, 3, 2, 4, 0.0, false, NB_F32, &rng), NB_OK);
+    ck_assert_int_eq(nb_nn_causal_attention_init(p, &ca, 3, 2, 4, 0.0, false, NB_F32, &rng), NB_OK);
     nb_tensor *x6 = seed_batch(ctx, NB_F32, false);
     ck_assert_ptr_null(nb_nn_causal_attention_forward(ctx, &ca, x6));
     ck_assert_int_eq(nb_ctx_status(ctx), NB_ERR_SHAPE);
@@ -609,7 +609,7 @@ START_TEST(test_forward_errors) {
     nb_ctx_clear_error(ctx);
 
     nb_nn_mha m;
-    ck_assert_int_eq(nb_nn_mha_init(&m, p, 3, 2, 6, 0.0, 2, false, NB_F32, &rng), NB_OK);
+    ck_assert_int_eq(nb_nn_mha_init(p, &m, 3, 2, 6, 0.0, 2, false, NB_F32, &rng), NB_OK);
     nb_tensor *x4 = nb_ones(ctx, NB_F32, NB_SHAPE(2, 6, 4));
     ck_assert_ptr_null(nb_nn_mha_forward(ctx, &m, x4));
     ck_assert_error_has(ctx, "MultiHeadAttention: x has shape (2, 6, 4), expected (B, T, 3) "
@@ -646,7 +646,7 @@ START_TEST(test_forward_errors) {
     ck_assert_ptr_null(nb_nn_mha_forward(NULL, &m, x6));
 
     nb_nn_mha_wrapper wr;
-    ck_assert_int_eq(nb_nn_mha_wrapper_init(&wr, p, 3, 2, 6, 0.0, 2, false, NB_F32, &rng), NB_OK);
+    ck_assert_int_eq(nb_nn_mha_wrapper_init(p, &wr, 3, 2, 6, 0.0, 2, false, NB_F32, &rng), NB_OK);
     ck_assert_ptr_null(nb_nn_mha_wrapper_forward(ctx, &wr, x4));
     ck_assert_error_has(ctx, "MultiHeadAttentionWrapper: x has shape (2, 6, 4), expected (B, T, 3)");
     nb_ctx_clear_error(ctx);
@@ -655,13 +655,13 @@ START_TEST(test_forward_errors) {
     nb_ctx_clear_error(ctx);
 
     nb_nn_self_attention_v1 s1;
-    ck_assert_int_eq(nb_nn_self_attention_v1_init(&s1, p, 3, 2, NB_F32, &rng), NB_OK);
+    ck_assert_int_eq(nb_nn_self_attention_v1_init(p, &s1, 3, 2, NB_F32, &rng), NB_OK);
     ck_assert_ptr_null(nb_nn_self_attention_v1_forward(ctx, &s1, x6));
     ck_assert_error_has(ctx, "SelfAttention_v1: x has shape (2, 6, 3), expected (T, 3) "
                              "(tokens, d_in)");
     nb_ctx_clear_error(ctx);
     nb_nn_self_attention_v2 s2;
-    ck_assert_int_eq(nb_nn_self_attention_v2_init(&s2, p, 3, 2, false, NB_F32, &rng), NB_OK);
+    ck_assert_int_eq(nb_nn_self_attention_v2_init(p, &s2, 3, 2, false, NB_F32, &rng), NB_OK);
     ck_assert_ptr_null(nb_nn_self_attention_v2_forward(ctx, &s2, NULL));
     ck_assert_error_has(ctx, "SelfAttention_v2: x is NULL");
     nb_ctx_free(ctx);

@@ -50,12 +50,12 @@ static nb_optim *make_optim(const cfg *c, const nb_tensor_list *params, nb_ctx *
         o.dampening = c->dampening;
         o.weight_decay = c->weight_decay;
         o.nesterov = c->nesterov;
-        return nb_sgd_new(params, o, err);
+        return nb_sgd_new(err, params, o);
     }
     nb_adam_opts o = c->k == K_ADAM ? nb_adam_defaults(c->lr) : nb_adamw_defaults(c->lr);
     o.weight_decay = c->weight_decay;
     o.amsgrad = c->amsgrad;
-    return c->k == K_ADAM ? nb_adam_new(params, o, err) : nb_adamw_new(params, o, err);
+    return c->k == K_ADAM ? nb_adam_new(err, params, o) : nb_adamw_new(err, params, o);
 }
 
 /* Heap-allocated: the model's dropout keeps a pointer to rng. */
@@ -77,7 +77,7 @@ static run *run_new_sized(const cfg *c, nb_dtype dt, double dropout, uint64_t se
     r->pctx = nb_ctx_new(0);
     r->step = nb_ctx_new(0);
     nb_pcg32_seed(&r->rng, seed, 1);
-    ck_assert_int_eq(nb_nn_mha_init(&r->mha, r->pctx, D, d_out, T, dropout, HEADS, qkv_bias, dt,
+    ck_assert_int_eq(nb_nn_mha_init(r->pctx, &r->mha, D, d_out, T, dropout, HEADS, qkv_bias, dt,
                                     &r->rng),
                      NB_OK);
     nb_pcg32 data;
@@ -148,7 +148,7 @@ static void snap_take(snapshot *s, run *r) {
         nb_list_add(&s->params, r->mha.params.names[i],
                     nb_copy(s->ctx, r->mha.params.t[i], r->mha.params.t[i]->dtype));
     if (r->opt) {
-        ck_assert_int_eq(nb_optim_state(r->opt, s->ctx, &s->state), NB_OK);
+        ck_assert_int_eq(nb_optim_state(s->ctx, r->opt, &s->state), NB_OK);
         s->steps = nb_optim_step_count(r->opt);
     }
 }
@@ -162,7 +162,7 @@ static void snap_check_free(snapshot *s, run *r) {
     ck_assert_double_eq(s->cursor, nb_item(r->cursor));
     if (r->opt) {
         nb_tensor_list now = {0};
-        ck_assert_int_eq(nb_optim_state(r->opt, s->ctx, &now), NB_OK);
+        ck_assert_int_eq(nb_optim_state(s->ctx, r->opt, &now), NB_OK);
         ck_assert_int_eq(now.n, s->state.n);
         for (int i = 0; i < now.n; i++) {
             ck_assert_str_eq(now.names[i], s->state.names[i]);
@@ -729,9 +729,9 @@ START_TEST(test_optim_kind_and_options) {
     nb_sgd_opts so = nb_sgd_defaults(0.5);
     so.momentum = 0.9;
     so.nesterov = true;
-    nb_optim *sgd = nb_sgd_new(&p, so, ctx);
-    nb_optim *adam = nb_adam_new(&p, nb_adam_defaults(1e-3), ctx);
-    nb_optim *adamw = nb_adamw_new(&p, nb_adamw_defaults(2e-3), ctx);
+    nb_optim *sgd = nb_sgd_new(ctx, &p, so);
+    nb_optim *adam = nb_adam_new(ctx, &p, nb_adam_defaults(1e-3));
+    nb_optim *adamw = nb_adamw_new(ctx, &p, nb_adamw_defaults(2e-3));
     ck_assert_str_eq(nb_optim_kind(sgd), "sgd");
     ck_assert_str_eq(nb_optim_kind(adam), "adam");
     ck_assert_str_eq(nb_optim_kind(adamw), "adamw");

@@ -99,7 +99,7 @@ static void run_parity(const char *run, nb_dtype dt, double loss_tol, double w_t
     ck_assert_int_eq(nb_load_safetensors(files, GPT_DIR "batches.safetensors", &batches), NB_OK);
 
     nb_gpt m;
-    ck_assert_int_eq(nb_gpt_from_state_dict(&m, pctx, &init, (int)argd(args, "n_head"), 0.0, dt,
+    ck_assert_int_eq(nb_gpt_from_state_dict(pctx, &m, &init, (int)argd(args, "n_head"), 0.0, dt,
                                             NULL), NB_OK);
     ck_assert_str_eq(arg(args, "arch", ibuf, sizeof ibuf),
                      m.cfg.arch == NB_GPT_GPTMODEL ? "gptmodel" : "nanogpt");
@@ -107,7 +107,7 @@ static void run_parity(const char *run, nb_dtype dt, double loss_tol, double w_t
     o.beta1 = argd(args, "beta1");
     o.beta2 = argd(args, "beta2");
     o.weight_decay = argd(args, "weight_decay");
-    nb_optim *opt = nb_adamw_new_groups(&m.params, o, argb(args, "weight_decay_1d"), pctx);
+    nb_optim *opt = nb_adamw_new_groups(pctx, &m.params, o, argb(args, "weight_decay_1d"));
     ck_assert_ptr_nonnull(opt);
     nb_lr_schedule sch = {argd(args, "learning_rate"), argb(args, "decay_lr"),
                           (int64_t)argd(args, "warmup_iters"),
@@ -173,7 +173,7 @@ START_TEST(test_gptmodel_names) {
     nb_gpt_config c = tiny_config(NB_GPT_GPTMODEL, NB_F32);
     c.qkv_bias = true;
     nb_gpt m;
-    ck_assert_int_eq(nb_gpt_init(&m, p, &c, &rng), NB_OK);
+    ck_assert_int_eq(nb_gpt_init(p, &m, &c, &rng), NB_OK);
     /* 2 + 2 * (8 att + 4 ff + 4 norms) + 2 + 1 */
     ck_assert_int_eq(m.params.n, 37);
     ck_assert_int_eq(m.state_dict.n, 37);
@@ -213,7 +213,7 @@ START_TEST(test_nanogpt_names_tied_init) {
     nb_gpt_config c = tiny_config(NB_GPT_NANOGPT, NB_F64);
     c.n_embd = 64, c.vocab_size = 300, c.n_layer = 2;
     nb_gpt m;
-    ck_assert_int_eq(nb_gpt_init(&m, p, &c, &rng), NB_OK);
+    ck_assert_int_eq(nb_gpt_init(p, &m, &c, &rng), NB_OK);
     /* params: wte, wpe, 2 x 12, ln_f.weight, ln_f.bias; state_dict + lm_head */
     ck_assert_int_eq(m.params.n, 28);
     ck_assert_int_eq(m.state_dict.n, 29);
@@ -235,7 +235,7 @@ START_TEST(test_nanogpt_names_tied_init) {
     ck_assert_int_eq(nb_gpt_num_params(&m, false), nb_gpt_num_params(&m, true));
     /* bias=False drops every bias */
     c.bias = false;
-    ck_assert_int_eq(nb_gpt_init(&m, p, &c, &rng), NB_OK);
+    ck_assert_int_eq(nb_gpt_init(p, &m, &c, &rng), NB_OK);
     ck_assert_int_eq(m.params.n, 2 + 2 * 6 + 1);
     for (int i = 0; i < m.state_dict.n; i++) ck_assert(!strstr(m.state_dict.names[i], "bias"));
     nb_ctx_free(p);
@@ -250,8 +250,8 @@ START_TEST(test_tied_gradient_is_sum) {
     nb_pcg32_seed(&rng, 3, 1);
     nb_gpt_config c = tiny_config(NB_GPT_NANOGPT, NB_F64);
     nb_gpt m, u;
-    ck_assert_int_eq(nb_gpt_init(&m, p, &c, &rng), NB_OK);
-    ck_assert_int_eq(nb_gpt_init(&u, p, &c, &rng), NB_OK);
+    ck_assert_int_eq(nb_gpt_init(p, &m, &c, &rng), NB_OK);
+    ck_assert_int_eq(nb_gpt_init(p, &u, &c, &rng), NB_OK);
     ck_assert_int_eq(nb_params_copy_from(&u.params, &m.params), NB_OK);
     /* untie u: a separate head tensor with the same values */
     u.head = nb_requires_grad(nb_copy(p, u.wte, NB_F64));
@@ -283,12 +283,12 @@ static void cache_vs_full(nb_gpt_arch arch) {
     nb_gpt_config c = tiny_config(arch, NB_F64);
     c.qkv_bias = true, c.dropout = 0.2; /* eval mode must switch dropout off */
     nb_gpt m;
-    ck_assert_int_eq(nb_gpt_init(&m, p, &c, &rng), NB_OK);
+    ck_assert_int_eq(nb_gpt_init(p, &m, &c, &rng), NB_OK);
     const int64_t seq[2 * 8] = {1, 5, 2, 9, 0, 3, 3, 10, 4, 4, 7, 1, 6, 2, 8, 0};
     nb_tensor *full = nb_gpt_infer(s, &m, ids_from(s, 2, 8, seq)); /* (2, 8, 11) */
     ck_assert_ptr_nonnull(full);
     ck_assert_int_eq(nb_tape_len(s), 0); /* no tape */
-    nb_gpt_cache *kv = nb_gpt_cache_new(&m, 2, s);
+    nb_gpt_cache *kv = nb_gpt_cache_new(s, &m, 2);
     ck_assert_ptr_nonnull(kv);
     /* a prompt of 3, then 1, 2, 1, 1 tokens */
     const int64_t steps[] = {3, 1, 2, 1, 1};
@@ -321,7 +321,7 @@ static void cache_vs_full(nb_gpt_arch arch) {
     ck_assert_ptr_null(nb_gpt_forward_cached(s, &m, kv, ids_from(s, 1, 2, seq)));
     ck_assert_error_has(s, "ids batch 1, cache batch 2");
     nb_gpt_cache_free(kv);
-    ck_assert_ptr_null(nb_gpt_cache_new(&m, 0, s));
+    ck_assert_ptr_null(nb_gpt_cache_new(s, &m, 0));
     ck_assert(m.training); /* restored */
     nb_ctx_free(s);
     nb_ctx_free(p);
@@ -341,14 +341,14 @@ START_TEST(test_generate_cache_same_tokens) {
     for (int arch = 0; arch < 2; arch++) {
         nb_gpt_config c = tiny_config((nb_gpt_arch)arch, NB_F64);
         nb_gpt m;
-        ck_assert_int_eq(nb_gpt_init(&m, p, &c, &rng), NB_OK);
+        ck_assert_int_eq(nb_gpt_init(p, &m, &c, &rng), NB_OK);
         const int64_t prompt[3] = {4, 1, 7};
         int64_t a[40], b[40], na, nb;
         nb_gpt_sample_opts o = nb_gpt_sample_defaults();
         o.max_new_tokens = 20, o.temperature = 0.9, o.top_k = 5, o.seed = 42;
-        ck_assert_int_eq(nb_gpt_generate(&m, prompt, 3, &o, a, &na, p), NB_OK);
+        ck_assert_int_eq(nb_gpt_generate(p, &m, prompt, 3, &o, a, &na), NB_OK);
         o.use_cache = false;
-        ck_assert_int_eq(nb_gpt_generate(&m, prompt, 3, &o, b, &nb, p), NB_OK);
+        ck_assert_int_eq(nb_gpt_generate(p, &m, prompt, 3, &o, b, &nb), NB_OK);
         ck_assert_int_eq(na, 23);
         ck_assert_int_eq(nb, 23);
         int distinct = 0;
@@ -361,9 +361,9 @@ START_TEST(test_generate_cache_same_tokens) {
         ck_assert_int_gt(distinct, 3); /* sampling, not a constant */
         /* top_k 1 = greedy = temperature 0 */
         o.top_k = 1;
-        ck_assert_int_eq(nb_gpt_generate(&m, prompt, 3, &o, a, &na, p), NB_OK);
+        ck_assert_int_eq(nb_gpt_generate(p, &m, prompt, 3, &o, a, &na), NB_OK);
         o.top_k = 0, o.temperature = 0, o.use_cache = true;
-        ck_assert_int_eq(nb_gpt_generate(&m, prompt, 3, &o, b, &nb, p), NB_OK);
+        ck_assert_int_eq(nb_gpt_generate(p, &m, prompt, 3, &o, b, &nb), NB_OK);
         for (int i = 0; i < 23; i++) ck_assert_int_eq(a[i], b[i]);
     }
     nb_ctx_free(p);
@@ -380,12 +380,12 @@ START_TEST(test_cached_logits_threads_identical) {
     nb_gpt_config c = tiny_config(NB_GPT_NANOGPT, NB_F32);
     c.vocab_size = 2100, c.n_embd = 256, c.n_layer = 1, c.n_head = 4;
     nb_gpt m;
-    ck_assert_int_eq(nb_gpt_init(&m, p, &c, &rng), NB_OK);
+    ck_assert_int_eq(nb_gpt_init(p, &m, &c, &rng), NB_OK);
     const int64_t ids[3] = {5, 2000, 17};
     float out[2][3 * 2100];
     for (int k = 0; k < 2; k++) {
         ck_assert_int_eq(nb_set_num_threads(k + 1), k + 1);
-        nb_gpt_cache *kv = nb_gpt_cache_new(&m, 1, s);
+        nb_gpt_cache *kv = nb_gpt_cache_new(s, &m, 1);
         nb_tensor *y = nb_gpt_forward_cached(s, &m, kv, ids_from(s, 1, 3, ids));
         ck_assert_ptr_nonnull(y);
         memcpy(out[k], y->data, sizeof out[k]);
@@ -426,14 +426,14 @@ START_TEST(test_accumulation_equals_big_batch) {
     nb_pcg32_seed(&rng, 5, 1);
     nb_gpt_config c = tiny_config(NB_GPT_NANOGPT, NB_F64);
     nb_gpt m;
-    ck_assert_int_eq(nb_gpt_init(&m, p, &c, &rng), NB_OK);
+    ck_assert_int_eq(nb_gpt_init(p, &m, &c, &rng), NB_OK);
     int64_t x[8 * 5], y[8 * 5];
     for (int i = 0; i < 40; i++) {
         x[i] = nb_pcg32_bounded(&rng, 11);
         y[i] = nb_pcg32_bounded(&rng, 11);
     }
     /* lr 0: the step leaves the weights alone and the grads readable */
-    nb_optim *opt = nb_adamw_new(&m.params, nb_adamw_defaults(0.0), p);
+    nb_optim *opt = nb_adamw_new(p, &m.params, nb_adamw_defaults(0.0));
     double grads1[4][2000];
     int syncs = 0;
     const int ks[2] = {1, 4};
@@ -474,7 +474,7 @@ START_TEST(test_train_step_recycles_grads) {
         nb_pcg32_seed(&rng, 6, 1);
         nb_gpt_config c = tiny_config(arch ? NB_GPT_NANOGPT : NB_GPT_GPTMODEL, NB_F32);
         nb_gpt m;
-        ck_assert_int_eq(nb_gpt_init(&m, p, &c, &rng), NB_OK);
+        ck_assert_int_eq(nb_gpt_init(p, &m, &c, &rng), NB_OK);
         int64_t x[4 * 8], y[4 * 8];
         for (int i = 0; i < 32; i++) x[i] = nb_pcg32_bounded(&rng, 11), y[i] = (x[i] * 3) % 11;
         accum a = {&m, x, y, 4, 8};
@@ -491,7 +491,7 @@ START_TEST(test_train_step_recycles_grads) {
             k += t->numel;
         }
         ck_assert_uint_le(k, 60000);
-        nb_optim *opt = nb_adamw_new(&m.params, nb_adamw_defaults(0.0), p);
+        nb_optim *opt = nb_adamw_new(p, &m.params, nb_adamw_defaults(0.0));
         nb_train_step st = {opt, &m.params, 1, 0, 0.0, accum_loss, &a, NULL, NULL};
         ck_assert_int_eq(nb_train_step_run(s, &st, NULL), NB_OK);
         ck_assert_uint_lt(nb_ctx_mem_used(s), plain_mem);
@@ -528,10 +528,10 @@ START_TEST(test_train_step_errors) {
     nb_pcg32_seed(&rng, 5, 1);
     nb_gpt_config c = tiny_config(NB_GPT_GPTMODEL, NB_F64);
     nb_gpt m;
-    ck_assert_int_eq(nb_gpt_init(&m, p, &c, &rng), NB_OK);
+    ck_assert_int_eq(nb_gpt_init(p, &m, &c, &rng), NB_OK);
     int64_t x[10] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, y[10] = {2, 3, 4, 5, 6, 7, 8, 9, 10, 0};
     accum a = {&m, x, y, 2, 5};
-    nb_optim *opt = nb_adamw_new(&m.params, nb_adamw_defaults(0.1), p);
+    nb_optim *opt = nb_adamw_new(p, &m.params, nb_adamw_defaults(0.1));
     double before = nb_get(m.wte, 0);
     nb_train_step st = {opt, &m.params, 1, 1.0, 0.1, accum_loss, &a, failing_sync, NULL};
     ck_assert_int_eq(nb_train_step_run(s, &st, NULL), NB_ERR_IO);
@@ -556,7 +556,7 @@ START_TEST(test_train_step_errors) {
     nb_optim_free(opt);
     /* no_grad: no gradient buffers, nothing recorded */
     c.no_grad = true;
-    ck_assert_int_eq(nb_gpt_init(&m, p, &c, &rng), NB_OK);
+    ck_assert_int_eq(nb_gpt_init(p, &m, &c, &rng), NB_OK);
     for (int i = 0; i < m.params.n; i++) {
         ck_assert_ptr_null(nb_list_tensor(&m.params, i)->grad);
         ck_assert(!nb_list_tensor(&m.params, i)->requires_grad);
@@ -598,7 +598,7 @@ START_TEST(test_adamw_groups) {
     for (int decay_1d = 0; decay_1d < 2; decay_1d++) {
         for (size_t i = 0; i < 4; i++) nb_set(w, i, 1.0);
         for (size_t i = 0; i < 2; i++) nb_set(b, i, 1.0);
-        nb_optim *opt = nb_adamw_new_groups(&l, o, decay_1d, p);
+        nb_optim *opt = nb_adamw_new_groups(p, &l, o, decay_1d);
         ck_assert_ptr_nonnull(opt);
         /* zero gradients: Adam's update is 0, only the decay moves p */
         ck_assert_int_eq(nb_optim_step(opt), NB_OK);
@@ -617,7 +617,7 @@ START_TEST(test_config_from_state_dict) {
     nb_tensor_list sd = {0};
     ck_assert_int_eq(nb_load_safetensors(f, GPT_DIR "init_nanogpt_nobias.safetensors", &sd), NB_OK);
     nb_gpt_config c;
-    ck_assert_int_eq(nb_gpt_config_from_state_dict(&sd, 2, &c, p), NB_OK);
+    ck_assert_int_eq(nb_gpt_config_from_state_dict(p, &sd, 2, &c), NB_OK);
     ck_assert_int_eq(c.arch, NB_GPT_NANOGPT);
     ck_assert_int_eq(c.vocab_size, 13);
     ck_assert_int_eq(c.block_size, 8);
@@ -627,18 +627,18 @@ START_TEST(test_config_from_state_dict) {
     ck_assert_int_eq(c.dtype, NB_F64);
     nb_tensor_list sd2 = {0};
     ck_assert_int_eq(nb_load_safetensors(f, GPT_DIR "init_gptmodel_qkv.safetensors", &sd2), NB_OK);
-    ck_assert_int_eq(nb_gpt_config_from_state_dict(&sd2, 2, &c, p), NB_OK);
+    ck_assert_int_eq(nb_gpt_config_from_state_dict(p, &sd2, 2, &c), NB_OK);
     ck_assert_int_eq(c.arch, NB_GPT_GPTMODEL);
     ck_assert(c.qkv_bias);
     /* n_head that does not divide n_embd */
     nb_gpt m;
-    ck_assert_int_eq(nb_gpt_from_state_dict(&m, p, &sd2, 3, 0.0, NB_F32, NULL), NB_ERR_VALUE);
+    ck_assert_int_eq(nb_gpt_from_state_dict(p, &m, &sd2, 3, 0.0, NB_F32, NULL), NB_ERR_VALUE);
     ck_assert_error_has(p, "n_embd 8 is not divisible by n_head 3");
     nb_ctx_clear_error(p);
     /* nanoGPT: lm_head.weight must be wte's values (tied) */
     nb_tensor_list sd3 = {0};
     ck_assert_int_eq(nb_load_safetensors(f, GPT_DIR "init_nanogpt_bias.safetensors", &sd3), NB_OK);
-    ck_assert_int_eq(nb_gpt_from_state_dict(&m, p, &sd3, 2, 0.0, NB_F64, NULL), NB_OK);
+    ck_assert_int_eq(nb_gpt_from_state_dict(p, &m, &sd3, 2, 0.0, NB_F64, NULL), NB_OK);
     ck_assert_double_eq(nb_get(m.wte, 5), nb_get(nb_list_get(&sd3, "lm_head.weight"), 5));
     nb_set(nb_list_get(&sd3, "lm_head.weight"), 5, 0.5);
     ck_assert_int_eq(nb_gpt_load_state_dict(&m, &sd3), NB_ERR_FORMAT);
@@ -647,7 +647,7 @@ START_TEST(test_config_from_state_dict) {
     /* a list that is no GPT */
     nb_tensor_list bad = {0};
     nb_list_add(&bad, "weight", sd.t[0]);
-    ck_assert_int_eq(nb_gpt_config_from_state_dict(&bad, 2, &c, p), NB_ERR_FORMAT);
+    ck_assert_int_eq(nb_gpt_config_from_state_dict(p, &bad, 2, &c), NB_ERR_FORMAT);
     ck_assert_error_has(p, "tok_emb.weight");
     nb_ctx_free(p);
     nb_ctx_free(f);
@@ -660,7 +660,7 @@ START_TEST(test_forward_errors) {
     nb_pcg32_seed(&rng, 1, 1);
     nb_gpt_config c = tiny_config(NB_GPT_GPTMODEL, NB_F32);
     nb_gpt m;
-    ck_assert_int_eq(nb_gpt_init(&m, p, &c, &rng), NB_OK);
+    ck_assert_int_eq(nb_gpt_init(p, &m, &c, &rng), NB_OK);
     int64_t ids[9] = {0, 1, 2, 3, 4, 5, 6, 7, 8};
     ck_assert_ptr_null(nb_gpt_forward(s, &m, ids_from(s, 1, 9, ids)));
     ck_assert_error_has(s, "ids is i64 (1, 9); expected i64 (B, T) with T <= 8");
@@ -675,16 +675,16 @@ START_TEST(test_forward_errors) {
     ck_assert_ptr_null(nb_gpt_forward(s, NULL, NULL));
     ck_assert_error_has(s, "model is NULL");
     c.dropout = 0.1;
-    ck_assert_int_eq(nb_gpt_init(&m, p, &c, NULL), NB_ERR_NULL);
+    ck_assert_int_eq(nb_gpt_init(p, &m, &c, NULL), NB_ERR_NULL);
     ck_assert_error_has(p, "dropout 0.1 needs an rng");
     nb_ctx_clear_error(p);
     c.dropout = 0, c.n_layer = 0;
-    ck_assert_int_eq(nb_gpt_init(&m, p, &c, &rng), NB_ERR_VALUE);
+    ck_assert_int_eq(nb_gpt_init(p, &m, &c, &rng), NB_ERR_VALUE);
     ck_assert_error_has(p, "n_layer 0 must be positive");
     int64_t out[4];
     nb_gpt_sample_opts o = nb_gpt_sample_defaults();
     nb_ctx_clear_error(p);
-    ck_assert_int_eq(nb_gpt_generate(NULL, ids, 1, &o, out, NULL, p), NB_ERR_NULL);
+    ck_assert_int_eq(nb_gpt_generate(p, NULL, ids, 1, &o, out, NULL), NB_ERR_NULL);
     nb_ctx_free(s);
     nb_ctx_free(p);
 }
@@ -696,7 +696,7 @@ START_TEST(test_summary_text) {
     nb_pcg32_seed(&rng, 1, 1);
     nb_gpt_config c = tiny_config(NB_GPT_GPTMODEL, NB_F32);
     nb_gpt m;
-    ck_assert_int_eq(nb_gpt_init(&m, p, &c, &rng), NB_OK);
+    ck_assert_int_eq(nb_gpt_init(p, &m, &c, &rng), NB_OK);
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);

@@ -15,12 +15,12 @@ START_TEST(test_gradcheck_passes_broadcast_ops) {
         nb_from_doubles(ctx, NB_F32, NB_SHAPE(2, 1), (double[]){1.5, -2.5}),
     };
     nb_gradcheck_result r;
-    ck_assert_int_eq(nb_gradcheck(f_mul_div, NULL, 3, in, NULL, &r), NB_OK);
+    ck_assert_int_eq(nb_gradcheck(ctx, f_mul_div, NULL, 3, in, NULL, &r), NB_OK);
     ck_assert(r.passed);
     ck_assert(r.max_abs_err < 1e-7);
     nb_gradcheck_opts o = nb_gradcheck_defaults();
     o.fast = true;
-    ck_assert_int_eq(nb_gradcheck(f_mul_div, NULL, 3, in, &o, &r), NB_OK);
+    ck_assert_int_eq(nb_gradcheck(ctx, f_mul_div, NULL, 3, in, &o, &r), NB_OK);
     ck_assert(r.passed);
     nb_ctx_free(ctx);
 }
@@ -56,7 +56,7 @@ START_TEST(test_gradcheck_catches_wrong_backward) {
         nb_from_doubles(ctx, NB_F64, NB_SHAPE(3), (double[]){1, 1, 1}),
     };
     nb_gradcheck_result r;
-    ck_assert_int_eq(nb_gradcheck(f_bad_square, NULL, 2, in, NULL, &r), NB_ERR_VALUE);
+    ck_assert_int_eq(nb_gradcheck(ctx, f_bad_square, NULL, 2, in, NULL, &r), NB_ERR_VALUE);
     ck_assert(!r.passed);
     /* worst entry: x = -2, analytic 3x = -6, numeric 2x = -4 */
     ck_assert_int_eq(r.worst_input, 0);
@@ -65,10 +65,15 @@ START_TEST(test_gradcheck_catches_wrong_backward) {
     ck_assert_double_eq_tol(r.analytic, -6.0, 1e-9);
     ck_assert_double_eq_tol(r.numeric, -4.0, 1e-6);
     ck_assert_ptr_nonnull(strstr(r.message, "d out[1] / d input 0 [1]: analytic -6"));
+    /* a failed check is an error like any other: its message is on ctx */
+    ck_assert_int_eq(nb_ctx_status(ctx), NB_ERR_VALUE);
+    ck_assert_str_eq(nb_ctx_error(ctx), r.message);
+    nb_ctx_clear_error(ctx);
     nb_gradcheck_opts o = nb_gradcheck_defaults();
     o.fast = true;
-    ck_assert_int_eq(nb_gradcheck(f_bad_square, NULL, 2, in, &o, &r), NB_ERR_VALUE);
+    ck_assert_int_eq(nb_gradcheck(ctx, f_bad_square, NULL, 2, in, &o, &r), NB_ERR_VALUE);
     ck_assert_ptr_nonnull(strstr(r.message, "v^T J u"));
+    ck_assert_str_eq(nb_ctx_error(ctx), r.message);
     nb_ctx_free(ctx);
 }
 END_TEST
@@ -82,9 +87,12 @@ START_TEST(test_gradcheck_reports_function_errors) {
     nb_ctx *ctx = nb_ctx_new(0);
     nb_tensor *in[2] = {nb_ones(ctx, NB_F64, NB_SHAPE(2)), nb_ones(ctx, NB_F64, NB_SHAPE(3))};
     nb_gradcheck_result r;
-    ck_assert_int_eq(nb_gradcheck(f_shape_error, NULL, 2, in, NULL, &r), NB_ERR_SHAPE);
+    ck_assert_int_eq(nb_gradcheck(ctx, f_shape_error, NULL, 2, in, NULL, &r), NB_ERR_SHAPE);
     ck_assert_ptr_nonnull(strstr(r.message, "add: shapes (2) and (3) do not broadcast"));
-    ck_assert_int_eq(nb_gradcheck(NULL, NULL, 2, in, NULL, &r), NB_ERR_NULL);
+    ck_assert_error_has(ctx, "add: shapes (2) and (3) do not broadcast");
+    nb_ctx_clear_error(ctx);
+    ck_assert_int_eq(nb_gradcheck(ctx, NULL, NULL, 2, in, NULL, &r), NB_ERR_NULL);
+    ck_assert_error_has(ctx, "gradcheck: f and inputs are required");
     nb_ctx_free(ctx);
 }
 END_TEST
@@ -220,7 +228,7 @@ static void assert_blames(nb_gradcheck_fn f, bool fast, const char *op, int inde
     nb_gradcheck_opts o = nb_gradcheck_defaults();
     o.fast = fast;
     nb_gradcheck_result r;
-    ck_assert_int_eq(nb_gradcheck(f, NULL, 2, in, &o, &r), NB_ERR_VALUE);
+    ck_assert_int_eq(nb_gradcheck(ctx, f, NULL, 2, in, &o, &r), NB_ERR_VALUE);
     ck_assert(!r.passed);
     ck_assert_msg(r.blame_index == index, "blamed #%d, expected #%d: %s", r.blame_index, index,
                   r.message);
@@ -294,7 +302,7 @@ START_TEST(test_gradcheck_right_chain_blames_nothing) {
     for (int fast = 0; fast < 2; fast++) {
         o.fast = fast;
         nb_gradcheck_result r;
-        ck_assert_int_eq(nb_gradcheck(f_chain_right, NULL, 2, in, &o, &r), NB_OK);
+        ck_assert_int_eq(nb_gradcheck(ctx, f_chain_right, NULL, 2, in, &o, &r), NB_OK);
         ck_assert(r.passed);
         ck_assert_int_eq(r.blame_index, -1);
         ck_assert_int_eq(r.blame_input, -1);
@@ -338,7 +346,7 @@ START_TEST(test_gradcheck_blames_ops_off_the_tape) {
         nb_gradcheck_opts o = nb_gradcheck_defaults();
         o.fast = fast;
         nb_gradcheck_result r;
-        ck_assert_int_eq(nb_gradcheck(f_untracked_input, NULL, 1, in, &o, &r), NB_ERR_VALUE);
+        ck_assert_int_eq(nb_gradcheck(ctx, f_untracked_input, NULL, 1, in, &o, &r), NB_ERR_VALUE);
         ck_assert_int_eq(r.blame_index, 1);
         ck_assert_str_eq(r.blame_op, "add");
         ck_assert_int_eq(r.blame_line, wrong_line);
@@ -350,11 +358,13 @@ START_TEST(test_gradcheck_blames_ops_off_the_tape) {
                  "inputs but is not on the tape",
                  __FILE__, wrong_line);
         ck_assert_msg(strncmp(r.message, want, strlen(want)) == 0, "message: %s", r.message);
+        nb_ctx_clear_error(ctx);
 
-        ck_assert_int_eq(nb_gradcheck(f_untracked_output, NULL, 1, in, &o, &r), NB_ERR_VALUE);
+        ck_assert_int_eq(nb_gradcheck(ctx, f_untracked_output, NULL, 1, in, &o, &r), NB_ERR_VALUE);
         ck_assert_int_eq(r.blame_index, -1);
         ck_assert_msg(strncmp(r.message, "gradcheck: the output is not on the tape", 40) == 0,
                       "message: %s", r.message);
+        nb_ctx_clear_error(ctx);
     }
     nb_ctx_free(ctx);
 }
@@ -397,12 +407,12 @@ START_TEST(test_gradcheck_blame_on_request_when_passing) {
     blame_inputs(ctx, in);
     nb_gradcheck_opts o = nb_gradcheck_defaults();
     nb_gradcheck_result r;
-    ck_assert_int_eq(nb_gradcheck(f_errors_cancel, NULL, 1, in, &o, &r), NB_OK);
+    ck_assert_int_eq(nb_gradcheck(ctx, f_errors_cancel, NULL, 1, in, &o, &r), NB_OK);
     ck_assert_int_eq(r.blame_index, -1);
     o.blame = true;
     for (int fast = 0; fast < 2; fast++) {
         o.fast = fast;
-        ck_assert_int_eq(nb_gradcheck(f_errors_cancel, NULL, 1, in, &o, &r), NB_OK);
+        ck_assert_int_eq(nb_gradcheck(ctx, f_errors_cancel, NULL, 1, in, &o, &r), NB_OK);
         ck_assert(r.passed);
         ck_assert_int_eq(r.blame_index, 2);
         ck_assert_str_eq(r.blame_op, "bad_square");
@@ -436,7 +446,7 @@ START_TEST(test_gradcheck_fast_non_scalar_output) {
     nb_gradcheck_opts o = nb_gradcheck_defaults();
     o.fast = true;
     nb_gradcheck_result r;
-    ck_assert_msg(nb_gradcheck(f_tanh, NULL, 1, &x, &o, &r) == NB_OK, "%s", r.message);
+    ck_assert_msg(nb_gradcheck(ctx, f_tanh, NULL, 1, &x, &o, &r) == NB_OK, "%s", r.message);
     ck_assert(r.passed);
     ck_assert(r.max_abs_err > 0 && r.max_abs_err < 1e-5);
     ck_assert(!strncmp(r.message, "gradcheck: passed, max |error| ", 31));
@@ -454,12 +464,12 @@ START_TEST(test_gradcheck_module_params) {
     nb_pcg32 rng;
     nb_pcg32_seed(&rng, 42, 54);
     nb_nn_linear layer;
-    ck_assert_int_eq(nb_nn_linear_init(&layer, pctx, 3, 2, true, NB_F32, &rng), NB_OK);
+    ck_assert_int_eq(nb_nn_linear_init(pctx, &layer, 3, 2, true, NB_F32, &rng), NB_OK);
     nb_tensor *x = nb_requires_grad(nb_normal(pctx, NB_F32, NB_SHAPE(4, 3), 0, 1, &rng));
     nb_tensor *w = layer.weight, before = *w;
     float w0 = ((float *)w->data)[0];
     nb_gradcheck_result r;
-    ck_assert_msg(nb_gradcheck_params(f_linear_layer, &layer, &layer.params, 1, &x, NULL, &r) ==
+    ck_assert_msg(nb_gradcheck_params(pctx, f_linear_layer, &layer, &layer.params, 1, &x, NULL, &r) ==
                       NB_OK, "%s", r.message);
     ck_assert(r.passed);
     ck_assert(r.max_abs_err > 0 && r.max_abs_err < 1e-8);
@@ -472,7 +482,7 @@ START_TEST(test_gradcheck_module_params) {
     /* the fast mode too, and NULL params is plain nb_gradcheck */
     nb_gradcheck_opts o = nb_gradcheck_defaults();
     o.fast = true;
-    ck_assert_int_eq(nb_gradcheck_params(f_linear_layer, &layer, &layer.params, 1, &x, &o, &r),
+    ck_assert_int_eq(nb_gradcheck_params(pctx, f_linear_layer, &layer, &layer.params, 1, &x, &o, &r),
                      NB_OK);
     ck_assert(memcmp(w, &before, sizeof before) == 0);
     nb_ctx_free(pctx);
@@ -500,15 +510,16 @@ START_TEST(test_gradcheck_names_the_wrong_parameter) {
                                                      (double[]){0.5 + 0.01 * k, -0.4})));
     }
     nb_gradcheck_result r;
-    ck_assert_int_eq(nb_gradcheck_params(f_many_params, NULL, &many, 0, NULL, NULL, &r),
+    ck_assert_int_eq(nb_gradcheck_params(pctx, f_many_params, NULL, &many, 0, NULL, NULL, &r),
                      NB_ERR_VALUE);
     ck_assert_int_eq(r.worst_input, 69);
     ck_assert_msg(strstr(r.message, "worst element d out[0] / d input 69 (parameter 'p69') [0]:"),
                   "%s", r.message);
     ck_assert_str_eq(r.blame_op, "bad_square");
+    nb_ctx_clear_error(pctx);
     nb_gradcheck_opts o = nb_gradcheck_defaults();
     o.fast = true;
-    ck_assert_int_eq(nb_gradcheck_params(f_many_params, NULL, &many, 0, NULL, &o, &r),
+    ck_assert_int_eq(nb_gradcheck_params(pctx, f_many_params, NULL, &many, 0, NULL, &o, &r),
                      NB_ERR_VALUE);
     ck_assert_str_eq(r.blame_op, "bad_square");
     ck_assert_int_eq(many.t[69]->dtype, NB_F64);
@@ -536,7 +547,7 @@ START_TEST(test_gradcheck_custom_op_without_f64) {
     nb_ctx *ctx = nb_ctx_new(0);
     nb_tensor *x = nb_requires_grad(nb_from_doubles(ctx, NB_F32, NB_SHAPE(3), (double[]){1, 2, 3}));
     nb_gradcheck_result r;
-    ck_assert_int_eq(nb_gradcheck(f_square32, NULL, 1, &x, NULL, &r), NB_ERR_DTYPE);
+    ck_assert_int_eq(nb_gradcheck(ctx, f_square32, NULL, 1, &x, NULL, &r), NB_ERR_DTYPE);
     ck_assert_msg(strstr(r.message, "square32: custom op does not implement f64: given f64 "
                                     "inputs it returned f32"),
                   "%s", r.message);

@@ -303,7 +303,7 @@ static void gradcheck_shapes(int na, const int64_t *sa, int nbd, const int64_t *
     nb_tensor *in[2] = {nb_uniform(ctx, NB_F64, na, sa, -1, 1, &rng),
                         nb_uniform(ctx, NB_F64, nbd, sb, -1, 1, &rng)};
     nb_gradcheck_result r;
-    ck_assert_int_eq(nb_gradcheck(f_matmul, NULL, 2, in, NULL, &r), NB_OK);
+    ck_assert_int_eq(nb_gradcheck(ctx, f_matmul, NULL, 2, in, NULL, &r), NB_OK);
     ck_assert_msg(r.passed, "%s", r.message);
     ck_assert(r.max_abs_err < 1e-7);
     nb_ctx_free(ctx);
@@ -336,7 +336,7 @@ START_TEST(test_matmul_gradcheck_same_input_twice) {
     nb_ctx *ctx = nb_ctx_new(0);
     nb_tensor *in[1] = {nb_from_doubles(ctx, NB_F64, NB_SHAPE(2, 2), (double[]){0.5, -1, 2, 0.25})};
     nb_gradcheck_result r;
-    ck_assert_int_eq(nb_gradcheck(f_self_matmul, NULL, 1, in, NULL, &r), NB_OK);
+    ck_assert_int_eq(nb_gradcheck(ctx, f_self_matmul, NULL, 1, in, NULL, &r), NB_OK);
     ck_assert_msg(r.passed, "%s", r.message);
     nb_ctx_free(ctx);
 }

@@ -1,6 +1,8 @@
 /* check_matrix_data.c - the bad-input matrix (see check_matrix_ops.c's top
  * comment) for nabla/data.h: UTF-8 checks, the character tokenizer, the
- * vocabulary string, the 90/10 split and get_batch. */
+ * vocabulary string, GPT-2's BPE tokenizer (its file errors and its calls
+ * with a real vocabulary are in check_bpe.c), the 90/10 split and
+ * get_batch. */
 #include "check_nabla.h"
 
 #include "matrix_util.h"
@@ -44,6 +46,32 @@ START_TEST(test_data_tokenizer) {
 }
 END_TEST
 
+START_TEST(test_data_bpe) {
+    nb_ctx *ctx = nb_ctx_new(0);
+    expect_fail(ctx, !nb_bpe_load(ctx, NULL, "merges.txt"), NB_ERR_NULL, "bpe_load");
+    expect_fail(ctx, !nb_bpe_load(ctx, "vocab.json", NULL), NB_ERR_NULL, "bpe_load");
+    expect_fail(ctx, !nb_bpe_load(ctx, "/nonexistent/vocab.json", "/nonexistent/merges.txt"),
+                NB_ERR_IO, "/nonexistent/vocab.json");
+    ck_assert_ptr_null(nb_bpe_load(NULL, "vocab.json", "merges.txt"));
+    nb_bpe_free(NULL);
+    ck_assert_int_eq(nb_bpe_vocab_size(NULL), 0);
+    ck_assert_int_eq(nb_bpe_token_id(NULL, "a"), -1);
+    expect_fail(ctx, !nb_bpe_encode(ctx, NULL, "a", 1, false), NB_ERR_NULL, "bpe_encode");
+    ck_assert_ptr_null(nb_bpe_encode(NULL, NULL, "a", 1, true));
+    size_t len = 7;
+    expect_fail(ctx, !nb_bpe_decode(ctx, NULL, (int64_t[]){0}, 1, &len), NB_ERR_NULL, "bpe_decode");
+    ck_assert_uint_eq(len, 0);
+    expect_fail(ctx, !nb_utf8_display(ctx, NULL, 3, &len), NB_ERR_NULL, "utf8_display");
+    ck_assert_ptr_null(nb_utf8_display(NULL, "a", 1, NULL));
+    /* a context holding an error: nothing runs, the first error stays */
+    nb_ctx_fail(ctx, NB_ERR_VALUE, "earlier");
+    ck_assert_ptr_null(nb_utf8_display(ctx, "a", 1, NULL));
+    ck_assert_ptr_null(nb_bpe_load(ctx, "/nonexistent/vocab.json", "/nonexistent/merges.txt"));
+    ck_assert_str_eq(nb_ctx_error(ctx), "earlier");
+    nb_ctx_free(ctx);
+}
+END_TEST
+
 START_TEST(test_data_split_batch) {
     nb_ctx *ctx = nb_ctx_new(0);
     nb_pcg32 rng;
@@ -76,6 +104,7 @@ Suite *suite_matrix_data(void) {
     Suite *s = suite_create("matrix_data");
     TCase *tc = tcase_create("core");
     tcase_add_test(tc, test_data_tokenizer);
+    tcase_add_test(tc, test_data_bpe);
     tcase_add_test(tc, test_data_split_batch);
     suite_add_tcase(s, tc);
     return s;

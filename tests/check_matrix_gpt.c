@@ -18,11 +18,11 @@ START_TEST(test_matrix_gpt_config_and_init) {
     nb_pcg32 rng;
     nb_pcg32_seed(&rng, 1, 1);
     nb_gpt m;
-    ck_assert_int_eq(nb_gpt_init(&m, NULL, NULL, &rng), NB_ERR_NULL);
-    ck_assert_int_eq(nb_gpt_init(NULL, p, NULL, &rng), NB_ERR_NULL);
+    ck_assert_int_eq(nb_gpt_init(NULL, &m, NULL, &rng), NB_ERR_NULL);
+    ck_assert_int_eq(nb_gpt_init(p, NULL, NULL, &rng), NB_ERR_NULL);
     ck_assert_error_has(p, "gpt: model is NULL");
     nb_ctx_clear_error(p);
-    ck_assert_int_eq(nb_gpt_init(&m, p, NULL, &rng), NB_ERR_NULL);
+    ck_assert_int_eq(nb_gpt_init(p, &m, NULL, &rng), NB_ERR_NULL);
     ck_assert_error_has(p, "gpt: config is NULL");
     nb_gpt_config c = small(NB_GPT_NANOGPT);
     const char *msgs[] = {"vocab_size 0 must be positive", "block_size -1 must be positive",
@@ -43,14 +43,14 @@ START_TEST(test_matrix_gpt_config_and_init) {
         case 7: c.arch = (nb_gpt_arch)7; break;
         default: c.n_embd = INT64_C(1) << 40; c.n_head = 1; break;
         }
-        ck_assert_int_ne(nb_gpt_init(&m, p, &c, &rng), NB_OK);
+        ck_assert_int_ne(nb_gpt_init(p, &m, &c, &rng), NB_OK);
         ck_assert_error_has(p, msgs[k]);
     }
     /* a sticky error on pctx: init does nothing */
     c = small(NB_GPT_GPTMODEL);
-    ck_assert_int_ne(nb_gpt_init(&m, p, &c, &rng), NB_OK);
+    ck_assert_int_ne(nb_gpt_init(p, &m, &c, &rng), NB_OK);
     nb_ctx_clear_error(p);
-    ck_assert_int_eq(nb_gpt_init(&m, p, &c, &rng), NB_OK);
+    ck_assert_int_eq(nb_gpt_init(p, &m, &c, &rng), NB_OK);
     nb_gpt_train(NULL, false); /* no-ops */
     nb_gpt_free(NULL);
     nb_gpt_free(&m);
@@ -67,44 +67,47 @@ START_TEST(test_matrix_gpt_state_dict) {
     nb_ctx *p = nb_ctx_new(0), *f = nb_ctx_new(0);
     nb_gpt_config c;
     nb_gpt m;
-    ck_assert_int_eq(nb_gpt_config_from_state_dict(NULL, 2, &c, p), NB_ERR_NULL);
+    ck_assert_int_eq(nb_gpt_config_from_state_dict(p, NULL, 2, &c), NB_ERR_NULL);
     ck_assert_error_has(p, "gpt_config_from_state_dict: sd is NULL");
     nb_tensor_list sd = {0};
-    ck_assert_int_eq(nb_gpt_config_from_state_dict(&sd, 2, NULL, NULL), NB_ERR_NULL);
+    ck_assert_int_eq(nb_gpt_config_from_state_dict(NULL, &sd, 2, NULL), NB_ERR_NULL);
     /* embeddings of the wrong rank, dtype, or widths that disagree */
     nb_ctx_clear_error(p);
     nb_list_add(&sd, "tok_emb.weight", nb_zeros(f, NB_F32, NB_SHAPE(7, 4)));
     nb_list_add(&sd, "pos_emb.weight", nb_zeros(f, NB_F32, NB_SHAPE(4, 6)));
-    ck_assert_int_eq(nb_gpt_config_from_state_dict(&sd, 2, &c, p), NB_ERR_FORMAT);
+    ck_assert_int_eq(nb_gpt_config_from_state_dict(p, &sd, 2, &c), NB_ERR_FORMAT);
     ck_assert_error_has(p, "do not fit (V, C) and (block_size, C)");
     nb_tensor_list sd2 = {0};
     nb_list_add(&sd2, "tok_emb.weight", nb_zeros(f, NB_I64, NB_SHAPE(7, 4)));
     nb_list_add(&sd2, "pos_emb.weight", nb_zeros(f, NB_F32, NB_SHAPE(4, 4)));
     nb_ctx_clear_error(p);
-    ck_assert_int_eq(nb_gpt_config_from_state_dict(&sd2, 2, &c, p), NB_ERR_FORMAT);
+    ck_assert_int_eq(nb_gpt_config_from_state_dict(p, &sd2, 2, &c), NB_ERR_FORMAT);
     /* no blocks */
     nb_tensor_list sd3 = {0};
     nb_list_add(&sd3, "tok_emb.weight", nb_zeros(f, NB_F32, NB_SHAPE(7, 4)));
     nb_list_add(&sd3, "pos_emb.weight", nb_zeros(f, NB_F32, NB_SHAPE(4, 4)));
     nb_ctx_clear_error(p);
-    ck_assert_int_eq(nb_gpt_from_state_dict(&m, p, &sd3, 2, 0.0, NB_F32, NULL), NB_ERR_FORMAT);
+    ck_assert_int_eq(nb_gpt_from_state_dict(p, &m, &sd3, 2, 0.0, NB_F32, NULL), NB_ERR_FORMAT);
     ck_assert_error_has(p, "no transformer block (trf_blocks.0.norm1.scale)");
-    ck_assert_int_eq(nb_gpt_from_state_dict(&m, NULL, &sd3, 2, 0.0, NB_F32, NULL), NB_ERR_NULL);
+    ck_assert_int_eq(nb_gpt_from_state_dict(NULL, &m, &sd3, 2, 0.0, NB_F32, NULL), NB_ERR_NULL);
     /* a state_dict missing a tensor, or with a wrong shape */
     nb_pcg32 rng;
     nb_pcg32_seed(&rng, 1, 1);
     nb_gpt_config sc = small(NB_GPT_GPTMODEL);
     nb_gpt src;
     nb_ctx_clear_error(p);
-    ck_assert_int_eq(nb_gpt_init(&src, f, &sc, &rng), NB_OK);
-    ck_assert_int_eq(nb_gpt_init(&m, p, &sc, &rng), NB_OK);
+    ck_assert_int_eq(nb_gpt_init(f, &src, &sc, &rng), NB_OK);
+    ck_assert_int_eq(nb_gpt_init(p, &m, &sc, &rng), NB_OK);
     ck_assert_int_eq(nb_gpt_load_state_dict(NULL, &src.state_dict), NB_ERR_NULL);
+    /* no context argument: the model's parameter context takes the message */
     ck_assert_int_eq(nb_gpt_load_state_dict(&m, NULL), NB_ERR_NULL);
+    ck_assert_error_has(p, "gpt_load_state_dict: sd is NULL");
+    nb_ctx_clear_error(p);
     ck_assert_int_eq(nb_gpt_load_state_dict(&m, &sd3), NB_ERR_VALUE);
     ck_assert_error_has(p, "no tensor named 'trf_blocks.0.att.W_query.weight'");
     nb_ctx_clear_error(p);
     sc.n_embd = 6;
-    ck_assert_int_eq(nb_gpt_init(&src, f, &sc, &rng), NB_OK);
+    ck_assert_int_eq(nb_gpt_init(f, &src, &sc, &rng), NB_OK);
     ck_assert_int_eq(nb_gpt_load_state_dict(&m, &src.state_dict), NB_ERR_SHAPE);
     ck_assert_error_has(p, "'tok_emb.weight' has shape (7, 4) here but (7, 6) in the source");
     nb_ctx_free(f);
@@ -118,7 +121,7 @@ START_TEST(test_matrix_gpt_forward) {
     nb_pcg32_seed(&rng, 1, 1);
     nb_gpt_config c = small(NB_GPT_NANOGPT);
     nb_gpt m;
-    ck_assert_int_eq(nb_gpt_init(&m, p, &c, &rng), NB_OK);
+    ck_assert_int_eq(nb_gpt_init(p, &m, &c, &rng), NB_OK);
     const int64_t v[4] = {0, 1, 2, 3};
     nb_tensor *ids = nb_from_data(s, NB_I64, NB_SHAPE(1, 4), v);
     ck_assert_ptr_null(nb_gpt_forward(NULL, &m, ids));
@@ -173,16 +176,21 @@ START_TEST(test_matrix_gpt_cache_and_generate) {
     nb_pcg32_seed(&rng, 1, 1);
     nb_gpt_config c = small(NB_GPT_GPTMODEL);
     nb_gpt m, other;
-    ck_assert_int_eq(nb_gpt_init(&m, p, &c, &rng), NB_OK);
+    ck_assert_int_eq(nb_gpt_init(p, &m, &c, &rng), NB_OK);
     c.n_layer = 2;
-    ck_assert_int_eq(nb_gpt_init(&other, p, &c, &rng), NB_OK);
-    ck_assert_ptr_null(nb_gpt_cache_new(NULL, 1, s));
+    ck_assert_int_eq(nb_gpt_init(p, &other, &c, &rng), NB_OK);
+    ck_assert_ptr_null(nb_gpt_cache_new(s, NULL, 1));
     ck_assert_error_has(s, "gpt_cache_new: model is NULL");
     nb_ctx_reset(s);
-    ck_assert_ptr_null(nb_gpt_cache_new(&m, -3, s));
+    ck_assert_ptr_null(nb_gpt_cache_new(s, &m, -3));
     ck_assert_error_has(s, "batch -3 is outside [1, 2^20]");
     nb_ctx_reset(s);
-    nb_gpt_cache *kv = nb_gpt_cache_new(&m, 1, NULL);
+    ck_assert_ptr_null(nb_gpt_cache_new(NULL, &m, 1)); /* a context is required */
+    nb_ctx_fail(s, NB_ERR_IO, "an earlier failure");  /* and must hold no error */
+    ck_assert_ptr_null(nb_gpt_cache_new(s, &m, 1));
+    ck_assert_str_eq(nb_ctx_error(s), "an earlier failure");
+    nb_ctx_reset(s);
+    nb_gpt_cache *kv = nb_gpt_cache_new(s, &m, 1);
     ck_assert_ptr_nonnull(kv);
     const int64_t v[4] = {0, 1, 2, 3};
     nb_tensor *two = nb_from_data(s, NB_I64, NB_SHAPE(1, 2), v);
@@ -202,35 +210,42 @@ START_TEST(test_matrix_gpt_cache_and_generate) {
     int64_t out[16], n = -1;
     nb_gpt_sample_opts o = nb_gpt_sample_defaults();
     o.max_new_tokens = 3;
-    ck_assert_int_eq(nb_gpt_generate(&m, NULL, 1, &o, out, &n, p), NB_ERR_NULL);
+    ck_assert_int_eq(nb_gpt_generate(p, &m, NULL, 1, &o, out, &n), NB_ERR_NULL);
     ck_assert_error_has(p, "gpt_generate: prompt is NULL");
     ck_assert_int_eq(n, 0);
     nb_ctx_clear_error(p);
-    ck_assert_int_eq(nb_gpt_generate(&m, v, 1, NULL, out, &n, p), NB_ERR_NULL);
+    ck_assert_int_eq(nb_gpt_generate(p, &m, v, 1, NULL, out, &n), NB_ERR_NULL);
     nb_ctx_clear_error(p);
-    ck_assert_int_eq(nb_gpt_generate(&m, v, 1, &o, NULL, &n, p), NB_ERR_NULL);
+    ck_assert_int_eq(nb_gpt_generate(p, &m, v, 1, &o, NULL, &n), NB_ERR_NULL);
     nb_ctx_clear_error(p);
-    ck_assert_int_eq(nb_gpt_generate(&m, v, 0, &o, out, &n, p), NB_ERR_VALUE);
+    ck_assert_int_eq(nb_gpt_generate(p, &m, v, 0, &o, out, &n), NB_ERR_VALUE);
     nb_ctx_clear_error(p);
     o.temperature = NAN;
-    ck_assert_int_eq(nb_gpt_generate(&m, v, 1, &o, out, &n, p), NB_ERR_VALUE);
+    ck_assert_int_eq(nb_gpt_generate(p, &m, v, 1, &o, out, &n), NB_ERR_VALUE);
     ck_assert_error_has(p, "temperature nan");
     nb_ctx_clear_error(p);
     o.temperature = 1, o.top_k = -1;
-    ck_assert_int_eq(nb_gpt_generate(&m, v, 1, &o, out, &n, p), NB_ERR_VALUE);
+    ck_assert_int_eq(nb_gpt_generate(p, &m, v, 1, &o, out, &n), NB_ERR_VALUE);
     nb_ctx_clear_error(p);
     o.top_k = 0;
     const int64_t badp[2] = {1, 7};
-    ck_assert_int_eq(nb_gpt_generate(&m, badp, 2, &o, out, &n, p), NB_ERR_VALUE);
+    ck_assert_int_eq(nb_gpt_generate(p, &m, badp, 2, &o, out, &n), NB_ERR_VALUE);
     ck_assert_error_has(p, "prompt[1] = 7 is outside [0, 7)");
     nb_ctx_clear_error(p);
     /* zero new tokens: the prompt comes back; a huge top_k keeps everything */
     o.max_new_tokens = 0;
-    ck_assert_int_eq(nb_gpt_generate(&m, v, 4, &o, out, &n, NULL), NB_OK);
+    ck_assert_int_eq(nb_gpt_generate(p, &m, v, 4, &o, out, &n), NB_OK);
     ck_assert_int_eq(n, 4);
     o.max_new_tokens = 9, o.top_k = 1000;
-    ck_assert_int_eq(nb_gpt_generate(&m, v, 4, &o, out, &n, NULL), NB_OK);
+    ck_assert_int_eq(nb_gpt_generate(p, &m, v, 4, &o, out, &n), NB_OK);
     ck_assert_int_eq(n, 13);
+    /* a NULL context, or one holding an error: nothing generated */
+    ck_assert_int_eq(nb_gpt_generate(NULL, &m, v, 4, &o, out, &n), NB_ERR_NULL);
+    ck_assert_int_eq(n, 0);
+    nb_ctx_fail(p, NB_ERR_IO, "an earlier failure");
+    ck_assert_int_eq(nb_gpt_generate(p, &m, v, 4, &o, out, &n), NB_ERR_IO);
+    ck_assert_str_eq(nb_ctx_error(p), "an earlier failure");
+    nb_ctx_clear_error(p);
     nb_ctx_free(s);
     nb_ctx_free(p);
 }
@@ -244,7 +259,7 @@ static nb_tensor *zero_loss(nb_ctx *ctx, int micro, void *user) {
 START_TEST(test_matrix_train_pieces) {
     nb_ctx *p = nb_ctx_new(0), *s = nb_ctx_new(0);
     /* AdamW groups: the constructor's checks */
-    ck_assert_ptr_null(nb_adamw_new_groups(NULL, nb_adamw_defaults(1e-3), false, p));
+    ck_assert_ptr_null(nb_adamw_new_groups(p, NULL, nb_adamw_defaults(1e-3), false));
     ck_assert_error_has(p, "adamw: params list is NULL");
     nb_ctx_clear_error(p);
     nb_tensor *w = nb_requires_grad(nb_ones(p, NB_F32, NB_SHAPE(2, 2)));
@@ -252,10 +267,10 @@ START_TEST(test_matrix_train_pieces) {
     nb_list_add(&l, "w", w);
     nb_adam_opts o = nb_adamw_defaults(1e-3);
     o.beta1 = 1.0;
-    ck_assert_ptr_null(nb_adamw_new_groups(&l, o, true, p));
+    ck_assert_ptr_null(nb_adamw_new_groups(p, &l, o, true));
     ck_assert_error_has(p, "beta1 = 1 is outside [0, 1)");
     nb_ctx_clear_error(p);
-    nb_optim *opt = nb_adamw_new_groups(&l, nb_adamw_defaults(1e-3), false, p);
+    nb_optim *opt = nb_adamw_new_groups(p, &l, nb_adamw_defaults(1e-3), false);
     ck_assert_ptr_nonnull(opt);
     /* the schedule: NULL, and degenerate iterations */
     ck_assert(isnan(nb_lr_at(NULL, 3)));

@@ -12,7 +12,7 @@ START_TEST(test_linear_init_names_and_draws) {
     nb_pcg32_seed(&rng, 123, 1);
     nb_pcg32_seed(&ref, 123, 1);
     nb_nn_linear m;
-    ck_assert_int_eq(nb_nn_linear_init(&m, p, 4, 3, true, NB_F32, &rng), NB_OK);
+    ck_assert_int_eq(nb_nn_linear_init(p, &m, 4, 3, true, NB_F32, &rng), NB_OK);
     nn_assert_names(&m.params, 2, (const char *const[]){"weight", "bias"});
     char s[64];
     ck_assert_str_eq(nb_shape_str(m.weight, s, sizeof s), "(3, 4)");
@@ -31,7 +31,7 @@ START_TEST(test_linear_init_names_and_draws) {
     for (size_t i = 0; i < 3; i++) ck_assert_double_eq(nb_get(m.bias, i), nb_get(b, i));
     ck_assert_uint_eq(rng.state, ref.state); /* nothing else was drawn */
     nb_nn_linear nb;
-    ck_assert_int_eq(nb_nn_linear_init(&nb, p, 4, 3, false, NB_F64, &rng), NB_OK);
+    ck_assert_int_eq(nb_nn_linear_init(p, &nb, 4, 3, false, NB_F64, &rng), NB_OK);
     nn_assert_names(&nb.params, 1, (const char *const[]){"weight"});
     ck_assert_ptr_null(nb.bias);
     ck_assert_int_eq(nb.weight->dtype, NB_F64);
@@ -45,7 +45,7 @@ static void linear_values(nb_dtype dt) {
     nb_pcg32 rng;
     nb_pcg32_seed(&rng, 1, 1);
     nb_nn_linear m;
-    ck_assert_int_eq(nb_nn_linear_init(&m, p, 3, 2, true, dt, &rng), NB_OK);
+    ck_assert_int_eq(nb_nn_linear_init(p, &m, 3, 2, true, dt, &rng), NB_OK);
     nn_load(&m.params, 2, (const char *const[]){"weight", "bias"},
             (const double *const[]){(double[]){1, 2, 3, -1, 0, 1}, (double[]){0.5, -0.5}});
     /* x (2, 2, 3): y = x W^T + b */
@@ -84,7 +84,7 @@ START_TEST(test_linear_gradcheck_with_and_without_bias) {
     nb_pcg32_seed(&rng, 7, 3);
     for (int bias = 0; bias < 2; bias++) {
         nb_nn_linear m;
-        ck_assert_int_eq(nb_nn_linear_init(&m, p, 3, 4, bias, NB_F64, &rng), NB_OK);
+        ck_assert_int_eq(nb_nn_linear_init(p, &m, 3, 4, bias, NB_F64, &rng), NB_OK);
         nb_tensor *x = nb_requires_grad(nb_normal(p, NB_F64, NB_SHAPE(2, 3, 3), 0, 1, &rng));
         linear_case c = {&m, {0}};
         nn_bind_init(&c.b, &m.params);
@@ -102,20 +102,20 @@ START_TEST(test_linear_errors) {
     nb_pcg32 rng;
     nb_pcg32_seed(&rng, 1, 1);
     nb_nn_linear m;
-    ck_assert_int_eq(nb_nn_linear_init(&m, NULL, 3, 2, true, NB_F32, &rng), NB_ERR_NULL);
-    ck_assert_int_eq(nb_nn_linear_init(NULL, p, 3, 2, true, NB_F32, &rng), NB_ERR_NULL);
+    ck_assert_int_eq(nb_nn_linear_init(NULL, &m, 3, 2, true, NB_F32, &rng), NB_ERR_NULL);
+    ck_assert_int_eq(nb_nn_linear_init(p, NULL, 3, 2, true, NB_F32, &rng), NB_ERR_NULL);
     ck_assert_error_has(p, "Linear: module is NULL");
     nb_ctx_clear_error(p);
-    ck_assert_int_eq(nb_nn_linear_init(&m, p, 0, 2, true, NB_F32, &rng), NB_ERR_VALUE);
+    ck_assert_int_eq(nb_nn_linear_init(p, &m, 0, 2, true, NB_F32, &rng), NB_ERR_VALUE);
     ck_assert_error_has(p, "Linear: in_features 0 must be positive");
     nb_ctx_clear_error(p);
-    ck_assert_int_eq(nb_nn_linear_init(&m, p, 3, 2, true, NB_I64, &rng), NB_ERR_DTYPE);
+    ck_assert_int_eq(nb_nn_linear_init(p, &m, 3, 2, true, NB_I64, &rng), NB_ERR_DTYPE);
     ck_assert_error_has(p, "Linear: dtype i64, parameters must be f32 or f64");
     nb_ctx_clear_error(p);
-    ck_assert_int_eq(nb_nn_linear_init(&m, p, 3, 2, true, NB_F32, NULL), NB_ERR_NULL);
+    ck_assert_int_eq(nb_nn_linear_init(p, &m, 3, 2, true, NB_F32, NULL), NB_ERR_NULL);
     ck_assert_error_has(p, "Linear: rng is NULL");
     nb_ctx_clear_error(p);
-    ck_assert_int_eq(nb_nn_linear_init(&m, p, 3, 2, true, NB_F32, &rng), NB_OK);
+    ck_assert_int_eq(nb_nn_linear_init(p, &m, 3, 2, true, NB_F32, &rng), NB_OK);
 
     nb_tensor *x4 = nb_ones(ctx, NB_F32, NB_SHAPE(2, 4));
     ck_assert_ptr_null(nb_nn_linear_forward(ctx, &m, x4));
@@ -148,7 +148,7 @@ START_TEST(test_dropout_train_eval_and_replay) {
     nb_pcg32 rng;
     nb_pcg32_seed(&rng, 123, 5);
     nb_nn_dropout d;
-    ck_assert_int_eq(nb_nn_dropout_init(&d, p, 0.5, &rng), NB_OK);
+    ck_assert_int_eq(nb_nn_dropout_init(p, &d, 0.5, &rng), NB_OK);
     ck_assert(d.training);
     ck_assert_int_eq(d.params.n, 0);
     nb_tensor *x = nb_ones(ctx, NB_F32, NB_SHAPE(10, 20));
@@ -185,15 +185,15 @@ START_TEST(test_dropout_errors) {
     nb_pcg32 rng;
     nb_pcg32_seed(&rng, 1, 1);
     nb_nn_dropout d;
-    ck_assert_int_eq(nb_nn_dropout_init(&d, p, 1.5, &rng), NB_ERR_VALUE);
+    ck_assert_int_eq(nb_nn_dropout_init(p, &d, 1.5, &rng), NB_ERR_VALUE);
     ck_assert_error_has(p, "Dropout: p 1.5 is outside [0, 1]");
     nb_ctx_clear_error(p);
-    ck_assert_int_eq(nb_nn_dropout_init(&d, p, NAN, &rng), NB_ERR_VALUE);
+    ck_assert_int_eq(nb_nn_dropout_init(p, &d, NAN, &rng), NB_ERR_VALUE);
     nb_ctx_clear_error(p);
-    ck_assert_int_eq(nb_nn_dropout_init(&d, p, 0.1, NULL), NB_ERR_NULL);
+    ck_assert_int_eq(nb_nn_dropout_init(p, &d, 0.1, NULL), NB_ERR_NULL);
     ck_assert_error_has(p, "Dropout: rng is NULL");
     nb_ctx_clear_error(p);
-    ck_assert_int_eq(nb_nn_dropout_init(&d, p, 0.0, NULL), NB_OK); /* p 0 draws nothing */
+    ck_assert_int_eq(nb_nn_dropout_init(p, &d, 0.0, NULL), NB_OK); /* p 0 draws nothing */
     nb_tensor *x = nb_ones(ctx, NB_F32, NB_SHAPE(3));
     ck_assert_ptr_eq(nb_nn_dropout_forward(ctx, &d, x), x);
     ck_assert_ptr_null(nb_nn_dropout_forward(ctx, &d, NULL));
@@ -211,7 +211,7 @@ START_TEST(test_embedding_init_lookup_and_grad) {
     nb_pcg32_seed(&rng, 9, 2);
     nb_pcg32_seed(&ref, 9, 2);
     nb_nn_embedding e;
-    ck_assert_int_eq(nb_nn_embedding_init(&e, p, 4, 3, NB_F64, &rng), NB_OK);
+    ck_assert_int_eq(nb_nn_embedding_init(p, &e, 4, 3, NB_F64, &rng), NB_OK);
     nn_assert_names(&e.params, 1, (const char *const[]){"weight"});
     nb_tensor *w = nb_normal(tmp, NB_F64, NB_SHAPE(4, 3), 0.0, 1.0, &ref); /* N(0, 1) */
     for (size_t i = 0; i < 12; i++) ck_assert_double_eq(nb_get(e.weight, i), nb_get(w, i));
@@ -233,7 +233,7 @@ START_TEST(test_embedding_init_lookup_and_grad) {
     ck_assert_ptr_null(nb_nn_embedding_forward(ctx, &e, NULL));
     ck_assert_error_has(ctx, "Embedding: ids is NULL");
     nb_ctx_clear_error(ctx);
-    ck_assert_int_eq(nb_nn_embedding_init(&e, p, 0, 3, NB_F64, &rng), NB_ERR_VALUE);
+    ck_assert_int_eq(nb_nn_embedding_init(p, &e, 0, 3, NB_F64, &rng), NB_ERR_VALUE);
     ck_assert_error_has(p, "Embedding: num_embeddings 0 must be positive");
     nb_ctx_free(tmp);
     nb_ctx_free(ctx);
@@ -260,7 +260,7 @@ START_TEST(test_embedding_gradcheck) {
     nb_pcg32 rng;
     nb_pcg32_seed(&rng, 4, 4);
     nb_nn_embedding e;
-    ck_assert_int_eq(nb_nn_embedding_init(&e, p, 5, 2, NB_F64, &rng), NB_OK);
+    ck_assert_int_eq(nb_nn_embedding_init(p, &e, 5, 2, NB_F64, &rng), NB_OK);
     nb_tensor *ids = nb_from_data(p, NB_I64, NB_SHAPE(2, 3), (int64_t[]){0, 4, 4, 2, 0, 1});
     emb_case c = {&e, ids, {0}};
     nn_bind_init(&c.b, &e.params);
@@ -277,7 +277,7 @@ START_TEST(test_layer_norm_init_and_values) {
     for (int d = 0; d < 2; d++) {
         nb_dtype dt = d ? NB_F64 : NB_F32;
         nb_nn_layer_norm ln;
-        ck_assert_int_eq(nb_nn_layer_norm_init(&ln, p, 4, 1e-5, true, dt), NB_OK);
+        ck_assert_int_eq(nb_nn_layer_norm_init(p, &ln, 4, 1e-5, true, dt), NB_OK);
         nn_assert_names(&ln.params, 2, (const char *const[]){"weight", "bias"});
         for (size_t i = 0; i < 4; i++) {
             ck_assert_double_eq(nb_get(ln.weight, i), 1.0);
@@ -296,7 +296,7 @@ START_TEST(test_layer_norm_init_and_values) {
         double want2[8] = {-3 * r, -r + 1, r, 3 * r + 1, 0, 1, 0, 1};
         ck_assert_tensor_near(y, want2, 8, 1e-5);
         nb_nn_layer_norm plain;
-        ck_assert_int_eq(nb_nn_layer_norm_init(&plain, p, 4, 1e-5, false, dt), NB_OK);
+        ck_assert_int_eq(nb_nn_layer_norm_init(p, &plain, 4, 1e-5, false, dt), NB_OK);
         ck_assert_int_eq(plain.params.n, 0);
         ck_assert_ptr_null(plain.weight);
         ck_assert_tensor_near(nb_nn_layer_norm_forward(ctx, &plain, x), want, 8, 1e-5);
@@ -305,7 +305,7 @@ START_TEST(test_layer_norm_init_and_values) {
         nb_ctx_clear_error(ctx);
     }
     nb_nn_layer_norm ln;
-    ck_assert_int_eq(nb_nn_layer_norm_init(&ln, p, 4, -1.0, true, NB_F32), NB_ERR_VALUE);
+    ck_assert_int_eq(nb_nn_layer_norm_init(p, &ln, 4, -1.0, true, NB_F32), NB_ERR_VALUE);
     ck_assert_error_has(p, "LayerNorm: eps -1 must be finite and >= 0");
     nb_ctx_free(ctx);
     nb_ctx_free(p);
@@ -328,7 +328,7 @@ START_TEST(test_layer_norm_gradcheck) {
     nb_pcg32 rng;
     nb_pcg32_seed(&rng, 11, 1);
     nb_nn_layer_norm ln;
-    ck_assert_int_eq(nb_nn_layer_norm_init(&ln, p, 5, 1e-5, true, NB_F64), NB_OK);
+    ck_assert_int_eq(nb_nn_layer_norm_init(p, &ln, 5, 1e-5, true, NB_F64), NB_OK);
     nn_load(&ln.params, 2, (const char *const[]){"weight", "bias"},
             (const double *const[]){(double[]){0.5, -1, 2, 1.5, 0.3},
                                     (double[]){0.1, 0.2, -0.3, 0, 1}});
@@ -347,8 +347,8 @@ END_TEST
 START_TEST(test_gelu_module) {
     nb_ctx *p = nb_ctx_new(0), *ctx = nb_ctx_new(0);
     nb_nn_gelu g, gt;
-    ck_assert_int_eq(nb_nn_gelu_init(&g, p, NB_GELU_NONE), NB_OK);
-    ck_assert_int_eq(nb_nn_gelu_init(&gt, p, NB_GELU_TANH), NB_OK);
+    ck_assert_int_eq(nb_nn_gelu_init(p, &g, NB_GELU_NONE), NB_OK);
+    ck_assert_int_eq(nb_nn_gelu_init(p, &gt, NB_GELU_TANH), NB_OK);
     ck_assert_int_eq(g.params.n, 0);
     ck_assert(g.training);
     nb_tensor *x = nb_from_doubles(ctx, NB_F64, NB_SHAPE(3), (double[]){-1, 0, 1});
@@ -359,7 +359,7 @@ START_TEST(test_gelu_module) {
                           ((double[]){-0.158808010, 0, 0.841191990}), 3, 1e-8);
     nb_nn_gelu_train(&g, false);
     ck_assert(!g.training);
-    ck_assert_int_eq(nb_nn_gelu_init(&g, p, (nb_gelu_approx)7), NB_ERR_VALUE);
+    ck_assert_int_eq(nb_nn_gelu_init(p, &g, (nb_gelu_approx)7), NB_ERR_VALUE);
     ck_assert_error_has(p, "GELU: approximate 7 is neither NB_GELU_NONE nor NB_GELU_TANH");
     ck_assert_ptr_null(nb_nn_gelu_forward(ctx, &gt, NULL));
     ck_assert_error_has(ctx, "GELU: x is NULL");
@@ -375,7 +375,7 @@ START_TEST(test_params_copy_from_checks_names_and_shapes) {
     nb_pcg32 rng;
     nb_pcg32_seed(&rng, 2, 2);
     nb_nn_linear m;
-    ck_assert_int_eq(nb_nn_linear_init(&m, p, 3, 2, true, NB_F32, &rng), NB_OK);
+    ck_assert_int_eq(nb_nn_linear_init(p, &m, 3, 2, true, NB_F32, &rng), NB_OK);
     double w0 = nb_get(m.weight, 0), b1 = nb_get(m.bias, 1);
     nb_tensor_list src = {0};
     /* extra names (a state_dict's buffers) are ignored; f64 converts to f32 */
@@ -416,7 +416,7 @@ START_TEST(test_params_zero_grad_and_prefix) {
     nb_pcg32 rng;
     nb_pcg32_seed(&rng, 3, 3);
     nb_nn_linear m;
-    ck_assert_int_eq(nb_nn_linear_init(&m, p, 2, 2, true, NB_F64, &rng), NB_OK);
+    ck_assert_int_eq(nb_nn_linear_init(p, &m, 2, 2, true, NB_F64, &rng), NB_OK);
     nb_tensor *x = nb_ones(ctx, NB_F64, NB_SHAPE(3, 2));
     ck_assert_int_eq(nb_backward(ctx, nb_sum(ctx, nb_nn_linear_forward(ctx, &m, x)), NULL),
                      NB_OK);
@@ -429,10 +429,10 @@ START_TEST(test_params_zero_grad_and_prefix) {
             ck_assert_double_eq(nb_grad_get(m.params.t[k], i), 0.0);
     nb_params_zero_grad(NULL);
     nb_tensor_list all = {0};
-    ck_assert_int_eq(nb_params_add_prefixed(&all, p, "blocks.0.ff", &m.params), NB_OK);
+    ck_assert_int_eq(nb_params_add_prefixed(p, &all, "blocks.0.ff", &m.params), NB_OK);
     nn_assert_names(&all, 2, (const char *const[]){"blocks.0.ff.weight", "blocks.0.ff.bias"});
     ck_assert_ptr_eq(all.t[1], m.bias);
-    ck_assert_int_eq(nb_params_add_prefixed(&all, p, "blocks.0.ff", &m.params), NB_ERR_VALUE);
+    ck_assert_int_eq(nb_params_add_prefixed(p, &all, "blocks.0.ff", &m.params), NB_ERR_VALUE);
     ck_assert_error_has(p, "'blocks.0.ff.weight' is already in the list");
     nb_ctx_free(ctx);
     nb_ctx_free(p);

@@ -166,10 +166,10 @@ START_TEST(test_linear_gradcheck) {
         rand_leaf(ctx, NB_F64, NB_SHAPE(6), 13),
     };
     nb_gradcheck_result r;
-    ck_assert_int_eq(nb_gradcheck(f_linear, (void *)1, 3, in, NULL, &r), NB_OK);
+    ck_assert_int_eq(nb_gradcheck(ctx, f_linear, (void *)1, 3, in, NULL, &r), NB_OK);
     ck_assert_msg(r.passed, "%s", r.message);
     ck_assert(r.max_abs_err < 1e-7);
-    ck_assert_int_eq(nb_gradcheck(f_linear, NULL, 2, in, NULL, &r), NB_OK);
+    ck_assert_int_eq(nb_gradcheck(ctx, f_linear, NULL, 2, in, NULL, &r), NB_OK);
     ck_assert_msg(r.passed, "%s", r.message);
     /* 4-D x, f32 inputs (the check runs in f64) */
     nb_tensor *in4[3] = {
@@ -177,7 +177,7 @@ START_TEST(test_linear_gradcheck) {
         rand_leaf(ctx, NB_F32, NB_SHAPE(5, 4), 15),
         rand_leaf(ctx, NB_F32, NB_SHAPE(5), 16),
     };
-    ck_assert_int_eq(nb_gradcheck(f_linear, (void *)1, 3, in4, NULL, &r), NB_OK);
+    ck_assert_int_eq(nb_gradcheck(ctx, f_linear, (void *)1, 3, in4, NULL, &r), NB_OK);
     ck_assert_msg(r.passed, "%s", r.message);
     nb_ctx_free(ctx);
 }
@@ -421,7 +421,7 @@ START_TEST(test_dropout_gradcheck) {
                         rand_leaf(ctx, NB_F64, NB_SHAPE(5), 22)};
     uint64_t seed = 31337;
     nb_gradcheck_result r;
-    ck_assert_int_eq(nb_gradcheck(f_dropout, &seed, 2, in, NULL, &r), NB_OK);
+    ck_assert_int_eq(nb_gradcheck(ctx, f_dropout, &seed, 2, in, NULL, &r), NB_OK);
     ck_assert_msg(r.passed, "%s", r.message);
     ck_assert(r.max_abs_err < 1e-7);
     nb_ctx_free(ctx);
@@ -529,7 +529,7 @@ START_TEST(test_embedding_gradcheck) {
     nb_tensor *in[2] = {rand_leaf(ctx, NB_F64, NB_SHAPE(5, 3), 31),
                         rand_leaf(ctx, NB_F64, NB_SHAPE(3), 32)};
     nb_gradcheck_result r;
-    ck_assert_int_eq(nb_gradcheck(f_embedding, ids, 2, in, NULL, &r), NB_OK);
+    ck_assert_int_eq(nb_gradcheck(ctx, f_embedding, ids, 2, in, NULL, &r), NB_OK);
     ck_assert_msg(r.passed, "%s", r.message);
     ck_assert(r.max_abs_err < 1e-7);
     nb_ctx_free(ctx);
@@ -747,7 +747,7 @@ START_TEST(test_layer_norm_gradcheck) {
         if (cases[i].w) in[n++] = w;
         if (cases[i].b) in[n++] = b;
         nb_gradcheck_result r;
-        ck_assert_int_eq(nb_gradcheck(f_layer_norm, (void *)&cases[i], n, in, NULL, &r), NB_OK);
+        ck_assert_int_eq(nb_gradcheck(ctx, f_layer_norm, (void *)&cases[i], n, in, NULL, &r), NB_OK);
         ck_assert_msg(r.passed, "case %d: %s", i, r.message);
     }
     nb_ctx_free(ctx);

@@ -135,13 +135,13 @@ static nb_optim *fx_optim(const fixture *fx, const char *cfg, const char *dt,
         nb_sgd_opts so = {.lr = o->v[0], .momentum = o->v[1], .dampening = o->v[2],
                           .weight_decay = o->v[3], .nesterov = o->v[4] != 0,
                           .maximize = o->v[5] != 0};
-        return nb_sgd_new(params, so, err);
+        return nb_sgd_new(err, params, so);
     }
     ck_assert_int_eq(o->n, 7);
     nb_adam_opts ao = {.lr = o->v[0], .beta1 = o->v[1], .beta2 = o->v[2], .eps = o->v[3],
                        .weight_decay = o->v[4], .amsgrad = o->v[5] != 0,
                        .maximize = o->v[6] != 0};
-    return kind_of(cfg) == K_ADAMW ? nb_adamw_new(params, ao, err) : nb_adam_new(params, ao, err);
+    return kind_of(cfg) == K_ADAMW ? nb_adamw_new(err, params, ao) : nb_adam_new(err, params, ao);
 }
 
 /* W (3, 4) and b (4) at the fixture's initial values, listed as "W", "b". */
@@ -252,11 +252,11 @@ START_TEST(test_resume_from_state_is_bit_identical) {
         nb_tensor_list saved = {0};
         nb_list_add(&saved, "W", resumed.t[0]);
         nb_list_add(&saved, "b", resumed.t[1]);
-        ck_assert_int_eq(nb_optim_state(b, ck, &saved), NB_OK);
+        ck_assert_int_eq(nb_optim_state(ck, b, &saved), NB_OK);
         nb_optim_free(b);
         nb_optim *c = fx_optim(fx, cfg, dn, &resumed, ctx);
         ck_assert_int_eq(nb_optim_load_state(c, &saved), NB_OK);
-        ck_assert_ptr_null(nb_optim_error(c));
+        ck_assert_ptr_null(nb_ctx_error(ctx));
         ck_assert_int_eq(nb_optim_step_count(c), split);
         for (int k = split + 1; k <= 10; k++) fx_step(fx, c, &resumed, cfg, k);
         for (int i = 0; i < 2; i++)
@@ -293,7 +293,7 @@ START_TEST(test_sgd_single_steps_by_hand) {
         nb_sgd_opts so = nb_sgd_defaults(0.1);
         so.momentum = 0.9;
         so.dampening = 0.5;
-        nb_optim *o = nb_sgd_new(&l, so, ctx);
+        nb_optim *o = nb_sgd_new(ctx, &l, so);
         ck_assert_ptr_nonnull(o);
         /* first step: buf = g (no dampening), p -= 0.1 * g */
         ck_assert_int_eq(nb_optim_step(o), NB_OK);
@@ -316,8 +316,8 @@ START_TEST(test_adam_and_adamw_first_step_by_hand) {
         nb_tensor_list l1, l2;
         nb_tensor *p1 = one_param(ctx, dt, &l1);
         nb_tensor *p2 = one_param(ctx, dt, &l2);
-        nb_optim *adam = nb_adam_new(&l1, nb_adam_defaults(0.1), ctx);
-        nb_optim *adamw = nb_adamw_new(&l2, nb_adamw_defaults(0.1), ctx);
+        nb_optim *adam = nb_adam_new(ctx, &l1, nb_adam_defaults(0.1));
+        nb_optim *adamw = nb_adamw_new(ctx, &l2, nb_adamw_defaults(0.1));
         ck_assert_int_eq(nb_optim_step(adam), NB_OK);
         ck_assert_int_eq(nb_optim_step(adamw), NB_OK);
         const double u0 = 0.1 * 0.5 / (0.5 + 1e-8), u1 = 0.1 * 0.25 / (0.25 + 1e-8);
@@ -345,45 +345,45 @@ START_TEST(test_constructors_validate_params) {
     nb_ctx *ctx = nb_ctx_new(0);
     nb_tensor_list l = {0};
     nb_sgd_opts so = nb_sgd_defaults(0.1);
-    ck_assert_new_fails(nb_sgd_new(NULL, so, ctx), ctx, NB_ERR_NULL, "sgd: params list is NULL");
-    ck_assert_new_fails(nb_adam_new(&l, nb_adam_defaults(0.1), ctx), ctx, NB_ERR_VALUE,
+    ck_assert_new_fails(nb_sgd_new(ctx, NULL, so), ctx, NB_ERR_NULL, "sgd: params list is NULL");
+    ck_assert_new_fails(nb_adam_new(ctx, &l, nb_adam_defaults(0.1)), ctx, NB_ERR_VALUE,
                         "adam: got 0 parameters, expected at least 1");
     nb_tensor *w = nb_requires_grad(nb_zeros(ctx, NB_F32, NB_SHAPE(2)));
     nb_tensor *nograd = nb_zeros(ctx, NB_F32, NB_SHAPE(2));
     nb_tensor *ids = nb_zeros(ctx, NB_I64, NB_SHAPE(2));
     nb_list_add(&l, "w", w);
     l.names[1] = "x", l.t[1] = NULL, l.n = 2;
-    ck_assert_new_fails(nb_sgd_new(&l, so, ctx), ctx, NB_ERR_NULL,
+    ck_assert_new_fails(nb_sgd_new(ctx, &l, so), ctx, NB_ERR_NULL,
                         "sgd: parameter 1 ('x') is NULL");
     l.t[1] = ids;
-    ck_assert_new_fails(nb_adamw_new(&l, nb_adamw_defaults(0.1), ctx), ctx, NB_ERR_DTYPE,
+    ck_assert_new_fails(nb_adamw_new(ctx, &l, nb_adamw_defaults(0.1)), ctx, NB_ERR_DTYPE,
                         "adamw: parameter 1 ('x') has dtype i64, expected f32 or f64");
     l.t[1] = nograd;
-    ck_assert_new_fails(nb_sgd_new(&l, so, ctx), ctx, NB_ERR_STATE,
+    ck_assert_new_fails(nb_sgd_new(ctx, &l, so), ctx, NB_ERR_STATE,
                         "sgd: parameter 1 ('x') has no grad buffer; call nb_requires_grad");
     l.t[1] = nb_add(ctx, w, w);
-    ck_assert_new_fails(nb_sgd_new(&l, so, ctx), ctx, NB_ERR_VALUE,
+    ck_assert_new_fails(nb_sgd_new(ctx, &l, so), ctx, NB_ERR_VALUE,
                         "is the result of op 'add'; can't optimize a non-leaf tensor");
     l.t[1] = w;
-    ck_assert_new_fails(nb_sgd_new(&l, so, ctx), ctx, NB_ERR_VALUE,
+    ck_assert_new_fails(nb_sgd_new(ctx, &l, so), ctx, NB_ERR_VALUE,
                         "sgd: parameter 1 ('x') is the same tensor as parameter 0");
     l.t[1] = nb_requires_grad(nb_zeros(ctx, NB_F64, NB_SHAPE(1)));
     l.names[1] = "w";
-    ck_assert_new_fails(nb_sgd_new(&l, so, ctx), ctx, NB_ERR_VALUE,
+    ck_assert_new_fails(nb_sgd_new(ctx, &l, so), ctx, NB_ERR_VALUE,
                         "sgd: parameters 0 and 1 are both named 'w'");
     char longname[402];
     memset(longname, 'n', 401);
     longname[401] = '\0';
     l.names[1] = longname;
-    ck_assert_new_fails(nb_sgd_new(&l, so, ctx), ctx, NB_ERR_VALUE,
+    ck_assert_new_fails(nb_sgd_new(ctx, &l, so), ctx, NB_ERR_VALUE,
                         "sgd: parameter 1's name has 401 characters, expected at most 400");
     l.names[1] = "w";
-    /* NULL err_ctx: still NULL, no crash */
-    ck_assert_ptr_null(nb_sgd_new(&l, so, NULL));
+    /* a NULL context: NULL (the context is required), no crash */
+    ck_assert_ptr_null(nb_sgd_new(NULL, &l, so));
     /* mixed dtypes and unnamed parameters are fine */
     l.names[1] = NULL;
     nb_ctx_clear_error(ctx);
-    nb_optim *o = nb_sgd_new(&l, so, ctx);
+    nb_optim *o = nb_sgd_new(ctx, &l, so);
     ck_assert_ptr_nonnull(o);
     ck_assert_ptr_null(nb_ctx_error(ctx));
     nb_optim_free(o);
@@ -396,43 +396,43 @@ START_TEST(test_constructors_validate_options) {
     nb_tensor_list l;
     one_param(ctx, NB_F64, &l);
     nb_sgd_opts so = nb_sgd_defaults(-0.1);
-    ck_assert_new_fails(nb_sgd_new(&l, so, ctx), ctx, NB_ERR_VALUE,
+    ck_assert_new_fails(nb_sgd_new(ctx, &l, so), ctx, NB_ERR_VALUE,
                         "sgd: invalid learning rate -0.1, expected >= 0");
     so = nb_sgd_defaults(NAN);
-    ck_assert_new_fails(nb_sgd_new(&l, so, ctx), ctx, NB_ERR_VALUE, "invalid learning rate nan");
+    ck_assert_new_fails(nb_sgd_new(ctx, &l, so), ctx, NB_ERR_VALUE, "invalid learning rate nan");
     so = nb_sgd_defaults(0.1);
     so.momentum = -0.5;
-    ck_assert_new_fails(nb_sgd_new(&l, so, ctx), ctx, NB_ERR_VALUE, "sgd: invalid momentum -0.5");
+    ck_assert_new_fails(nb_sgd_new(ctx, &l, so), ctx, NB_ERR_VALUE, "sgd: invalid momentum -0.5");
     so.momentum = 0;
     so.weight_decay = -1;
-    ck_assert_new_fails(nb_sgd_new(&l, so, ctx), ctx, NB_ERR_VALUE,
+    ck_assert_new_fails(nb_sgd_new(ctx, &l, so), ctx, NB_ERR_VALUE,
                         "sgd: invalid weight_decay -1");
     so.weight_decay = 0;
     so.nesterov = true;
-    ck_assert_new_fails(nb_sgd_new(&l, so, ctx), ctx, NB_ERR_VALUE,
+    ck_assert_new_fails(nb_sgd_new(ctx, &l, so), ctx, NB_ERR_VALUE,
                         "sgd: nesterov momentum requires a momentum > 0 and zero dampening "
                         "(momentum 0, dampening 0)");
     so.momentum = 0.9;
     so.dampening = 0.1;
-    ck_assert_new_fails(nb_sgd_new(&l, so, ctx), ctx, NB_ERR_VALUE, "(momentum 0.9, dampening 0.1)");
+    ck_assert_new_fails(nb_sgd_new(ctx, &l, so), ctx, NB_ERR_VALUE, "(momentum 0.9, dampening 0.1)");
 
     nb_adam_opts ao = nb_adam_defaults(0.1);
     ao.beta1 = 1.0;
-    ck_assert_new_fails(nb_adam_new(&l, ao, ctx), ctx, NB_ERR_VALUE,
+    ck_assert_new_fails(nb_adam_new(ctx, &l, ao), ctx, NB_ERR_VALUE,
                         "adam: beta1 = 1 is outside [0, 1)");
     ao = nb_adamw_defaults(0.1);
     ao.beta2 = -0.1;
-    ck_assert_new_fails(nb_adamw_new(&l, ao, ctx), ctx, NB_ERR_VALUE,
+    ck_assert_new_fails(nb_adamw_new(ctx, &l, ao), ctx, NB_ERR_VALUE,
                         "adamw: beta2 = -0.1 is outside [0, 1)");
     ao = nb_adam_defaults(0.1);
     ao.eps = -1e-8;
-    ck_assert_new_fails(nb_adam_new(&l, ao, ctx), ctx, NB_ERR_VALUE, "adam: invalid eps -1e-08");
+    ck_assert_new_fails(nb_adam_new(ctx, &l, ao), ctx, NB_ERR_VALUE, "adam: invalid eps -1e-08");
     ao = nb_adam_defaults(0.1);
     ao.weight_decay = -0.01;
-    ck_assert_new_fails(nb_adam_new(&l, ao, ctx), ctx, NB_ERR_VALUE,
+    ck_assert_new_fails(nb_adam_new(ctx, &l, ao), ctx, NB_ERR_VALUE,
                         "adam: invalid weight_decay -0.01");
     ao = nb_adam_defaults(-1);
-    ck_assert_new_fails(nb_adamw_new(&l, ao, ctx), ctx, NB_ERR_VALUE,
+    ck_assert_new_fails(nb_adamw_new(ctx, &l, ao), ctx, NB_ERR_VALUE,
                         "adamw: invalid learning rate -1");
     nb_ctx_free(ctx);
 }
@@ -466,7 +466,7 @@ START_TEST(test_zero_grad_and_null_arguments) {
     nb_tensor *q = nb_requires_grad(nb_ones(ctx, NB_F64, NB_SHAPE(3)));
     nb_list_add(&l, "q", q);
     ((double *)q->grad)[1] = 7;
-    nb_optim *o = nb_sgd_new(&l, nb_sgd_defaults(0.1), ctx);
+    nb_optim *o = nb_sgd_new(ctx, &l, nb_sgd_defaults(0.1));
     void *qgrad = q->grad;
     q->grad = NULL;
     nb_optim_zero_grad(o);
@@ -478,8 +478,8 @@ START_TEST(test_zero_grad_and_null_arguments) {
     ck_assert_grad_near(q, ((double[]){0, 0, 0}), 3, 0);
     nb_optim_zero_grad(NULL);
     nb_optim_free(NULL);
-    ck_assert_int_eq(nb_optim_step(NULL), NB_ERR_NULL);
-    ck_assert_str_eq(nb_optim_error(NULL), "NULL optimizer");
+    ck_assert_int_eq(nb_optim_step(NULL), NB_ERR_NULL); /* no context to record on */
+    ck_assert_ptr_null(nb_ctx_error(ctx));
     ck_assert_int_eq(nb_optim_step_count(NULL), 0);
     ck_assert(isnan(nb_optim_get_lr(NULL)));
     nb_optim_set_lr(NULL, 1.0);
@@ -492,27 +492,29 @@ START_TEST(test_set_lr_changes_next_steps) {
     nb_ctx *ctx = nb_ctx_new(0);
     nb_tensor_list l;
     nb_tensor *p = one_param(ctx, NB_F64, &l);
-    nb_optim *o = nb_sgd_new(&l, nb_sgd_defaults(0.1), ctx);
+    nb_optim *o = nb_sgd_new(ctx, &l, nb_sgd_defaults(0.1));
     ck_assert_double_eq(nb_optim_get_lr(o), 0.1);
     ck_assert_int_eq(nb_optim_step(o), NB_OK);
     nb_optim_set_lr(o, 0.5);
-    ck_assert_ptr_null(nb_optim_error(o));
+    ck_assert_ptr_null(nb_ctx_error(ctx));
     ck_assert_double_eq(nb_optim_get_lr(o), 0.5);
     ck_assert_int_eq(nb_optim_step(o), NB_OK);
     ck_assert_tensor_near(p, ((double[]){1 - 0.05 - 0.25, -2 - 0.025 - 0.125}), 2, 1e-15);
     ck_assert_int_eq(nb_optim_step_count(o), 2);
     nb_optim_set_lr(o, -1);
     ck_assert_double_eq(nb_optim_get_lr(o), 0.5);
-    ck_assert_str_eq(nb_optim_error(o), "sgd: set_lr: invalid learning rate -1, expected >= 0");
+    ck_assert_str_eq(nb_ctx_error(ctx), "sgd: set_lr: invalid learning rate -1, expected >= 0");
+    nb_ctx_clear_error(ctx);
     nb_optim_set_lr(o, 0.0);
-    ck_assert_ptr_null(nb_optim_error(o));
+    ck_assert_ptr_null(nb_ctx_error(ctx));
     ck_assert_double_eq(nb_optim_get_lr(o), 0.0);
-    nb_optim *a = nb_adam_new(&l, nb_adam_defaults(0.1), ctx);
+    nb_optim *a = nb_adam_new(ctx, &l, nb_adam_defaults(0.1));
     nb_optim_set_lr(a, 0.25);
     ck_assert_double_eq(nb_optim_get_lr(a), 0.25);
     nb_optim_set_lr(a, NAN);
     ck_assert_double_eq(nb_optim_get_lr(a), 0.25);
-    ck_assert_str_eq(nb_optim_error(a), "adam: set_lr: invalid learning rate nan, expected >= 0");
+    ck_assert_str_eq(nb_ctx_error(ctx), "adam: set_lr: invalid learning rate nan, expected >= 0");
+    nb_ctx_clear_error(ctx);
     nb_optim_free(a);
     nb_optim_free(o);
     nb_ctx_free(ctx);
@@ -526,7 +528,7 @@ START_TEST(test_null_grads_are_skipped) {
     nb_tensor *q = nb_requires_grad(nb_ones(ctx, NB_F64, NB_SHAPE(2)));
     set_grad(q, (double[]){1, 1});
     nb_list_add(&l, "q", q);
-    nb_optim *o = nb_adam_new(&l, nb_adam_defaults(0.1), ctx);
+    nb_optim *o = nb_adam_new(ctx, &l, nb_adam_defaults(0.1));
     void *pg = p->grad;
     p->grad = NULL;
     ck_assert_int_eq(nb_optim_step(o), NB_OK);
@@ -535,7 +537,7 @@ START_TEST(test_null_grads_are_skipped) {
     ck_assert_double_lt(nb_get(q, 0), 1.0);
     /* p has no state yet; q took two steps */
     nb_tensor_list st = {0};
-    ck_assert_int_eq(nb_optim_state(o, ck, &st), NB_OK);
+    ck_assert_int_eq(nb_optim_state(ck, o, &st), NB_OK);
     ck_assert_ptr_null(nb_list_get(&st, "state.p.exp_avg"));
     ck_assert_double_eq(nb_item(nb_list_get(&st, "state.q.step")), 2);
     p->grad = pg;
@@ -545,7 +547,7 @@ START_TEST(test_null_grads_are_skipped) {
                                          -2 - 0.1 * 0.25 / (0.25 + 1e-8)}), 2, 1e-14);
     nb_ctx_reset(ck);
     st = (nb_tensor_list){0};
-    ck_assert_int_eq(nb_optim_state(o, ck, &st), NB_OK);
+    ck_assert_int_eq(nb_optim_state(ck, o, &st), NB_OK);
     ck_assert_double_eq(nb_item(nb_list_get(&st, "state.p.step")), 1);
     ck_assert_double_eq(nb_item(nb_list_get(&st, "state.q.step")), 3);
     ck_assert_double_eq(nb_item(nb_list_get(&st, "state.step")), 3);
@@ -565,9 +567,9 @@ START_TEST(test_state_names_and_values) {
 
     nb_adam_opts ao = nb_adam_defaults(0.1);
     ao.amsgrad = true;
-    nb_optim *o = nb_adam_new(&l, ao, ctx);
+    nb_optim *o = nb_adam_new(ctx, &l, ao);
     nb_tensor_list st = {0};
-    ck_assert_int_eq(nb_optim_state(o, ck, &st), NB_OK);
+    ck_assert_int_eq(nb_optim_state(ck, o, &st), NB_OK);
     ck_assert_int_eq(st.n, 1); /* before any step: only the step count */
     ck_assert_str_eq(st.names[0], "state.step");
     ck_assert_int_eq(st.t[0]->dtype, NB_F64);
@@ -576,7 +578,7 @@ START_TEST(test_state_names_and_values) {
 
     ck_assert_int_eq(nb_optim_step(o), NB_OK);
     st = (nb_tensor_list){0};
-    ck_assert_int_eq(nb_optim_state(o, ck, &st), NB_OK);
+    ck_assert_int_eq(nb_optim_state(ck, o, &st), NB_OK);
     const char *want[] = {"state.p.step", "state.p.exp_avg", "state.p.exp_avg_sq",
                           "state.p.max_exp_avg_sq", "state.1.step", "state.1.exp_avg",
                           "state.1.exp_avg_sq", "state.1.max_exp_avg_sq", "state.step"};
@@ -598,20 +600,20 @@ START_TEST(test_state_names_and_values) {
     /* SGD: a momentum buffer equal to the first gradient; none without momentum */
     nb_sgd_opts so = nb_sgd_defaults(0.1);
     so.momentum = 0.9;
-    nb_optim *s = nb_sgd_new(&l, so, ctx);
-    nb_optim *plain = nb_sgd_new(&l, nb_sgd_defaults(0.1), ctx);
+    nb_optim *s = nb_sgd_new(ctx, &l, so);
+    nb_optim *plain = nb_sgd_new(ctx, &l, nb_sgd_defaults(0.1));
     nb_optim_step(s);
     nb_optim_step(plain);
     nb_ctx_reset(ck);
     st = (nb_tensor_list){0};
-    ck_assert_int_eq(nb_optim_state(s, ck, &st), NB_OK);
+    ck_assert_int_eq(nb_optim_state(ck, s, &st), NB_OK);
     ck_assert_int_eq(st.n, 3);
     ck_assert_tensor_near(nb_list_get(&st, "state.p.momentum_buffer"),
                           ((double[]){0.5, 0.25}), 2, 0);
     ck_assert_ptr_nonnull(nb_list_get(&st, "state.1.momentum_buffer"));
     nb_ctx_reset(ck);
     st = (nb_tensor_list){0};
-    ck_assert_int_eq(nb_optim_state(plain, ck, &st), NB_OK);
+    ck_assert_int_eq(nb_optim_state(ck, plain, &st), NB_OK);
     ck_assert_int_eq(st.n, 1);
     (void)p;
     nb_optim_free(s);
@@ -626,32 +628,32 @@ START_TEST(test_state_export_errors) {
     nb_ctx *ctx = nb_ctx_new(0), *ck = nb_ctx_new(0);
     nb_tensor_list l;
     one_param(ctx, NB_F64, &l);
-    nb_optim *o = nb_adam_new(&l, nb_adam_defaults(0.1), ctx);
+    nb_optim *o = nb_adam_new(ctx, &l, nb_adam_defaults(0.1));
     nb_optim_step(o);
     nb_tensor_list st = {0};
-    ck_assert_int_eq(nb_optim_state(NULL, ck, &st), NB_ERR_NULL);
+    ck_assert_int_eq(nb_optim_state(ck, NULL, &st), NB_ERR_NULL);
     ck_assert_error_has(ck, "optim state: optimizer is NULL");
     nb_ctx_clear_error(ck);
-    ck_assert_int_eq(nb_optim_state(o, NULL, &st), NB_ERR_NULL);
-    ck_assert_str_eq(nb_optim_error(o), "optim state: context is NULL");
-    ck_assert_int_eq(nb_optim_state(o, ck, NULL), NB_ERR_NULL);
+    ck_assert_int_eq(nb_optim_state(NULL, o, &st), NB_ERR_NULL); /* nowhere to record */
+    ck_assert_ptr_null(nb_ctx_error(ctx));
+    ck_assert_int_eq(nb_optim_state(ck, o, NULL), NB_ERR_NULL);
     ck_assert_error_has(ck, "optim state: output list is NULL");
     nb_ctx_clear_error(ck);
     /* a name already there: nothing appended */
     nb_list_add(&st, "state.p.exp_avg", l.t[0]);
-    ck_assert_int_eq(nb_optim_state(o, ck, &st), NB_ERR_VALUE);
+    ck_assert_int_eq(nb_optim_state(ck, o, &st), NB_ERR_VALUE);
     ck_assert_int_eq(st.n, 1);
     ck_assert_error_has(ck, "adam state: the output list already has an entry 'state.p.exp_avg'");
-    ck_assert_str_eq(nb_optim_error(o), nb_ctx_error(ck));
+    ck_assert_ptr_null(nb_ctx_error(ctx)); /* on ck only, the context given */
     nb_ctx_clear_error(ck);
     /* a corrupt list (n past its storage): refused, not written */
     st = (nb_tensor_list){0};
     st.n = NB_LIST_MAX + 1;
-    ck_assert_int_eq(nb_optim_state(o, ck, &st), NB_ERR_VALUE);
+    ck_assert_int_eq(nb_optim_state(ck, o, &st), NB_ERR_VALUE);
     ck_assert_int_eq(st.n, NB_LIST_MAX + 1);
     ck_assert_error_has(ck, "adam state: the output list is corrupt (n = 257)");
     /* sticky: a context holding an error is refused */
-    ck_assert_int_eq(nb_optim_state(o, ck, &st), NB_ERR_VALUE);
+    ck_assert_int_eq(nb_optim_state(ck, o, &st), NB_ERR_VALUE);
     nb_optim_free(o);
     nb_ctx_free(ck);
     nb_ctx_free(ctx);
@@ -669,80 +671,92 @@ START_TEST(test_load_state_errors_change_nothing) {
     one_param(ctx, NB_F64, &l);
     nb_adam_opts ao = nb_adam_defaults(0.1);
     ao.amsgrad = true;
-    nb_optim *o = nb_adam_new(&l, ao, ctx);
+    nb_optim *o = nb_adam_new(ctx, &l, ao);
     nb_optim_step(o);
     nb_tensor_list good = {0};
-    ck_assert_int_eq(nb_optim_state(o, ck, &good), NB_OK);
+    ck_assert_int_eq(nb_optim_state(ck, o, &good), NB_OK);
     nb_optim_step(o); /* now differs from `good` */
     nb_tensor_list before = {0};
-    ck_assert_int_eq(nb_optim_state(o, ck, &before), NB_OK);
+    ck_assert_int_eq(nb_optim_state(ck, o, &before), NB_OK);
 
     nb_tensor_list bad;
     ck_assert_int_eq(nb_optim_load_state(o, NULL), NB_ERR_NULL);
-    ck_assert_str_eq(nb_optim_error(o), "adam load_state: state list is NULL");
+    ck_assert_str_eq(nb_ctx_error(ctx), "adam load_state: state list is NULL");
+    nb_ctx_clear_error(ctx);
     ck_assert_int_eq(nb_optim_load_state(NULL, &good), NB_ERR_NULL);
+    ck_assert_ptr_null(nb_ctx_error(ctx)); /* no optimizer, no context: nothing recorded */
 
     bad = good;
     bad.names[bad.n - 1] = "state.steps"; /* no "state.step" any more */
     ck_assert_int_eq(nb_optim_load_state(o, &bad), NB_ERR_VALUE);
-    ck_assert_str_eq(nb_optim_error(o), "adam load_state: missing 'state.step'");
+    ck_assert_str_eq(nb_ctx_error(ctx), "adam load_state: missing 'state.step'");
+    nb_ctx_clear_error(ctx);
 
     bad = good;
     bad.t[1] = nb_zeros(ck, NB_F64, NB_SHAPE(2, 1)); /* state.p.exp_avg */
     ck_assert_int_eq(nb_optim_load_state(o, &bad), NB_ERR_SHAPE);
-    ck_assert_str_eq(nb_optim_error(o), "adam load_state: 'state.p.exp_avg' is f64 (2, 1), "
+    ck_assert_str_eq(nb_ctx_error(ctx), "adam load_state: 'state.p.exp_avg' is f64 (2, 1), "
                                         "expected f64 (2) like its parameter");
+    nb_ctx_clear_error(ctx);
     bad.t[1] = nb_zeros(ck, NB_F32, NB_SHAPE(2));
     ck_assert_int_eq(nb_optim_load_state(o, &bad), NB_ERR_DTYPE);
-    ck_assert_str_eq(nb_optim_error(o), "adam load_state: 'state.p.exp_avg' is f32 (2), "
+    ck_assert_str_eq(nb_ctx_error(ctx), "adam load_state: 'state.p.exp_avg' is f32 (2), "
                                         "expected f64 (2) like its parameter");
+    nb_ctx_clear_error(ctx);
 
     bad = good;
     bad.t[0] = nb_scalar(ck, NB_F64, 1.5); /* state.p.step */
     ck_assert_int_eq(nb_optim_load_state(o, &bad), NB_ERR_VALUE);
-    ck_assert_str_eq(nb_optim_error(o), "adam load_state: 'state.p.step' is 1.5, expected a "
+    ck_assert_str_eq(nb_ctx_error(ctx), "adam load_state: 'state.p.step' is 1.5, expected a "
                                         "whole number >= 0");
+    nb_ctx_clear_error(ctx);
     bad.t[0] = nb_scalar(ck, NB_F32, 1);
     ck_assert_int_eq(nb_optim_load_state(o, &bad), NB_ERR_DTYPE);
-    ck_assert_str_eq(nb_optim_error(o), "adam load_state: 'state.p.step' is f32 (), expected "
+    ck_assert_str_eq(nb_ctx_error(ctx), "adam load_state: 'state.p.step' is f32 (), expected "
                                         "an f64 scalar");
+    nb_ctx_clear_error(ctx);
 
     bad = good;
     bad.names[3] = "other.max"; /* drops state.p.max_exp_avg_sq */
     ck_assert_int_eq(nb_optim_load_state(o, &bad), NB_ERR_VALUE);
-    ck_assert_str_eq(nb_optim_error(o), "adam load_state: 'state.p.step' is present but "
+    ck_assert_str_eq(nb_ctx_error(ctx), "adam load_state: 'state.p.step' is present but "
                                         "'state.p.max_exp_avg_sq' is missing");
+    nb_ctx_clear_error(ctx);
 
     bad = good;
     bad.names[3] = "state.p.momentum_buffer";
     ck_assert_int_eq(nb_optim_load_state(o, &bad), NB_ERR_VALUE);
+    ck_assert_ptr_nonnull(nb_ctx_error(ctx));
+    nb_ctx_clear_error(ctx);
 
     bad = good;
     nb_list_add(&bad, "state.q.exp_avg", good.t[1]);
     ck_assert_int_eq(nb_optim_load_state(o, &bad), NB_ERR_VALUE);
-    ck_assert_str_eq(nb_optim_error(o), "adam load_state: unexpected entry 'state.q.exp_avg' "
+    ck_assert_str_eq(nb_ctx_error(ctx), "adam load_state: unexpected entry 'state.q.exp_avg' "
                                         "(not a state of this optimizer's parameters)");
+    nb_ctx_clear_error(ctx);
 
     /* Adam's state into SGD is refused, not silently dropped */
     nb_sgd_opts so = nb_sgd_defaults(0.1);
     so.momentum = 0.9;
-    nb_optim *s = nb_sgd_new(&l, so, ctx);
+    nb_optim *s = nb_sgd_new(ctx, &l, so);
     ck_assert_int_eq(nb_optim_load_state(s, &good), NB_ERR_VALUE);
-    ck_assert_str_eq(nb_optim_error(s), "sgd load_state: unexpected entry 'state.p.step' "
+    ck_assert_str_eq(nb_ctx_error(ctx), "sgd load_state: unexpected entry 'state.p.step' "
                                         "(not a state of this optimizer's parameters)");
+    nb_ctx_clear_error(ctx);
 
     /* after all the failures the state is still the one of two steps */
     nb_tensor_list after = {0};
-    ck_assert_int_eq(nb_optim_state(o, ck, &after), NB_OK);
+    ck_assert_int_eq(nb_optim_state(ck, o, &after), NB_OK);
     ck_assert_int_eq(after.n, before.n);
     for (int i = 0; i < after.n; i++) {
         ck_assert_str_eq(after.names[i], before.names[i]);
         ck_assert_mem_eq(after.t[i]->data, before.t[i]->data, after.t[i]->numel * 8);
     }
     ck_assert_int_eq(nb_optim_step_count(o), 2);
-    /* and a good load works, clearing the message */
+    /* and a good load works, recording nothing */
     ck_assert_int_eq(nb_optim_load_state(o, &good), NB_OK);
-    ck_assert_ptr_null(nb_optim_error(o));
+    ck_assert_ptr_null(nb_ctx_error(ctx));
     ck_assert_int_eq(nb_optim_step_count(o), 1);
     nb_optim_free(s);
     nb_optim_free(o);
@@ -760,10 +774,10 @@ START_TEST(test_load_state_resets_params_without_state) {
     nb_sgd_opts so = nb_sgd_defaults(0.1);
     so.momentum = 0.9;
     so.dampening = 0.5;
-    nb_optim *a = nb_sgd_new(&l1, so, ctx);
-    nb_optim *b = nb_sgd_new(&l2, so, ctx);
+    nb_optim *a = nb_sgd_new(ctx, &l1, so);
+    nb_optim *b = nb_sgd_new(ctx, &l2, so);
     nb_tensor_list fresh = {0};
-    ck_assert_int_eq(nb_optim_state(b, ck, &fresh), NB_OK);
+    ck_assert_int_eq(nb_optim_state(ck, b, &fresh), NB_OK);
     nb_optim_step(b);
     nb_optim_step(b);
     ck_assert_int_eq(nb_optim_load_state(b, &fresh), NB_OK);
@@ -785,13 +799,13 @@ START_TEST(test_dotted_names_round_trip) {
     nb_tensor_list l;
     nb_tensor *p = one_param(ctx, NB_F32, &l);
     l.names[0] = "fc.weight";
-    nb_optim *a = nb_adamw_new(&l, nb_adamw_defaults(0.1), ctx);
+    nb_optim *a = nb_adamw_new(ctx, &l, nb_adamw_defaults(0.1));
     nb_optim_step(a);
     nb_tensor_list st = {0};
-    ck_assert_int_eq(nb_optim_state(a, ck, &st), NB_OK);
+    ck_assert_int_eq(nb_optim_state(ck, a, &st), NB_OK);
     ck_assert_ptr_nonnull(nb_list_get(&st, "state.fc.weight.exp_avg_sq"));
     ck_assert_ptr_nonnull(nb_list_get(&st, "state.fc.weight.step"));
-    nb_optim *b = nb_adamw_new(&l, nb_adamw_defaults(0.1), ctx);
+    nb_optim *b = nb_adamw_new(ctx, &l, nb_adamw_defaults(0.1));
     ck_assert_int_eq(nb_optim_load_state(b, &st), NB_OK);
     float before[2];
     memcpy(before, p->data, sizeof before);
@@ -803,11 +817,12 @@ START_TEST(test_dotted_names_round_trip) {
     ck_assert_mem_eq(p->data, via_a, sizeof via_a);
     /* a parameter called "fc" does not own "state.fc.weight.*" */
     l.names[0] = "fc";
-    nb_optim *c = nb_adamw_new(&l, nb_adamw_defaults(0.1), ctx);
+    nb_optim *c = nb_adamw_new(ctx, &l, nb_adamw_defaults(0.1));
     ck_assert_int_eq(nb_optim_load_state(c, &st), NB_ERR_VALUE);
-    ck_assert_str_eq(nb_optim_error(c), "adamw load_state: unexpected entry "
+    ck_assert_str_eq(nb_ctx_error(ctx), "adamw load_state: unexpected entry "
                                         "'state.fc.weight.step' (not a state of this "
                                         "optimizer's parameters)");
+    nb_ctx_clear_error(ctx);
     nb_optim_free(a);
     nb_optim_free(b);
     nb_optim_free(c);

@@ -185,7 +185,7 @@ static void run_c_block(const char *doc, const block *b, const char *dir) {
     const char *cc = getenv("NB_CC") && *getenv("NB_CC") ? getenv("NB_CC") : "cc";
     snprintf(cmd, sizeof cmd,
              "%s -std=c11 -Wall -Wextra -Werror -I'%s/include' '%s' -o '%s' '%s/libnabla.a' "
-             "-lcjson -lm -pthread 2>&1",
+             "-lcjson -lpcre2-8 -lm -pthread 2>&1",
              cc, NB_SOURCE_DIR, src, exe, nb_test_build_dir());
     char *out = NULL;
     int st = nb_test_run(cmd, &out);

@@ -376,7 +376,7 @@ START_TEST(test_reduce_gradcheck) {
     for (size_t i = 0; i < 24; i++) nb_set(x, i, (double)((i * 7) % 24) * 0.25 - 2);
     nb_tensor *in[1] = {nb_requires_grad(x)};
     nb_gradcheck_result r;
-    ck_assert_msg(nb_gradcheck(f_reduce, (void *)c, 1, in, NULL, &r) == NB_OK, "%s dim %d: %s",
+    ck_assert_msg(nb_gradcheck(ctx, f_reduce, (void *)c, 1, in, NULL, &r) == NB_OK, "%s dim %d: %s",
                   nb_op_name(c->op), c->dim, r.message);
     ck_assert(r.passed);
     ck_assert(r.max_abs_err < 1e-6);
@@ -397,7 +397,7 @@ START_TEST(test_reduce_chain_reusing_input) {
     nb_tensor *in[1] = {nb_requires_grad(nb_from_doubles(
         ctx, NB_F64, NB_SHAPE(3, 2), (double[]){0.3, -1.2, 1.1, 0.4, -0.5, 0.9}))};
     nb_gradcheck_result r;
-    ck_assert_int_eq(nb_gradcheck(f_reuse, NULL, 1, in, NULL, &r), NB_OK);
+    ck_assert_int_eq(nb_gradcheck(ctx, f_reuse, NULL, 1, in, NULL, &r), NB_OK);
     ck_assert(r.passed);
     /* by hand for column 0 (max at row 1): d/dx[i,0] = 1 + [i == 1] + 2 exp(x)/6 */
     nb_tensor *x = in[0];

@@ -149,17 +149,17 @@ START_TEST(test_null_rng) {
     nb_nn_causal_attention ca;
     nb_nn_mha_wrapper wr;
     nb_nn_mha mha;
-    EXPECT_NULL_RNG(nb_nn_linear_init(&lin, ctx, 2, 3, true, NB_F32, NULL) != NB_OK);
-    EXPECT_NULL_RNG(nb_nn_embedding_init(&emb, ctx, 5, 3, NB_F32, NULL) != NB_OK);
-    EXPECT_NULL_RNG(nb_nn_dropout_init(&drop, ctx, 0.5, NULL) != NB_OK);
-    EXPECT_NULL_RNG(nb_nn_self_attention_v1_init(&v1, ctx, 3, 2, NB_F32, NULL) != NB_OK);
-    EXPECT_NULL_RNG(nb_nn_self_attention_v2_init(&v2, ctx, 3, 2, false, NB_F32, NULL) != NB_OK);
-    EXPECT_NULL_RNG(nb_nn_causal_attention_init(&ca, ctx, 3, 2, 4, 0.0, false, NB_F32, NULL) != NB_OK);
-    EXPECT_NULL_RNG(nb_nn_mha_wrapper_init(&wr, ctx, 3, 2, 4, 0.0, 2, false, NB_F32, NULL) != NB_OK);
-    EXPECT_NULL_RNG(nb_nn_mha_init(&mha, ctx, 4, 4, 4, 0.0, 2, false, NB_F32, NULL) != NB_OK);
+    EXPECT_NULL_RNG(nb_nn_linear_init(ctx, &lin, 2, 3, true, NB_F32, NULL) != NB_OK);
+    EXPECT_NULL_RNG(nb_nn_embedding_init(ctx, &emb, 5, 3, NB_F32, NULL) != NB_OK);
+    EXPECT_NULL_RNG(nb_nn_dropout_init(ctx, &drop, 0.5, NULL) != NB_OK);
+    EXPECT_NULL_RNG(nb_nn_self_attention_v1_init(ctx, &v1, 3, 2, NB_F32, NULL) != NB_OK);
+    EXPECT_NULL_RNG(nb_nn_self_attention_v2_init(ctx, &v2, 3, 2, false, NB_F32, NULL) != NB_OK);
+    EXPECT_NULL_RNG(nb_nn_causal_attention_init(ctx, &ca, 3, 2, 4, 0.0, false, NB_F32, NULL) != NB_OK);
+    EXPECT_NULL_RNG(nb_nn_mha_wrapper_init(ctx, &wr, 3, 2, 4, 0.0, 2, false, NB_F32, NULL) != NB_OK);
+    EXPECT_NULL_RNG(nb_nn_mha_init(ctx, &mha, 4, 4, 4, 0.0, 2, false, NB_F32, NULL) != NB_OK);
 #undef EXPECT_NULL_RNG
     /* p == 0 needs no generator */
-    ck_assert_int_eq(nb_nn_dropout_init(&drop, ctx, 0.0, NULL), NB_OK);
+    ck_assert_int_eq(nb_nn_dropout_init(ctx, &drop, 0.0, NULL), NB_OK);
     ck_assert_ptr_eq(nb_dropout(ctx, x, 0.0, true, NULL), x);
     nb_ctx_free(ctx);
 }
@@ -260,14 +260,14 @@ START_TEST(test_checkpoint_optimizer_over_other_tensors) {
     nb_tensor_list saved = {0}, opt_list = {0};
     nb_list_add(&saved, "w", w);
     nb_list_add(&opt_list, "w", other);
-    nb_optim *opt = nb_adam_new(&opt_list, nb_adam_defaults(0.1), ctx);
+    nb_optim *opt = nb_adam_new(ctx, &opt_list, nb_adam_defaults(0.1));
     ck_assert_int_eq(nb_save_checkpoint(ctx, path, &saved, opt, NULL, 0, NULL, NULL),
                      NB_ERR_VALUE);
     ck_assert_error_has(ctx, "the optimizer was built over other tensors than params");
     ck_assert_int_eq(access(path, F_OK), -1);
     nb_ctx_clear_error(ctx);
     /* the right optimizer saves; loading into the wrong one is refused too */
-    nb_optim *good = nb_adam_new(&saved, nb_adam_defaults(0.1), ctx);
+    nb_optim *good = nb_adam_new(ctx, &saved, nb_adam_defaults(0.1));
     ck_assert_int_eq(nb_save_checkpoint(ctx, path, &saved, good, NULL, 0, NULL, NULL), NB_OK);
     ck_assert_int_eq(nb_load_checkpoint(ctx, path, &saved, opt, NULL), NB_ERR_VALUE);
     ck_assert_error_has(ctx, "'w' is another tensor");

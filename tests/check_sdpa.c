@@ -226,7 +226,7 @@ static void gradcheck_case(const sdpa_case *s, bool fast) {
     o.fast = fast;
     o.n_dirs = 6;
     nb_gradcheck_result r;
-    ck_assert_int_eq(nb_gradcheck(f_fused, (void *)s, 3, in, &o, &r), NB_OK);
+    ck_assert_int_eq(nb_gradcheck(p, f_fused, (void *)s, 3, in, &o, &r), NB_OK);
     ck_assert_msg(r.passed, "%s", r.message);
     nb_ctx_free(p);
 }
@@ -248,9 +248,9 @@ START_TEST(test_gradcheck_finite_differences) {
     nb_pcg32_seed(&rng, 6, 6);
     nb_tensor *x = nb_requires_grad(nb_normal(p, NB_F64, NB_SHAPE(2, 5, 2, 3), 0, 1, &rng));
     nb_gradcheck_result r;
-    ck_assert_int_eq(nb_gradcheck(f_shared, &shared, 1, &x, NULL, &r), NB_OK);
+    ck_assert_int_eq(nb_gradcheck(p, f_shared, &shared, 1, &x, NULL, &r), NB_OK);
     ck_assert_msg(r.passed, "%s", r.message);
-    ck_assert_int_eq(nb_gradcheck(f_shared_mid, &shared, 1, &x, NULL, &r), NB_OK);
+    ck_assert_int_eq(nb_gradcheck(p, f_shared_mid, &shared, 1, &x, NULL, &r), NB_OK);
     ck_assert_msg(r.passed, "%s", r.message);
     nb_ctx_free(p);
 }
@@ -455,7 +455,7 @@ START_TEST(test_mha_fused_matches_composed) {
     nb_pcg32 rng;
     nb_pcg32_seed(&rng, 21, 1);
     nb_nn_mha m;
-    ck_assert_int_eq(nb_nn_mha_init(&m, p, 5, 6, 40, 0.2, 3, true, NB_F64, &rng), NB_OK);
+    ck_assert_int_eq(nb_nn_mha_init(p, &m, 5, 6, 40, 0.2, 3, true, NB_F64, &rng), NB_OK);
     ck_assert(m.use_fused);
     nb_nn_mha_train(&m, false);
     nb_tensor *x = nb_normal(p, NB_F64, NB_SHAPE(2, 40, 5), 0, 1, &rng);
@@ -484,8 +484,8 @@ START_TEST(test_fused_dropout_seed_from_module_rng) {
     nb_pcg32_seed(&rng, 22, 1);
     nb_nn_mha m;
     nb_nn_causal_attention ca;
-    ck_assert_int_eq(nb_nn_mha_init(&m, p, 4, 6, 8, 0.3, 2, false, NB_F64, &rng), NB_OK);
-    ck_assert_int_eq(nb_nn_causal_attention_init(&ca, p, 4, 3, 8, 0.3, false, NB_F64, &rng),
+    ck_assert_int_eq(nb_nn_mha_init(p, &m, 4, 6, 8, 0.3, 2, false, NB_F64, &rng), NB_OK);
+    ck_assert_int_eq(nb_nn_causal_attention_init(p, &ca, 4, 3, 8, 0.3, false, NB_F64, &rng),
                      NB_OK);
     nb_tensor *x = nb_normal(p, NB_F64, NB_SHAPE(2, 8, 4), 0, 1, &rng);
     for (int which = 0; which < 2; which++) {

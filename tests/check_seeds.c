@@ -151,7 +151,7 @@ START_TEST(test_seed_attention_gradcheck) {
     nb_ctx *ctx = nb_ctx_new(0);
     nb_tensor *in[1] = {nb_from_doubles(ctx, NB_F64, NB_SHAPE(6, 3), NB_SEED_INPUTS)};
     nb_gradcheck_result r;
-    ck_assert_msg(nb_gradcheck(f_simple_attention, NULL, 1, in, NULL, &r) == NB_OK, "%s",
+    ck_assert_msg(nb_gradcheck(ctx, f_simple_attention, NULL, 1, in, NULL, &r) == NB_OK, "%s",
                   r.message);
     nb_ctx_free(ctx);
 }

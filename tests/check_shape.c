@@ -111,10 +111,10 @@ START_TEST(test_permute_transpose_gradcheck) {
     nb_tensor *in[2] = {nb_requires_grad(nb_uniform(ctx, NB_F64, NB_SHAPE(2, 3, 4), -1, 1, &rng)),
                         nb_uniform(ctx, NB_F64, NB_SHAPE(3, 4, 2), -1, 1, &rng)};
     nb_gradcheck_result r;
-    ck_assert_int_eq(nb_gradcheck(f_permute_3d, NULL, 2, in, NULL, &r), NB_OK);
+    ck_assert_int_eq(nb_gradcheck(ctx, f_permute_3d, NULL, 2, in, NULL, &r), NB_OK);
     ck_assert_msg(r.passed, "%s", r.message);
     nb_tensor *x[1] = {nb_uniform(ctx, NB_F64, NB_SHAPE(2, 3, 2, 2), -1, 1, &rng)};
-    ck_assert_int_eq(nb_gradcheck(f_transpose_4d, NULL, 1, x, NULL, &r), NB_OK);
+    ck_assert_int_eq(nb_gradcheck(ctx, f_transpose_4d, NULL, 1, x, NULL, &r), NB_OK);
     ck_assert_msg(r.passed, "%s", r.message);
     nb_ctx_free(ctx);
 }
@@ -214,7 +214,7 @@ START_TEST(test_reshape_contiguous_gradcheck) {
                         nb_uniform(ctx, NB_F64, NB_SHAPE(4, 2), -1, 1, &rng),
                         nb_uniform(ctx, NB_F64, NB_SHAPE(6), -1, 1, &rng)};
     nb_gradcheck_result r;
-    ck_assert_int_eq(nb_gradcheck(f_reshape_chain, NULL, 3, in, NULL, &r), NB_OK);
+    ck_assert_int_eq(nb_gradcheck(ctx, f_reshape_chain, NULL, 3, in, NULL, &r), NB_OK);
     ck_assert_msg(r.passed, "%s", r.message);
     nb_ctx_free(ctx);
 }
@@ -334,7 +334,7 @@ START_TEST(test_concat_gradcheck) {
         }
         in[n] = nb_uniform(ctx, NB_F64, NB_SHAPE(2, total, 2), -1, 1, &rng);
         nb_gradcheck_result r;
-        ck_assert_int_eq(nb_gradcheck(f_concat_weighted, &n, n + 1, in, NULL, &r), NB_OK);
+        ck_assert_int_eq(nb_gradcheck(ctx, f_concat_weighted, &n, n + 1, in, NULL, &r), NB_OK);
         ck_assert_msg(r.passed, "n = %d: %s", n, r.message);
     }
     nb_ctx_free(ctx);
@@ -427,7 +427,7 @@ START_TEST(test_split_gradcheck) {
     nb_tensor *in[2] = {nb_requires_grad(nb_uniform(ctx, NB_F64, NB_SHAPE(3, 5), -1, 1, &rng)),
                         nb_uniform(ctx, NB_F64, NB_SHAPE(3, 5), -1, 1, &rng)};
     nb_gradcheck_result r;
-    ck_assert_int_eq(nb_gradcheck(f_split_swap, NULL, 2, in, NULL, &r), NB_OK);
+    ck_assert_int_eq(nb_gradcheck(ctx, f_split_swap, NULL, 2, in, NULL, &r), NB_OK);
     ck_assert_msg(r.passed, "%s", r.message);
     nb_ctx_free(ctx);
 }

@@ -27,12 +27,12 @@ static void train_init(train_run *t) {
     nb_pcg32_seed(&t->drop, 2024, 3);
     t->params = nb_ctx_new(0);
     t->step = nb_ctx_new(0);
-    ck_assert_int_eq(nb_nn_mha_init(&t->m, t->params, 128, 128, 64, 0.1, 4, false, NB_F32, &init),
+    ck_assert_int_eq(nb_nn_mha_init(t->params, &t->m, 128, 128, 64, 0.1, 4, false, NB_F32, &init),
                      NB_OK);
     t->m.dropout.rng = &t->drop;
     t->x = nb_uniform(t->params, NB_F32, NB_SHAPE(8, 64, 128), -1, 1, &init);
     t->target = nb_uniform(t->params, NB_F32, NB_SHAPE(8, 64, 128), -1, 1, &init);
-    t->opt = nb_adam_new(&t->m.params, nb_adam_defaults(1e-3), t->params);
+    t->opt = nb_adam_new(t->params, &t->m.params, nb_adam_defaults(1e-3));
     ck_assert_ptr_nonnull(t->opt);
 }
 
@@ -106,14 +106,14 @@ START_TEST(test_gpt_step_same_bits_on_1_and_2_threads) {
         nb_gpt_config c = nb_gpt_config_default(arch);
         c.vocab_size = 65, c.block_size = 32, c.n_layer = 1, c.n_head = 2, c.n_embd = 64;
         c.dropout = 0.1, c.dtype = NB_F32;
-        ck_assert_int_eq(nb_gpt_init(&m[k], p[k], &c, &rng), NB_OK);
+        ck_assert_int_eq(nb_gpt_init(p[k], &m[k], &c, &rng), NB_OK);
         gpt_run r = {&m[k], nb_empty(p[k], NB_I64, NB_SHAPE(16, 32)),
                      nb_empty(p[k], NB_I64, NB_SHAPE(16, 32))};
         for (int i = 0; i < 16 * 32; i++) {
             ((int64_t *)r.x->data)[i] = nb_pcg32_bounded(&rng, 65);
             ((int64_t *)r.y->data)[i] = (((int64_t *)r.x->data)[i] * 7 + 3) % 65;
         }
-        nb_optim *opt = nb_adamw_new_groups(&m[k].params, nb_adamw_defaults(1e-3), false, p[k]);
+        nb_optim *opt = nb_adamw_new_groups(p[k], &m[k].params, nb_adamw_defaults(1e-3), false);
         nb_train_step st = {.opt = opt, .params = &m[k].params, .accum_steps = 1,
                             .grad_clip = 1.0, .lr = 1e-2, .loss_fn = gpt_run_loss, .user = &r};
         for (int i = 0; i < 3; i++) {

@@ -63,7 +63,7 @@ START_TEST(test_tape_dot_names_parameters_by_module_path) {
     nb_pcg32 rng;
     nb_pcg32_seed(&rng, 1, 2);
     nb_nn_mha mha;
-    ck_assert_int_eq(nb_nn_mha_init(&mha, params, 3, 2, 4, 0.0, 2, true, NB_F64, &rng), NB_OK);
+    ck_assert_int_eq(nb_nn_mha_init(params, &mha, 3, 2, 4, 0.0, 2, true, NB_F64, &rng), NB_OK);
     nb_tensor *x = nb_normal(step, NB_F64, NB_SHAPE(1, 4, 3), 0, 1, &rng);
     nb_tensor *y = nb_sum(step, nb_nn_mha_forward(step, &mha, x));
     ck_assert_ptr_nonnull(y);
@@ -84,10 +84,10 @@ START_TEST(test_tape_dot_names_parameters_by_module_path) {
 
     nb_nn_linear fc;
     nb_tensor_list mlp = {0}, block = {0}, model = {0};
-    ck_assert_int_eq(nb_nn_linear_init(&fc, params, 2, 3, true, NB_F32, &rng), NB_OK);
-    ck_assert_int_eq(nb_params_add_prefixed(&mlp, params, "c_fc", &fc.params), NB_OK);
-    ck_assert_int_eq(nb_params_add_prefixed(&block, params, "mlp", &mlp), NB_OK);
-    ck_assert_int_eq(nb_params_add_prefixed(&model, params, "transformer.h.0", &block), NB_OK);
+    ck_assert_int_eq(nb_nn_linear_init(params, &fc, 2, 3, true, NB_F32, &rng), NB_OK);
+    ck_assert_int_eq(nb_params_add_prefixed(params, &mlp, "c_fc", &fc.params), NB_OK);
+    ck_assert_int_eq(nb_params_add_prefixed(params, &block, "mlp", &mlp), NB_OK);
+    ck_assert_int_eq(nb_params_add_prefixed(params, &model, "transformer.h.0", &block), NB_OK);
     ck_assert_str_eq(fc.weight->name, "transformer.h.0.mlp.c_fc.weight");
     ck_assert_str_eq(model.names[1], "transformer.h.0.mlp.c_fc.bias");
     ck_assert_str_eq(fc.bias->name, model.names[1]);
@@ -97,7 +97,7 @@ START_TEST(test_tape_dot_names_parameters_by_module_path) {
     cfg.vocab_size = 5, cfg.block_size = 4, cfg.n_layer = 1, cfg.n_head = 2, cfg.n_embd = 4;
     cfg.dtype = NB_F64;
     nb_gpt gpt;
-    ck_assert_int_eq(nb_gpt_init(&gpt, params, &cfg, &rng), NB_OK);
+    ck_assert_int_eq(nb_gpt_init(params, &gpt, &cfg, &rng), NB_OK);
     nb_ctx_reset(step);
     nb_tensor *ids = nb_from_doubles(step, NB_I64, NB_SHAPE(1, 3), (double[]){1, 4, 2});
     nb_tensor *tg = nb_from_doubles(step, NB_I64, NB_SHAPE(1, 3), (double[]){4, 2, 0});

@@ -25,6 +25,38 @@ START_TEST(test_create_shapes_and_fill) {
 }
 END_TEST
 
+/* nb_empty is uninitialised, like torch.empty; a debug build fills it with
+ * 0xFF bytes (NaN, -1). nb_zeros, and dropout with p = 1, give zeros even
+ * where the arena last held other values. */
+START_TEST(test_empty_uninitialised_zeros_zeroed) {
+    nb_ctx *ctx = nb_ctx_new(0);
+    nb_pcg32 rng;
+    nb_pcg32_seed(&rng, 1, 1);
+    nb_tensor *e = nb_empty(ctx, NB_F32, NB_SHAPE(64));
+    nb_tensor *i = nb_empty(ctx, NB_I64, NB_SHAPE(8));
+    ck_assert_ptr_nonnull(e);
+    ck_assert_ptr_nonnull(i);
+#ifdef NB_DEBUG
+    for (size_t k = 0; k < 64; k++) ck_assert(isnan(nb_get(e, k)));
+    for (size_t k = 0; k < 8; k++) ck_assert_double_eq(nb_get(i, k), -1);
+#endif
+    memset(e->data, 0x7f, 64 * sizeof(float)); /* leave the arena dirty */
+    memset(i->data, 0x7f, 8 * sizeof(int64_t));
+    for (int round = 0; round < 2; round++) {
+        nb_ctx_reset(ctx);
+        nb_tensor *z = nb_zeros(ctx, NB_F32, NB_SHAPE(64));
+        nb_tensor *zi = nb_zeros(ctx, NB_I64, NB_SHAPE(8));
+        nb_tensor *d = nb_dropout(ctx, nb_ones(ctx, NB_F32, NB_SHAPE(64)), 1.0, true, &rng);
+        ck_assert_ptr_nonnull(d);
+        for (size_t k = 0; k < 64; k++) ck_assert_double_eq(nb_get(z, k) + nb_get(d, k), 0);
+        for (size_t k = 0; k < 8; k++) ck_assert_double_eq(nb_get(zi, k), 0);
+        memset(z->data, 0x7f, 64 * sizeof(float));
+    }
+    ck_assert_ptr_null(nb_ctx_error(ctx));
+    nb_ctx_free(ctx);
+}
+END_TEST
+
 START_TEST(test_uniform_and_normal_from_pcg) {
     nb_ctx *ctx = nb_ctx_new(0);
     nb_pcg32 r1, r2;
@@ -185,6 +217,7 @@ Suite *suite_tensor(void) {
     Suite *s = suite_create("tensor");
     TCase *tc = tcase_create("core");
     tcase_add_test(tc, test_create_shapes_and_fill);
+    tcase_add_test(tc, test_empty_uninitialised_zeros_zeroed);
     tcase_add_test(tc, test_uniform_and_normal_from_pcg);
     tcase_add_test(tc, test_bad_shapes_are_errors);
     tcase_add_test(tc, test_huge_allocation_fails_cleanly);

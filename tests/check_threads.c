@@ -190,7 +190,7 @@ START_TEST(test_mha_same_bits_any_thread_count) {
         nb_pcg32 init, drop;
         nb_pcg32_seed(&init, 123, 1);
         nb_nn_mha m;
-        ck_assert_int_eq(nb_nn_mha_init(&m, params, 45, 63, 23, 0.1, 7, true, dt, &init), NB_OK);
+        ck_assert_int_eq(nb_nn_mha_init(params, &m, 45, 63, 23, 0.1, 7, true, dt, &init), NB_OK);
         ck_assert_int_eq(m.params.n, 8);
         nb_tensor *x = rand_leaf(params, dt, NB_SHAPE(17, 23, 45), 8);
         nb_tensor *g = rand_leaf(params, dt, NB_SHAPE(17, 23, 63), 9);

@@ -286,7 +286,7 @@ START_TEST(test_unary_gradcheck) {
     nb_ctx *ctx = nb_ctx_new(0);
     nb_tensor *in[1] = {nb_requires_grad(nb_from_doubles(ctx, NB_F64, NB_SHAPE(2, 2), c->x))};
     nb_gradcheck_result r;
-    ck_assert_msg(nb_gradcheck(f_case, (void *)c, 1, in, NULL, &r) == NB_OK, "%s: %s", c->name,
+    ck_assert_msg(nb_gradcheck(ctx, f_case, (void *)c, 1, in, NULL, &r) == NB_OK, "%s: %s", c->name,
                   r.message);
     ck_assert(r.passed);
     ck_assert_msg(r.max_abs_err < 1e-6, "%s: max_abs_err %g", c->name, r.max_abs_err);
@@ -335,7 +335,7 @@ START_TEST(test_chain_reusing_a_tensor) {
     const double xs[3] = {-0.8, 0.1, 1.3};
     nb_tensor *in[1] = {nb_requires_grad(vec(ctx, NB_F64, 3, xs))};
     nb_gradcheck_result r;
-    ck_assert_int_eq(nb_gradcheck(f_chain, NULL, 1, in, NULL, &r), NB_OK);
+    ck_assert_int_eq(nb_gradcheck(ctx, f_chain, NULL, 1, in, NULL, &r), NB_OK);
     ck_assert(r.passed);
     /* by hand: dz/dx = (2y + 1)(1 - y^2), in f32 too */
     for (int dt = NB_F32; dt <= NB_F64; dt++) {

@@ -1,8 +1,9 @@
 #!/bin/sh
 # Installs the Debian packages nabla's build and tests need, if missing:
 #   check + libsubunit-dev (the test framework), pkg-config, libcjson-dev
-#   (the safetensors JSON header), g++ (the header is checked as C++17).
-#   Extra package names may be given.
+#   (the safetensors JSON header and the tokenizer's vocabulary),
+#   libpcre2-dev (the GPT-2 tokenizer's pre-tokenizer), g++ (the header is
+#   checked as C++17). Extra package names may be given.
 # Uses apt-get as root, or through sudo; says what to run otherwise.
 set -e
 need=""
@@ -11,6 +12,7 @@ command -v c++ >/dev/null 2>&1 || need="$need g++"
 pkg-config --exists check 2>/dev/null || need="$need check"
 [ -e /usr/include/subunit/child.h ] || need="$need libsubunit-dev"
 pkg-config --exists libcjson 2>/dev/null || [ -e /usr/include/cjson/cJSON.h ] || need="$need libcjson-dev"
+pkg-config --exists libpcre2-8 2>/dev/null || [ -e /usr/include/pcre2.h ] || need="$need libpcre2-dev"
 for p in "$@"; do
     dpkg -s "$p" >/dev/null 2>&1 || need="$need $p"
 done

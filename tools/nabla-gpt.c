@@ -68,7 +68,7 @@ static int draw_samples(const gpt_flags *f, nb_ctx *pctx, nb_gpt *gpt, const nb_
         o.max_new_tokens = f->max_new_tokens, o.temperature = f->temperature, o.top_k = f->top_k;
         o.seed = (uint64_t)f->seed + (uint64_t)i;
         int64_t n = 0;
-        if (nb_gpt_generate(gpt, prompt->data, np, &o, out, &n, pctx)) {
+        if (nb_gpt_generate(pctx, gpt, prompt->data, np, &o, out, &n)) {
             st = gpt_fail(PROG, "sample: %s", nb_ctx_error(pctx));
             break;
         }
@@ -101,7 +101,7 @@ static int cmd_sample(const gpt_flags *f) {
             st = gpt_fail(PROG, "%s: no 'n_head' and 'vocab' metadata: not a model written by "
                           "'nabla-gpt train --data' (a --batches run has no vocabulary)", path);
         else if (nb_char_vocab_from_string(pctx, voc, &vocab) ||
-                 nb_gpt_from_state_dict(&gpt, pctx, &sd, atoi(heads), 0.0, wte->dtype, NULL))
+                 nb_gpt_from_state_dict(pctx, &gpt, &sd, atoi(heads), 0.0, wte->dtype, NULL))
             st = gpt_fail(PROG, "%s: %s", path, nb_ctx_error(pctx));
     }
     char *start = st ? NULL : unescape(f->start);
@@ -134,13 +134,13 @@ static double peak_rss_mb(void) {
 }
 
 /* Tokens per second of generating block_size - 1 tokens from one. */
-static double sample_speed(nb_gpt *gpt, bool cache, nb_ctx *err) {
+static double sample_speed(nb_ctx *err, nb_gpt *gpt, bool cache) {
     int64_t n = gpt->cfg.block_size, prompt = 0;
     int64_t *out = malloc((size_t)n * sizeof *out);
     nb_gpt_sample_opts o = nb_gpt_sample_defaults();
     o.max_new_tokens = n - 1, o.use_cache = cache;
     double t0 = now_s();
-    nb_status st = out ? nb_gpt_generate(gpt, &prompt, 1, &o, out, NULL, err) : NB_ERR_MEMORY;
+    nb_status st = out ? nb_gpt_generate(err, gpt, &prompt, 1, &o, out, NULL) : NB_ERR_MEMORY;
     double dt = now_s() - t0;
     free(out);
     return st ? NAN : (double)(n - 1) / dt;
@@ -158,7 +158,7 @@ static int cmd_bench(const gpt_flags *f) {
     nb_gpt gpt = {0};
     bench b = {&gpt, NULL, NULL};
     int64_t B = f->batch_size, T = f->block_size;
-    if (!nb_gpt_init(&gpt, pctx, &c, &rng)) {
+    if (!nb_gpt_init(pctx, &gpt, &c, &rng)) {
         b.x = nb_empty(pctx, NB_I64, NB_SHAPE(B, T)), b.y = nb_empty(pctx, NB_I64, NB_SHAPE(B, T));
         for (int64_t i = 0; b.y && i < B * T; i++) {
             ((int64_t *)b.x->data)[i] = nb_pcg32_bounded(&rng, (uint32_t)c.vocab_size);
@@ -166,7 +166,7 @@ static int cmd_bench(const gpt_flags *f) {
         }
     }
     nb_optim *opt = nb_ctx_error(pctx) ? NULL
-                    : nb_adamw_new_groups(&gpt.params, nb_adamw_defaults(1e-3), false, pctx);
+                    : nb_adamw_new_groups(pctx, &gpt.params, nb_adamw_defaults(1e-3), false);
     nb_train_step s = {.opt = opt, .params = &gpt.params, .accum_steps = 1, .grad_clip = 1.0,
                        .lr = 1e-3, .loss_fn = bench_loss, .user = &b};
     int st = opt ? 0 : gpt_fail(PROG, "bench: %s", nb_ctx_error(pctx));
@@ -200,7 +200,7 @@ static int cmd_bench(const gpt_flags *f) {
                (double)(B * T) / (ms / 1e3));
     }
     if (!st && f->sample) {
-        double with = sample_speed(&gpt, true, pctx), without = sample_speed(&gpt, false, pctx);
+        double with = sample_speed(pctx, &gpt, true), without = sample_speed(pctx, &gpt, false);
         if (isnan(with) || isnan(without)) st = gpt_fail(PROG, "bench: %s", nb_ctx_error(pctx));
         else printf("sample_tok_per_s_kv_cache=%.0f sample_tok_per_s_no_cache=%.0f\n", with, without);
     }

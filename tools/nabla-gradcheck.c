@@ -232,14 +232,14 @@ MODULE(mha_wrapper, wrap)
 MODULE(mha, mha)
 
 static nb_status i_linear(any_module *m, nb_ctx *p, nb_pcg32 *r) {
-    return nb_nn_linear_init(&m->linear, p, 4, 3, true, NB_F64, r);
+    return nb_nn_linear_init(p, &m->linear, 4, 3, true, NB_F64, r);
 }
 static nb_status i_linear_nobias(any_module *m, nb_ctx *p, nb_pcg32 *r) {
-    return nb_nn_linear_init(&m->linear, p, 4, 3, false, NB_F64, r);
+    return nb_nn_linear_init(p, &m->linear, 4, 3, false, NB_F64, r);
 }
 static nb_status i_layer_norm(any_module *m, nb_ctx *p, nb_pcg32 *r) {
     (void)r;
-    nb_status st = nb_nn_layer_norm_init(&m->norm, p, 5, 1e-5, true, NB_F64);
+    nb_status st = nb_nn_layer_norm_init(p, &m->norm, 5, 1e-5, true, NB_F64);
     /* move weight and bias off 1 and 0 so their gradients are not special */
     for (size_t i = 0; !st && i < 5; i++) {
         nb_set(m->norm.weight, i, 1.0 + 0.1 * (double)i);
@@ -248,22 +248,22 @@ static nb_status i_layer_norm(any_module *m, nb_ctx *p, nb_pcg32 *r) {
     return st;
 }
 static nb_status i_embedding(any_module *m, nb_ctx *p, nb_pcg32 *r) {
-    return nb_nn_embedding_init(&m->emb, p, 6, 3, NB_F64, r);
+    return nb_nn_embedding_init(p, &m->emb, 6, 3, NB_F64, r);
 }
 static nb_status i_sa1(any_module *m, nb_ctx *p, nb_pcg32 *r) {
-    return nb_nn_self_attention_v1_init(&m->sa1, p, 3, 2, NB_F64, r);
+    return nb_nn_self_attention_v1_init(p, &m->sa1, 3, 2, NB_F64, r);
 }
 static nb_status i_sa2(any_module *m, nb_ctx *p, nb_pcg32 *r) {
-    return nb_nn_self_attention_v2_init(&m->sa2, p, 3, 2, true, NB_F64, r);
+    return nb_nn_self_attention_v2_init(p, &m->sa2, 3, 2, true, NB_F64, r);
 }
 static nb_status i_causal(any_module *m, nb_ctx *p, nb_pcg32 *r) {
-    return nb_nn_causal_attention_init(&m->ca, p, 3, 2, 6, 0.5, false, NB_F64, r);
+    return nb_nn_causal_attention_init(p, &m->ca, 3, 2, 6, 0.5, false, NB_F64, r);
 }
 static nb_status i_wrapper(any_module *m, nb_ctx *p, nb_pcg32 *r) {
-    return nb_nn_mha_wrapper_init(&m->wrap, p, 3, 2, 4, 0.5, 2, false, NB_F64, r);
+    return nb_nn_mha_wrapper_init(p, &m->wrap, 3, 2, 4, 0.5, 2, false, NB_F64, r);
 }
 static nb_status i_mha(any_module *m, nb_ctx *p, nb_pcg32 *r) {
-    return nb_nn_mha_init(&m->mha, p, 4, 4, 4, 0.5, 2, true, NB_F64, r);
+    return nb_nn_mha_init(p, &m->mha, 4, 4, 4, 0.5, 2, true, NB_F64, r);
 }
 
 static nb_tensor *m_linear(nb_ctx *c, any_module *m, nb_tensor *x) {
@@ -309,7 +309,7 @@ static nb_status i_gpt_any(any_module *m, nb_ctx *p, nb_pcg32 *r, nb_gpt_arch ar
     nb_gpt_config cfg = nb_gpt_config_default(arch);
     cfg.vocab_size = 5, cfg.block_size = 4, cfg.n_layer = 2, cfg.n_head = 2, cfg.n_embd = 4;
     cfg.dropout = 0.3, cfg.bias = bias, cfg.qkv_bias = bias, cfg.dtype = NB_F64;
-    nb_status st = nb_gpt_init(&m->gpt, p, &cfg, r);
+    nb_status st = nb_gpt_init(p, &m->gpt, &cfg, r);
     /* nanoGPT's std 0.02 and the unit LayerNorms: spread the values out */
     for (int k = 0; !st && k < m->gpt.params.n; k++)
         for (size_t i = 0; i < nb_list_tensor(&m->gpt.params, k)->numel; i++)
@@ -355,7 +355,7 @@ static const mod_case modules[] = {
 static nb_tensor *draw(nb_ctx *ctx, const in_spec *s, nb_pcg32 *rng);
 
 /* Checks one module case; returns its gradcheck status. */
-typedef nb_status (*check_fn)(nb_gradcheck_fn f, void *user, const nb_tensor_list *params,
+typedef nb_status (*check_fn)(nb_ctx *ctx, nb_gradcheck_fn f, void *user, const nb_tensor_list *params,
                               int n_in, nb_tensor *const *in, const nb_gradcheck_opts *opts,
                               nb_gradcheck_result *res);
 
@@ -385,7 +385,7 @@ static nb_status check_module(const mod_case *c, nb_pcg32 *rng, nb_ctx *ctx,
     nb_tensor *x = draw(ctx, &c->x, rng);
     if (x && x->dtype == NB_F64) nb_requires_grad(x); /* x too, beside every parameter */
     if (nb_ctx_error(ctx)) return nb_ctx_status(ctx);
-    return check(f_module, &run, c->params(&run.m), 1, &x, NULL, r);
+    return check(ctx, f_module, &run, c->params(&run.m), 1, &x, NULL, r);
 }
 
 static nb_tensor *draw(nb_ctx *ctx, const in_spec *s, nb_pcg32 *rng) {
@@ -451,11 +451,13 @@ int main(int argc, char **argv) {
         nb_gradcheck_opts o = nb_gradcheck_defaults();
         o.fast = c->fast;
         nb_gradcheck_result r1, r2;
-        bool bad_in = nb_ctx_error(ctx) != NULL;
-        bool ok1 = !bad_in && nb_gradcheck(c->fn, NULL, c->n_in, in, &o, &r1) == NB_OK;
-        bool ok2 = !bad_in && nb_gradgradcheck(c->fn, NULL, c->n_in, in, &o, &r2) == NB_OK;
-        report(c->op, c->what, ok1, &r1, ok2, &r2, bad_in ? nb_ctx_error(ctx) : NULL);
+        const char *bad_in = nb_ctx_error(ctx);
+        nb_ctx *c1 = nb_ctx_new(0), *c2 = nb_ctx_new(0); /* each check records on its own */
+        bool ok1 = !bad_in && nb_gradcheck(c1, c->fn, NULL, c->n_in, in, &o, &r1) == NB_OK;
+        bool ok2 = !bad_in && nb_gradgradcheck(c2, c->fn, NULL, c->n_in, in, &o, &r2) == NB_OK;
+        report(c->op, c->what, ok1, &r1, ok2, &r2, bad_in);
         ok1 && ok2 ? passed++ : failed++;
+        nb_ctx_free(c1), nb_ctx_free(c2);
         nb_ctx_free(ctx);
     }
     for (size_t k = 0; k < sizeof modules / sizeof modules[0]; k++) {

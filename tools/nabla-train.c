@@ -268,22 +268,24 @@ static int load(nb_ctx *ctx, const char *what, const char *path, nb_tensor_list 
 }
 
 /* ---- training ------------------------------------------------------------------------ */
-static nb_optim *make_optimizer(const args *a, const nb_tensor_list *params, nb_ctx *err) {
+/* err also receives the optimizer's later errors (nb_optim_step). */
+static nb_optim *make_optimizer(nb_ctx *err, const args *a, const nb_tensor_list *params) {
     if (!strcmp(a->optim, "sgd")) {
         nb_sgd_opts o = nb_sgd_defaults(a->lr);
         if (a->has_momentum) o.momentum = a->momentum;
         if (a->has_weight_decay) o.weight_decay = a->weight_decay;
-        return nb_sgd_new(params, o, err);
+        return nb_sgd_new(err, params, o);
     }
     bool w = !strcmp(a->optim, "adamw");
     nb_adam_opts o = w ? nb_adamw_defaults(a->lr) : nb_adam_defaults(a->lr);
     if (a->has_weight_decay) o.weight_decay = a->weight_decay;
-    return w ? nb_adamw_new(params, o, err) : nb_adam_new(params, o, err);
+    return w ? nb_adamw_new(err, params, o) : nb_adam_new(err, params, o);
 }
 
-/* Runs the steps, writing each step's loss into losses (N). 0 or 1. */
-static int train(const args *a, nb_nn_mha *mha, nb_optim *opt, nb_tensor *x, nb_tensor *y,
-                 nb_tensor *losses) {
+/* Runs the steps, writing each step's loss into losses (N). 0 or 1. The
+ * optimizer's errors are on ctx, the context it was made with. */
+static int train(nb_ctx *ctx, const args *a, nb_nn_mha *mha, nb_optim *opt, nb_tensor *x,
+                 nb_tensor *y, nb_tensor *losses) {
     nb_ctx *step = nb_ctx_new(0);
     int rc = 0;
     for (long s = 0; s < a->steps && !rc; s++) {
@@ -295,7 +297,7 @@ static int train(const args *a, nb_nn_mha *mha, nb_optim *opt, nb_tensor *x, nb_
             fprintf(stderr, PROG ": step %ld: %s\n", s + 1, nb_ctx_error(step));
             rc = 1;
         } else if (nb_optim_step(opt)) {
-            fprintf(stderr, PROG ": step %ld: %s\n", s + 1, nb_optim_error(opt));
+            fprintf(stderr, PROG ": step %ld: %s\n", s + 1, nb_ctx_error(ctx));
             rc = 1;
         } else {
             nb_set(losses, (size_t)s, nb_item(loss));
@@ -318,18 +320,18 @@ static int run_with(const args *a, nb_ctx *ctx, nb_tensor_list *init, nb_tensor_
     nb_pcg32_seed(&rng, 0, 0);
     nb_nn_mha mha;
     if (!x || !y ||
-        nb_nn_mha_init(&mha, ctx, d_in, d_out, x->shape[1], 0.0, (int)a->heads, a->qkv_bias,
+        nb_nn_mha_init(ctx, &mha, d_in, d_out, x->shape[1], 0.0, (int)a->heads, a->qkv_bias,
                        a->dt, &rng) ||
         nb_params_copy_from(&mha.params, init))
         return fail("%s", nb_ctx_error(ctx));
-    nb_optim *opt = make_optimizer(a, &mha.params, ctx);
+    nb_optim *opt = make_optimizer(ctx, a, &mha.params);
     if (!opt) return fail("%s", nb_ctx_error(ctx));
     nb_tensor *losses = nb_empty(ctx, a->dt, NB_SHAPE(a->steps));
     if (!losses) {
         nb_optim_free(opt);
         return fail("%s", nb_ctx_error(ctx));
     }
-    rc = train(a, &mha, opt, x, y, losses);
+    rc = train(ctx, a, &mha, opt, x, y, losses);
     nb_optim_free(opt);
     if (rc) return rc;
 

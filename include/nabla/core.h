@@ -21,9 +21,9 @@ extern "C" {
 #endif
 
 #define NB_VERSION_MAJOR 0
-#define NB_VERSION_MINOR 1
+#define NB_VERSION_MINOR 2
 #define NB_VERSION_PATCH 0
-#define NB_VERSION "0.1.0"
+#define NB_VERSION "0.2.0"
 
 #define NB_MAX_DIMS 4 /* tensors have 0..4 dimensions */
 
@@ -68,7 +68,12 @@ const char *nb_dtype_name(nb_dtype dt);
  * Errors are sticky (cairo style): the first failure on a context is kept
  * with a message naming the op, the shapes and what was expected; every later
  * op on that context returns NULL without doing anything. Check once, at the
- * end, with nb_ctx_error(). */
+ * end, with nb_ctx_error(). This is the library's only error channel: every
+ * function that takes a context takes it first and records its failures
+ * there (an nb_status or NULL is returned too, for convenience); a function
+ * without a context argument records on the context of the object it works
+ * on, as its header comment says. A NULL context records nothing: the call
+ * returns NB_ERR_NULL or NULL. */
 typedef struct nb_ctx nb_ctx;
 
 /* A new context. `reserve` bytes are allocated up front (0 picks a default;
@@ -186,8 +191,14 @@ typedef struct nb_tensor {
 
 /* Creation. All return NULL and record an error on the context for NULL
  * shape pointers, ndim outside 0..4, zero or negative dims, or element counts
- * whose byte size would overflow size_t. */
-nb_tensor *nb_empty(nb_ctx *ctx, nb_dtype dt, int ndim, const int64_t *shape); /* zero-filled */
+ * whose byte size would overflow size_t.
+ *
+ * nb_empty leaves the data uninitialised, like torch.empty: write every
+ * element before reading it (an op's output, a batch being filled). A
+ * library built with NB_DEBUG=1 (`make debug`) fills it with 0xFF bytes
+ * (NaN for f32/f64, -1 for i64, 0xFF for bool), so reading an element never
+ * written shows up. nb_zeros is the zero-filled one. */
+nb_tensor *nb_empty(nb_ctx *ctx, nb_dtype dt, int ndim, const int64_t *shape);
 nb_tensor *nb_zeros(nb_ctx *ctx, nb_dtype dt, int ndim, const int64_t *shape);
 nb_tensor *nb_ones(nb_ctx *ctx, nb_dtype dt, int ndim, const int64_t *shape);
 nb_tensor *nb_full(nb_ctx *ctx, nb_dtype dt, int ndim, const int64_t *shape, double value);
@@ -288,7 +299,9 @@ typedef struct nb_tensor_list {
 /* Appends (name, t). NB_ERR_NULL for NULL arguments, NB_ERR_VALUE when the
  * name is already there or the list is corrupt (n negative or past its
  * storage), NB_ERR_MEMORY when the heap storage cannot grow, NB_ERR_SIZE
- * past INT_MAX entries. The list is unchanged on failure. */
+ * past INT_MAX entries. The list is unchanged on failure. A list has no
+ * context, so the message ("list_add: 'W' is already in the list") is
+ * recorded on t's context, t->owner; a NULL t gives NB_ERR_NULL alone. */
 nb_status nb_list_add(nb_tensor_list *l, const char *name, nb_tensor *t);
 /* The tensor called `name`, or NULL (also for a NULL or corrupt list). */
 nb_tensor *nb_list_get(const nb_tensor_list *l, const char *name);
@@ -384,23 +397,28 @@ int nb_tape_len(const nb_ctx *ctx);
  * (after the tensor's name when it has one: parameters show their module
  * path, "W_query.weight (2, 3)*"), creation site. For teaching and
  * debugging. NB_OK, NB_ERR_NULL, NB_ERR_MEMORY or NB_ERR_IO (a write
- * failed; f is flushed to find out). */
-nb_status nb_tape_print(const nb_ctx *ctx, FILE *f);
+ * failed; f is flushed to find out), the message recorded on ctx. The tape
+ * views (this, nb_tape_dot, nb_tape_html, nb_tape_json) also work on a
+ * context that holds an error, to show how it came about; theirs is then
+ * not recorded (the first error is kept) but still returned. */
+nb_status nb_tape_print(nb_ctx *ctx, FILE *f);
 /* Writes the tape as a Graphviz digraph (render with `dot -Tsvg`): a box per
  * tensor with its shape, first values and gradient, an ellipse per op with
  * its tape index and creation site, arrows in the forward direction. With
  * root non-NULL only the ops up to root's are drawn. NB_OK, NB_ERR_NULL,
- * NB_ERR_MEMORY or NB_ERR_IO (a write failed). */
-nb_status nb_tape_dot(const nb_ctx *ctx, const nb_tensor *root, FILE *f);
+ * NB_ERR_MEMORY or NB_ERR_IO (a write failed), recorded on ctx as for
+ * nb_tape_print. */
+nb_status nb_tape_dot(nb_ctx *ctx, const nb_tensor *root, FILE *f);
 
 /* ------------------------------------------------------------------------
  * Custom ops.
  *
  * Compute the forward result yourself into a tensor made with nb_empty on
- * the context, then record it with nb_record. Your backward is called once,
- * when backward reaches the node; it reads nb_node_output(n)->grad and adds
- * (+=) into the buffers nb_grad_buffer() gives for each input (NULL for
- * inputs that need no gradient).
+ * the context (uninitialised: write every element), then record it with
+ * nb_record. Your backward is called once, when backward reaches the node;
+ * it reads nb_node_output(n)->grad and adds (+=) into the buffers
+ * nb_grad_buffer() gives for each input (NULL for inputs that need no
+ * gradient).
  *
  * Implement both float dtypes, f32 and f64: nb_gradcheck runs everything in
  * f64. The output must have its float inputs' dtype; nb_record refuses

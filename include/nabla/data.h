@@ -1,5 +1,6 @@
-/* nabla/data.h - text data for a character-level language model: the
- * tokenizer, the train/val split and nanoGPT's random batches.
+/* nabla/data.h - text data for a language model: the character-level
+ * tokenizer, GPT-2's byte-level BPE tokenizer (below, nb_bpe), the train/val
+ * split and nanoGPT's random batches.
  *
  *   nb_char_vocab v;
  *   if (nb_char_vocab_build(ctx, text, len, &v)) fail(nb_ctx_error(ctx));
@@ -65,6 +66,90 @@ char *nb_char_vocab_to_string(nb_ctx *ctx, const nb_char_vocab *v);
  * position) for anything else: an empty list, a non-number, a code point
  * above U+10FFFF or a surrogate, code points not strictly increasing. */
 nb_status nb_char_vocab_from_string(nb_ctx *ctx, const char *s, nb_char_vocab *out);
+
+/* ---- GPT-2's tokenizer: byte-level BPE --------------------------------------
+ *
+ *   nb_bpe *bpe = nb_bpe_load(ctx, "encoder.json", "vocab.bpe");  // or vocab.json, merges.txt
+ *   nb_tensor *ids = nb_bpe_encode(ctx, bpe, text, len, false);    // I64 (n)
+ *   size_t n;
+ *   char *back = nb_bpe_decode(ctx, bpe, ids->data, ids->numel, &n); // == text, n == len
+ *   nb_bpe_free(bpe);
+ *
+ * The same ids as tiktoken's "gpt2" encoding (nanoGPT's prepare.py uses its
+ * encode_ordinary) for any valid UTF-8 text:
+ * - the text is cut into pieces by GPT-2's pattern
+ *     's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
+ *   (PCRE2 with Unicode classes), so a merge never crosses a piece;
+ * - a piece that is a token is that token; otherwise it starts as its bytes
+ *   and, while two neighbours join into a token made by a merge, the pair
+ *   whose token has the lowest rank (its line in the merges file; the
+ *   leftmost on a tie) becomes that token.
+ * The files are either pair, which hold the same tokens: OpenAI's
+ * encoder.json + vocab.bpe, or Hugging Face's vocab.json + merges.txt. The
+ * vocabulary is a JSON object of token -> id (ids 0..n-1, each once); a
+ * token is written in GPT-2's byte alphabet (each of the 256 bytes as one
+ * printable character: a space is "\u0120", "Ġ"). The merges file has one
+ * merge a line, two tokens separated by one space, the first line skipped
+ * when it starts with "#version"; blank lines are ignored. Special tokens
+ * are the vocabulary's tokens that are neither one byte nor made by a
+ * merge: GPT-2's one is "<|endoftext|>", id 50256.
+ *
+ * Bytes that are not valid UTF-8 (which tiktoken, taking a string, never
+ * sees) are encoded too: each run of them is a piece of its own, and the
+ * valid text between them is pre-tokenized as if it were the whole text.
+ * So any bytes encode, and decode gives them back.
+ *
+ * An nb_bpe is read-only once loaded: threads may encode and decode with
+ * one at once, each with its own context. */
+typedef struct nb_bpe nb_bpe;
+
+/* Loads a tokenizer from a vocabulary (encoder.json / vocab.json) and its
+ * merges (vocab.bpe / merges.txt). Returns a new tokenizer (free it with
+ * nb_bpe_free; it does not live in ctx), or NULL with an error on ctx whose
+ * message names the file and the problem: NB_ERR_NULL (ctx, a path),
+ * NB_ERR_IO (a file cannot be read), NB_ERR_FORMAT (not JSON, not an object
+ * of token -> whole-number id, ids that are not 0..n-1 each once, a token
+ * written twice or with a character outside the byte alphabet, a byte
+ * without a token, a merges line that is not two tokens, a merge naming a
+ * token the vocabulary lacks or making one it lacks). */
+nb_bpe *nb_bpe_load(nb_ctx *ctx, const char *vocab_path, const char *merges_path);
+
+/* Frees a tokenizer. NULL is a no-op. */
+void nb_bpe_free(nb_bpe *t);
+
+/* The number of tokens, n (ids are 0..n-1): 50257 for GPT-2. 0 for NULL. */
+int64_t nb_bpe_vocab_size(const nb_bpe *t);
+
+/* The id of the token whose bytes are `text` (NUL-terminated): 50256 for
+ * "<|endoftext|>", 262 for " the" (tiktoken's encode_single_token). -1 when
+ * no token has exactly these bytes, or t or text is NULL. */
+int64_t nb_bpe_token_id(const nb_bpe *t, const char *text);
+
+/* The ids of text[0..len-1] as an I64 tensor of shape (number of tokens),
+ * in ctx. allow_special false is tiktoken's encode_ordinary: a special
+ * token's text is encoded as plain text; true is encode(text,
+ * allowed_special="all"): each occurrence of a special token's text (the
+ * longest at a position) becomes its id. Any bytes encode (see above).
+ * NULL and an error for NULL arguments (NB_ERR_NULL) and empty text
+ * (NB_ERR_VALUE: a tensor has at least one element). */
+nb_tensor *nb_bpe_encode(nb_ctx *ctx, const nb_bpe *t, const char *text, size_t len,
+                         bool allow_special);
+
+/* The bytes of ids[0..n-1] (each token's bytes, in order; a special token
+ * gives its text), NUL-terminated, in ctx's arena; *len (may be NULL)
+ * receives their number. The bytes need not be valid UTF-8 (a token may
+ * end inside a character): nb_utf8_display makes them printable. NULL and
+ * an error for an id outside 0..n-1 (naming it and its position); n may be
+ * 0 (the empty string). */
+char *nb_bpe_decode(nb_ctx *ctx, const nb_bpe *t, const int64_t *ids, size_t n, size_t *len);
+
+/* text[0..len-1] as valid UTF-8 for printing, NUL-terminated, in ctx's
+ * arena: each maximal part of an invalid sequence becomes U+FFFD (the
+ * WHATWG / Unicode "maximal subpart" rule, as TextDecoder and Python's
+ * errors="replace" do); valid text comes back unchanged. *out_len (may be
+ * NULL) receives its length in bytes. NULL and NB_ERR_NULL for NULL text
+ * with len > 0. */
+char *nb_utf8_display(nb_ctx *ctx, const char *text, size_t len, size_t *out_len);
 
 /* nanoGPT's split: the first floor(0.9 * n) tokens train, the rest
  * validate. Both are 1-D I64 views into `ids` (no copy), made in ctx; a part

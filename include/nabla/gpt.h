@@ -8,7 +8,7 @@
  *   nb_pcg32 rng;  nb_pcg32_seed(&rng, 1337, 1);
  *   nb_ctx *params = nb_ctx_new(0), *step = nb_ctx_new(0);
  *   nb_gpt gpt;
- *   if (nb_gpt_init(&gpt, params, &cfg, &rng)) fprintf(stderr, "%s\n", nb_ctx_error(params));
+ *   if (nb_gpt_init(params, &gpt, &cfg, &rng)) fprintf(stderr, "%s\n", nb_ctx_error(params));
  *   nb_tensor *loss = nb_gpt_loss(step, &gpt, x, y, NULL);   // x, y I64 (B, T)
  *   nb_backward(step, loss, NULL);                          // grads in gpt.params
  *
@@ -52,8 +52,12 @@
  *   N(0, 0.02/sqrt(2 n_layer)), drawn in `params` order.
  *
  * All randomness (init, dropout masks) comes from PCG32. Errors follow the
- * op error model: functions taking a context record the first error there,
- * naming the function and the shapes, and return NULL or the status. */
+ * op error model: every function that takes a context takes it first,
+ * records the first error there (naming the function and the shapes) and
+ * returns NULL or the status; it does nothing, returning NULL or the
+ * context's status, when the context is NULL or already holds an error.
+ * nb_gpt_load_state_dict, which has no context argument, records on the
+ * model's parameter context. */
 #ifndef NABLA_GPT_H
 #define NABLA_GPT_H
 
@@ -99,10 +103,10 @@ nb_gpt_config nb_gpt_config_default(nb_gpt_arch arch);
  * index, bias (nanoGPT: ln_f.bias present) and qkv_bias (GPTModel:
  * W_query.bias present). n_head cannot be read from the tensors and is
  * given. dropout 0, dtype from the token embedding (F32 or F64), no_grad
- * false. NB_ERR_FORMAT with a message on err (may be NULL) naming what is
- * missing or inconsistent. */
-nb_status nb_gpt_config_from_state_dict(const nb_tensor_list *sd, int n_head,
-                                        nb_gpt_config *out, nb_ctx *err);
+ * false. NB_ERR_FORMAT with a message on ctx naming what is missing or
+ * inconsistent. */
+nb_status nb_gpt_config_from_state_dict(nb_ctx *ctx, const nb_tensor_list *sd, int n_head,
+                                        nb_gpt_config *out);
 
 /* One transformer block. Read-only for users. */
 typedef struct nb_gpt_block {
@@ -136,7 +140,7 @@ typedef struct nb_gpt {
  * outlive the model's training use (or be NULL with dropout 0). Clears *m
  * first. Returns NB_OK or the status recorded on pctx (bad config: "gpt:
  * n_embd 10 is not divisible by n_head 4"). */
-nb_status nb_gpt_init(nb_gpt *m, nb_ctx *pctx, const nb_gpt_config *cfg, nb_pcg32 *rng);
+nb_status nb_gpt_init(nb_ctx *pctx, nb_gpt *m, const nb_gpt_config *cfg, nb_pcg32 *rng);
 
 /* Releases the heap storage of m's lists (params and state_dict grow past
  * NB_LIST_MAX entries onto the heap, see nb_list_free); the tensors live in
@@ -148,12 +152,15 @@ void nb_gpt_free(nb_gpt *m);
  * tensor of the state_dict (converted to cfg dtype `dt`). dropout_rng as
  * init's rng (for dropout only). On error the status is returned and
  * recorded on pctx. */
-nb_status nb_gpt_from_state_dict(nb_gpt *m, nb_ctx *pctx, const nb_tensor_list *sd, int n_head,
+nb_status nb_gpt_from_state_dict(nb_ctx *pctx, nb_gpt *m, const nb_tensor_list *sd, int n_head,
                                  double dropout, nb_dtype dt, nb_pcg32 *dropout_rng);
 
 /* Copies values from a state_dict with the model's layout names and shapes
  * (nb_params_copy_from on m->state_dict). With a tied head, lm_head.weight
- * may be absent from sd; when present it must equal transformer.wte.weight. */
+ * may be absent from sd; when present it must equal transformer.wte.weight.
+ * Errors are recorded on the model's parameter context (the pctx it was
+ * built in, m->wte->owner); NB_ERR_NULL alone for a NULL or uninitialised
+ * model. */
 nb_status nb_gpt_load_state_dict(nb_gpt *m, const nb_tensor_list *sd);
 
 /* Training mode (dropout on) or eval mode (off). NULL is a no-op. */
@@ -182,9 +189,9 @@ nb_tensor *nb_gpt_infer(nb_ctx *ctx, nb_gpt *m, const nb_tensor *ids);
 typedef struct nb_gpt_cache nb_gpt_cache;
 
 /* A cache for m (its dtype, n_layer, n_embd, block_size) and `batch`
- * sequences. NULL and an error on err (may be NULL) when out of memory or
- * batch < 1. */
-nb_gpt_cache *nb_gpt_cache_new(const nb_gpt *m, int64_t batch, nb_ctx *err);
+ * sequences. NULL and an error on ctx when out of memory or batch < 1 (ctx
+ * only records errors: the cache's memory is its own). */
+nb_gpt_cache *nb_gpt_cache_new(nb_ctx *ctx, const nb_gpt *m, int64_t batch);
 void nb_gpt_cache_free(nb_gpt_cache *c); /* NULL is a no-op */
 void nb_gpt_cache_reset(nb_gpt_cache *c); /* len = 0 */
 int64_t nb_gpt_cache_len(const nb_gpt_cache *c);
@@ -221,10 +228,9 @@ nb_gpt_sample_opts nb_gpt_sample_defaults(void);
  * (may be NULL) the count written (fewer when on_token stopped early).
  * With the cache, positions beyond block_size re-fill the cache with the
  * last block_size tokens, so cached and uncached runs give the same tokens.
- * Runs in inference mode. Errors go on err (may be NULL). */
-nb_status nb_gpt_generate(nb_gpt *m, const int64_t *prompt, int64_t n_prompt,
-                          const nb_gpt_sample_opts *o, int64_t *out, int64_t *n_out,
-                          nb_ctx *err);
+ * Runs in inference mode, on a private context; errors are recorded on ctx. */
+nb_status nb_gpt_generate(nb_ctx *ctx, nb_gpt *m, const int64_t *prompt, int64_t n_prompt,
+                          const nb_gpt_sample_opts *o, int64_t *out, int64_t *n_out);
 
 /* ---- summary ------------------------------------------------------------- */
 

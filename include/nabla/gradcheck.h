@@ -93,15 +93,20 @@ typedef struct nb_gradcheck_result {
 /* Checks d f(in) / d in[i] for every input that requires grad: analytic
  * (from nb_backward) against central differences (f(x+eps) - f(x-eps))/2eps,
  * element by element; passes when every |a - n| <= atol + rtol * |n|.
- * Inputs may be F32 or F64: the check itself runs in F64. opts may be NULL
- * (defaults). res may be NULL. Returns NB_OK when it passed, NB_ERR_VALUE
- * when it did not, another status when f failed (message in res). On
- * failure the message names the blamed op, its tape index, creation site
- * and input, then the worst element. Inputs are numbered from 0, as in
- * PyTorch ("d out[1] / d input 0 [3]", "for its input 0"). `passed` and the status depend only on
- * the check itself, not on blame. */
-nb_status nb_gradcheck(nb_gradcheck_fn f, void *user, int n_in, nb_tensor *const *in,
-                       const nb_gradcheck_opts *opts, nb_gradcheck_result *res);
+ * Inputs may be F32 or F64: the check itself runs in F64, on private
+ * contexts. opts may be NULL (defaults). res may be NULL. Returns NB_OK
+ * when it passed, NB_ERR_VALUE when it did not, another status when f
+ * failed. Any status but NB_OK comes with its message (the one in
+ * res->message) recorded on ctx, like every error; a NULL ctx, or one that
+ * already holds an error, runs nothing and returns NB_ERR_NULL or that
+ * error's status. On failure the message names the blamed op, its tape
+ * index, creation site and input, then the worst element. Inputs are
+ * numbered from 0, as in PyTorch ("d out[1] / d input 0 [3]", "for its
+ * input 0"). `passed` and the status depend only on the check itself, not
+ * on blame. */
+nb_status nb_gradcheck(nb_ctx *ctx, nb_gradcheck_fn f, void *user, int n_in,
+                       nb_tensor *const *in, const nb_gradcheck_opts *opts,
+                       nb_gradcheck_result *res);
 
 /* gradcheck(layer, params + inputs): checks f with respect to the tensors
  * of a parameter list (a module's `params`, or any nb_tensor_list) as well
@@ -111,7 +116,7 @@ nb_status nb_gradcheck(nb_gradcheck_fn f, void *user, int n_in, nb_tensor *const
  *     static nb_tensor *f(nb_ctx *c, nb_tensor *const *in, void *layer) {
  *         return nb_nn_linear_forward(c, layer, in[0]);
  *     }
- *     nb_gradcheck_params(f, &layer, &layer.params, 1, &x, NULL, &r);
+ *     nb_gradcheck_params(ctx, f, &layer, &layer.params, 1, &x, NULL, &r);
  *
  * While the check runs, each listed tensor holds a float64 copy of its
  * values (its struct is rebound in place: the same pointer, dtype F64), so
@@ -122,10 +127,11 @@ nb_status nb_gradcheck(nb_gradcheck_fn f, void *user, int n_in, nb_tensor *const
  * (parameter 'weight')"). Which tensors are checked follows nb_gradcheck's
  * rule over all of them: those marked requires_grad (module parameters
  * are), so mark an input with nb_requires_grad to check it too. params may
- * be NULL (then this is nb_gradcheck). */
-nb_status nb_gradcheck_params(nb_gradcheck_fn f, void *user, const nb_tensor_list *params,
-                              int n_in, nb_tensor *const *in, const nb_gradcheck_opts *opts,
-                              nb_gradcheck_result *res);
+ * be NULL (then this is nb_gradcheck). ctx records the outcome as for
+ * nb_gradcheck. */
+nb_status nb_gradcheck_params(nb_ctx *ctx, nb_gradcheck_fn f, void *user,
+                              const nb_tensor_list *params, int n_in, nb_tensor *const *in,
+                              const nb_gradcheck_opts *opts, nb_gradcheck_result *res);
 
 /* PyTorch's gradgradcheck: checks the gradients of the gradients of f.
  * With random grad_outputs v (uniform in [-1, 1), PCG32 seeded by
@@ -136,12 +142,13 @@ nb_status nb_gradcheck_params(nb_gradcheck_fn f, void *user, const nb_tensor_lis
  * one on a random output gradient: an op whose two disagree fails the check
  * and is named in the blame fields and the message ("the graph backward of
  * op #3 'cube' ... its second-order rule is wrong"). */
-nb_status nb_gradgradcheck(nb_gradcheck_fn f, void *user, int n_in, nb_tensor *const *in,
-                           const nb_gradcheck_opts *opts, nb_gradcheck_result *res);
+nb_status nb_gradgradcheck(nb_ctx *ctx, nb_gradcheck_fn f, void *user, int n_in,
+                           nb_tensor *const *in, const nb_gradcheck_opts *opts,
+                           nb_gradcheck_result *res);
 /* The same with a parameter list, as nb_gradcheck_params. */
-nb_status nb_gradgradcheck_params(nb_gradcheck_fn f, void *user, const nb_tensor_list *params,
-                                  int n_in, nb_tensor *const *in, const nb_gradcheck_opts *opts,
-                                  nb_gradcheck_result *res);
+nb_status nb_gradgradcheck_params(nb_ctx *ctx, nb_gradcheck_fn f, void *user,
+                                  const nb_tensor_list *params, int n_in, nb_tensor *const *in,
+                                  const nb_gradcheck_opts *opts, nb_gradcheck_result *res);
 
 #ifdef __cplusplus
 }

@@ -8,24 +8,26 @@
  *   nb_pcg32 rng;  nb_pcg32_seed(&rng, 123, 1);
  *   nb_ctx *params = nb_ctx_new(0);              // owns weights and names
  *   nb_nn_mha mha;
- *   if (nb_nn_mha_init(&mha, params, 3, 2, 6, 0.0, 2, false, NB_F32, &rng))
+ *   if (nb_nn_mha_init(params, &mha, 3, 2, 6, 0.0, 2, false, NB_F32, &rng))
  *       fprintf(stderr, "%s\n", nb_ctx_error(params));
  *   nb_ctx *step = nb_ctx_new(0);                // reset every step
  *   nb_tensor *y = nb_nn_mha_forward(step, &mha, x);   // x (B, T, 3) -> (B, T, 2)
  *
- * Init. nb_nn_<thing>_init(m, pctx, <PyTorch's constructor arguments>, dt,
- * rng) creates the parameters in the long-lived context `pctx` as leaves that
- * require grad, in dtype dt (F32 or F64), and draws their values from rng in
- * PyTorch's order (weight then bias, child modules in construction order).
- * Values differ from PyTorch's for the same seed (PCG32 is not PyTorch's
- * generator); to reproduce PyTorch, load its weights with
- * nb_params_copy_from. Modules without parameters omit dt (Dropout, GELU)
- * and rng when nothing is drawn (LayerNorm, GELU). On bad arguments init
- * records the error on pctx ("MultiHeadAttention: d_out 5 is not divisible
- * by num_heads 2") and returns its status; a NULL pctx gives NB_ERR_NULL.
- * Init clears *m first. Nothing needs freeing: everything lives in pctx
- * (a params list never passes NB_LIST_MAX entries for these modules; a list
- * you grow past that with nb_params_add_prefixed needs nb_list_free).
+ * Init. nb_nn_<thing>_init(pctx, m, <PyTorch's constructor arguments>, dt,
+ * rng) creates the parameters in the long-lived context `pctx` (first, as in
+ * every function that takes a context) as leaves that require grad, in dtype
+ * dt (F32 or F64), and draws their values from rng in PyTorch's order (weight
+ * then bias, child modules in construction order). Values differ from
+ * PyTorch's for the same seed (PCG32 is not PyTorch's generator); to
+ * reproduce PyTorch, load its weights with nb_params_copy_from. Modules
+ * without parameters omit dt (Dropout, GELU) and rng when nothing is drawn
+ * (LayerNorm, GELU). On bad arguments init records the error on pctx
+ * ("MultiHeadAttention: d_out 5 is not divisible by num_heads 2") and returns
+ * its status; a NULL pctx gives NB_ERR_NULL, and a pctx that already holds an
+ * error gives its status at once (nothing is done). Init clears *m first.
+ * Nothing needs freeing: everything lives in pctx (a params list never passes
+ * NB_LIST_MAX entries for these modules; a list you grow past that with
+ * nb_params_add_prefixed needs nb_list_free).
  *
  * params. Every module fills `params` with its parameters under PyTorch's
  * named_parameters() names and order ("W_query.weight", "out_proj.bias",
@@ -74,7 +76,10 @@ void nb_params_zero_grad(const nb_tensor_list *params);
  * Gradients are left alone. Returns NB_OK, or NB_ERR_NULL / NB_ERR_VALUE
  * (missing name) / NB_ERR_SHAPE / NB_ERR_DTYPE, recording the message
  * ("params_copy_from: 'W_key.weight' has shape (2, 3) here but (3, 2) in the
- * source") on the context that owns dst's first tensor. */
+ * source") on the context that owns dst's first tensor (the function has no
+ * context argument: the parameters' own context takes the message). With no
+ * such tensor (dst NULL or empty, or its first entry NULL) the message has
+ * nowhere to go: the status alone. */
 nb_status nb_params_copy_from(const nb_tensor_list *dst, const nb_tensor_list *src);
 
 /* Appends every (name, t) of src to dst as ("<prefix>.<name>", t), the names
@@ -82,8 +87,9 @@ nb_status nb_params_copy_from(const nb_tensor_list *dst, const nb_tensor_list *s
  * dotted state_dict names). Each tensor's `name` becomes its new list name,
  * so the tape's pictures label it with its module path ("out_proj.bias").
  * Returns NB_OK or the error (also recorded on pctx, except NB_ERR_NULL for a
- * NULL pctx). */
-nb_status nb_params_add_prefixed(nb_tensor_list *dst, nb_ctx *pctx, const char *prefix,
+ * NULL pctx); a pctx already holding an error gives its status, nothing
+ * appended. */
+nb_status nb_params_add_prefixed(nb_ctx *pctx, nb_tensor_list *dst, const char *prefix,
                                  const nb_tensor_list *src);
 
 /* ---- Linear ----------------------------------------------------------------- */
@@ -99,7 +105,7 @@ typedef struct nb_nn_linear {
     bool training;
 } nb_nn_linear;
 
-nb_status nb_nn_linear_init(nb_nn_linear *m, nb_ctx *pctx, int64_t in_features,
+nb_status nb_nn_linear_init(nb_ctx *pctx, nb_nn_linear *m, int64_t in_features,
                             int64_t out_features, bool bias, nb_dtype dt, nb_pcg32 *rng);
 /* x (..., in_features) -> (..., out_features) */
 nb_tensor *nb_nn_linear_forward(nb_ctx *ctx, nb_nn_linear *m, nb_tensor *x);
@@ -117,7 +123,7 @@ typedef struct nb_nn_dropout {
     bool training;
 } nb_nn_dropout;
 
-nb_status nb_nn_dropout_init(nb_nn_dropout *m, nb_ctx *pctx, double p, nb_pcg32 *rng);
+nb_status nb_nn_dropout_init(nb_ctx *pctx, nb_nn_dropout *m, double p, nb_pcg32 *rng);
 /* x any shape -> same shape */
 nb_tensor *nb_nn_dropout_forward(nb_ctx *ctx, nb_nn_dropout *m, nb_tensor *x);
 void nb_nn_dropout_train(nb_nn_dropout *m, bool on);
@@ -133,7 +139,7 @@ typedef struct nb_nn_embedding {
     bool training;
 } nb_nn_embedding;
 
-nb_status nb_nn_embedding_init(nb_nn_embedding *m, nb_ctx *pctx, int64_t num_embeddings,
+nb_status nb_nn_embedding_init(nb_ctx *pctx, nb_nn_embedding *m, int64_t num_embeddings,
                                int64_t embedding_dim, nb_dtype dt, nb_pcg32 *rng);
 /* ids (I64, any shape up to 3 dims, values in [0, num_embeddings)) ->
  * ids.shape + (embedding_dim) */
@@ -154,7 +160,7 @@ typedef struct nb_nn_layer_norm {
     bool training;
 } nb_nn_layer_norm;
 
-nb_status nb_nn_layer_norm_init(nb_nn_layer_norm *m, nb_ctx *pctx, int64_t dim, double eps,
+nb_status nb_nn_layer_norm_init(nb_ctx *pctx, nb_nn_layer_norm *m, int64_t dim, double eps,
                                 bool elementwise_affine, nb_dtype dt);
 /* x (..., dim) -> same shape */
 nb_tensor *nb_nn_layer_norm_forward(nb_ctx *ctx, nb_nn_layer_norm *m, nb_tensor *x);
@@ -169,7 +175,7 @@ typedef struct nb_nn_gelu {
     bool training;
 } nb_nn_gelu;
 
-nb_status nb_nn_gelu_init(nb_nn_gelu *m, nb_ctx *pctx, nb_gelu_approx approximate);
+nb_status nb_nn_gelu_init(nb_ctx *pctx, nb_nn_gelu *m, nb_gelu_approx approximate);
 /* x any shape -> same shape */
 nb_tensor *nb_nn_gelu_forward(nb_ctx *ctx, nb_nn_gelu *m, nb_tensor *x);
 void nb_nn_gelu_train(nb_nn_gelu *m, bool on);
@@ -187,7 +193,7 @@ typedef struct nb_nn_self_attention_v1 {
     bool training;
 } nb_nn_self_attention_v1;
 
-nb_status nb_nn_self_attention_v1_init(nb_nn_self_attention_v1 *m, nb_ctx *pctx, int64_t d_in,
+nb_status nb_nn_self_attention_v1_init(nb_ctx *pctx, nb_nn_self_attention_v1 *m, int64_t d_in,
                                        int64_t d_out, nb_dtype dt, nb_pcg32 *rng);
 /* x (T, d_in) -> (T, d_out). Two-dimensional, as the seed (keys.T). */
 nb_tensor *nb_nn_self_attention_v1_forward(nb_ctx *ctx, nb_nn_self_attention_v1 *m,
@@ -205,7 +211,7 @@ typedef struct nb_nn_self_attention_v2 {
     bool training;
 } nb_nn_self_attention_v2;
 
-nb_status nb_nn_self_attention_v2_init(nb_nn_self_attention_v2 *m, nb_ctx *pctx, int64_t d_in,
+nb_status nb_nn_self_attention_v2_init(nb_ctx *pctx, nb_nn_self_attention_v2 *m, int64_t d_in,
                                        int64_t d_out, bool qkv_bias, nb_dtype dt,
                                        nb_pcg32 *rng);
 /* x (T, d_in) -> (T, d_out) */
@@ -231,7 +237,7 @@ typedef struct nb_nn_causal_attention {
     bool use_fused; /* true after init: see MultiHeadAttention's use_fused */
 } nb_nn_causal_attention;
 
-nb_status nb_nn_causal_attention_init(nb_nn_causal_attention *m, nb_ctx *pctx, int64_t d_in,
+nb_status nb_nn_causal_attention_init(nb_ctx *pctx, nb_nn_causal_attention *m, int64_t d_in,
                                       int64_t d_out, int64_t context_length, double dropout,
                                       bool qkv_bias, nb_dtype dt, nb_pcg32 *rng);
 /* x (B, T, d_in) with T <= context_length -> (B, T, d_out) */
@@ -260,7 +266,7 @@ typedef struct nb_nn_mha_wrapper {
     bool training;
 } nb_nn_mha_wrapper;
 
-nb_status nb_nn_mha_wrapper_init(nb_nn_mha_wrapper *m, nb_ctx *pctx, int64_t d_in, int64_t d_out,
+nb_status nb_nn_mha_wrapper_init(nb_ctx *pctx, nb_nn_mha_wrapper *m, int64_t d_in, int64_t d_out,
                                  int64_t context_length, double dropout, int num_heads,
                                  bool qkv_bias, nb_dtype dt, nb_pcg32 *rng);
 /* x (B, T, d_in) -> (B, T, num_heads * d_out) */
@@ -300,7 +306,7 @@ typedef struct nb_nn_mha {
     bool use_fused; /* true after init: nb_sdpa; false: the composed ops */
 } nb_nn_mha;
 
-nb_status nb_nn_mha_init(nb_nn_mha *m, nb_ctx *pctx, int64_t d_in, int64_t d_out,
+nb_status nb_nn_mha_init(nb_ctx *pctx, nb_nn_mha *m, int64_t d_in, int64_t d_out,
                          int64_t context_length, double dropout, int num_heads, bool qkv_bias,
                          nb_dtype dt, nb_pcg32 *rng);
 /* x (B, T, d_in) with T <= context_length -> (B, T, d_out) */

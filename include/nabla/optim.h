@@ -1,16 +1,17 @@
 /* nabla/optim.h - SGD, Adam and AdamW with PyTorch's update rules, and
  * gradient clipping.
  *
+ *   nb_ctx *pctx = nb_ctx_new(0);                // parameters; outlives opt
  *   nb_tensor_list params = {0};                 // leaves made with nb_requires_grad
  *   nb_list_add(&params, "W", W);
  *   nb_list_add(&params, "b", b);
- *   nb_optim *opt = nb_adamw_new(&params, nb_adamw_defaults(1e-3), errctx);
- *   if (!opt) { fprintf(stderr, "%s\n", nb_ctx_error(errctx)); ... }
+ *   nb_optim *opt = nb_adamw_new(pctx, &params, nb_adamw_defaults(1e-3));
+ *   if (!opt) { fprintf(stderr, "%s\n", nb_ctx_error(pctx)); ... }
  *   for (...) {
  *       nb_optim_zero_grad(opt);
  *       ... forward, nb_backward(step, loss, NULL) ...
  *       nb_clip_grad_norm(&params, 1.0);
- *       if (nb_optim_step(opt)) { fprintf(stderr, "%s\n", nb_optim_error(opt)); ... }
+ *       if (nb_optim_step(opt)) { fprintf(stderr, "%s\n", nb_ctx_error(pctx)); ... }
  *   }
  *   nb_optim_free(opt);
  *
@@ -57,9 +58,16 @@
  * their Adam step count t does not advance. State is created lazily, on a
  * parameter's first step with a gradient, exactly as PyTorch does.
  *
- * Errors: constructors return NULL and record the reason on `err_ctx`
- * (which may be NULL) with nb_ctx_fail. Calls that return an nb_status leave
- * a message in nb_optim_error(). No function crashes on bad input. */
+ * Errors: one channel, the sticky error of a context. The constructors take
+ * a context first, as every function taking one does; they return NULL and
+ * record the reason there (a NULL context, or one that already holds an
+ * error, gives NULL and records nothing). The optimizer keeps a pointer to
+ * that context and records on it every later error of the calls that have
+ * no context argument: nb_optim_step, nb_optim_set_lr refusing an lr,
+ * nb_optim_load_state. The context must therefore outlive the optimizer
+ * (the parameters' context is the usual choice). The optimizer does not
+ * look at errors already on it: they belong to whatever recorded them, and
+ * the first error is the one kept. No function crashes on bad input. */
 #ifndef NABLA_OPTIM_H
 #define NABLA_OPTIM_H
 
@@ -103,23 +111,26 @@ typedef struct nb_optim nb_optim;
  * floating leaf with a grad buffer (nb_requires_grad), listed once, under a
  * unique name of at most 400 characters (a NULL name is allowed; its state
  * is then named by its index in the list). Options are checked as PyTorch
- * checks them. On any problem,
- * or when memory runs out, the constructor returns NULL and records the
- * reason on err_ctx (if non-NULL), e.g.
+ * checks them. On any problem, or when memory runs out, the constructor
+ * returns NULL and records the reason on ctx, e.g.
  *     "adam: beta1 = 1 is outside [0, 1)"
  *     "sgd: parameter 1 ('b') has no grad buffer; call nb_requires_grad on it first"
- * The optimizer keeps its state in a private context, freed by
- * nb_optim_free. */
-nb_optim *nb_sgd_new(const nb_tensor_list *params, nb_sgd_opts o, nb_ctx *err_ctx);
-nb_optim *nb_adam_new(const nb_tensor_list *params, nb_adam_opts o, nb_ctx *err_ctx);
-nb_optim *nb_adamw_new(const nb_tensor_list *params, nb_adam_opts o, nb_ctx *err_ctx);
+ * A NULL ctx, or one that already holds an error, gives NULL. ctx is kept
+ * (not owned): the optimizer's later errors are recorded on it, so it must
+ * outlive the optimizer. The optimizer keeps its state in a private
+ * context, freed by nb_optim_free. */
+nb_optim *nb_sgd_new(nb_ctx *ctx, const nb_tensor_list *params, nb_sgd_opts o);
+nb_optim *nb_adam_new(nb_ctx *ctx, const nb_tensor_list *params, nb_adam_opts o);
+nb_optim *nb_adamw_new(nb_ctx *ctx, const nb_tensor_list *params, nb_adam_opts o);
 
 /* Frees the optimizer and its state (not the parameters). NULL is a no-op. */
 void nb_optim_free(nb_optim *o);
 
 /* One update of every parameter whose grad is non-NULL, by the formulas
- * above. NB_ERR_NULL for a NULL optimizer, NB_ERR_MEMORY when lazily created
- * state cannot be allocated (then no parameter has changed). */
+ * above. NB_ERR_NULL for a NULL optimizer (nothing recorded: there is no
+ * context to record on), NB_ERR_MEMORY when lazily created state cannot be
+ * allocated (then no parameter has changed; the message is recorded on the
+ * optimizer's context). */
 nb_status nb_optim_step(nb_optim *o);
 
 /* Sets every parameter's gradient to zero (PyTorch's zero_grad with
@@ -127,7 +138,8 @@ nb_status nb_optim_step(nb_optim *o);
 void nb_optim_zero_grad(nb_optim *o);
 
 /* The learning rate used by the next steps (schedulers set it each step).
- * A negative or NaN lr is refused: lr stays, nb_optim_error() says why.
+ * A negative or NaN lr is refused: lr stays, and the optimizer's context
+ * records why ("adam: set_lr: invalid learning rate nan, expected >= 0").
  * get_lr gives NaN for NULL. */
 void nb_optim_set_lr(nb_optim *o, double lr);
 double nb_optim_get_lr(const nb_optim *o);
@@ -135,11 +147,6 @@ double nb_optim_get_lr(const nb_optim *o);
 /* Number of nb_optim_step calls so far (restored by nb_optim_load_state);
  * 0 for NULL. */
 int64_t nb_optim_step_count(const nb_optim *o);
-
-/* The message of the last failed call on o, or NULL when the last
- * status-returning call (step, state, load_state, set_lr) succeeded.
- * "NULL optimizer" for NULL. */
-const char *nb_optim_error(const nb_optim *o);
 
 /* ------------------------------------------------------------------------
  * Checkpoints. The state is a list of named tensors in the parameter's dtype
@@ -158,17 +165,18 @@ const char *nb_optim_error(const nb_optim *o);
  * `out`. Nothing is appended on failure: NB_ERR_NULL for NULL arguments,
  * NB_ERR_SIZE when `out` lacks room, NB_ERR_VALUE when a name is already in
  * `out`, the status of ctx if it already holds an error, NB_ERR_MEMORY. The
- * error is also recorded on ctx. */
-nb_status nb_optim_state(nb_optim *o, nb_ctx *ctx, nb_tensor_list *out);
+ * error is recorded on ctx (not on the optimizer's own context). */
+nb_status nb_optim_state(nb_ctx *ctx, nb_optim *o, nb_tensor_list *out);
 
 /* Replaces the state by the one in `state` (copied; entries not starting
  * with "state." are ignored, so a whole checkpoint can be passed). Every
  * tensor must have its parameter's shape and dtype, steps must be f64
  * one-element tensors holding whole numbers >= 0, the entries of a
  * parameter must be complete, and every "state." entry must belong to this
- * optimizer. On failure nothing changes and nb_optim_error() names the
- * entry: NB_ERR_NULL, NB_ERR_SHAPE, NB_ERR_DTYPE, NB_ERR_VALUE,
- * NB_ERR_MEMORY. */
+ * optimizer. On failure nothing changes and the message, recorded on the
+ * optimizer's context, names the entry: NB_ERR_NULL, NB_ERR_SHAPE,
+ * NB_ERR_DTYPE, NB_ERR_VALUE, NB_ERR_MEMORY (NB_ERR_NULL alone for a NULL
+ * optimizer). */
 nb_status nb_optim_load_state(nb_optim *o, const nb_tensor_list *state);
 
 /* ------------------------------------------------------------------------
@@ -205,8 +213,8 @@ void nb_clip_grad_value(const nb_tensor_list *params, double clip);
  * weight_decay=0.1) decays every parameter: decay_1d true (the same as
  * nb_adamw_new). The group a parameter is in only changes its weight_decay;
  * state, checkpoints and names are those of nb_adamw_new. */
-nb_optim *nb_adamw_new_groups(const nb_tensor_list *params, nb_adam_opts o, bool decay_1d,
-                              nb_ctx *err_ctx);
+nb_optim *nb_adamw_new_groups(nb_ctx *ctx, const nb_tensor_list *params, nb_adam_opts o,
+                              bool decay_1d);
 
 /* ------------------------------------------------------------------------
  * Learning-rate schedules. */
@@ -267,9 +275,10 @@ typedef struct nb_step_result {
 } nb_step_result;
 
 /* Runs one step on ctx (reset per micro-batch). NB_OK; otherwise the status,
- * with the message on ctx (a failed loss_fn keeps its own error there), and
- * no parameter changed when the failure came before the optimizer step.
- * `out` may be NULL. */
+ * with the message on ctx (a failed loss_fn keeps its own error there; a
+ * failed optimizer step records its message here, not on the optimizer's
+ * context), and no parameter changed when the failure came before the
+ * optimizer step. `out` may be NULL. */
 nb_status nb_train_step_run(nb_ctx *ctx, const nb_train_step *s, nb_step_result *out);
 
 #ifdef __cplusplus

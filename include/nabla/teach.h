@@ -41,8 +41,10 @@ const char *nb_op_formula(nb_op op);
  * the rules read the values as they are now.
  *
  * Returns NB_OK; NB_ERR_NULL for a NULL ctx or f; NB_ERR_MEMORY; NB_ERR_IO
- * when a write to f failed (ferror). The caller opens and closes f (check
- * fclose too). */
+ * when a write to f failed (ferror). The message ("tape_html: a write
+ * failed") is recorded on ctx, as for nb_tape_print (nabla/core.h), which
+ * also says how the views treat a context that already holds an error. The
+ * caller opens and closes f (check fclose too). */
 nb_status nb_tape_html(nb_ctx *ctx, const nb_tensor *root, FILE *f);
 
 /* The same model as JSON (what the page embeds, without the per-step

@@ -57,12 +57,10 @@ NB_HIDDEN void nb_ctx_give_back(nb_ctx *ctx, void *p, size_t bytes);
 NB_HIDDEN void *nb_ctx_reuse(nb_ctx *ctx, size_t bytes);
 NB_HIDDEN void *nb_ctx_scratch(nb_ctx *ctx, size_t bytes);
 
-/* nb_ctx_alloc without the zero fill, and an nb_empty whose data is not
- * zeroed: only for buffers the caller overwrites completely (an op's output
- * that its forward kernel writes in full). Gradients and anything
- * accumulated into must come zeroed. */
+/* nb_ctx_alloc without the zero fill: only for buffers the caller
+ * overwrites completely (nb_empty's data, scratch a kernel writes in full).
+ * Gradients and anything accumulated into must come zeroed. */
 NB_HIDDEN void *nb_ctx_alloc_raw(nb_ctx *ctx, size_t bytes);
-NB_HIDDEN nb_tensor *nb_empty_raw(nb_ctx *ctx, nb_dtype dt, int ndim, const int64_t *shape);
 
 /* ---- input checks (checks.c, tensor.c) ---------------------------------------------- */
 /* True when the context can run an op (non-NULL, no error yet). */
@@ -101,6 +99,10 @@ NB_HIDDEN nb_tensor *nb_view_of(nb_ctx *ctx, nb_tensor *src, int ndim, const int
  * corrupt list, NB_ERR_MEMORY/NB_ERR_SIZE when it cannot grow. */
 NB_HIDDEN bool nb_list_valid(const nb_tensor_list *l);
 NB_HIDDEN nb_status nb_list_append(nb_tensor_list *l, const char *name, nb_tensor *t);
+/* nb_list_add without its message: the same checks and status, nothing
+ * recorded on t's context. For the library's own lists, whose callers
+ * report on the context they work with. */
+NB_HIDDEN nb_status nb_list_insert(nb_tensor_list *l, const char *name, nb_tensor *t);
 
 /* Use after reset (NB_DEBUG builds; always true otherwise): are the
  * non-NULL in[0..n-1] tensors made since their context's last reset? The

@@ -57,10 +57,26 @@ nb_status nb_list_append(nb_tensor_list *l, const char *name, nb_tensor *t) {
     return NB_OK;
 }
 
-nb_status nb_list_add(nb_tensor_list *l, const char *name, nb_tensor *t) {
+nb_status nb_list_insert(nb_tensor_list *l, const char *name, nb_tensor *t) {
     if (!l || !name || !t) return NB_ERR_NULL;
     if (!nb_list_valid(l) || nb_list_get(l, name)) return NB_ERR_VALUE;
     return nb_list_append(l, name, t);
+}
+
+/* The list has no context; the tensor's own context takes the message. */
+nb_status nb_list_add(nb_tensor_list *l, const char *name, nb_tensor *t) {
+    nb_status s = nb_list_insert(l, name, t);
+    if (!s || !t) return s;
+    nb_ctx *ctx = t->owner;
+    if (s == NB_ERR_NULL)
+        return nb_ctx_fail(ctx, s, "list_add: %s is NULL", !l ? "the list" : "the name");
+    if (s == NB_ERR_VALUE && nb_list_valid(l))
+        return nb_ctx_fail(ctx, s, "list_add: '%s' is already in the list", name);
+    if (s == NB_ERR_VALUE)
+        return nb_ctx_fail(ctx, s, "list_add: the list is corrupt (n = %d)", l->n);
+    if (s == NB_ERR_SIZE)
+        return nb_ctx_fail(ctx, s, "list_add: the list is full (%d entries)", l->n);
+    return nb_ctx_fail(ctx, s, "list_add: out of memory for entry %d ('%s')", l->n, name);
 }
 
 nb_tensor *nb_list_get(const nb_tensor_list *l, const char *name) {

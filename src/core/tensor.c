@@ -95,12 +95,15 @@ static nb_tensor *tensor_alloc(nb_ctx *ctx, const char *op, nb_dtype dt, int ndi
     return t;
 }
 
+/* Uninitialised, like torch.empty. A debug build fills it with 0xFF bytes
+ * (NaN for floats, -1 for i64) so that reading an element never written
+ * shows up instead of reading a lucky zero. */
 nb_tensor *nb_empty(nb_ctx *ctx, nb_dtype dt, int ndim, const int64_t *shape) {
-    return tensor_alloc(ctx, "empty", dt, ndim, shape, DATA_ZEROED);
-}
-
-nb_tensor *nb_empty_raw(nb_ctx *ctx, nb_dtype dt, int ndim, const int64_t *shape) {
-    return tensor_alloc(ctx, "empty", dt, ndim, shape, DATA_RAW);
+    nb_tensor *t = tensor_alloc(ctx, "empty", dt, ndim, shape, DATA_RAW);
+#ifdef NB_DEBUG
+    if (t) memset(t->data, 0xFF, t->numel * nb_dtype_size(dt));
+#endif
+    return t;
 }
 
 nb_tensor *nb_zeros(nb_ctx *ctx, nb_dtype dt, int ndim, const int64_t *shape) {

@@ -50,8 +50,8 @@ nb_status nb_get_batch(nb_ctx *ctx, const nb_tensor *data, int64_t B, int64_t T,
                            "%s: %lld tokens, expected at least block_size + 1 = %lld "
                            "(and at most 2^32 + block_size)",
                            op, (long long)n, (long long)T + 1);
-    nb_tensor *bx = nb_empty_raw(ctx, NB_I64, 2, (const int64_t[]){B, T});
-    nb_tensor *by = nb_empty_raw(ctx, NB_I64, 2, (const int64_t[]){B, T});
+    nb_tensor *bx = nb_empty(ctx, NB_I64, 2, (const int64_t[]){B, T});
+    nb_tensor *by = nb_empty(ctx, NB_I64, 2, (const int64_t[]){B, T});
     if (!bx || !by) return nb_ctx_status(ctx);
     const int64_t *d = data->data;
     int64_t *px = bx->data, *py = by->data;

@@ -87,7 +87,7 @@ nb_tensor *nb_char_encode(nb_ctx *ctx, const nb_char_vocab *v, const char *text,
     uint32_t cp;
     int64_t n = 0;
     for (size_t i = 0; i < len; i += nb_utf8_next(s + i, len - i, &cp)) n++;
-    nb_tensor *ids = nb_empty_raw(ctx, NB_I64, 1, &n);
+    nb_tensor *ids = nb_empty(ctx, NB_I64, 1, &n);
     if (!ids) return NULL;
     int64_t *out = ids->data, k = 0;
     for (size_t i = 0, step; i < len; i += step) {

@@ -171,11 +171,9 @@ static bool blame_graph(const gg *c, nb_tensor *const *x, const nb_tensor_list *
 }
 
 /* ---- the check ------------------------------------------------------------ */
-nb_status nb_gradgradcheck_params(nb_gradcheck_fn f, void *user, const nb_tensor_list *params,
-                                  int n_in, nb_tensor *const *in, const nb_gradcheck_opts *opts,
-                                  nb_gradcheck_result *res) {
-    nb_gradcheck_result local;
-    if (!res) res = &local;
+static nb_status gradgradcheck_all(nb_gradcheck_fn f, void *user, const nb_tensor_list *params,
+                                   int n_in, nb_tensor *const *in,
+                                   const nb_gradcheck_opts *opts, nb_gradcheck_result *res) {
     memset(res, 0, sizeof *res);
     res->blame_index = -1, res->worst_input = -1;
     nb_gradcheck_opts o = opts ? *opts : nb_gradcheck_defaults();
@@ -224,7 +222,10 @@ nb_status nb_gradgradcheck_params(nb_gradcheck_fn f, void *user, const nb_tensor
     nb_pcg32_seed(&rng, o.seed, 5);
     x[n_in] = nb_requires_grad(nb_uniform(ctx, NB_F64, y->ndim, y->shape, -1.0, 1.0, &rng));
     if (!x[n_in]) st = NB_ERR_MEMORY;
-    if (!st) st = nb_gradcheck_params(G, &c, params, n_in + 1, x, &o, res);
+    nb_ctx *inner = st ? NULL : nb_ctx_new(0); /* the inner check's outcome is ours to report */
+    if (!st) st = inner ? nb_gradcheck_params(inner, G, &c, params, n_in + 1, x, &o, res)
+                        : NB_ERR_MEMORY;
+    nb_ctx_free(inner);
     if (res->message[0] && !strncmp(res->message, "gradcheck:", 10)) {
         char m[sizeof res->message];
         snprintf(m, sizeof m, "gradgradcheck:%.490s", res->message + 10);
@@ -234,7 +235,26 @@ nb_status nb_gradgradcheck_params(nb_gradcheck_fn f, void *user, const nb_tensor
     return st;
 }
 
-nb_status nb_gradgradcheck(nb_gradcheck_fn f, void *user, int n_in, nb_tensor *const *in,
-                           const nb_gradcheck_opts *opts, nb_gradcheck_result *res) {
-    return nb_gradgradcheck_params(f, user, NULL, n_in, in, opts, res);
+/* ctx takes the outcome's message (the check runs on private contexts). */
+nb_status nb_gradgradcheck_params(nb_ctx *ctx, nb_gradcheck_fn f, void *user,
+                                  const nb_tensor_list *params, int n_in, nb_tensor *const *in,
+                                  const nb_gradcheck_opts *opts, nb_gradcheck_result *res) {
+    nb_gradcheck_result local;
+    if (!res) res = &local;
+    if (!nb_ctx_ok(ctx)) {
+        memset(res, 0, sizeof *res);
+        res->worst_input = res->blame_index = res->blame_input = -1;
+        snprintf(res->message, sizeof res->message, "gradgradcheck: %s",
+                 ctx ? "the context already holds an error" : "NULL context");
+        return nb_ctx_status(ctx);
+    }
+    nb_status st = gradgradcheck_all(f, user, params, n_in, in, opts, res);
+    if (st) nb_ctx_fail(ctx, st, "%s", res->message);
+    return st;
+}
+
+nb_status nb_gradgradcheck(nb_ctx *ctx, nb_gradcheck_fn f, void *user, int n_in,
+                           nb_tensor *const *in, const nb_gradcheck_opts *opts,
+                           nb_gradcheck_result *res) {
+    return nb_gradgradcheck_params(ctx, f, user, NULL, n_in, in, opts, res);
 }

@@ -154,7 +154,7 @@ static nb_status check_optim_params(nb_ctx *ctx, const char *op, const char *pat
 /* Appends (name, t) to the gathered list, with a message on failure. */
 static nb_status gather(nb_ctx *ctx, const char *path, nb_tensor_list *all, const char *name,
                         nb_tensor *t) {
-    nb_status s = nb_list_add(all, name, t);
+    nb_status s = nb_list_insert(all, name, t);
     if (s == NB_ERR_VALUE) return nb_io_fail(ctx, s, SAVE, path, "duplicate name '%s'", name);
     if (s) return nb_io_fail(ctx, s, SAVE, path, "cannot gather '%s': %s", name, nb_status_str(s));
     return NB_OK;
@@ -170,7 +170,7 @@ static nb_status save_with(nb_ctx *ctx, nb_ctx *tmp, nb_tensor_list *all, const 
     for (int i = 0; i < params->n && !s; i++)
         s = gather(ctx, path, all, nb_list_name(params, i), nb_list_tensor(params, i));
     if (s) return s;
-    if (opt && nb_optim_state(opt, tmp, all)) return forward_error(ctx, tmp, SAVE);
+    if (opt && nb_optim_state(tmp, opt, all)) return forward_error(ctx, tmp, SAVE);
     for (int i = 0; extra && i < extra->n && !s; i++) {
         size_t len = strlen(CK_EXTRA) + strlen(nb_list_name(extra, i)) + 1;
         char *name = nb_ctx_alloc(tmp, len);
@@ -337,8 +337,8 @@ nb_status nb_load_checkpoint(nb_ctx *ctx, const char *path, const nb_tensor_list
     if (s) goto done;
     /* nb_optim_load_state validates before it changes anything; what follows
      * it cannot fail, as load_check has checked it. */
-    if (opt && (s = nb_optim_load_state(opt, &file))) {
-        s = nb_io_fail(ctx, s, LOAD, path, "%s", nb_optim_error(opt));
+    if (opt && (s = nb_optim_load_state_on(tmp, opt, &file))) {
+        s = nb_io_fail(ctx, s, LOAD, path, "%s", nb_ctx_error(tmp));
         goto done;
     }
     for (int i = 0; i < params->n; i++) {

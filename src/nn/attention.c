@@ -90,8 +90,8 @@ static nb_status init_qkv(nb_ctx *pctx, nb_tensor_list *params, nb_nn_linear *q,
     nb_nn_linear *lin[3] = {q, k, v};
     static const char *const names[3] = {"W_query", "W_key", "W_value"};
     for (int i = 0; i < 3; i++) {
-        nb_status st = nb_nn_linear_init(lin[i], pctx, d_in, d_out, qkv_bias, dt, rng);
-        if (!st) st = nb_params_add_prefixed(params, pctx, names[i], &lin[i]->params);
+        nb_status st = nb_nn_linear_init(pctx, lin[i], d_in, d_out, qkv_bias, dt, rng);
+        if (!st) st = nb_params_add_prefixed(pctx, params, names[i], &lin[i]->params);
         if (st) return st;
     }
     return NB_OK;
@@ -166,10 +166,10 @@ static nb_tensor *padding_mask(nb_ctx *ctx, const char *cls, const nb_tensor *kp
 
 /* ---- SelfAttention_v1 --------------------------------------------------------- */
 
-nb_status nb_nn_self_attention_v1_init(nb_nn_self_attention_v1 *m, nb_ctx *pctx, int64_t d_in,
+nb_status nb_nn_self_attention_v1_init(nb_ctx *pctx, nb_nn_self_attention_v1 *m, int64_t d_in,
                                        int64_t d_out, nb_dtype dt, nb_pcg32 *rng) {
     const char *cls = "SelfAttention_v1";
-    nb_status st = nb_nn_init_begin(m, sizeof *m, pctx, cls);
+    nb_status st = nb_nn_init_begin(pctx, m, sizeof *m, cls);
     if (!st) st = check_attention_args(pctx, cls, d_in, d_out, dt, rng);
     if (st) return st;
     m->d_in = d_in;
@@ -206,11 +206,11 @@ void nb_nn_self_attention_v1_train(nb_nn_self_attention_v1 *m, bool on) {
 
 /* ---- SelfAttention_v2 --------------------------------------------------------- */
 
-nb_status nb_nn_self_attention_v2_init(nb_nn_self_attention_v2 *m, nb_ctx *pctx, int64_t d_in,
+nb_status nb_nn_self_attention_v2_init(nb_ctx *pctx, nb_nn_self_attention_v2 *m, int64_t d_in,
                                        int64_t d_out, bool qkv_bias, nb_dtype dt,
                                        nb_pcg32 *rng) {
     const char *cls = "SelfAttention_v2";
-    nb_status st = nb_nn_init_begin(m, sizeof *m, pctx, cls);
+    nb_status st = nb_nn_init_begin(pctx, m, sizeof *m, cls);
     if (!st) st = check_attention_args(pctx, cls, d_in, d_out, dt, rng);
     if (!st) st = init_qkv(pctx, &m->params, &m->W_query, &m->W_key, &m->W_value, d_in, d_out,
                            qkv_bias, dt, rng);
@@ -244,15 +244,15 @@ void nb_nn_self_attention_v2_train(nb_nn_self_attention_v2 *m, bool on) {
 
 /* ---- CausalAttention ---------------------------------------------------------- */
 
-nb_status nb_nn_causal_attention_init(nb_nn_causal_attention *m, nb_ctx *pctx, int64_t d_in,
+nb_status nb_nn_causal_attention_init(nb_ctx *pctx, nb_nn_causal_attention *m, int64_t d_in,
                                       int64_t d_out, int64_t context_length, double dropout,
                                       bool qkv_bias, nb_dtype dt, nb_pcg32 *rng) {
     const char *cls = "CausalAttention";
-    nb_status st = nb_nn_init_begin(m, sizeof *m, pctx, cls);
+    nb_status st = nb_nn_init_begin(pctx, m, sizeof *m, cls);
     if (!st) st = check_batched_args(pctx, cls, d_in, d_out, context_length, 1, dropout, dt, rng);
     if (!st) st = init_qkv(pctx, &m->params, &m->W_query, &m->W_key, &m->W_value, d_in, d_out,
                            qkv_bias, dt, rng);
-    if (!st) st = nb_nn_dropout_init(&m->dropout, pctx, dropout, rng);
+    if (!st) st = nb_nn_dropout_init(pctx, &m->dropout, dropout, rng);
     if (st) return st;
     m->d_in = d_in;
     m->d_out = d_out;
@@ -299,11 +299,11 @@ void nb_nn_causal_attention_train(nb_nn_causal_attention *m, bool on) {
 
 /* ---- MultiHeadAttentionWrapper ------------------------------------------------ */
 
-nb_status nb_nn_mha_wrapper_init(nb_nn_mha_wrapper *m, nb_ctx *pctx, int64_t d_in, int64_t d_out,
+nb_status nb_nn_mha_wrapper_init(nb_ctx *pctx, nb_nn_mha_wrapper *m, int64_t d_in, int64_t d_out,
                                  int64_t context_length, double dropout, int num_heads,
                                  bool qkv_bias, nb_dtype dt, nb_pcg32 *rng) {
     const char *cls = "MultiHeadAttentionWrapper";
-    nb_status st = nb_nn_init_begin(m, sizeof *m, pctx, cls);
+    nb_status st = nb_nn_init_begin(pctx, m, sizeof *m, cls);
     if (!st)
         st = check_batched_args(pctx, cls, d_in, d_out, context_length, num_heads, dropout, dt,
                                 rng);
@@ -314,9 +314,9 @@ nb_status nb_nn_mha_wrapper_init(nb_nn_mha_wrapper *m, nb_ctx *pctx, int64_t d_i
     for (int h = 0; h < num_heads; h++) {
         char prefix[32];
         snprintf(prefix, sizeof prefix, "heads.%d", h);
-        st = nb_nn_causal_attention_init(&m->heads[h], pctx, d_in, d_out, context_length,
+        st = nb_nn_causal_attention_init(pctx, &m->heads[h], d_in, d_out, context_length,
                                          dropout, qkv_bias, dt, rng);
-        if (!st) st = nb_params_add_prefixed(&m->params, pctx, prefix, &m->heads[h].params);
+        if (!st) st = nb_params_add_prefixed(pctx, &m->params, prefix, &m->heads[h].params);
         if (st) return st;
     }
     m->d_in = d_in;
@@ -352,11 +352,11 @@ void nb_nn_mha_wrapper_train(nb_nn_mha_wrapper *m, bool on) {
 
 /* ---- MultiHeadAttention ------------------------------------------------------- */
 
-nb_status nb_nn_mha_init(nb_nn_mha *m, nb_ctx *pctx, int64_t d_in, int64_t d_out,
+nb_status nb_nn_mha_init(nb_ctx *pctx, nb_nn_mha *m, int64_t d_in, int64_t d_out,
                          int64_t context_length, double dropout, int num_heads, bool qkv_bias,
                          nb_dtype dt, nb_pcg32 *rng) {
     const char *cls = "MultiHeadAttention";
-    nb_status st = nb_nn_init_begin(m, sizeof *m, pctx, cls);
+    nb_status st = nb_nn_init_begin(pctx, m, sizeof *m, cls);
     if (!st)
         st = check_batched_args(pctx, cls, d_in, d_out, context_length, num_heads, dropout, dt,
                                 rng);
@@ -366,9 +366,9 @@ nb_status nb_nn_mha_init(nb_nn_mha *m, nb_ctx *pctx, int64_t d_in, int64_t d_out
                            cls, (long long)d_out, num_heads);
     st = init_qkv(pctx, &m->params, &m->W_query, &m->W_key, &m->W_value, d_in, d_out, qkv_bias,
                   dt, rng);
-    if (!st) st = nb_nn_dropout_init(&m->dropout, pctx, dropout, rng);
-    if (!st) st = nb_nn_linear_init(&m->out_proj, pctx, d_out, d_out, true, dt, rng);
-    if (!st) st = nb_params_add_prefixed(&m->params, pctx, "out_proj", &m->out_proj.params);
+    if (!st) st = nb_nn_dropout_init(pctx, &m->dropout, dropout, rng);
+    if (!st) st = nb_nn_linear_init(pctx, &m->out_proj, d_out, d_out, true, dt, rng);
+    if (!st) st = nb_params_add_prefixed(pctx, &m->params, "out_proj", &m->out_proj.params);
     if (st) return st;
     m->d_in = d_in;
     m->d_out = d_out;

@@ -88,7 +88,7 @@ static nb_tensor *add(builder *b, const char *name, nb_tensor *t) {
     if (!t || !name) return NULL;
     if (!b->m->cfg.no_grad && !nb_requires_grad(t)) return NULL;
     t->name = name;
-    if (nb_list_add(&b->m->params, name, t) || nb_list_add(&b->m->state_dict, name, t)) {
+    if (nb_list_insert(&b->m->params, name, t) || nb_list_insert(&b->m->state_dict, name, t)) {
         nb_ctx_fail(b->pctx, NB_ERR_VALUE, "%s: cannot list '%s'", CLS, name);
         return NULL;
     }
@@ -130,7 +130,7 @@ static nb_status build_gptmodel_block(builder *b, int i, nb_gpt_block *blk) {
     int64_t C = c->n_embd;
     nb_pcg32 zero_rng;
     nb_pcg32_seed(&zero_rng, 0, 1);
-    nb_status st = nb_nn_mha_init(&blk->att, b->pctx, C, C, c->block_size, c->dropout, c->n_head,
+    nb_status st = nb_nn_mha_init(b->pctx, &blk->att, C, C, c->block_size, c->dropout, c->n_head,
                                   c->qkv_bias, c->dtype, b->rng ? b->rng : &zero_rng);
     if (st) return st;
     blk->att.dropout.rng = m->rng; /* dropout masks come from the model's rng */
@@ -143,7 +143,7 @@ static nb_status build_gptmodel_block(builder *b, int i, nb_gpt_block *blk) {
         }
         const char *nm = name_of(b, "trf_blocks.%d.att.%s", i,
                                  nb_list_name(&blk->att.params, k));
-        if (!nm || nb_list_add(&m->params, nm, t) || nb_list_add(&m->state_dict, nm, t))
+        if (!nm || nb_list_insert(&m->params, nm, t) || nb_list_insert(&m->state_dict, nm, t))
             return nb_ctx_fail(b->pctx, NB_ERR_VALUE, "%s: cannot list block %d", CLS, i);
         t->name = nm;
     }
@@ -205,13 +205,13 @@ static nb_status build_nanogpt(builder *b) {
     if (nb_ctx_status(b->pctx)) return nb_ctx_status(b->pctx);
     /* lm_head.weight: the same tensor, in the state_dict only */
     m->head = m->wte;
-    if (nb_list_add(&m->state_dict, "lm_head.weight", m->wte))
+    if (nb_list_insert(&m->state_dict, "lm_head.weight", m->wte))
         return nb_ctx_fail(b->pctx, NB_ERR_VALUE, "%s: cannot list lm_head.weight", CLS);
     return NB_OK;
 }
 
 /* init with separate draw and dropout generators. */
-NB_HIDDEN nb_status nb_gpt_init_impl(nb_gpt *m, nb_ctx *pctx, const nb_gpt_config *cfg,
+NB_HIDDEN nb_status nb_gpt_init_impl(nb_ctx *pctx, nb_gpt *m, const nb_gpt_config *cfg,
                                      nb_pcg32 *draw, nb_pcg32 *dropout_rng) {
     if (!pctx) return NB_ERR_NULL;
     if (nb_ctx_status(pctx)) return nb_ctx_status(pctx);
@@ -233,8 +233,8 @@ NB_HIDDEN nb_status nb_gpt_init_impl(nb_gpt *m, nb_ctx *pctx, const nb_gpt_confi
     return NB_OK;
 }
 
-nb_status nb_gpt_init(nb_gpt *m, nb_ctx *pctx, const nb_gpt_config *cfg, nb_pcg32 *rng) {
-    return nb_gpt_init_impl(m, pctx, cfg, rng, rng);
+nb_status nb_gpt_init(nb_ctx *pctx, nb_gpt *m, const nb_gpt_config *cfg, nb_pcg32 *rng) {
+    return nb_gpt_init_impl(pctx, m, cfg, rng, rng);
 }
 
 void nb_gpt_free(nb_gpt *m) {
@@ -399,14 +399,23 @@ NB_HIDDEN nb_tensor *nb_gpt_mlp(nb_ctx *ctx, nb_gpt *m, nb_gpt_block *blk, nb_te
     return nb_gpt_linear(ctx, f, blk->proj_w, blk->proj_b);
 }
 
-NB_HIDDEN nb_tensor *nb_gpt_block_forward(nb_ctx *ctx, nb_gpt *m, int i, nb_tensor *x,
-                                          nb_gpt_cache *cache) {
+NB_HIDDEN nb_tensor *nb_gpt_block_norm1(nb_ctx *ctx, nb_gpt *m, int i, nb_tensor *x) {
     nb_gpt_block *blk = &m->blocks[i];
-    nb_tensor *h = nb_layer_norm(ctx, x, blk->ln1_w, blk->ln1_b, 1e-5);
-    nb_tensor *a = cache ? nb_gpt_cached_attention(ctx, m, cache, i, h) : attention(ctx, m, blk, h);
+    return nb_layer_norm(ctx, x, blk->ln1_w, blk->ln1_b, 1e-5);
+}
+
+NB_HIDDEN nb_tensor *nb_gpt_block_finish(nb_ctx *ctx, nb_gpt *m, int i, nb_tensor *x,
+                                         nb_tensor *a) {
+    nb_gpt_block *blk = &m->blocks[i];
     x = nb_add(ctx, x, nb_gpt_dropout(ctx, m, a));
-    h = nb_layer_norm(ctx, x, blk->ln2_w, blk->ln2_b, 1e-5);
+    nb_tensor *h = nb_layer_norm(ctx, x, blk->ln2_w, blk->ln2_b, 1e-5);
     return nb_add(ctx, x, nb_gpt_dropout(ctx, m, nb_gpt_mlp(ctx, m, blk, h)));
+}
+
+/* Block i of the full forward (gpt_sample.c runs the cached one). */
+static nb_tensor *block_forward(nb_ctx *ctx, nb_gpt *m, int i, nb_tensor *x) {
+    nb_tensor *a = attention(ctx, m, &m->blocks[i], nb_gpt_block_norm1(ctx, m, i, x));
+    return nb_gpt_block_finish(ctx, m, i, x, a);
 }
 
 NB_HIDDEN nb_tensor *nb_gpt_head(nb_ctx *ctx, nb_gpt *m, nb_tensor *x) {
@@ -417,7 +426,7 @@ NB_HIDDEN nb_tensor *nb_gpt_head(nb_ctx *ctx, nb_gpt *m, nb_tensor *x) {
 nb_tensor *nb_gpt_forward(nb_ctx *ctx, nb_gpt *m, const nb_tensor *ids) {
     if (!nb_gpt_check_ids(ctx, m, ids, "ids", m ? m->cfg.block_size : 0)) return NULL;
     nb_tensor *x = nb_gpt_embed(ctx, m, ids, 0);
-    for (int i = 0; i < m->cfg.n_layer && x; i++) x = nb_gpt_block_forward(ctx, m, i, x, NULL);
+    for (int i = 0; i < m->cfg.n_layer && x; i++) x = block_forward(ctx, m, i, x);
     return nb_gpt_head(ctx, m, x);
 }
 
@@ -463,22 +472,23 @@ static bool has(const nb_tensor_list *sd, const char *fmt, int i) {
     return nb_list_get(sd, buf) != NULL;
 }
 
-nb_status nb_gpt_config_from_state_dict(const nb_tensor_list *sd, int n_head,
-                                        nb_gpt_config *out, nb_ctx *err) {
+nb_status nb_gpt_config_from_state_dict(nb_ctx *ctx, const nb_tensor_list *sd, int n_head,
+                                        nb_gpt_config *out) {
     const char *fn = "gpt_config_from_state_dict";
-    if (!sd || !out) return nb_ctx_fail(err, NB_ERR_NULL, "%s: %s is NULL", fn, sd ? "out" : "sd");
-    if (n_head < 1) return nb_ctx_fail(err, NB_ERR_VALUE, "%s: n_head %d is not >= 1", fn, n_head);
+    if (!nb_ctx_ok(ctx)) return nb_ctx_status(ctx);
+    if (!sd || !out) return nb_ctx_fail(ctx, NB_ERR_NULL, "%s: %s is NULL", fn, sd ? "out" : "sd");
+    if (n_head < 1) return nb_ctx_fail(ctx, NB_ERR_VALUE, "%s: n_head %d is not >= 1", fn, n_head);
     bool nano = nb_list_get(sd, "transformer.wte.weight") != NULL;
     const nb_tensor *wte = nb_list_get(sd, nano ? "transformer.wte.weight" : "tok_emb.weight");
     const nb_tensor *wpe = nb_list_get(sd, nano ? "transformer.wpe.weight" : "pos_emb.weight");
     if (!wte || !wpe)
-        return nb_ctx_fail(err, NB_ERR_FORMAT, "%s: neither tok_emb.weight/pos_emb.weight "
+        return nb_ctx_fail(ctx, NB_ERR_FORMAT, "%s: neither tok_emb.weight/pos_emb.weight "
                            "(GPTModel) nor transformer.wte.weight/transformer.wpe.weight "
                            "(nanoGPT) is in the state_dict", fn);
     if (wte->ndim != 2 || wpe->ndim != 2 || wte->shape[1] != wpe->shape[1] ||
         (wte->dtype != NB_F32 && wte->dtype != NB_F64)) {
         char a[64], b[64];
-        return nb_ctx_fail(err, NB_ERR_FORMAT, "%s: token embedding %s %s and position "
+        return nb_ctx_fail(ctx, NB_ERR_FORMAT, "%s: token embedding %s %s and position "
                            "embedding %s do not fit (V, C) and (block_size, C)", fn,
                            nb_dtype_name(wte->dtype), nb_shape_str(wte, a, sizeof a),
                            nb_shape_str(wpe, b, sizeof b));
@@ -494,7 +504,7 @@ nb_status nb_gpt_config_from_state_dict(const nb_tensor_list *sd, int n_head,
     int L = 0;
     while (L < 100000 && has(sd, blk, L)) L++;
     if (L == 0)
-        return nb_ctx_fail(err, NB_ERR_FORMAT, "%s: no transformer block (%s)", fn,
+        return nb_ctx_fail(ctx, NB_ERR_FORMAT, "%s: no transformer block (%s)", fn,
                            nano ? "transformer.h.0.ln_1.weight" : "trf_blocks.0.norm1.scale");
     c.n_layer = L;
     c.bias = nano ? nb_list_get(sd, "transformer.ln_f.bias") != NULL : true;
@@ -504,8 +514,9 @@ nb_status nb_gpt_config_from_state_dict(const nb_tensor_list *sd, int n_head,
 }
 
 nb_status nb_gpt_load_state_dict(nb_gpt *m, const nb_tensor_list *sd) {
-    if (!m || !sd || !m->wte) return NB_ERR_NULL;
-    nb_ctx *ctx = m->wte->owner;
+    if (!m || !m->wte) return NB_ERR_NULL;
+    nb_ctx *ctx = m->wte->owner; /* the model's parameter context takes the errors */
+    if (!sd) return nb_ctx_fail(ctx, NB_ERR_NULL, "gpt_load_state_dict: sd is NULL");
     /* the unique parameters: lm_head.weight may be absent when tied */
     nb_status st = nb_params_copy_from(&m->params, sd);
     if (st) return st;
@@ -518,15 +529,15 @@ nb_status nb_gpt_load_state_dict(nb_gpt *m, const nb_tensor_list *sd) {
     return NB_OK;
 }
 
-nb_status nb_gpt_from_state_dict(nb_gpt *m, nb_ctx *pctx, const nb_tensor_list *sd, int n_head,
+nb_status nb_gpt_from_state_dict(nb_ctx *pctx, nb_gpt *m, const nb_tensor_list *sd, int n_head,
                                  double dropout, nb_dtype dt, nb_pcg32 *dropout_rng) {
     if (!pctx) return NB_ERR_NULL;
     nb_gpt_config c;
-    nb_status st = nb_gpt_config_from_state_dict(sd, n_head, &c, pctx);
+    nb_status st = nb_gpt_config_from_state_dict(pctx, sd, n_head, &c);
     if (st) return st;
     c.dropout = dropout;
     c.dtype = dt;
-    st = nb_gpt_init_impl(m, pctx, &c, NULL, dropout_rng);
+    st = nb_gpt_init_impl(pctx, m, &c, NULL, dropout_rng);
     if (!st) st = nb_gpt_load_state_dict(m, sd);
     return st;
 }

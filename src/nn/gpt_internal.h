@@ -1,12 +1,14 @@
 /* gpt_internal.h - the pieces of the GPT forward shared by gpt.c (full
- * forward), gpt_sample.c (KV cache, generation) and gpt_summary.c. */
+ * forward), gpt_sample.c (KV cache, generation) and gpt_summary.c. The
+ * calls go one way: gpt_sample.c uses gpt.c, gpt.c knows nothing of the
+ * cache. */
 #ifndef NB_GPT_INTERNAL_H
 #define NB_GPT_INTERNAL_H
 
 #include "ops/ops_internal.h"
 
 /* init with separate generators for the weights (NULL: zeros) and dropout. */
-NB_HIDDEN nb_status nb_gpt_init_impl(nb_gpt *m, nb_ctx *pctx, const nb_gpt_config *cfg,
+NB_HIDDEN nb_status nb_gpt_init_impl(nb_ctx *pctx, nb_gpt *m, const nb_gpt_config *cfg,
                                      nb_pcg32 *draw, nb_pcg32 *dropout_rng);
 /* ids is I64 (B, T), 1 <= T <= max_t, values in [0, V); else an error on ctx. */
 NB_HIDDEN bool nb_gpt_check_ids(nb_ctx *ctx, const nb_gpt *m, const nb_tensor *ids,
@@ -19,14 +21,15 @@ NB_HIDDEN nb_tensor *nb_gpt_linear(nb_ctx *ctx, nb_tensor *x, nb_tensor *w, nb_t
 NB_HIDDEN nb_tensor *nb_gpt_dropout(nb_ctx *ctx, nb_gpt *m, nb_tensor *x);
 /* Linear(C, 4C), GELU, Linear(4C, C): (B, T, C) -> (B, T, C) */
 NB_HIDDEN nb_tensor *nb_gpt_mlp(nb_ctx *ctx, nb_gpt *m, nb_gpt_block *blk, nb_tensor *h);
-/* block i; with a cache, attention reads and extends it (inference only) */
-NB_HIDDEN nb_tensor *nb_gpt_block_forward(nb_ctx *ctx, nb_gpt *m, int i, nb_tensor *x,
-                                          nb_gpt_cache *cache);
+/* Block i in two halves around its attention, so that gpt_sample.c can put
+ * the cached attention in between:
+ *     h = nb_gpt_block_norm1(x);  a = attention(h);  x = nb_gpt_block_finish(x, a)
+ * norm1 is the first LayerNorm; finish is x + dropout(a), then
+ * x + dropout(mlp(norm2(x))). (B, T, C) in and out. */
+NB_HIDDEN nb_tensor *nb_gpt_block_norm1(nb_ctx *ctx, nb_gpt *m, int i, nb_tensor *x);
+NB_HIDDEN nb_tensor *nb_gpt_block_finish(nb_ctx *ctx, nb_gpt *m, int i, nb_tensor *x,
+                                         nb_tensor *a);
 /* final norm and head: (B, T, C) -> (B, T, V) */
 NB_HIDDEN nb_tensor *nb_gpt_head(nb_ctx *ctx, nb_gpt *m, nb_tensor *x);
-/* gpt_sample.c: attention of layer i over the cache and h's positions;
- * h (B, n, C) -> (B, n, C), after the output projection. */
-NB_HIDDEN nb_tensor *nb_gpt_cached_attention(nb_ctx *ctx, nb_gpt *m, nb_gpt_cache *c, int i,
-                                             nb_tensor *h);
 
 #endif

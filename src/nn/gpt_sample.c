@@ -17,13 +17,14 @@ struct nb_gpt_cache {
     void **k, **v; /* n_layer arrays of batch * heads * cap * hd */
 };
 
-nb_gpt_cache *nb_gpt_cache_new(const nb_gpt *m, int64_t batch, nb_ctx *err) {
+nb_gpt_cache *nb_gpt_cache_new(nb_ctx *ctx, const nb_gpt *m, int64_t batch) {
+    if (!nb_ctx_ok(ctx)) return NULL;
     if (!m || !m->wte) {
-        nb_ctx_fail(err, NB_ERR_NULL, "gpt_cache_new: model is %s", m ? "not initialised" : "NULL");
+        nb_ctx_fail(ctx, NB_ERR_NULL, "gpt_cache_new: model is %s", m ? "not initialised" : "NULL");
         return NULL;
     }
     if (batch < 1 || batch > (INT64_C(1) << 20)) {
-        nb_ctx_fail(err, NB_ERR_VALUE, "gpt_cache_new: batch %lld is outside [1, 2^20]",
+        nb_ctx_fail(ctx, NB_ERR_VALUE, "gpt_cache_new: batch %lld is outside [1, 2^20]",
                     (long long)batch);
         return NULL;
     }
@@ -49,7 +50,7 @@ nb_gpt_cache *nb_gpt_cache_new(const nb_gpt *m, int64_t batch, nb_ctx *err) {
     return c;
 oom:
     nb_gpt_cache_free(c);
-    nb_ctx_fail(err, NB_ERR_MEMORY, "gpt_cache_new: out of memory for batch %lld",
+    nb_ctx_fail(ctx, NB_ERR_MEMORY, "gpt_cache_new: out of memory for batch %lld",
                 (long long)batch);
     return NULL;
 }
@@ -116,8 +117,9 @@ static void attend(nb_gpt_cache *c, int i, const nb_tensor *q, const nb_tensor *
 #undef K
 }
 
-nb_tensor *nb_gpt_cached_attention(nb_ctx *ctx, nb_gpt *m, nb_gpt_cache *c, int i,
-                                   nb_tensor *h) {
+/* Attention of layer i over the cache and h's positions, appending h's keys
+ * and values: h (B, n, C) -> (B, n, C), after the output projection. */
+static nb_tensor *cached_attention(nb_ctx *ctx, nb_gpt *m, nb_gpt_cache *c, int i, nb_tensor *h) {
     nb_gpt_block *blk = &m->blocks[i];
     int64_t C = m->cfg.n_embd;
     nb_tensor *q, *k, *v;
@@ -159,7 +161,10 @@ nb_tensor *nb_gpt_forward_cached(nb_ctx *ctx, nb_gpt *m, nb_gpt_cache *c, const 
     bool grad = nb_set_grad_enabled(ctx, false), train = m->training;
     nb_gpt_train(m, false);
     nb_tensor *x = nb_gpt_embed(ctx, m, ids, c->len);
-    for (int i = 0; i < m->cfg.n_layer && x; i++) x = nb_gpt_block_forward(ctx, m, i, x, c);
+    for (int i = 0; i < m->cfg.n_layer && x; i++) {
+        nb_tensor *a = cached_attention(ctx, m, c, i, nb_gpt_block_norm1(ctx, m, i, x));
+        x = nb_gpt_block_finish(ctx, m, i, x, a);
+    }
     x = nb_gpt_head(ctx, m, x);
     if (x) c->len += ids->shape[1];
     nb_gpt_train(m, train);
@@ -224,31 +229,31 @@ static bool next_logits(nb_ctx *ctx, nb_gpt *m, nb_gpt_cache *c, const int64_t *
     return true;
 }
 
-nb_status nb_gpt_generate(nb_gpt *m, const int64_t *prompt, int64_t n_prompt,
-                          const nb_gpt_sample_opts *o, int64_t *out, int64_t *n_out,
-                          nb_ctx *err) {
+nb_status nb_gpt_generate(nb_ctx *ctx, nb_gpt *m, const int64_t *prompt, int64_t n_prompt,
+                          const nb_gpt_sample_opts *o, int64_t *out, int64_t *n_out) {
     const char *fn = "gpt_generate";
     if (n_out) *n_out = 0;
+    if (!nb_ctx_ok(ctx)) return nb_ctx_status(ctx);
     if (!m || !m->wte || !prompt || !o || !out)
-        return nb_ctx_fail(err, NB_ERR_NULL, "%s: %s is NULL", fn,
+        return nb_ctx_fail(ctx, NB_ERR_NULL, "%s: %s is NULL", fn,
                            !m || !m->wte ? "model" : !prompt ? "prompt" : !o ? "opts" : "out");
     if (n_prompt < 1 || o->max_new_tokens < 0 || !(o->temperature >= 0) || o->top_k < 0)
-        return nb_ctx_fail(err, NB_ERR_VALUE, "%s: n_prompt %lld, max_new_tokens %lld, "
+        return nb_ctx_fail(ctx, NB_ERR_VALUE, "%s: n_prompt %lld, max_new_tokens %lld, "
                            "temperature %g, top_k %lld (need >= 1, >= 0, >= 0, >= 0)", fn,
                            (long long)n_prompt, (long long)o->max_new_tokens, o->temperature,
                            (long long)o->top_k);
     for (int64_t i = 0; i < n_prompt; i++)
         if (prompt[i] < 0 || prompt[i] >= m->cfg.vocab_size)
-            return nb_ctx_fail(err, NB_ERR_VALUE, "%s: prompt[%lld] = %lld is outside [0, %lld)",
+            return nb_ctx_fail(ctx, NB_ERR_VALUE, "%s: prompt[%lld] = %lld is outside [0, %lld)",
                                fn, (long long)i, (long long)prompt[i],
                                (long long)m->cfg.vocab_size);
     int64_t V = m->cfg.vocab_size;
-    nb_ctx *ctx = nb_ctx_new(0);
+    nb_ctx *work = nb_ctx_new(0);
     double *l = malloc((size_t)V * sizeof *l), *tmp = malloc((size_t)V * sizeof *tmp);
-    nb_gpt_cache *c = o->use_cache ? nb_gpt_cache_new(m, 1, err) : NULL;
+    nb_gpt_cache *c = o->use_cache ? nb_gpt_cache_new(ctx, m, 1) : NULL;
     nb_status st = NB_OK;
-    if (!ctx || !l || !tmp || (o->use_cache && !c)) {
-        st = nb_ctx_fail(err, NB_ERR_MEMORY, "%s: out of memory", fn);
+    if (!work || !l || !tmp || (o->use_cache && !c)) {
+        st = nb_ctx_fail(ctx, NB_ERR_MEMORY, "%s: out of memory", fn);
         goto done;
     }
     memmove(out, prompt, (size_t)n_prompt * sizeof *out);
@@ -256,9 +261,9 @@ nb_status nb_gpt_generate(nb_gpt *m, const int64_t *prompt, int64_t n_prompt,
     nb_pcg32_seed(&rng, o->seed, 54);
     int64_t n = n_prompt;
     for (int64_t i = 0; i < o->max_new_tokens; i++) {
-        nb_ctx_reset(ctx);
-        if (!next_logits(ctx, m, c, out, n, l)) {
-            st = nb_ctx_fail(err, nb_ctx_status(ctx), "%s: %s", fn, nb_ctx_error(ctx));
+        nb_ctx_reset(work);
+        if (!next_logits(work, m, c, out, n, l)) {
+            st = nb_ctx_fail(ctx, nb_ctx_status(work), "%s: %s", fn, nb_ctx_error(work));
             break;
         }
         out[n] = draw(l, V, o, &rng, tmp);
@@ -270,6 +275,6 @@ done:
     nb_gpt_cache_free(c);
     free(l);
     free(tmp);
-    nb_ctx_free(ctx);
+    nb_ctx_free(work);
     return st;
 }

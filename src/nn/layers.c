@@ -56,9 +56,9 @@ nb_status nb_params_copy_from(const nb_tensor_list *dst, const nb_tensor_list *s
     return NB_OK;
 }
 
-nb_status nb_params_add_prefixed(nb_tensor_list *dst, nb_ctx *pctx, const char *prefix,
+nb_status nb_params_add_prefixed(nb_ctx *pctx, nb_tensor_list *dst, const char *prefix,
                                  const nb_tensor_list *src) {
-    if (!pctx) return NB_ERR_NULL;
+    if (!nb_ctx_ok(pctx)) return nb_ctx_status(pctx);
     if (!dst || !prefix || !src)
         return nb_ctx_fail(pctx, NB_ERR_NULL, "params_add_prefixed: %s is NULL",
                            !dst ? "dst" : !prefix ? "prefix" : "src");
@@ -73,7 +73,7 @@ nb_status nb_params_add_prefixed(nb_tensor_list *dst, nb_ctx *pctx, const char *
         char *s = nb_ctx_alloc(pctx, len);
         if (!s) return nb_ctx_status(pctx);
         snprintf(s, len, "%s.%s", prefix, nb_list_name(src, i));
-        nb_status st = nb_list_add(dst, s, nb_list_tensor(src, i));
+        nb_status st = nb_list_insert(dst, s, nb_list_tensor(src, i));
         /* The tensor takes its module path, as state_dict names it, so tape
          * pictures show "out_proj.bias" rather than a bare "bias"; nested
          * modules prefix again on the way out, giving the full path. */
@@ -93,7 +93,7 @@ nb_status nb_params_add_prefixed(nb_tensor_list *dst, nb_ctx *pctx, const char *
 /* ---- shared by the modules (declared in nn_internal.h) ------------------------ */
 
 /* The start of every init: a usable pctx, a module to fill. Clears *m. */
-nb_status nb_nn_init_begin(void *m, size_t size, nb_ctx *pctx, const char *cls) {
+nb_status nb_nn_init_begin(nb_ctx *pctx, void *m, size_t size, const char *cls) {
     if (!pctx) return NB_ERR_NULL;
     if (nb_ctx_status(pctx)) return nb_ctx_status(pctx);
     if (!m) return nb_ctx_fail(pctx, NB_ERR_NULL, "%s: module is NULL", cls);
@@ -124,7 +124,7 @@ nb_tensor *nb_nn_add_param(nb_ctx *pctx, nb_tensor_list *params, const char *nam
                            nb_tensor *t) {
     if (!nb_requires_grad(t)) return NULL;
     t->name = name;
-    if (nb_list_add(params, name, t)) {
+    if (nb_list_insert(params, name, t)) {
         nb_ctx_fail(pctx, NB_ERR_VALUE, "add_param: cannot list '%s'", name);
         return NULL;
     }
@@ -172,10 +172,10 @@ bool nb_nn_check_last_dim(nb_ctx *ctx, const char *cls, const nb_tensor *x, int6
 
 /* ---- Linear ------------------------------------------------------------------ */
 
-nb_status nb_nn_linear_init(nb_nn_linear *m, nb_ctx *pctx, int64_t in_features,
+nb_status nb_nn_linear_init(nb_ctx *pctx, nb_nn_linear *m, int64_t in_features,
                             int64_t out_features, bool bias, nb_dtype dt, nb_pcg32 *rng) {
     const char *cls = "Linear";
-    nb_status st = nb_nn_init_begin(m, sizeof *m, pctx, cls);
+    nb_status st = nb_nn_init_begin(pctx, m, sizeof *m, cls);
     if (!st) st = nb_nn_check_positive(pctx, cls, "in_features", in_features);
     if (!st) st = nb_nn_check_positive(pctx, cls, "out_features", out_features);
     if (!st) st = nb_nn_check_param_dtype(pctx, cls, dt);
@@ -211,9 +211,9 @@ void nb_nn_linear_train(nb_nn_linear *m, bool on) {
 
 /* ---- Dropout ----------------------------------------------------------------- */
 
-nb_status nb_nn_dropout_init(nb_nn_dropout *m, nb_ctx *pctx, double p, nb_pcg32 *rng) {
+nb_status nb_nn_dropout_init(nb_ctx *pctx, nb_nn_dropout *m, double p, nb_pcg32 *rng) {
     const char *cls = "Dropout";
-    nb_status st = nb_nn_init_begin(m, sizeof *m, pctx, cls);
+    nb_status st = nb_nn_init_begin(pctx, m, sizeof *m, cls);
     if (st) return st;
     if (!(p >= 0.0 && p <= 1.0))
         return nb_ctx_fail(pctx, NB_ERR_VALUE, "%s: p %g is outside [0, 1]", cls, p);
@@ -243,10 +243,10 @@ void nb_nn_dropout_train(nb_nn_dropout *m, bool on) {
 
 /* ---- Embedding --------------------------------------------------------------- */
 
-nb_status nb_nn_embedding_init(nb_nn_embedding *m, nb_ctx *pctx, int64_t num_embeddings,
+nb_status nb_nn_embedding_init(nb_ctx *pctx, nb_nn_embedding *m, int64_t num_embeddings,
                                int64_t embedding_dim, nb_dtype dt, nb_pcg32 *rng) {
     const char *cls = "Embedding";
-    nb_status st = nb_nn_init_begin(m, sizeof *m, pctx, cls);
+    nb_status st = nb_nn_init_begin(pctx, m, sizeof *m, cls);
     if (!st) st = nb_nn_check_positive(pctx, cls, "num_embeddings", num_embeddings);
     if (!st) st = nb_nn_check_positive(pctx, cls, "embedding_dim", embedding_dim);
     if (!st) st = nb_nn_check_param_dtype(pctx, cls, dt);
@@ -278,10 +278,10 @@ void nb_nn_embedding_train(nb_nn_embedding *m, bool on) {
 
 /* ---- LayerNorm --------------------------------------------------------------- */
 
-nb_status nb_nn_layer_norm_init(nb_nn_layer_norm *m, nb_ctx *pctx, int64_t dim, double eps,
+nb_status nb_nn_layer_norm_init(nb_ctx *pctx, nb_nn_layer_norm *m, int64_t dim, double eps,
                                 bool elementwise_affine, nb_dtype dt) {
     const char *cls = "LayerNorm";
-    nb_status st = nb_nn_init_begin(m, sizeof *m, pctx, cls);
+    nb_status st = nb_nn_init_begin(pctx, m, sizeof *m, cls);
     if (!st) st = nb_nn_check_positive(pctx, cls, "dim", dim);
     if (!st) st = nb_nn_check_param_dtype(pctx, cls, dt);
     if (st) return st;
@@ -316,9 +316,9 @@ void nb_nn_layer_norm_train(nb_nn_layer_norm *m, bool on) {
 
 /* ---- GELU -------------------------------------------------------------------- */
 
-nb_status nb_nn_gelu_init(nb_nn_gelu *m, nb_ctx *pctx, nb_gelu_approx approximate) {
+nb_status nb_nn_gelu_init(nb_ctx *pctx, nb_nn_gelu *m, nb_gelu_approx approximate) {
     const char *cls = "GELU";
-    nb_status st = nb_nn_init_begin(m, sizeof *m, pctx, cls);
+    nb_status st = nb_nn_init_begin(pctx, m, sizeof *m, cls);
     if (st) return st;
     if (approximate != NB_GELU_NONE && approximate != NB_GELU_TANH)
         return nb_ctx_fail(pctx, NB_ERR_VALUE, "%s: approximate %d is neither NB_GELU_NONE nor "

@@ -9,7 +9,7 @@
 /* Start of every init: NB_ERR_NULL for a NULL pctx (nothing recorded), the
  * pending status of a pctx that holds an error, an error for a NULL module;
  * otherwise clears the `size` bytes of *m and returns NB_OK. */
-NB_HIDDEN nb_status nb_nn_init_begin(void *m, size_t size, nb_ctx *pctx, const char *cls);
+NB_HIDDEN nb_status nb_nn_init_begin(nb_ctx *pctx, void *m, size_t size, const char *cls);
 /* "cls: what v must be positive" unless v > 0. */
 NB_HIDDEN nb_status nb_nn_check_positive(nb_ctx *pctx, const char *cls, const char *what,
                                          int64_t v);

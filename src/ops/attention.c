@@ -273,7 +273,7 @@ nb_tensor *nb_sdpa(nb_ctx *ctx, nb_tensor *q, nb_tensor *k, nb_tensor *v,
         return NULL;
     sdpa_job J;
     job_init(&J, q, k, v, key_padding_mask, causal, scale, dropout_p, seed);
-    nb_tensor *out = nb_empty_raw(ctx, q->dtype, NB_SHAPE(J.B, J.Tq, J.H * J.hdv));
+    nb_tensor *out = nb_empty(ctx, q->dtype, NB_SHAPE(J.B, J.Tq, J.H * J.hdv));
     size_t es = nb_dtype_size(q->dtype);
     J.lse = out ? nb_ctx_alloc_raw(ctx, (size_t)(J.B * J.H * J.Tq) * es) : NULL;
     J.acc = J.lse ? nb_ctx_scratch(ctx, out->numel * es) : NULL; /* (B, H, Tq, hdv) */
@@ -309,8 +309,8 @@ nb_tensor *nb_sdpa_dropout_mask(nb_ctx *ctx, int64_t batch, int64_t heads, int64
         nb_ctx_fail(ctx, NB_ERR_VALUE, "%s: p %g is outside [0, 1]", op, p);
         return NULL;
     }
-    nb_tensor *mask = nb_empty_raw(ctx, NB_BOOL, NB_SHAPE(batch, heads, t_q, t_k));
-    if (!mask) return NULL; /* bad sizes: nb_empty_raw's error */
+    nb_tensor *mask = nb_empty(ctx, NB_BOOL, NB_SHAPE(batch, heads, t_q, t_k));
+    if (!mask) return NULL; /* bad sizes: nb_empty's error */
     sdpa_job J = {.H = heads, .Tq = t_q, .Tk = t_k};
     set_dropout(&J, p, seed);
     uint8_t *m = mask->data;

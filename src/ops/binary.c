@@ -119,7 +119,7 @@ static nb_tensor *binary(nb_ctx *ctx, nb_op op, nb_tensor *a, nb_tensor *b, bina
     int ndim;
     int64_t shape[NB_MAX_DIMS];
     if (!nb_broadcast_shape(ctx, nb_op_name(op), a, b, &ndim, shape)) return NULL;
-    nb_tensor *out = nb_empty_raw(ctx, a->dtype, ndim, shape); /* forward writes all */
+    nb_tensor *out = nb_empty(ctx, a->dtype, ndim, shape); /* forward writes all */
     if (!out) return NULL;
     bcast bc;
     bcast_init(&bc, out, a, b);

@@ -85,8 +85,8 @@ nb_tensor *nb_dropout(nb_ctx *ctx, nb_tensor *x, double p, bool train, struct nb
         return NULL;
     }
     /* p < 1 writes every element of out and mask; p == 1 leaves both zero. */
-    nb_tensor *out = p < 1.0 ? nb_empty_raw(ctx, x->dtype, x->ndim, x->shape)
-                             : nb_empty(ctx, x->dtype, x->ndim, x->shape);
+    nb_tensor *out = p < 1.0 ? nb_empty(ctx, x->dtype, x->ndim, x->shape)
+                             : nb_zeros(ctx, x->dtype, x->ndim, x->shape);
     unsigned char *mask = !out ? NULL
                           : p < 1.0 ? nb_ctx_alloc_raw(ctx, x->numel)
                                     : nb_ctx_alloc(ctx, x->numel);

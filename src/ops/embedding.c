@@ -73,7 +73,7 @@ nb_tensor *nb_embedding(nb_ctx *ctx, nb_tensor *weight, const nb_tensor *ids) {
     int64_t shape[NB_MAX_DIMS];
     for (int d = 0; d < ids->ndim; d++) shape[d] = ids->shape[d];
     shape[ids->ndim] = weight->shape[1];
-    nb_tensor *out = nb_empty_raw(ctx, weight->dtype, ids->ndim + 1, shape); /* rows copied in */
+    nb_tensor *out = nb_empty(ctx, weight->dtype, ids->ndim + 1, shape); /* rows copied in */
     if (!out) return NULL;
     size_t row = (size_t)weight->shape[1] * nb_dtype_size(weight->dtype);
     for (size_t p = 0; p < ids->numel; p++)

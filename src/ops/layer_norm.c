@@ -157,7 +157,7 @@ nb_tensor *nb_layer_norm(nb_ctx *ctx, nb_tensor *x, nb_tensor *w, nb_tensor *b, 
         nb_ctx_fail(ctx, NB_ERR_VALUE, "%s: eps = %g, expected a finite number > 0", op, eps);
         return NULL;
     }
-    nb_tensor *out = nb_empty_raw(ctx, x->dtype, x->ndim, x->shape); /* every row is written */
+    nb_tensor *out = nb_empty(ctx, x->dtype, x->ndim, x->shape); /* every row is written */
     size_t R = x->numel / (size_t)D;
     double *stats = out ? nb_ctx_alloc_raw(ctx, 2 * R * sizeof *stats) : NULL;
     if (!stats) return NULL;

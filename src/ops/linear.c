@@ -94,7 +94,7 @@ static nb_tensor *linear_out(nb_ctx *ctx, nb_tensor *x, nb_tensor *w, nb_tensor 
     int64_t shape[NB_MAX_DIMS];
     for (int d = 0; d < x->ndim; d++) shape[d] = x->shape[d];
     shape[x->ndim - 1] = w->shape[0];
-    return nb_empty_raw(ctx, x->dtype, x->ndim, shape); /* the kernel writes all */
+    return nb_empty(ctx, x->dtype, x->ndim, shape); /* the kernel writes all */
 }
 
 /* y = x @ w^T (+ b) as a float32 product for nb_gemm_float_par_n */

@@ -81,7 +81,7 @@ nb_tensor *nb_masked_fill(nb_ctx *ctx, nb_tensor *a, const nb_tensor *mask, doub
             return NULL;
         }
     }
-    nb_tensor *out = nb_empty_raw(ctx, a->dtype, a->ndim, a->shape); /* every element is written */
+    nb_tensor *out = nb_empty(ctx, a->dtype, a->ndim, a->shape); /* every element is written */
     if (!out) return NULL;
     int64_t shape4[4], ms4[4];
     mask_strides(a, mask, shape4, ms4);
@@ -176,7 +176,7 @@ nb_tensor *nb_causal_fill(nb_ctx *ctx, nb_tensor *a, double value) {
                     nb_shape_str(a, sa, sizeof sa), a->ndim, a->ndim == 1 ? "" : "s");
         return NULL;
     }
-    nb_tensor *out = nb_empty_raw(ctx, a->dtype, a->ndim, a->shape); /* every element is written */
+    nb_tensor *out = nb_empty(ctx, a->dtype, a->ndim, a->shape); /* every element is written */
     if (!out) return NULL;
     int64_t t1 = a->shape[a->ndim - 2], t2 = a->shape[a->ndim - 1];
     cf_job c = {a, out, NULL, value, t1, t2};

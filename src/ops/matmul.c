@@ -224,7 +224,7 @@ nb_tensor *nb_matmul(nb_ctx *ctx, nb_tensor *a, nb_tensor *b) {
     int nd;
     int64_t shape[NB_MAX_DIMS];
     if (!mm_shapes(ctx, a, b, &d, &nd, shape)) return NULL;
-    nb_tensor *out = nb_empty_raw(ctx, a->dtype, nd, shape); /* gemm overwrites it */
+    nb_tensor *out = nb_empty(ctx, a->dtype, nd, shape); /* gemm overwrites it */
     if (!out) return NULL;
     mm_job j = {.d = d, .mode = MM_FORWARD, .dt = a->dtype, .A = a->data, .B = b->data,
                 .C = out->data};

@@ -77,7 +77,7 @@ static void permute_backward(nb_ctx *ctx, nb_node *n) {
 static nb_tensor *permute_op(nb_ctx *ctx, nb_op op, nb_tensor *a, const int64_t *perm) {
     int64_t shape[NB_MAX_DIMS];
     for (int d = 0; d < a->ndim; d++) shape[d] = a->shape[perm[d]];
-    nb_tensor *out = nb_empty_raw(ctx, a->dtype, a->ndim, shape); /* permute_copy writes all */
+    nb_tensor *out = nb_empty(ctx, a->dtype, a->ndim, shape); /* permute_copy writes all */
     if (!out) return NULL;
     permute_copy(a->dtype, out->data, a->data, a->ndim, a->shape, perm, false);
     nb_node *n = nb_record_op(ctx, op, out, 1, &a, permute_backward);
@@ -202,7 +202,7 @@ nb_tensor *nb_reshape(nb_ctx *ctx, nb_tensor *a, int ndim, const int64_t *shape)
 
 nb_tensor *nb_contiguous(nb_ctx *ctx, nb_tensor *a) {
     if (!nb_check_float_inputs(ctx, "contiguous", 1, &a)) return NULL;
-    nb_tensor *out = nb_empty_raw(ctx, a->dtype, a->ndim, a->shape);
+    nb_tensor *out = nb_empty(ctx, a->dtype, a->ndim, a->shape);
     if (!out) return NULL;
     memcpy(out->data, a->data, a->numel * nb_dtype_size(a->dtype));
     nb_record_op(ctx, NB_OP_CONTIGUOUS, out, 1, &a, same_order_backward);
@@ -292,7 +292,7 @@ nb_tensor *nb_concat(nb_ctx *ctx, int n, nb_tensor *const *ts, int dim) {
         }
         shape[d] += t->shape[d];
     }
-    nb_tensor *out = nb_empty_raw(ctx, ts[0]->dtype, ts[0]->ndim, shape); /* the slabs tile it */
+    nb_tensor *out = nb_empty(ctx, ts[0]->dtype, ts[0]->ndim, shape); /* the slabs tile it */
     if (!out) return NULL;
     int64_t outer, inner, off = 0;
     slab_dims(out, d, &outer, &inner);
@@ -356,7 +356,7 @@ nb_status nb_split(nb_ctx *ctx, nb_tensor *a, int dim, int n, const int64_t *siz
     for (int e = 0; e < a->ndim; e++) shape[e] = a->shape[e];
     for (int j = 0; j < n; j++) {
         shape[d] = sizes[j];
-        nb_tensor *t = nb_empty_raw(ctx, a->dtype, a->ndim, shape); /* one slab copy fills it */
+        nb_tensor *t = nb_empty(ctx, a->dtype, a->ndim, shape); /* one slab copy fills it */
         if (!t) {
             for (int i = 0; i < j; i++) out[i] = NULL;
             return nb_ctx_status(ctx);

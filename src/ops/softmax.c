@@ -99,7 +99,7 @@ static void softmax_forward(nb_tensor *out, const nb_tensor *a, bool log_out) {
 
 static nb_tensor *softmax_op(nb_ctx *ctx, nb_op op, nb_tensor *a, nb_backward_fn backward) {
     if (!nb_check_float_inputs(ctx, nb_op_name(op), 1, &a)) return NULL;
-    nb_tensor *out = nb_empty_raw(ctx, a->dtype, a->ndim, a->shape); /* forward writes all */
+    nb_tensor *out = nb_empty(ctx, a->dtype, a->ndim, a->shape); /* forward writes all */
     if (!out) return NULL;
     softmax_forward(out, a, op == NB_OP_LOG_SOFTMAX);
     nb_record_op(ctx, op, out, 1, &a, backward);

@@ -103,7 +103,7 @@ typedef struct unary_job {
 static nb_tensor *unary(nb_ctx *ctx, nb_op op, nb_tensor *a, double p, unary_fwd forward,
                         nb_backward_fn backward, nb_node **node_out) {
     if (!nb_check_float_inputs(ctx, nb_op_name(op), 1, &a)) return NULL;
-    nb_tensor *out = nb_empty_raw(ctx, a->dtype, a->ndim, a->shape); /* forward writes all */
+    nb_tensor *out = nb_empty(ctx, a->dtype, a->ndim, a->shape); /* forward writes all */
     if (!out) return NULL;
     forward(a, out, p);
     nb_node *n = nb_record_op(ctx, op, out, 1, &a, backward);
@@ -329,7 +329,7 @@ static void gelu_saved_backward(nb_ctx *ctx, nb_node *n) {
 }
 
 static nb_tensor *gelu_f32_saving(nb_ctx *ctx, nb_tensor *a, nb_gelu_approx approx) {
-    nb_tensor *out = nb_empty_raw(ctx, a->dtype, a->ndim, a->shape);
+    nb_tensor *out = nb_empty(ctx, a->dtype, a->ndim, a->shape);
     float *d = out ? nb_ctx_alloc_raw(ctx, a->numel * sizeof(float)) : NULL; /* all written */
     if (!d) return NULL;
     gelu_job j = {a->data, NULL, out->data, approx == NB_GELU_TANH, nb_vec(), false, d};

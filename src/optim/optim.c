@@ -8,21 +8,9 @@
 #include "kernels/kernels_internal.h"
 #include "optim/optim_internal.h"
 
-#include <stdarg.h>
 #include <stdlib.h>
 
 const char *const nb_optim_kind_names[] = {"sgd", "adam", "adamw"};
-
-nb_status nb_optim_fail(nb_optim *o, nb_ctx *ctx, nb_status s, const char *fmt, ...) {
-    char msg[NB_ERRMSG];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    if (o) snprintf(o->err, sizeof o->err, "%s", msg);
-    if (ctx) nb_ctx_fail(ctx, s, "%s", msg);
-    return s;
-}
 
 /* ---- options ------------------------------------------------------------ */
 nb_sgd_opts nb_sgd_defaults(double lr) {
@@ -44,34 +32,34 @@ nb_adam_opts nb_adamw_defaults(double lr) {
 /* The `!(x >= 0)` form also refuses NaN, as Python's `not 0.0 <= x` does. */
 static nb_status check_sgd_opts(nb_ctx *err, const nb_sgd_opts *o) {
     if (!(o->lr >= 0))
-        return nb_optim_fail(NULL, err, NB_ERR_VALUE, "sgd: invalid learning rate %g, expected >= 0",
-                    o->lr);
+        return nb_ctx_fail(err, NB_ERR_VALUE, "sgd: invalid learning rate %g, expected >= 0",
+                           o->lr);
     if (!(o->momentum >= 0))
-        return nb_optim_fail(NULL, err, NB_ERR_VALUE, "sgd: invalid momentum %g, expected >= 0",
-                    o->momentum);
+        return nb_ctx_fail(err, NB_ERR_VALUE, "sgd: invalid momentum %g, expected >= 0",
+                           o->momentum);
     if (!(o->weight_decay >= 0))
-        return nb_optim_fail(NULL, err, NB_ERR_VALUE, "sgd: invalid weight_decay %g, expected >= 0",
-                    o->weight_decay);
+        return nb_ctx_fail(err, NB_ERR_VALUE, "sgd: invalid weight_decay %g, expected >= 0",
+                           o->weight_decay);
     if (o->nesterov && (o->momentum <= 0 || o->dampening != 0))
-        return nb_optim_fail(NULL, err, NB_ERR_VALUE,
-                    "sgd: nesterov momentum requires a momentum > 0 and zero dampening "
-                    "(momentum %g, dampening %g)", o->momentum, o->dampening);
+        return nb_ctx_fail(err, NB_ERR_VALUE,
+                           "sgd: nesterov momentum requires a momentum > 0 and zero dampening "
+                           "(momentum %g, dampening %g)", o->momentum, o->dampening);
     return NB_OK;
 }
 
 static nb_status check_adam_opts(nb_ctx *err, const char *name, const nb_adam_opts *o) {
     if (!(o->lr >= 0))
-        return nb_optim_fail(NULL, err, NB_ERR_VALUE, "%s: invalid learning rate %g, expected >= 0",
-                    name, o->lr);
+        return nb_ctx_fail(err, NB_ERR_VALUE, "%s: invalid learning rate %g, expected >= 0",
+                           name, o->lr);
     if (!(o->eps >= 0))
-        return nb_optim_fail(NULL, err, NB_ERR_VALUE, "%s: invalid eps %g, expected >= 0", name, o->eps);
+        return nb_ctx_fail(err, NB_ERR_VALUE, "%s: invalid eps %g, expected >= 0", name, o->eps);
     if (!(o->beta1 >= 0 && o->beta1 < 1))
-        return nb_optim_fail(NULL, err, NB_ERR_VALUE, "%s: beta1 = %g is outside [0, 1)", name, o->beta1);
+        return nb_ctx_fail(err, NB_ERR_VALUE, "%s: beta1 = %g is outside [0, 1)", name, o->beta1);
     if (!(o->beta2 >= 0 && o->beta2 < 1))
-        return nb_optim_fail(NULL, err, NB_ERR_VALUE, "%s: beta2 = %g is outside [0, 1)", name, o->beta2);
+        return nb_ctx_fail(err, NB_ERR_VALUE, "%s: beta2 = %g is outside [0, 1)", name, o->beta2);
     if (!(o->weight_decay >= 0))
-        return nb_optim_fail(NULL, err, NB_ERR_VALUE, "%s: invalid weight_decay %g, expected >= 0",
-                    name, o->weight_decay);
+        return nb_ctx_fail(err, NB_ERR_VALUE, "%s: invalid weight_decay %g, expected >= 0",
+                           name, o->weight_decay);
     return NB_OK;
 }
 
@@ -85,39 +73,39 @@ const char *nb_optim_param_name(const nb_tensor_list *l, int i, char *buf, size_
 }
 
 static nb_status check_params(nb_ctx *err, const char *name, const nb_tensor_list *l) {
-    if (!l) return nb_optim_fail(NULL, err, NB_ERR_NULL, "%s: params list is NULL", name);
+    if (!l) return nb_ctx_fail(err, NB_ERR_NULL, "%s: params list is NULL", name);
     if (!nb_list_valid(l) || l->n <= 0)
-        return nb_optim_fail(NULL, err, NB_ERR_VALUE, "%s: got %d parameters, expected at least 1", name,
-                    l->n);
+        return nb_ctx_fail(err, NB_ERR_VALUE, "%s: got %d parameters, expected at least 1", name,
+                           l->n);
     for (int i = 0; i < l->n; i++) {
         char ib[16];
         const char *pn = nb_optim_param_name(l, i, ib, sizeof ib);
         const nb_tensor *t = nb_list_tensor(l, i);
         if (strlen(pn) > NAME_MAX_LEN)
-            return nb_optim_fail(NULL, err, NB_ERR_VALUE, "%s: parameter %d's name has %zu characters, "
-                        "expected at most %d", name, i, strlen(pn), NAME_MAX_LEN);
-        if (!t) return nb_optim_fail(NULL, err, NB_ERR_NULL, "%s: parameter %d ('%s') is NULL", name, i, pn);
+            return nb_ctx_fail(err, NB_ERR_VALUE, "%s: parameter %d's name has %zu characters, "
+                               "expected at most %d", name, i, strlen(pn), NAME_MAX_LEN);
+        if (!t) return nb_ctx_fail(err, NB_ERR_NULL, "%s: parameter %d ('%s') is NULL", name, i, pn);
         if (t->dtype != NB_F32 && t->dtype != NB_F64)
-            return nb_optim_fail(NULL, err, NB_ERR_DTYPE,
-                        "%s: parameter %d ('%s') has dtype %s, expected f32 or f64", name, i,
-                        pn, nb_dtype_name(t->dtype));
+            return nb_ctx_fail(err, NB_ERR_DTYPE,
+                               "%s: parameter %d ('%s') has dtype %s, expected f32 or f64", name, i,
+                               pn, nb_dtype_name(t->dtype));
         if (t->node)
-            return nb_optim_fail(NULL, err, NB_ERR_VALUE,
-                        "%s: parameter %d ('%s') is the result of op '%s'; can't optimize a "
-                        "non-leaf tensor", name, i, pn, nb_node_name(t->node));
+            return nb_ctx_fail(err, NB_ERR_VALUE,
+                               "%s: parameter %d ('%s') is the result of op '%s'; can't optimize a "
+                               "non-leaf tensor", name, i, pn, nb_node_name(t->node));
         if (!t->grad)
-            return nb_optim_fail(NULL, err, NB_ERR_STATE,
-                        "%s: parameter %d ('%s') has no grad buffer; call nb_requires_grad "
-                        "on it first", name, i, pn);
+            return nb_ctx_fail(err, NB_ERR_STATE,
+                               "%s: parameter %d ('%s') has no grad buffer; call nb_requires_grad "
+                               "on it first", name, i, pn);
         for (int j = 0; j < i; j++) {
             char jb[16];
             if (nb_list_tensor(l, j) == t)
-                return nb_optim_fail(NULL, err, NB_ERR_VALUE,
-                            "%s: parameter %d ('%s') is the same tensor as parameter %d",
-                            name, i, pn, j);
+                return nb_ctx_fail(err, NB_ERR_VALUE,
+                                   "%s: parameter %d ('%s') is the same tensor as parameter %d",
+                                   name, i, pn, j);
             if (strcmp(nb_optim_param_name(l, j, jb, sizeof jb), pn) == 0)
-                return nb_optim_fail(NULL, err, NB_ERR_VALUE,
-                            "%s: parameters %d and %d are both named '%s'", name, j, i, pn);
+                return nb_ctx_fail(err, NB_ERR_VALUE,
+                                   "%s: parameters %d and %d are both named '%s'", name, j, i, pn);
         }
     }
     return NB_OK;
@@ -142,61 +130,66 @@ static size_t arena_bytes(const nb_tensor_list *l, int slots) {
     return total;
 }
 
-static nb_optim *optim_new(opt_kind kind, const nb_tensor_list *params, int slots, nb_ctx *err) {
+static nb_optim *optim_new(nb_ctx *err, opt_kind kind, const nb_tensor_list *params, int slots) {
     nb_ctx *ctx = nb_ctx_new(arena_bytes(params, slots));
     nb_optim *o = ctx ? nb_ctx_alloc(ctx, sizeof *o) : NULL;
     param_state *st = o ? nb_ctx_alloc(ctx, (size_t)params->n * sizeof *st) : NULL;
     if (!st) {
         nb_ctx_free(ctx);
-        nb_optim_fail(NULL, err, NB_ERR_MEMORY, "%s: out of memory", nb_optim_kind_names[kind]);
+        nb_ctx_fail(err, NB_ERR_MEMORY, "%s: out of memory", nb_optim_kind_names[kind]);
         return NULL;
     }
     o->kind = kind;
     o->st = st;
     o->ctx = ctx;
+    o->err_ctx = err;
     for (int i = 0; i < params->n; i++) {
         if (nb_list_append(&o->params, nb_list_name(params, i), nb_list_tensor(params, i))) {
             nb_optim_free(o);
-            nb_optim_fail(NULL, err, NB_ERR_MEMORY, "%s: out of memory", nb_optim_kind_names[kind]);
+            nb_ctx_fail(err, NB_ERR_MEMORY, "%s: out of memory", nb_optim_kind_names[kind]);
             return NULL;
         }
     }
     return o;
 }
 
-nb_optim *nb_sgd_new(const nb_tensor_list *params, nb_sgd_opts opts, nb_ctx *err_ctx) {
-    if (check_params(err_ctx, "sgd", params) || check_sgd_opts(err_ctx, &opts)) return NULL;
-    nb_optim *o = optim_new(OPT_SGD, params, opts.momentum != 0 ? 1 : 0, err_ctx);
+/* The constructors' context is required (it records the optimizer's errors
+ * for its whole life) and, as for every function taking a context, must not
+ * hold an error already. */
+nb_optim *nb_sgd_new(nb_ctx *ctx, const nb_tensor_list *params, nb_sgd_opts opts) {
+    if (!nb_ctx_ok(ctx) || check_params(ctx, "sgd", params) || check_sgd_opts(ctx, &opts))
+        return NULL;
+    nb_optim *o = optim_new(ctx, OPT_SGD, params, opts.momentum != 0 ? 1 : 0);
     if (o) o->sgd = opts;
     return o;
 }
 
-static nb_optim *adam_new(opt_kind kind, const nb_tensor_list *params, nb_adam_opts opts,
-                          nb_ctx *err_ctx) {
+static nb_optim *adam_new(nb_ctx *ctx, opt_kind kind, const nb_tensor_list *params,
+                          nb_adam_opts opts) {
     const char *name = nb_optim_kind_names[kind];
-    if (check_params(err_ctx, name, params) || check_adam_opts(err_ctx, name, &opts))
+    if (!nb_ctx_ok(ctx) || check_params(ctx, name, params) || check_adam_opts(ctx, name, &opts))
         return NULL;
-    nb_optim *o = optim_new(kind, params, opts.amsgrad ? 3 : 2, err_ctx);
+    nb_optim *o = optim_new(ctx, kind, params, opts.amsgrad ? 3 : 2);
     if (o) o->adam = opts;
     return o;
 }
 
-nb_optim *nb_adam_new(const nb_tensor_list *params, nb_adam_opts o, nb_ctx *err_ctx) {
-    return adam_new(OPT_ADAM, params, o, err_ctx);
+nb_optim *nb_adam_new(nb_ctx *ctx, const nb_tensor_list *params, nb_adam_opts o) {
+    return adam_new(ctx, OPT_ADAM, params, o);
 }
 
-nb_optim *nb_adamw_new(const nb_tensor_list *params, nb_adam_opts o, nb_ctx *err_ctx) {
-    return adam_new(OPT_ADAMW, params, o, err_ctx);
+nb_optim *nb_adamw_new(nb_ctx *ctx, const nb_tensor_list *params, nb_adam_opts o) {
+    return adam_new(ctx, OPT_ADAMW, params, o);
 }
 
 /* nanoGPT's two groups: parameters with fewer than 2 dims get no decay. */
-nb_optim *nb_adamw_new_groups(const nb_tensor_list *params, nb_adam_opts o, bool decay_1d,
-                              nb_ctx *err_ctx) {
-    nb_optim *opt = adam_new(OPT_ADAMW, params, o, err_ctx);
+nb_optim *nb_adamw_new_groups(nb_ctx *ctx, const nb_tensor_list *params, nb_adam_opts o,
+                              bool decay_1d) {
+    nb_optim *opt = adam_new(ctx, OPT_ADAMW, params, o);
     if (!opt || decay_1d) return opt;
     opt->no_decay = nb_ctx_alloc(opt->ctx, (size_t)opt->params.n * sizeof *opt->no_decay + 1);
     if (!opt->no_decay) {
-        nb_ctx_fail(err_ctx, NB_ERR_MEMORY, "adamw: out of memory");
+        nb_ctx_fail(ctx, NB_ERR_MEMORY, "adamw: out of memory");
         nb_optim_free(opt);
         return NULL;
     }
@@ -213,7 +206,7 @@ void nb_optim_free(nb_optim *o) {
 const char *const nb_optim_slot_names[S_COUNT] = {"momentum_buffer", "exp_avg", "exp_avg_sq",
                                                   "max_exp_avg_sq"};
 
-bool nb_optim_alloc_state(nb_optim *o, int i) {
+bool nb_optim_alloc_state(nb_ctx *err, nb_optim *o, int i) {
     const nb_tensor *p = nb_list_tensor(&o->params, i);
     for (int s = 0; s < S_COUNT; s++) {
         nb_tensor **t = nb_optim_slot(&o->st[i], s);
@@ -222,8 +215,8 @@ bool nb_optim_alloc_state(nb_optim *o, int i) {
         if (!*t) {
             char ib[16];
             nb_ctx_clear_error(o->ctx);
-            nb_optim_fail(o, NULL, NB_ERR_MEMORY, "%s: out of memory for the state of parameter '%s'",
-                 nb_optim_kname(o), nb_optim_param_name(&o->params, i, ib, sizeof ib));
+            nb_ctx_fail(err, NB_ERR_MEMORY, "%s: out of memory for the state of parameter '%s'",
+                        nb_optim_kname(o), nb_optim_param_name(&o->params, i, ib, sizeof ib));
             return false;
         }
     }
@@ -336,12 +329,14 @@ static void adam_update(const nb_adam_opts *ao, bool decoupled, nb_tensor *param
 }
 
 /* ---- step ----------------------------------------------------------------- */
-nb_status nb_optim_step(nb_optim *o) {
+nb_status nb_optim_step(nb_optim *o) { return o ? nb_optim_step_on(o->err_ctx, o) : NB_ERR_NULL; }
+
+nb_status nb_optim_step_on(nb_ctx *err, nb_optim *o) {
     if (!o) return NB_ERR_NULL;
-    o->err[0] = '\0';
     /* Allocate all new state first, so running out of memory changes nothing. */
     for (int i = 0; i < o->params.n; i++)
-        if (nb_list_tensor(&o->params, i)->grad && !o->st[i].live && !nb_optim_alloc_state(o, i))
+        if (nb_list_tensor(&o->params, i)->grad && !o->st[i].live &&
+            !nb_optim_alloc_state(err, o, i))
             return NB_ERR_MEMORY;
     for (int i = 0; i < o->params.n; i++) {
         nb_tensor *p = nb_list_tensor(&o->params, i);
@@ -377,10 +372,9 @@ void nb_optim_zero_grad(nb_optim *o) {
 
 void nb_optim_set_lr(nb_optim *o, double lr) {
     if (!o) return;
-    o->err[0] = '\0';
     if (!(lr >= 0)) {
-        nb_optim_fail(o, NULL, NB_ERR_VALUE, "%s: set_lr: invalid learning rate %g, expected >= 0",
-             nb_optim_kname(o), lr);
+        nb_ctx_fail(o->err_ctx, NB_ERR_VALUE, "%s: set_lr: invalid learning rate %g, expected >= 0",
+                    nb_optim_kname(o), lr);
         return;
     }
     if (o->kind == OPT_SGD)
@@ -395,11 +389,6 @@ double nb_optim_get_lr(const nb_optim *o) {
 }
 
 int64_t nb_optim_step_count(const nb_optim *o) { return o ? o->steps : 0; }
-
-const char *nb_optim_error(const nb_optim *o) {
-    if (!o) return "NULL optimizer";
-    return o->err[0] ? o->err : NULL;
-}
 
 /* ---- what an optimizer is (read by checkpoints and tools) --------------------- */
 /* Does o optimize exactly the tensors of params, under the same names? On

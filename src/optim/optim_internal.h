@@ -40,19 +40,19 @@ struct nb_optim {
     int64_t steps;         /* nb_optim_step calls */
     bool *no_decay;        /* params.n flags (nb_adamw_new_groups) or NULL: weight_decay 0 */
     nb_ctx *ctx;           /* owns all of the above */
-    char err[NB_ERRMSG];
+    nb_ctx *err_ctx;       /* the caller's context, given at creation: records every
+                              error of a call that has no context argument (step,
+                              set_lr, load_state); it outlives the optimizer */
 };
 
 NB_HIDDEN extern const char *const nb_optim_kind_names[];
 static inline const char *nb_optim_kname(const nb_optim *o) { return nb_optim_kind_names[o->kind]; }
 
-/* Records a message on o (for nb_optim_error) and, when given, on ctx;
- * returns s. */
-NB_HIDDEN nb_status nb_optim_fail(nb_optim *o, nb_ctx *ctx, nb_status s, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 4, 5)))
-#endif
-    ;
+/* nb_optim_step and nb_optim_load_state with their errors recorded on
+ * `err` instead of o->err_ctx: the training step (step.c) and checkpoint
+ * loading (io/checkpoint.c) report on their own context. */
+NB_HIDDEN nb_status nb_optim_step_on(nb_ctx *err, nb_optim *o);
+NB_HIDDEN nb_status nb_optim_load_state_on(nb_ctx *err, nb_optim *o, const nb_tensor_list *state);
 /* Name of parameter i for messages and state keys: its list name, or its
  * index (written into buf) when it has none. */
 NB_HIDDEN const char *nb_optim_param_name(const nb_tensor_list *l, int i, char *buf, size_t n);
@@ -91,7 +91,8 @@ static inline nb_tensor **nb_optim_slot(param_state *ps, int s) {
 }
 
 /* Makes sure parameter i's state tensors exist (their values are set by the
- * caller). They are allocated once and reused after a load_state. */
-NB_HIDDEN bool nb_optim_alloc_state(nb_optim *o, int i);
+ * caller). They are allocated once and reused after a load_state. Running
+ * out of memory is recorded on err. */
+NB_HIDDEN bool nb_optim_alloc_state(nb_ctx *err, nb_optim *o, int i);
 
 #endif

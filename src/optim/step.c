@@ -58,9 +58,9 @@ nb_status nb_train_step_run(nb_ctx *ctx, const nb_train_step *s, nb_step_result 
     }
     double norm = s->grad_clip > 0 ? nb_clip_grad_norm(s->params, s->grad_clip)
                                    : nb_clip_grad_norm(s->params, INFINITY);
-    nb_optim_set_lr(s->opt, s->lr);
-    nb_status st = nb_optim_step(s->opt);
-    if (st) return nb_ctx_fail(ctx, st, "%s: %s", fn, nb_optim_error(s->opt));
+    nb_optim_set_lr(s->opt, s->lr); /* lr >= 0 was checked above: cannot fail */
+    nb_status st = nb_optim_step_on(ctx, s->opt); /* its error goes on ctx */
+    if (st) return st;
     if (out) *out = (nb_step_result){sum / s->accum_steps, norm};
     return NB_OK;
 }

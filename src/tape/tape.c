@@ -276,7 +276,16 @@ bool nb_set_detect_anomaly(nb_ctx *ctx, bool on) {
     return prev;
 }
 
-nb_status nb_tape_print(const nb_ctx *ctx, FILE *f) {
+nb_status nb_tape_write_fail(nb_ctx *ctx, const char *op, nb_status s) {
+    if (!s || !ctx) return s;
+    return nb_ctx_fail(ctx, s, "%s: %s", op,
+                       s == NB_ERR_NULL     ? "the file is NULL"
+                       : s == NB_ERR_MEMORY ? "out of memory"
+                       : s == NB_ERR_IO     ? "a write failed"
+                                            : nb_status_str(s));
+}
+
+static nb_status write_tape(const nb_ctx *ctx, FILE *f) {
     if (!ctx || !f) return NB_ERR_NULL;
     /* The list runs newest-first; print oldest-first. */
     int n = ctx->tape_len;
@@ -301,6 +310,10 @@ nb_status nb_tape_print(const nb_ctx *ctx, FILE *f) {
     }
     free(order);
     return fflush(f) != 0 || ferror(f) ? NB_ERR_IO : NB_OK;
+}
+
+nb_status nb_tape_print(nb_ctx *ctx, FILE *f) {
+    return nb_tape_write_fail(ctx, "tape_print", write_tape(ctx, f));
 }
 
 /* dst += src over [lo, hi), on any thread; float through the SIMD add. */

@@ -68,4 +68,10 @@ NB_HIDDEN bool nb_grad_take(nb_ctx *ctx, nb_tensor *t, nb_tensor *out);
 /* Adds src (numel elements of dt) into dst. */
 NB_HIDDEN void nb_accumulate(nb_dtype dt, void *dst, const void *src, size_t numel);
 
+/* Records a tape writer's failure s on ctx, naming `op` ("tape_html: a
+ * write failed"), and returns s; NB_OK and a NULL ctx record nothing. The
+ * writers work on a context that already holds an error (to show how it
+ * came about), so this is their only use of the error: the first is kept. */
+NB_HIDDEN nb_status nb_tape_write_fail(nb_ctx *ctx, const char *op, nb_status s);
+
 #endif

@@ -42,7 +42,7 @@ static size_t seen_at(const void **seen, size_t n, const void *p) {
     return n;
 }
 
-nb_status nb_tape_dot(const nb_ctx *ctx, const nb_tensor *root, FILE *f) {
+static nb_status write_dot(const nb_ctx *ctx, const nb_tensor *root, FILE *f) {
     if (!ctx || !f) return NB_ERR_NULL;
     int n = ctx->tape_len;
     /* the nodes oldest-first, and the tensors already drawn */
@@ -82,4 +82,8 @@ nb_status nb_tape_dot(const nb_ctx *ctx, const nb_tensor *root, FILE *f) {
     free(order), free(seen);
     /* A write error may only show when the buffer is flushed. */
     return fflush(f) != 0 || ferror(f) ? NB_ERR_IO : NB_OK;
+}
+
+nb_status nb_tape_dot(nb_ctx *ctx, const nb_tensor *root, FILE *f) {
+    return nb_tape_write_fail(ctx, "tape_dot", write_dot(ctx, root, f));
 }

@@ -284,11 +284,15 @@ static void write_lines(FILE *f, const char *const *lines, size_t n) {
     for (size_t i = 0; i < n; i++) fputs(lines[i], f);
 }
 
-nb_status nb_tape_html(nb_ctx *ctx, const nb_tensor *root, FILE *f) {
+static nb_status write_page(nb_ctx *ctx, const nb_tensor *root, FILE *f) {
     if (!ctx || !f) return NB_ERR_NULL;
     write_lines(f, page_head, sizeof page_head / sizeof page_head[0]);
     nb_status s = nb_tape_json_write(ctx, root, f, true);
     if (s) return s;
     write_lines(f, page_tail, sizeof page_tail / sizeof page_tail[0]);
     return ferror(f) ? NB_ERR_IO : NB_OK;
+}
+
+nb_status nb_tape_html(nb_ctx *ctx, const nb_tensor *root, FILE *f) {
+    return nb_tape_write_fail(ctx, "tape_html", write_page(ctx, root, f));
 }

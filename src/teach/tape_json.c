@@ -243,5 +243,5 @@ nb_status nb_tape_json_write(nb_ctx *ctx, const nb_tensor *root, FILE *f, bool s
 }
 
 nb_status nb_tape_json(nb_ctx *ctx, const nb_tensor *root, FILE *f) {
-    return nb_tape_json_write(ctx, root, f, false);
+    return nb_tape_write_fail(ctx, "tape_json", nb_tape_json_write(ctx, root, f, false));
 }

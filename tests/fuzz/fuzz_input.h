@@ -62,7 +62,7 @@ static inline int nb_fuzz_model_init(nb_fuzz_model *m) {
     if (nb_list_add(&m->extra, "rng", nb_pcg32_tensor(m->pctx, &m->rng)) ||
         nb_list_add(&m->extra, "step", nb_scalar(m->pctx, NB_I64, 7)))
         return -1;
-    m->opt = nb_adam_new(&m->params, nb_adam_defaults(1e-3), m->pctx);
+    m->opt = nb_adam_new(m->pctx, &m->params, nb_adam_defaults(1e-3));
     if (!m->opt)
         return -1;
     /* One step, so the optimizer has moment buffers to save and restore. */
@@ -85,7 +85,7 @@ static inline uint64_t nb_fuzz_model_hash(nb_fuzz_model *m) {
     nb_tensor_list all = m->params;
     for (int i = 0; i < m->extra.n; i++)
         nb_list_add(&all, m->extra.names[i], m->extra.t[i]);
-    nb_optim_state(m->opt, tmp, &all);
+    nb_optim_state(tmp, m->opt, &all);
     for (int i = 0; i < all.n; i++) {
         const unsigned char *p = all.t[i]->data;
         size_t n = all.t[i]->numel * nb_dtype_size(all.t[i]->dtype);

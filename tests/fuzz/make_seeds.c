@@ -149,7 +149,7 @@ static void checkpoint_seeds(nb_ctx *ctx) {
     snprintf(path, sizeof path, "%s/%s/bad-no-format", g_dir, sub);
     nb_save_safetensors(ctx, path, &m.params, 0, NULL, NULL);
     /* An SGD checkpoint where Adam is expected. */
-    nb_optim *sgd = nb_sgd_new(&m.params, nb_sgd_defaults(0.1), ctx);
+    nb_optim *sgd = nb_sgd_new(ctx, &m.params, nb_sgd_defaults(0.1));
     snprintf(path, sizeof path, "%s/%s/bad-other-optimizer", g_dir, sub);
     nb_save_checkpoint(ctx, path, &m.params, sgd, &m.extra, 0, NULL, NULL);
     nb_optim_free(sgd);

@@ -46,7 +46,7 @@ static nb_optim *make_opt(const nb_gpt *m, nb_ctx *err) {
     nb_adam_opts o = nb_adamw_defaults(6e-4);
     o.beta2 = 0.95;
     o.weight_decay = 0.1;
-    return nb_adamw_new_groups(&m->params, o, false, err);
+    return nb_adamw_new_groups(err, &m->params, o, false);
 }
 
 /* build, one AdamW step, save; a second step gives H2. Then wipe the
@@ -59,7 +59,7 @@ START_TEST(test_gpt124m_checkpoint_adamw) {
     nb_pcg32_seed(&rng, 123, 1);
     nb_gpt_config cfg = nb_gpt_config_default(NB_GPT_GPTMODEL);
     nb_gpt m;
-    ck_assert_int_eq(nb_gpt_init(&m, p, &cfg, &rng), NB_OK);
+    ck_assert_int_eq(nb_gpt_init(p, &m, &cfg, &rng), NB_OK);
     ck_assert_int_eq(nb_gpt_num_params(&m, false), 163009536);
     ck_assert_int_eq(m.params.n, 161);
     nb_optim *opt = make_opt(&m, p);

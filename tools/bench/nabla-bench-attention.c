@@ -149,12 +149,12 @@ static bool bench_init(bench *b, const config *c) {
     b->g = nb_normal(b->params, NB_F32, NB_SHAPE(c->B, c->T, c->D), 0, 1, &b->rng);
     b->x = nb_normal(b->params, NB_F32, NB_SHAPE(c->B, c->T, c->D), 0, 1, &b->rng);
     b->zeros = nb_zeros(b->params, NB_F32, NB_SHAPE(c->B, c->T, c->D));
-    if (nb_nn_mha_init(&b->mha, b->params, c->D, c->D, c->T, 0.1, (int)c->H, false, NB_F32,
+    if (nb_nn_mha_init(b->params, &b->mha, c->D, c->D, c->T, 0.1, (int)c->H, false, NB_F32,
                        &b->rng) != NB_OK) {
         fprintf(stderr, "nabla-bench-attention: %s\n", nb_ctx_error(b->params));
         return false;
     }
-    b->opt = nb_adam_new(&b->mha.params, nb_adam_defaults(1e-3), b->params);
+    b->opt = nb_adam_new(b->params, &b->mha.params, nb_adam_defaults(1e-3));
     if (!b->opt || nb_ctx_error(b->params)) {
         fprintf(stderr, "nabla-bench-attention: %s\n",
                 nb_ctx_error(b->params) ? nb_ctx_error(b->params) : "Adam failed");

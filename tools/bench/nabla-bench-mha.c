@@ -104,14 +104,14 @@ static nb_status bench_init(bench *b, const mha_config *c, nb_pcg32 *init, nb_pc
     b->step = nb_ctx_new(0);
     b->opt = NULL;
     if (!b->params || !b->step) return NB_ERR_MEMORY;
-    nb_status st = nb_nn_mha_init(&b->mha, b->params, c->D, c->D, c->T, 0.1, c->heads, false,
+    nb_status st = nb_nn_mha_init(b->params, &b->mha, c->D, c->D, c->T, 0.1, c->heads, false,
                                   NB_F32, init);
     if (st) return st;
     b->mha.dropout.rng = drop;
     b->x = nb_uniform(b->params, NB_F32, NB_SHAPE(c->B, c->T, c->D), -1.0, 1.0, init);
     b->target = nb_uniform(b->params, NB_F32, NB_SHAPE(c->B, c->T, c->D), -1.0, 1.0, init);
     if (!b->x || !b->target) return nb_ctx_status(b->params);
-    b->opt = nb_adam_new(&b->mha.params, nb_adam_defaults(1e-3), b->params);
+    b->opt = nb_adam_new(b->params, &b->mha.params, nb_adam_defaults(1e-3));
     return b->opt ? NB_OK : nb_ctx_status(b->params);
 }
 
@@ -126,8 +126,7 @@ static nb_status bench_step(bench *b) {
 
 static const char *bench_error(const bench *b) {
     const char *e = b->step ? nb_ctx_error(b->step) : NULL;
-    if (!e && b->params) e = nb_ctx_error(b->params);
-    if (!e && b->opt) e = nb_optim_error(b->opt);
+    if (!e && b->params) e = nb_ctx_error(b->params); /* the optimizer's errors too */
     return e ? e : "failed";
 }
 

@@ -277,7 +277,7 @@ static int bench_elementwise(void) {
             s.list.n = 1;
             s.list.names[0] = "x";
             s.list.t[0] = s.x;
-            s.opt = nb_adam_new(&s.list, nb_adam_defaults(1e-3), s.params);
+            s.opt = nb_adam_new(s.params, &s.list, nb_adam_defaults(1e-3));
         }
     }
     if (s.opt) {
@@ -329,19 +329,19 @@ typedef struct demo_model {
 } demo_model;
 
 static nb_status demo_init(demo_model *m, nb_ctx *pctx, nb_pcg32 *rng) {
-    nb_status st = nb_nn_embedding_init(&m->tok, pctx, DEMO_VOCAB, DEMO_D, NB_F32, rng);
-    if (!st) st = nb_nn_embedding_init(&m->pos, pctx, DEMO_T, DEMO_D, NB_F32, rng);
+    nb_status st = nb_nn_embedding_init(pctx, &m->tok, DEMO_VOCAB, DEMO_D, NB_F32, rng);
+    if (!st) st = nb_nn_embedding_init(pctx, &m->pos, DEMO_T, DEMO_D, NB_F32, rng);
     if (!st)
-        st = nb_nn_mha_init(&m->attn, pctx, DEMO_D, DEMO_D, DEMO_T, 0.1, DEMO_HEADS, false,
+        st = nb_nn_mha_init(pctx, &m->attn, DEMO_D, DEMO_D, DEMO_T, 0.1, DEMO_HEADS, false,
                             NB_F32, rng);
-    if (!st) st = nb_nn_layer_norm_init(&m->norm, pctx, DEMO_D, 1e-5, true, NB_F32);
-    if (!st) st = nb_nn_linear_init(&m->head, pctx, DEMO_D, DEMO_VOCAB, true, NB_F32, rng);
+    if (!st) st = nb_nn_layer_norm_init(pctx, &m->norm, DEMO_D, 1e-5, true, NB_F32);
+    if (!st) st = nb_nn_linear_init(pctx, &m->head, DEMO_D, DEMO_VOCAB, true, NB_F32, rng);
     m->params = (nb_tensor_list){0};
-    if (!st) st = nb_params_add_prefixed(&m->params, pctx, "tok", &m->tok.params);
-    if (!st) st = nb_params_add_prefixed(&m->params, pctx, "pos", &m->pos.params);
-    if (!st) st = nb_params_add_prefixed(&m->params, pctx, "attn", &m->attn.params);
-    if (!st) st = nb_params_add_prefixed(&m->params, pctx, "norm", &m->norm.params);
-    if (!st) st = nb_params_add_prefixed(&m->params, pctx, "head", &m->head.params);
+    if (!st) st = nb_params_add_prefixed(pctx, &m->params, "tok", &m->tok.params);
+    if (!st) st = nb_params_add_prefixed(pctx, &m->params, "pos", &m->pos.params);
+    if (!st) st = nb_params_add_prefixed(pctx, &m->params, "attn", &m->attn.params);
+    if (!st) st = nb_params_add_prefixed(pctx, &m->params, "norm", &m->norm.params);
+    if (!st) st = nb_params_add_prefixed(pctx, &m->params, "head", &m->head.params);
     return st;
 }
 
@@ -385,7 +385,7 @@ static int bench_demo_step(void) {
     int status = 1;
     if (params && step && demo_init(&m, params, &init) == NB_OK) {
         m.attn.dropout.rng = &drop;
-        opt = nb_adamw_new(&m.params, nb_adamw_defaults(3e-3), params);
+        opt = nb_adamw_new(params, &m.params, nb_adamw_defaults(3e-3));
     }
     if (opt) {
         /* warm up (the arena grows to its peak), then the median over
@@ -417,8 +417,8 @@ static int bench_demo_step(void) {
         }
     }
     if (status) {
+        /* params also holds the optimizer's errors */
         const char *e = nb_ctx_error(step) ? nb_ctx_error(step) : nb_ctx_error(params);
-        if (!e && opt) e = nb_optim_error(opt);
         fprintf(stderr, "nabla-bench: demo step: %s\n", e ? e : "failed");
     }
     nb_optim_free(opt);
@@ -432,14 +432,15 @@ static int bench_demo_step(void) {
 /* Tokens per second of nb_gpt_generate from a one-token prompt up to the
  * context length (so the cache never re-fills), over at least
  * BENCH_SECONDS. */
-static double gpt_tok_per_s(nb_gpt *m, bool cache, int64_t new_tokens, nb_status *st) {
+static double gpt_tok_per_s(nb_ctx *ctx, nb_gpt *m, bool cache, int64_t new_tokens,
+                            nb_status *st) {
     int64_t prompt = 1, out[1024 + 1], n_out;
     nb_gpt_sample_opts o = nb_gpt_sample_defaults();
     o.max_new_tokens = new_tokens, o.top_k = 10, o.use_cache = cache;
     long tokens = 0;
     double t0 = now(), t = t0;
     while (!*st && (t - t0 < BENCH_SECONDS || tokens == 0)) {
-        *st = nb_gpt_generate(m, &prompt, 1, &o, out, &n_out, NULL);
+        *st = nb_gpt_generate(ctx, m, &prompt, 1, &o, out, &n_out);
         tokens += (long)(n_out - 1);
         o.seed++;
         t = now();
@@ -456,11 +457,11 @@ static int bench_gpt_sample(nb_gpt_arch arch, int n_layer, int n_head, int64_t n
     cfg.n_layer = n_layer, cfg.n_head = n_head, cfg.n_embd = n_embd, cfg.block_size = block;
     cfg.vocab_size = vocab, cfg.dropout = 0, cfg.no_grad = true;
     nb_gpt m;
-    nb_status st = nb_gpt_init(&m, params, &cfg, &rng);
+    nb_status st = nb_gpt_init(params, &m, &cfg, &rng);
     if (!st) {
         int64_t n = block - 1 < 255 ? block - 1 : 255;
-        double with = gpt_tok_per_s(&m, true, n, &st);
-        double without = st ? 0 : gpt_tok_per_s(&m, false, n, &st);
+        double with = gpt_tok_per_s(params, &m, true, n, &st);
+        double without = st ? 0 : gpt_tok_per_s(params, &m, false, n, &st);
         if (!st)
             printf("%-16s %-4s %-34s %10.0f tok/s with the KV cache, %.0f without (x%.1f)\n",
                    "gpt sample", "f32", what, with, without, with / without);

@@ -61,7 +61,7 @@ def nabla_logits(lib_path, model_path, n_head, ids, dtype):
             raise SystemExit("nabla: %s: %s" % (what, err.decode() if err else status))
 
     check(lib.nb_load_safetensors(ctx, model_path.encode(), sd), "load")
-    check(lib.nb_gpt_from_state_dict(model, ctx, sd, n_head, 0.0, dtype, None), "model")
+    check(lib.nb_gpt_from_state_dict(ctx, model, sd, n_head, 0.0, dtype, None), "model")
     shape = (ctypes.c_int64 * 2)(1, len(ids))
     data = (ctypes.c_int64 * len(ids))(*ids)
     x = lib.nb_from_data(ctx, NB_I64, 2, shape, data)

@@ -101,6 +101,34 @@ int gpt_fail(const char *prog, const char *fmt, ...) {
 
 const char *gpt_last_error(void) { return last_error; }
 
+char *gpt_read_file(const char *prog, const char *path, size_t *len) {
+    FILE *fp = fopen(path, "rb");
+    if (!fp) {
+        gpt_fail(prog, "%s: %s", path, strerror(errno));
+        return NULL;
+    }
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap + 1);
+    for (size_t got; buf && (got = fread(buf + n, 1, cap - n, fp)) > 0;) {
+        n += got;
+        if (n == cap) {
+            char *bigger = realloc(buf, 2 * cap + 1);
+            if (!bigger) free(buf);
+            buf = bigger, cap *= 2;
+        }
+    }
+    bool bad = ferror(fp) || !buf;
+    fclose(fp);
+    if (bad) {
+        free(buf);
+        gpt_fail(prog, "%s: cannot read the file%s", path, buf ? "" : " (out of memory)");
+        return NULL;
+    }
+    buf[n] = '\0';
+    *len = n;
+    return buf;
+}
+
 static const char *cmd_name(gpt_cmd cmd) {
     return cmd == GPT_TRAIN ? "train" : cmd == GPT_SAMPLE ? "sample" : "bench";
 }

@@ -65,4 +65,8 @@ int gpt_fail(const char *prog, const char *fmt, ...)
 /* The message of the last gpt_fail (empty before the first). */
 const char *gpt_last_error(void);
 
+/* Reads a whole file into a malloc'ed buffer (NUL-terminated; *len bytes
+ * before the NUL). NULL after a message naming the file. */
+char *gpt_read_file(const char *prog, const char *path, size_t *len);
+
 #endif

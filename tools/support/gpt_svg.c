@@ -3,7 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gpt_train.h"
+#include "gpt_flags.h"
+#include "gpt_svg.h"
 
 typedef struct series {
     int n, cap;

@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "gpt_train.h"
+#include "gpt_svg.h"
 
 #define EXIT_INTERNAL 1
 #define PATH_LEN 4096
@@ -43,34 +44,6 @@ static double now_ms(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
-char *gpt_read_file(const char *prog, const char *path, size_t *len) {
-    FILE *fp = fopen(path, "rb");
-    if (!fp) {
-        gpt_fail(prog, "%s: %s", path, strerror(errno));
-        return NULL;
-    }
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap + 1);
-    for (size_t got; buf && (got = fread(buf + n, 1, cap - n, fp)) > 0;) {
-        n += got;
-        if (n == cap) {
-            char *bigger = realloc(buf, 2 * cap + 1);
-            if (!bigger) free(buf);
-            buf = bigger, cap *= 2;
-        }
-    }
-    bool bad = ferror(fp) || !buf;
-    fclose(fp);
-    if (bad) {
-        free(buf);
-        gpt_fail(prog, "%s: cannot read the file%s", path, buf ? "" : " (out of memory)");
-        return NULL;
-    }
-    buf[n] = '\0';
-    *len = n;
-    return buf;
 }
 
 /* ---- data: text --------------------------------------------------------- */
@@ -193,7 +166,7 @@ static int model_from_init(run *r) {
     if (nb_load_safetensors_meta(r->pctx, r->f->init, &sd, 64, &n_meta, keys, values))
         return gpt_fail(r->prog, "--init: %s", nb_ctx_error(r->pctx));
     vocab_from_meta(r, n_meta < 64 ? n_meta : 64, keys, values);
-    nb_status st = nb_gpt_from_state_dict(&r->gpt, r->pctx, &sd, (int)r->f->n_head,
+    nb_status st = nb_gpt_from_state_dict(r->pctx, &r->gpt, &sd, (int)r->f->n_head,
                                           r->f->dropout, gpt_flags_dtype(r->f), &r->rng_model);
     nb_list_free(&sd);
     return st ? gpt_fail(r->prog, "--init=%s: %s", r->f->init, nb_ctx_error(r->pctx)) : 0;
@@ -205,7 +178,7 @@ static int build_model(run *r) {
     if (V < 1)
         return gpt_fail(r->prog, "--batches without --init needs --vocab_size");
     nb_gpt_config c = config_from_flags(r, V);
-    if (nb_gpt_init(&r->gpt, r->pctx, &c, &r->rng_model))
+    if (nb_gpt_init(r->pctx, &r->gpt, &c, &r->rng_model))
         return gpt_fail(r->prog, "%s", nb_ctx_error(r->pctx));
     return 0;
 }
@@ -273,7 +246,7 @@ static int train_loop(run *r, FILE *log) {
         nb_step_result res;
         if (nb_train_step_run(r->sctx, &step, &res))
             return gpt_fail(r->prog, "iter %lld: %s", (long long)r->iter,
-                            nb_ctx_error(r->sctx) ? nb_ctx_error(r->sctx) : nb_optim_error(r->opt));
+                            nb_ctx_error(r->sctx) ? nb_ctx_error(r->sctx) : "failed");
         if (d && d->mean(d, &res.loss, 1)) return GPT_EXIT_USAGE; /* the global batch's loss */
         if (d && ((r->iter + 1) % f->eval_interval == 0 || r->iter + 1 == r->max_iters) &&
             d->drift(d, &r->gpt.params, (long)r->iter))
@@ -462,7 +435,7 @@ static int setup(run *r) {
     if (r->bx && (st = check_batch_ids(r))) return st;
     nb_adam_opts o = nb_adamw_defaults(f->learning_rate);
     o.beta1 = f->beta1, o.beta2 = f->beta2, o.weight_decay = f->weight_decay;
-    r->opt = nb_adamw_new_groups(&r->gpt.params, o, f->weight_decay_1d, r->pctx);
+    r->opt = nb_adamw_new_groups(r->pctx, &r->gpt.params, o, f->weight_decay_1d);
     if (!r->opt) return gpt_fail(r->prog, "AdamW: %s", nb_ctx_error(r->pctx));
     r->sched = (nb_lr_schedule){f->learning_rate, f->decay_lr, f->warmup_iters,
                                 f->lr_decay_iters ? f->lr_decay_iters : r->max_iters, f->min_lr};

@@ -36,13 +36,4 @@ typedef struct gpt_train_hooks {
  * stderr), 1 for an internal failure. hooks may be NULL (one process). */
 int gpt_train_run(const gpt_flags *f, const char *prog, const gpt_train_hooks *hooks);
 
-/* Reads a whole file into a malloc'ed buffer (NUL-terminated; *len bytes
- * before the NUL). NULL after a message naming the file. */
-char *gpt_read_file(const char *prog, const char *path, size_t *len);
-
-/* Writes out_dir/loss.svg from out_dir/log.jsonl: the per-iteration loss
- * and the evaluations' train and val loss against iteration. 0 or an exit
- * status after a message. */
-int gpt_write_loss_svg(const char *prog, const char *log_path, const char *svg_path);
-
 #endif

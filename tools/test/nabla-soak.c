@@ -84,32 +84,32 @@ static nb_status trainer_init(trainer *t, uint64_t seed) {
     nb_pcg32_seed(&init, seed, 1);
     nb_pcg32_seed(&t->data_rng, 42, 2);
     nb_pcg32_seed(&t->drop_rng, 42, 3);
-    nb_status st = nb_nn_embedding_init(&t->tok, t->pctx, VOCAB, D, NB_F32, &init);
+    nb_status st = nb_nn_embedding_init(t->pctx, &t->tok, VOCAB, D, NB_F32, &init);
     if (!st)
-        st = nb_nn_embedding_init(&t->pos, t->pctx, T, D, NB_F32, &init);
+        st = nb_nn_embedding_init(t->pctx, &t->pos, T, D, NB_F32, &init);
     if (!st)
-        st = nb_nn_mha_init(&t->attn, t->pctx, D, D, T, 0.1, HEADS, false, NB_F32, &t->drop_rng);
+        st = nb_nn_mha_init(t->pctx, &t->attn, D, D, T, 0.1, HEADS, false, NB_F32, &t->drop_rng);
     if (!st)
-        st = nb_nn_layer_norm_init(&t->norm, t->pctx, D, 1e-5, true, NB_F32);
+        st = nb_nn_layer_norm_init(t->pctx, &t->norm, D, 1e-5, true, NB_F32);
     if (!st)
-        st = nb_nn_linear_init(&t->head, t->pctx, D, VOCAB, true, NB_F32, &init);
+        st = nb_nn_linear_init(t->pctx, &t->head, D, VOCAB, true, NB_F32, &init);
     nb_pcg32_seed(&t->drop_rng, 42, 3); /* the same dropout stream whatever the init */
     if (!st)
-        st = nb_params_add_prefixed(&t->params, t->pctx, "tok", &t->tok.params);
+        st = nb_params_add_prefixed(t->pctx, &t->params, "tok", &t->tok.params);
     if (!st)
-        st = nb_params_add_prefixed(&t->params, t->pctx, "pos", &t->pos.params);
+        st = nb_params_add_prefixed(t->pctx, &t->params, "pos", &t->pos.params);
     if (!st)
-        st = nb_params_add_prefixed(&t->params, t->pctx, "attn", &t->attn.params);
+        st = nb_params_add_prefixed(t->pctx, &t->params, "attn", &t->attn.params);
     if (!st)
-        st = nb_params_add_prefixed(&t->params, t->pctx, "norm", &t->norm.params);
+        st = nb_params_add_prefixed(t->pctx, &t->params, "norm", &t->norm.params);
     if (!st)
-        st = nb_params_add_prefixed(&t->params, t->pctx, "head", &t->head.params);
+        st = nb_params_add_prefixed(t->pctx, &t->params, "head", &t->head.params);
     if (!st)
         st = nb_list_add(&t->extra, "data_rng", nb_pcg32_tensor(t->pctx, &t->data_rng));
     if (!st)
         st = nb_list_add(&t->extra, "drop_rng", nb_pcg32_tensor(t->pctx, &t->drop_rng));
     if (!st) {
-        t->opt = nb_adamw_new(&t->params, nb_adamw_defaults(3e-3), t->pctx);
+        t->opt = nb_adamw_new(t->pctx, &t->params, nb_adamw_defaults(3e-3));
         if (!t->opt)
             st = nb_ctx_status(t->pctx) ? nb_ctx_status(t->pctx) : NB_ERR_MEMORY;
     }

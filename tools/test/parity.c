@@ -439,7 +439,7 @@ static bool mod_linear(run *R, nb_tensor *const *in, int n_in, outs *o,
     int64_t fin = arg_i(R, "in_features"), fout = arg_i(R, "out_features");
     bool bias = arg_b(R, "bias"), train = training(R);
     nb_nn_linear *m = mod_alloc(R, sizeof *m);
-    if (!m || !mod_ready(R, nb_nn_linear_init(m, R->ctx, fin, fout, bias, R->dt, &R->rng),
+    if (!m || !mod_ready(R, nb_nn_linear_init(R->ctx, m, fin, fout, bias, R->dt, &R->rng),
                          &m->params, params))
         return false;
     nb_nn_linear_train(m, train);
@@ -454,7 +454,7 @@ static bool mod_layer_norm(run *R, nb_tensor *const *in, int n_in, outs *o,
     double eps = arg_f(R, "eps");
     bool affine = arg_b(R, "elementwise_affine"), train = training(R);
     nb_nn_layer_norm *m = mod_alloc(R, sizeof *m);
-    if (!m || !mod_ready(R, nb_nn_layer_norm_init(m, R->ctx, dim, eps, affine, R->dt),
+    if (!m || !mod_ready(R, nb_nn_layer_norm_init(R->ctx, m, dim, eps, affine, R->dt),
                          &m->params, params))
         return false;
     nb_nn_layer_norm_train(m, train);
@@ -468,7 +468,7 @@ static bool mod_embedding(run *R, nb_tensor *const *in, int n_in, outs *o,
     int64_t num = arg_i(R, "num_embeddings"), dim = arg_i(R, "embedding_dim");
     bool train = training(R);
     nb_nn_embedding *m = mod_alloc(R, sizeof *m);
-    if (!m || !mod_ready(R, nb_nn_embedding_init(m, R->ctx, num, dim, R->dt, &R->rng),
+    if (!m || !mod_ready(R, nb_nn_embedding_init(R->ctx, m, num, dim, R->dt, &R->rng),
                          &m->params, params))
         return false;
     nb_nn_embedding_train(m, train);
@@ -482,7 +482,7 @@ static bool mod_gelu(run *R, nb_tensor *const *in, int n_in, outs *o,
     nb_gelu_approx a = arg_gelu(R);
     bool train = training(R);
     nb_nn_gelu *m = mod_alloc(R, sizeof *m);
-    if (!m || !mod_ready(R, nb_nn_gelu_init(m, R->ctx, a), &m->params, params)) return false;
+    if (!m || !mod_ready(R, nb_nn_gelu_init(R->ctx, m, a), &m->params, params)) return false;
     nb_nn_gelu_train(m, train);
     put(o, "out", nb_nn_gelu_forward(R->ctx, m, in[0]));
     return true;
@@ -494,7 +494,7 @@ static bool mod_dropout(run *R, nb_tensor *const *in, int n_in, outs *o,
     double p = arg_f(R, "p");
     bool train = training(R);
     nb_nn_dropout *m = mod_alloc(R, sizeof *m);
-    if (!m || !mod_ready(R, nb_nn_dropout_init(m, R->ctx, p, &R->rng), &m->params, params))
+    if (!m || !mod_ready(R, nb_nn_dropout_init(R->ctx, m, p, &R->rng), &m->params, params))
         return false;
     nb_nn_dropout_train(m, train);
     put(o, "out", nb_nn_dropout_forward(R->ctx, m, in[0]));
@@ -507,7 +507,7 @@ static bool mod_sa_v1(run *R, nb_tensor *const *in, int n_in, outs *o,
     int64_t d_in = arg_i(R, "d_in"), d_out = arg_i(R, "d_out");
     bool train = training(R);
     nb_nn_self_attention_v1 *m = mod_alloc(R, sizeof *m);
-    if (!m || !mod_ready(R, nb_nn_self_attention_v1_init(m, R->ctx, d_in, d_out, R->dt, &R->rng),
+    if (!m || !mod_ready(R, nb_nn_self_attention_v1_init(R->ctx, m, d_in, d_out, R->dt, &R->rng),
                          &m->params, params))
         return false;
     nb_nn_self_attention_v1_train(m, train);
@@ -521,7 +521,7 @@ static bool mod_sa_v2(run *R, nb_tensor *const *in, int n_in, outs *o,
     int64_t d_in = arg_i(R, "d_in"), d_out = arg_i(R, "d_out");
     bool bias = arg_b(R, "qkv_bias"), train = training(R);
     nb_nn_self_attention_v2 *m = mod_alloc(R, sizeof *m);
-    if (!m || !mod_ready(R, nb_nn_self_attention_v2_init(m, R->ctx, d_in, d_out, bias, R->dt,
+    if (!m || !mod_ready(R, nb_nn_self_attention_v2_init(R->ctx, m, d_in, d_out, bias, R->dt,
                                                          &R->rng),
                          &m->params, params))
         return false;
@@ -538,7 +538,7 @@ static bool mod_causal(run *R, nb_tensor *const *in, int n_in, outs *o,
     double p = arg_f(R, "dropout");
     bool bias = arg_b(R, "qkv_bias"), train = training(R);
     nb_nn_causal_attention *m = mod_alloc(R, sizeof *m);
-    if (!m || !mod_ready(R, nb_nn_causal_attention_init(m, R->ctx, d_in, d_out, len, p, bias,
+    if (!m || !mod_ready(R, nb_nn_causal_attention_init(R->ctx, m, d_in, d_out, len, p, bias,
                                                         R->dt, &R->rng),
                          &m->params, params))
         return false;
@@ -561,7 +561,7 @@ static bool mod_wrapper(run *R, nb_tensor *const *in, int n_in, outs *o,
     double p = arg_f(R, "dropout");
     bool bias = arg_b(R, "qkv_bias"), train = training(R);
     nb_nn_mha_wrapper *m = mod_alloc(R, sizeof *m);
-    if (!m || !mod_ready(R, nb_nn_mha_wrapper_init(m, R->ctx, d_in, d_out, len, p, (int)heads,
+    if (!m || !mod_ready(R, nb_nn_mha_wrapper_init(R->ctx, m, d_in, d_out, len, p, (int)heads,
                                                    bias, R->dt, &R->rng),
                          &m->params, params))
         return false;
@@ -578,7 +578,7 @@ static nb_nn_mha *make_mha(run *R, const char *prefix) {
     double p = arg_f(R, "dropout");
     bool bias = arg_b(R, "qkv_bias");
     nb_nn_mha *m = mod_alloc(R, sizeof *m);
-    if (!m || nb_nn_mha_init(m, R->ctx, d_in, d_out, len, p, (int)heads, bias, R->dt, &R->rng) ||
+    if (!m || nb_nn_mha_init(R->ctx, m, d_in, d_out, len, p, (int)heads, bias, R->dt, &R->rng) ||
         !load_params(R, &m->params, prefix))
         return NULL;
     return m;
@@ -920,7 +920,7 @@ static nb_optim *make_optim(run *R, const nb_tensor_list *params) {
         o.dampening = arg_f(R, "dampening");
         o.weight_decay = arg_f(R, "weight_decay");
         o.nesterov = arg_b(R, "nesterov");
-        return R->bad_arg ? NULL : nb_sgd_new(params, o, R->ctx);
+        return R->bad_arg ? NULL : nb_sgd_new(R->ctx, params, o);
     }
     if (kind && (strcmp(kind, "adam") == 0 || strcmp(kind, "adamw") == 0)) {
         nb_adam_opts o = nb_adam_defaults(lr);
@@ -929,7 +929,7 @@ static nb_optim *make_optim(run *R, const nb_tensor_list *params) {
         o.eps = arg_f(R, "eps");
         o.weight_decay = arg_f(R, "weight_decay");
         if (R->bad_arg) return NULL;
-        return kind[4] ? nb_adamw_new(params, o, R->ctx) : nb_adam_new(params, o, R->ctx);
+        return kind[4] ? nb_adamw_new(R->ctx, params, o) : nb_adam_new(R->ctx, params, o);
     }
     bad_arg(R, "optim", kind);
     return NULL;
@@ -959,7 +959,7 @@ static bool run_trajectory(run *R) {
         }
         nb_set(losses, (size_t)k, nb_item(loss));
         if (nb_optim_step(opt)) {
-            fail(R, "nabla, step %lld: %s", (long long)k + 1, nb_optim_error(opt));
+            fail(R, "nabla, step %lld: %s", (long long)k + 1, nb_ctx_error(R->ctx));
             break;
         }
     }
