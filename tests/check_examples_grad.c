@@ -122,6 +122,9 @@ END_TEST
 START_TEST(test_maml_sine_matches_pytorch) { check_against_twin("maml_sine"); }
 END_TEST
 
+START_TEST(test_pinn_poisson_matches_pytorch) { check_against_twin("pinn_poisson"); }
+END_TEST
+
 /* The comparison can fail: the fixture against itself passes, and fails
  * once one number moves by 1e-7 relative, a word changes, or a line is
  * missing. */
@@ -169,6 +172,7 @@ Suite *suite_examples_grad(void) {
     tcase_add_test(tc, test_comparison_catches_changes);
     tcase_add_test(tc, test_gradient_penalty_matches_pytorch);
     tcase_add_test(tc, test_maml_sine_matches_pytorch);
+    tcase_add_test(tc, test_pinn_poisson_matches_pytorch);
     suite_add_tcase(s, tc);
     return s;
 }
