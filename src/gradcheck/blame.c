@@ -223,7 +223,7 @@ static void on_backward(nb_probe *hooks, nb_node *n, bool done) {
 static nb_tensor *probe_eval(probe *p, int phase) {
     p->phase = phase;
     p->move_rng = p->move_rng0;
-    nb_tensor *y = nb_gc_eval(p->g);
+    nb_tensor *y = nb_gc_eval(p->g, true);
     if (y && !p->broken) {
         p->known = true;
         if (nb_tape_len(p->g->work) != p->n) p->broken = NB_ERR_STATE;
@@ -420,7 +420,7 @@ nb_status nb_gc_blame(gc *g, const nb_gradcheck_opts *o, bool failed, bool *y_un
         } else {
             int j = res->worst_input;
             if (j >= 0) p.dir[j] = nb_ctx_alloc(p.mem, g->x[j]->numel * sizeof(double));
-            nb_tensor *y = j >= 0 && p.dir[j] ? nb_gc_eval(g) : NULL;
+            nb_tensor *y = j >= 0 && p.dir[j] ? nb_gc_eval(g, false) : NULL;
             v = y ? nb_ctx_alloc(p.mem, y->numel * sizeof *v) : NULL;
             if (v) {
                 p.dir[j][res->worst_index] = 1.0;

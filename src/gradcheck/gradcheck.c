@@ -24,12 +24,14 @@ static nb_status fail(gc *g, nb_status s, const char *what) {
     return s;
 }
 
-/* Shared with blame.c (gradcheck_internal.h). Recording stays on at the
- * numeric points too, as in PyTorch's gradcheck, so that f may take
- * gradients itself (nb_grad: a gradient penalty, a MAML inner step). */
-nb_tensor *nb_gc_eval(gc *g) {
+/* Shared with blame.c (gradcheck_internal.h). */
+nb_tensor *nb_gc_eval(gc *g, bool with_grad) {
     nb_ctx_reset(g->work);
-    nb_set_grad_enabled(g->work, true);
+    /* The numeric points record too, as PyTorch's gradcheck does, so that f
+     * may take gradients itself (nb_grad: a gradient penalty, a MAML inner
+     * step); only blame's evaluations, which count the nodes they see, run
+     * unrecorded when they ask. */
+    nb_set_grad_enabled(g->work, with_grad || !g->work->probe);
     nb_tensor *y = g->f(g->work, g->x, g->user);
     if (!y || nb_ctx_error(g->work)) return NULL;
     if (y->dtype != NB_F64) {
@@ -69,7 +71,7 @@ static bool compare(gc *g, double a, double n, int input, size_t index, size_t o
 /* Full Jacobian: one backward per output element, two evaluations per
  * input element. */
 static nb_status check_full(gc *g, const nb_gradcheck_opts *o, double *worst) {
-    nb_tensor *y = nb_gc_eval(g);
+    nb_tensor *y = nb_gc_eval(g, true);
     if (!y) return eval_failed(g);
     size_t m = y->numel;
     /* analytic[j][k] for each checked input, gathered per output element */
@@ -84,7 +86,7 @@ static nb_status check_full(gc *g, const nb_gradcheck_opts *o, double *worst) {
     }
     nb_status st = NB_OK;
     for (size_t j = 0; j < m && st == NB_OK; j++) {
-        y = nb_gc_eval(g);
+        y = nb_gc_eval(g, true);
         nb_tensor *seed = y ? nb_zeros(g->work, NB_F64, y->ndim, y->shape) : NULL;
         if (!seed) {
             st = eval_failed(g);
@@ -114,10 +116,10 @@ static nb_status check_full(gc *g, const nb_gradcheck_opts *o, double *worst) {
         for (size_t k = 0; k < g->x[i]->numel && st == NB_OK; k++) {
             double keep = xd[k];
             xd[k] = keep + o->eps;
-            nb_tensor *y1 = nb_gc_eval(g);
+            nb_tensor *y1 = nb_gc_eval(g, false);
             if (y1) memcpy(yp, y1->data, m * sizeof *yp);
             xd[k] = keep - o->eps;
-            nb_tensor *y2 = y1 ? nb_gc_eval(g) : NULL;
+            nb_tensor *y2 = y1 ? nb_gc_eval(g, false) : NULL;
             if (y2) memcpy(ym, y2->data, m * sizeof *ym);
             xd[k] = keep;
             if (!y1 || !y2) {
@@ -156,7 +158,7 @@ static bool keep_direction(gc *g, nb_tensor *const *u, int n, const double *v, s
 static nb_status fast_direction(gc *g, const nb_gradcheck_opts *o, nb_tensor *const *u, int d,
                                 nb_pcg32 *rng, double *worst) {
     int n = g->n_in;
-    nb_tensor *y = nb_gc_eval(g);
+    nb_tensor *y = nb_gc_eval(g, true);
     if (!y) return eval_failed(g);
     size_t m = y->numel;
     nb_tensor *v = nb_normal(g->work, NB_F64, y->ndim, y->shape, 0.0, 1.0, rng);
@@ -181,7 +183,7 @@ static nb_status fast_direction(gc *g, const nb_gradcheck_opts *o, nb_tensor *co
             if (u[i])
                 for (size_t k = 0; k < u[i]->numel; k++)
                     ((double *)g->x[i]->data)[k] += sign * o->eps * ((double *)u[i]->data)[k];
-        nb_tensor *yy = nb_gc_eval(g);
+        nb_tensor *yy = nb_gc_eval(g, false);
         f[s] = 0.0;
         if (yy && yy->numel == m)
             for (size_t j = 0; j < m; j++) f[s] += ((double *)yy->data)[j] * vd[j];

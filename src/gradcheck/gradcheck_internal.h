@@ -25,9 +25,9 @@ typedef struct gc {
 } gc;
 
 /* Evaluates f on the current x, on g->work reset first, with gradients
- * recorded (as PyTorch records them); returns the output, or NULL when f failed or returned
+ * recorded or not; returns the output, or NULL when f failed or returned
  * something other than f64 (the error is on g->work). */
-NB_HIDDEN nb_tensor *nb_gc_eval(gc *g);
+NB_HIDDEN nb_tensor *nb_gc_eval(gc *g, bool with_grad);
 
 /* blame.c: fills res->blame_* with the op whose backward disagrees with
  * finite differences (and sets *y_untracked when the output is not on the
