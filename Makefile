@@ -80,8 +80,8 @@ TOOLS := $(addprefix $(B)/bin/,$(basename $(notdir $(TOOL_SRC))))
 # flags and training loop (tools/support/) and the parity checker (tools/test/).
 SUPPORT_SRC := $(sort $(wildcard tools/support/*.c)) tools/test/parity.c
 SUPPORT_OBJ := $(addprefix $(B)/support/,$(notdir $(SUPPORT_SRC:.c=.o)))
-SUPPORT_HDR := $(wildcard tools/support/*.h tools/test/*.h)
-SUPPORT_INC := -Itools/support -Itools/test
+SUPPORT_HDR := $(wildcard tools/support/*.h tools/test/*.h) examples/reverse_model.h
+SUPPORT_INC := -Itools/support -Itools/test -Iexamples
 TEST_SRC ?= $(sort $(wildcard tests/*.c))
 TEST_BIN := $(B)/tests/check_nabla
 

@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "nabla.h"
+#include "reverse_model.h"
 
 typedef struct config {
     int steps, batch, n, d_model, heads, threads, eval_size;
@@ -40,17 +41,11 @@ static const config defaults = {
     .out_dir = NULL, .seed = 42,
 };
 
-#define DIGITS 10
-#define SEP DIGITS
-#define VOCAB (DIGITS + 1)
+#define DIGITS REVERSE_DIGITS
+#define SEP REVERSE_SEP
+#define VOCAB REVERSE_VOCAB
 
-typedef struct model {
-    nb_nn_embedding tok, pos;
-    nb_nn_mha attn;
-    nb_nn_layer_norm norm;
-    nb_nn_linear head;
-    nb_tensor_list params; /* "tok.weight", "pos.weight", "attn.W_query.weight", ... */
-} model;
+typedef reverse_model model;
 
 static void usage(FILE *f) {
     fprintf(f,
@@ -139,51 +134,11 @@ static int parse_args(int argc, char **argv, config *c) {
 }
 
 static nb_status model_init(model *m, nb_ctx *pctx, const config *c, nb_pcg32 *rng) {
-    int64_t T = 2 * c->n, D = c->d_model;
-    nb_status st = nb_nn_embedding_init(pctx, &m->tok, VOCAB, D, NB_F32, rng);
-    if (!st) st = nb_nn_embedding_init(pctx, &m->pos, T, D, NB_F32, rng);
-    if (!st) st = nb_nn_mha_init(pctx, &m->attn, D, D, T, c->dropout, c->heads, false, NB_F32, rng);
-    if (!st) st = nb_nn_layer_norm_init(pctx, &m->norm, D, 1e-5, true, NB_F32);
-    if (!st) st = nb_nn_linear_init(pctx, &m->head, D, VOCAB, true, NB_F32, rng);
-    m->params = (nb_tensor_list){0};
-    if (!st) st = nb_params_add_prefixed(pctx, &m->params, "tok", &m->tok.params);
-    if (!st) st = nb_params_add_prefixed(pctx, &m->params, "pos", &m->pos.params);
-    if (!st) st = nb_params_add_prefixed(pctx, &m->params, "attn", &m->attn.params);
-    if (!st) st = nb_params_add_prefixed(pctx, &m->params, "norm", &m->norm.params);
-    if (!st) st = nb_params_add_prefixed(pctx, &m->params, "head", &m->head.params);
-    return st;
+    return reverse_model_init(pctx, m, c->n, c->d_model, c->heads, c->dropout, rng);
 }
 
 static void model_train(model *m, bool on) {
     nb_nn_mha_train(&m->attn, on);
-}
-
-/* ids (B, T) -> logits (B, T, VOCAB) */
-static nb_tensor *model_forward(nb_ctx *ctx, model *m, const nb_tensor *ids,
-                                const nb_tensor *positions) {
-    nb_tensor *x = nb_add(ctx, nb_nn_embedding_forward(ctx, &m->tok, ids),
-                          nb_nn_embedding_forward(ctx, &m->pos, positions)); /* (B,T,D) */
-    nb_tensor *h = nb_add(ctx, x, nb_nn_mha_forward(ctx, &m->attn, x));       /* residual */
-    return nb_nn_linear_forward(ctx, &m->head, nb_nn_layer_norm_forward(ctx, &m->norm, h));
-}
-
-/* Fills B sequences: source digits, SEP, then the reversed source as the
- * answer. ids (B, 2n) is the input, targets (B, n) the answer. */
-static void make_batch(nb_pcg32 *rng, int B, int n, int64_t *ids, int64_t *targets) {
-    for (int b = 0; b < B; b++) {
-        int64_t *row = ids + (size_t)b * 2 * n, *t = targets + (size_t)b * n;
-        for (int i = 0; i < n; i++) row[i] = nb_pcg32_bounded(rng, DIGITS);
-        row[n] = SEP;
-        for (int j = 0; j < n; j++) t[j] = row[n - 1 - j];
-        for (int j = 0; j + 1 < n; j++) row[n + 1 + j] = t[j];
-    }
-}
-
-/* Answer positions n..2n-1 of logits (B, 2n, V) -> (B*n, V) */
-static nb_tensor *answer_logits(nb_ctx *ctx, nb_tensor *logits, int B, int n) {
-    nb_tensor *parts[2];
-    if (nb_split(ctx, logits, 1, 2, (const int64_t[]){n, n}, parts) != NB_OK) return NULL;
-    return nb_reshape(ctx, parts[1], NB_SHAPE((int64_t)B * n, VOCAB));
 }
 
 static int argmax_row(const float *p, int len) {
@@ -204,7 +159,7 @@ static void evaluate(model *m, nb_ctx *ctx, const config *c, double *tok_acc, do
     int *right = calloc((size_t)B, sizeof *right);
     long tokens = 0, seqs = 0;
     if (ids && pos && targets && right) {
-        make_batch(&rng, B, n, ids, targets);
+        reverse_make_batch(&rng, B, n, ids, targets);
         for (int t = 0; t < T; t++) pos[t] = t;
         model_train(m, false);
         bool was = nb_set_grad_enabled(ctx, false);
@@ -213,8 +168,9 @@ static void evaluate(model *m, nb_ctx *ctx, const config *c, double *tok_acc, do
          * keeps position n+j from seeing them. */
         for (int j = 0; j < n; j++) {
             nb_ctx_reset(ctx);
-            nb_tensor *logits = model_forward(ctx, m, nb_from_data(ctx, NB_I64, NB_SHAPE(B, T), ids),
-                                              nb_from_data(ctx, NB_I64, NB_SHAPE(T), pos));
+            nb_tensor *logits =
+                reverse_model_forward(ctx, m, nb_from_data(ctx, NB_I64, NB_SHAPE(B, T), ids),
+                                      nb_from_data(ctx, NB_I64, NB_SHAPE(T), pos));
             if (!logits) break;
             for (int b = 0; b < B; b++) {
                 const float *p = (const float *)logits->data + ((size_t)b * T + n + j) * VOCAB;
@@ -349,10 +305,11 @@ int main(int argc, char **argv) {
     int last_step = 0;
     for (int s = 1; s <= c.steps; s++) {
         nb_ctx_reset(step);
-        make_batch(&rng_data, B, n, ids, targets);
-        nb_tensor *logits = model_forward(step, &m, nb_from_data(step, NB_I64, NB_SHAPE(B, T), ids),
-                                          nb_from_data(step, NB_I64, NB_SHAPE(T), pos));
-        nb_tensor *ans = answer_logits(step, logits, B, n);
+        reverse_make_batch(&rng_data, B, n, ids, targets);
+        nb_tensor *logits =
+            reverse_model_forward(step, &m, nb_from_data(step, NB_I64, NB_SHAPE(B, T), ids),
+                                  nb_from_data(step, NB_I64, NB_SHAPE(T), pos));
+        nb_tensor *ans = reverse_answer_logits(step, logits, B, n);
         nb_tensor *loss = nb_cross_entropy(step, ans, nb_from_data(step, NB_I64, NB_SHAPE(B * n), targets));
         nb_params_zero_grad(&m.params);
         if (nb_backward(step, loss, NULL) != NB_OK || nb_optim_step(opt) != NB_OK) {

@@ -29,6 +29,7 @@
 #include <time.h>
 
 #include "nabla.h"
+#include "reverse_model.h" /* examples/: the demo's model */
 
 #define BENCH_MAX_IN 4
 #define BENCH_SECONDS 0.15
@@ -318,57 +319,20 @@ static int bench_elementwise(void) {
 #define DEMO_B 32
 #define DEMO_D 32
 #define DEMO_HEADS 4
-#define DEMO_VOCAB 11 /* ten digits and the separator */
-
-typedef struct demo_model {
-    nb_nn_embedding tok, pos;
-    nb_nn_mha attn;
-    nb_nn_layer_norm norm;
-    nb_nn_linear head;
-    nb_tensor_list params;
-} demo_model;
-
-static nb_status demo_init(demo_model *m, nb_ctx *pctx, nb_pcg32 *rng) {
-    nb_status st = nb_nn_embedding_init(pctx, &m->tok, DEMO_VOCAB, DEMO_D, NB_F32, rng);
-    if (!st) st = nb_nn_embedding_init(pctx, &m->pos, DEMO_T, DEMO_D, NB_F32, rng);
-    if (!st)
-        st = nb_nn_mha_init(pctx, &m->attn, DEMO_D, DEMO_D, DEMO_T, 0.1, DEMO_HEADS, false,
-                            NB_F32, rng);
-    if (!st) st = nb_nn_layer_norm_init(pctx, &m->norm, DEMO_D, 1e-5, true, NB_F32);
-    if (!st) st = nb_nn_linear_init(pctx, &m->head, DEMO_D, DEMO_VOCAB, true, NB_F32, rng);
-    m->params = (nb_tensor_list){0};
-    if (!st) st = nb_params_add_prefixed(pctx, &m->params, "tok", &m->tok.params);
-    if (!st) st = nb_params_add_prefixed(pctx, &m->params, "pos", &m->pos.params);
-    if (!st) st = nb_params_add_prefixed(pctx, &m->params, "attn", &m->attn.params);
-    if (!st) st = nb_params_add_prefixed(pctx, &m->params, "norm", &m->norm.params);
-    if (!st) st = nb_params_add_prefixed(pctx, &m->params, "head", &m->head.params);
-    return st;
-}
 
 /* One training step on a fresh batch: forward, cross-entropy over the
  * answer positions, backward, AdamW. */
-static nb_status demo_step(nb_ctx *step, demo_model *m, nb_optim *opt, nb_pcg32 *data) {
+static nb_status demo_step(nb_ctx *step, reverse_model *m, nb_optim *opt, nb_pcg32 *data) {
     int64_t ids[DEMO_B * DEMO_T], targets[DEMO_B * DEMO_N], pos[DEMO_T];
     for (int t = 0; t < DEMO_T; t++) pos[t] = t;
-    for (int b = 0; b < DEMO_B; b++) {
-        int64_t *row = ids + b * DEMO_T, *tg = targets + b * DEMO_N;
-        for (int i = 0; i < DEMO_N; i++) row[i] = nb_pcg32_bounded(data, 10);
-        row[DEMO_N] = 10;
-        for (int j = 0; j < DEMO_N; j++) tg[j] = row[DEMO_N - 1 - j];
-        for (int j = 0; j + 1 < DEMO_N; j++) row[DEMO_N + 1 + j] = tg[j];
-    }
+    reverse_make_batch(data, DEMO_B, DEMO_N, ids, targets);
     nb_ctx_reset(step);
-    nb_tensor *x = nb_add(
-        step, nb_nn_embedding_forward(step, &m->tok, nb_from_data(step, NB_I64, NB_SHAPE(DEMO_B, DEMO_T), ids)),
-        nb_nn_embedding_forward(step, &m->pos, nb_from_data(step, NB_I64, NB_SHAPE(DEMO_T), pos)));
-    nb_tensor *h = nb_add(step, x, nb_nn_mha_forward(step, &m->attn, x));
-    nb_tensor *logits =
-        nb_nn_linear_forward(step, &m->head, nb_nn_layer_norm_forward(step, &m->norm, h));
-    nb_tensor *parts[2] = {NULL, NULL};
-    nb_split(step, logits, 1, 2, (const int64_t[]){DEMO_N, DEMO_N}, parts);
-    nb_tensor *ans = nb_reshape(step, parts[1], NB_SHAPE(DEMO_B * DEMO_N, DEMO_VOCAB));
+    nb_tensor *logits = reverse_model_forward(
+        step, m, nb_from_data(step, NB_I64, NB_SHAPE(DEMO_B, DEMO_T), ids),
+        nb_from_data(step, NB_I64, NB_SHAPE(DEMO_T), pos));
     nb_tensor *loss = nb_cross_entropy(
-        step, ans, nb_from_data(step, NB_I64, NB_SHAPE(DEMO_B * DEMO_N), targets));
+        step, reverse_answer_logits(step, logits, DEMO_B, DEMO_N),
+        nb_from_data(step, NB_I64, NB_SHAPE(DEMO_B * DEMO_N), targets));
     nb_params_zero_grad(&m->params);
     nb_status st = nb_backward(step, loss, NULL);
     return st ? st : nb_optim_step(opt);
@@ -380,10 +344,11 @@ static int bench_demo_step(void) {
     nb_pcg32_seed(&init, 42, 1);
     nb_pcg32_seed(&data, 42, 2);
     nb_pcg32_seed(&drop, 42, 3);
-    demo_model m;
+    reverse_model m;
     nb_optim *opt = NULL;
     int status = 1;
-    if (params && step && demo_init(&m, params, &init) == NB_OK) {
+    if (params && step &&
+        reverse_model_init(params, &m, DEMO_N, DEMO_D, DEMO_HEADS, 0.1, &init) == NB_OK) {
         m.attn.dropout.rng = &drop;
         opt = nb_adamw_new(params, &m.params, nb_adamw_defaults(3e-3));
     }
