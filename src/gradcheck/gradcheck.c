@@ -326,20 +326,25 @@ nb_status nb_gradcheck(nb_ctx *ctx, nb_gradcheck_fn f, void *user, int n_in,
     return nb_gradcheck_params(ctx, f, user, NULL, n_in, in, opts, res);
 }
 
-/* ctx takes the outcome's message (the check runs on private contexts). */
-nb_status nb_gradcheck_params(nb_ctx *ctx, nb_gradcheck_fn f, void *user,
-                              const nb_tensor_list *params, int n_in, nb_tensor *const *in,
-                              const nb_gradcheck_opts *opts, nb_gradcheck_result *res) {
+nb_status nb_gc_on_ctx(nb_ctx *ctx, const char *who, nb_gc_all_fn all, nb_gradcheck_fn f,
+                       void *user, const nb_tensor_list *params, int n_in, nb_tensor *const *in,
+                       const nb_gradcheck_opts *opts, nb_gradcheck_result *res) {
     nb_gradcheck_result local;
     if (!res) res = &local;
     if (!nb_ctx_ok(ctx)) {
         memset(res, 0, sizeof *res);
         res->worst_input = res->blame_index = res->blame_input = -1;
-        snprintf(res->message, sizeof res->message, "gradcheck: %s",
+        snprintf(res->message, sizeof res->message, "%s: %s", who,
                  ctx ? "the context already holds an error" : "NULL context");
         return nb_ctx_status(ctx);
     }
-    nb_status st = gradcheck_all(f, user, params, n_in, in, opts, res);
+    nb_status st = all(f, user, params, n_in, in, opts, res);
     if (st) nb_ctx_fail(ctx, st, "%s", res->message);
     return st;
+}
+
+nb_status nb_gradcheck_params(nb_ctx *ctx, nb_gradcheck_fn f, void *user,
+                              const nb_tensor_list *params, int n_in, nb_tensor *const *in,
+                              const nb_gradcheck_opts *opts, nb_gradcheck_result *res) {
+    return nb_gc_on_ctx(ctx, "gradcheck", gradcheck_all, f, user, params, n_in, in, opts, res);
 }

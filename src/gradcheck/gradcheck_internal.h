@@ -41,4 +41,14 @@ NB_HIDDEN nb_status nb_gc_blame(gc *g, const nb_gradcheck_opts *o, bool failed,
 NB_HIDDEN void nb_gc_write_message(const gc *g, const nb_gradcheck_opts *o, bool y_untracked,
                                    nb_status bst);
 
+/* The frame of the public checks: a NULL context, or one already in error,
+ * runs nothing (res says which); otherwise `all` runs the check and a
+ * failure's message goes on ctx too. who names the check in messages. */
+typedef nb_status (*nb_gc_all_fn)(nb_gradcheck_fn f, void *user, const nb_tensor_list *params,
+                                  int n_in, nb_tensor *const *in,
+                                  const nb_gradcheck_opts *opts, nb_gradcheck_result *res);
+NB_HIDDEN nb_status nb_gc_on_ctx(nb_ctx *ctx, const char *who, nb_gc_all_fn all,
+                                 nb_gradcheck_fn f, void *user, const nb_tensor_list *params,
+                                 int n_in, nb_tensor *const *in, const nb_gradcheck_opts *opts,
+                                 nb_gradcheck_result *res);
 #endif

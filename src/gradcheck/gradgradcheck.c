@@ -17,6 +17,7 @@
  * and creation site. A graph backward with wrong values (the usual mistake
  * in a hand-written second-order rule) is found there, by name, while
  * first-order gradcheck, which never runs it, still passes. */
+#include "gradcheck/gradcheck_internal.h"
 #include "ops/ops_internal.h"
 
 #include <stdio.h>
@@ -235,22 +236,11 @@ static nb_status gradgradcheck_all(nb_gradcheck_fn f, void *user, const nb_tenso
     return st;
 }
 
-/* ctx takes the outcome's message (the check runs on private contexts). */
 nb_status nb_gradgradcheck_params(nb_ctx *ctx, nb_gradcheck_fn f, void *user,
                                   const nb_tensor_list *params, int n_in, nb_tensor *const *in,
                                   const nb_gradcheck_opts *opts, nb_gradcheck_result *res) {
-    nb_gradcheck_result local;
-    if (!res) res = &local;
-    if (!nb_ctx_ok(ctx)) {
-        memset(res, 0, sizeof *res);
-        res->worst_input = res->blame_index = res->blame_input = -1;
-        snprintf(res->message, sizeof res->message, "gradgradcheck: %s",
-                 ctx ? "the context already holds an error" : "NULL context");
-        return nb_ctx_status(ctx);
-    }
-    nb_status st = gradgradcheck_all(f, user, params, n_in, in, opts, res);
-    if (st) nb_ctx_fail(ctx, st, "%s", res->message);
-    return st;
+    return nb_gc_on_ctx(ctx, "gradgradcheck", gradgradcheck_all, f, user, params, n_in, in, opts,
+                        res);
 }
 
 nb_status nb_gradgradcheck(nb_ctx *ctx, nb_gradcheck_fn f, void *user, int n_in,
