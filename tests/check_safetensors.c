@@ -638,8 +638,8 @@ START_TEST(test_reject_bad_shapes) {
                       "shape[0] is not an integer in 0..2^53");
     expect_entry_fail("{\"dtype\":\"F32\",\"shape\":[2,0],\"data_offsets\":[0,8]}",
                       "tensor 'a': shape[1] is 0; nabla tensors cannot have zero-size dims");
-    expect_entry_fail("{\"dtype\":\"BOOL\",\"shape\":[2,1,1,2,2],\"data_offsets\":[0,8]}",
-                      "tensor 'a': shape has 5 dims, nabla tensors have at most 4");
+    expect_entry_fail("{\"dtype\":\"BOOL\",\"shape\":[2,1,1,1,1,1,1,2,2],\"data_offsets\":[0,8]}",
+                      "tensor 'a': shape has 9 dims, nabla tensors have at most 8");
     expect_entry_fail("{\"dtype\":\"F32\",\"shape\":[4294967296,4294967296,4294967296],"
                       "\"data_offsets\":[0,8]}",
                       "tensor 'a': byte size of the shape overflows 64 bits");

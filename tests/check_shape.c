@@ -244,9 +244,9 @@ START_TEST(test_reshape_errors) {
     ck_assert_ptr_null(nb_reshape(ctx, a, NB_SHAPE(INT64_C(1) << 62, 4, 6)));
     ck_assert_int_eq(nb_ctx_status(ctx), NB_ERR_SHAPE);
     nb_ctx_clear_error(ctx);
-    ck_assert_ptr_null(nb_reshape(ctx, a, 5, (const int64_t[]){1, 1, 1, 2, 3}));
+    ck_assert_ptr_null(nb_reshape(ctx, a, 9, (const int64_t[]){1, 1, 1, 1, 1, 1, 1, 2, 3}));
     ck_assert_int_eq(nb_ctx_status(ctx), NB_ERR_SIZE);
-    ck_assert_error_has(ctx, "reshape: 5 dims requested, expected 0..4");
+    ck_assert_error_has(ctx, "reshape: 9 dims requested, expected 0..8");
     nb_ctx_clear_error(ctx);
     ck_assert_ptr_null(nb_reshape(ctx, a, 2, NULL));
     ck_assert_int_eq(nb_ctx_status(ctx), NB_ERR_NULL);

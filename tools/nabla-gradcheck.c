@@ -26,7 +26,7 @@ typedef enum { IN_UNIFORM, IN_AWAY, IN_POSITIVE, IN_CLASSES, IN_MASK } in_kind;
 typedef struct in_spec {
     in_kind kind;
     int ndim;
-    int64_t shape[4];
+    int64_t shape[NB_MAX_DIMS];
     int64_t classes; /* IN_CLASSES: targets in [0, classes) */
 } in_spec;
 
@@ -43,6 +43,8 @@ typedef struct gc_case {
 #define S2(a, b) 2, {a, b}
 #define S3(a, b, c) 3, {a, b, c}
 #define S4(a, b, c, d) 4, {a, b, c, d}
+#define S5(a, b, c, d, e) 5, {a, b, c, d, e}
+#define S6(a, b, c, d, e, f) 6, {a, b, c, d, e, f}
 
 /* ---- the functions under test ---------------------------------------------- */
 #define F1(name, expr)                                                            \
@@ -77,6 +79,7 @@ F1(f_max_dim, nb_max_dim(c, in[0], -1, false, NULL))
 F1(f_matmul, nb_matmul(c, in[0], in[1]))
 F1(f_transpose, nb_transpose(c, in[0], 1, 2))
 F1(f_permute, nb_permute(c, in[0], (const int[]){2, 0, 3, 1}))
+F1(f_permute_6d, nb_permute(c, in[0], (const int[]){5, 0, 3, 1, 4, 2}))
 F1(f_reshape, nb_reshape(c, in[0], NB_SHAPE(3, -1)))
 F1(f_contiguous, nb_contiguous(c, in[0]))
 F1(f_concat, nb_concat(c, 3, in, 1))
@@ -114,6 +117,7 @@ static const gc_case cases[] = {
     {"add", "(2,3) + (3) broadcast", f_add, 2, {{IN_UNIFORM, S2(2, 3)}, {IN_UNIFORM, S1(3)}}},
     {"sub", "(2,1,3) - (4,1) broadcast", f_sub, 2, {{IN_UNIFORM, S3(2, 1, 3)}, {IN_UNIFORM, S2(4, 1)}}},
     {"mul", "(2,3,1,2) * (3,4,1) broadcast", f_mul, 2, {{IN_UNIFORM, S4(2, 3, 1, 2)}, {IN_UNIFORM, S3(3, 4, 1)}}},
+    {"mul", "(2,1,3,1,2) * (2,1,2,1) 5-D", f_mul, 2, {{IN_UNIFORM, S5(2, 1, 3, 1, 2)}, {IN_UNIFORM, S4(2, 1, 2, 1)}}},
     {"div", "(3,4) / (3,1) broadcast", f_div, 2, {{IN_UNIFORM, S2(3, 4)}, {IN_AWAY, S2(3, 1)}}},
     {"neg", "(2,3)", f_neg, 1, {{IN_UNIFORM, S2(2, 3)}}},
     {"scale", "(2,3) * -1.7", f_scale, 1, {{IN_UNIFORM, S2(2, 3)}}},
@@ -137,8 +141,10 @@ static const gc_case cases[] = {
     {"matmul", "(4,3) @ (3,5)", f_matmul, 2, {{IN_UNIFORM, S2(4, 3)}, {IN_UNIFORM, S2(3, 5)}}},
     {"matmul", "(2,3,4,3) @ (3,5) batched", f_matmul, 2, {{IN_UNIFORM, S4(2, 3, 4, 3)}, {IN_UNIFORM, S2(3, 5)}}},
     {"matmul", "(2,1,3,4) @ (3,4,2) broadcast", f_matmul, 2, {{IN_UNIFORM, S4(2, 1, 3, 4)}, {IN_UNIFORM, S3(3, 4, 2)}}},
+    {"matmul", "(2,1,2,2,3) @ (2,1,3,2) 5-D", f_matmul, 2, {{IN_UNIFORM, S5(2, 1, 2, 2, 3)}, {IN_UNIFORM, S4(2, 1, 3, 2)}}},
     {"transpose", "(2,3,4) dims 1,2", f_transpose, 1, {{IN_UNIFORM, S3(2, 3, 4)}}},
     {"permute", "(2,3,4,5) to (2,0,3,1)", f_permute, 1, {{IN_UNIFORM, S4(2, 3, 4, 5)}}, true},
+    {"permute", "(2,1,3,2,1,2) 6-D", f_permute_6d, 1, {{IN_UNIFORM, S6(2, 1, 3, 2, 1, 2)}}},
     {"reshape", "(2,3,2) to (3,-1)", f_reshape, 1, {{IN_UNIFORM, S3(2, 3, 2)}}},
     {"contiguous", "(2,3)", f_contiguous, 1, {{IN_UNIFORM, S2(2, 3)}}},
     {"concat", "3 x (2,k,3) dim 1", f_concat, 3, {{IN_UNIFORM, S3(2, 1, 3)}, {IN_UNIFORM, S3(2, 2, 3)}, {IN_UNIFORM, S3(2, 3, 3)}}},

@@ -25,7 +25,7 @@ extern "C" {
 #define NB_VERSION_PATCH 0
 #define NB_VERSION "0.2.0"
 
-#define NB_MAX_DIMS 4 /* tensors have 0..4 dimensions */
+#define NB_MAX_DIMS 8 /* tensors have 0..8 dimensions */
 
 /* Element types. Floating tensors (F32, F64) take part in autograd; I64 holds
  * class indices and token ids (PyTorch's long); BOOL holds masks (one byte,
@@ -190,7 +190,7 @@ typedef struct nb_tensor {
 #endif
 
 /* Creation. All return NULL and record an error on the context for NULL
- * shape pointers, ndim outside 0..4, zero or negative dims, or element counts
+ * shape pointers, ndim outside 0..8, zero or negative dims, or element counts
  * whose byte size would overflow size_t.
  *
  * nb_empty leaves the data uninitialised, like torch.empty: write every

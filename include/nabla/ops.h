@@ -73,7 +73,7 @@ nb_tensor *nb_mean_dim(nb_ctx *ctx, nb_tensor *a, int dim, bool keepdim);
 nb_tensor *nb_max_dim(nb_ctx *ctx, nb_tensor *a, int dim, bool keepdim, nb_tensor **indices);
 
 /* ---- matrix product -------------------------------------------------------- */
-/* (n,k) @ (k,m) -> (n,m). With 3 or 4 dims, the last two are the matrices
+/* (n,k) @ (k,m) -> (n,m). With 3 to 8 dims, the last two are the matrices
  * and the leading (batch) dims broadcast: (B,H,T,D) @ (B,H,D,T), or
  * (B,T,C) @ (C,K). A 1-D operand is not supported (use reshape). */
 nb_tensor *nb_matmul(nb_ctx *ctx, nb_tensor *a, nb_tensor *b);

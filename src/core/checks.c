@@ -64,20 +64,20 @@ bool nb_broadcast_shape(nb_ctx *ctx, const char *name, const nb_tensor *a, const
     return true;
 }
 
-void nb_shape4(int ndim, const int64_t *shape, int64_t *shape4) {
-    for (int d = 0; d < 4; d++) shape4[d] = 1;
-    for (int d = 0; d < ndim; d++) shape4[4 - ndim + d] = shape[d];
+void nb_shape_pad(int ndim, const int64_t *shape, int64_t *padded) {
+    for (int d = 0; d < NB_MAX_DIMS; d++) padded[d] = 1;
+    for (int d = 0; d < ndim; d++) padded[NB_MAX_DIMS - ndim + d] = shape[d];
 }
 
 void nb_broadcast_strides(const nb_tensor *t, int ndim, const int64_t *oshape,
-                          int64_t *stride4) {
-    int64_t tshape4[4], oshape4[4];
-    nb_shape4(t->ndim, t->shape, tshape4);
-    nb_shape4(ndim, oshape, oshape4);
+                          int64_t *stride) {
+    int64_t tshape[NB_MAX_DIMS], oshape_p[NB_MAX_DIMS];
+    nb_shape_pad(t->ndim, t->shape, tshape);
+    nb_shape_pad(ndim, oshape, oshape_p);
     int64_t s = 1;
-    for (int d = 3; d >= 0; d--) {
-        stride4[d] = (tshape4[d] == 1 && oshape4[d] != 1) ? 0 : s;
-        s *= tshape4[d];
+    for (int d = NB_MAX_DIMS - 1; d >= 0; d--) {
+        stride[d] = (tshape[d] == 1 && oshape_p[d] != 1) ? 0 : s;
+        s *= tshape[d];
     }
 }
 

@@ -81,15 +81,50 @@ NB_HIDDEN int nb_norm_dim(nb_ctx *ctx, const char *name, const nb_tensor *t, int
 NB_HIDDEN bool nb_broadcast_shape(nb_ctx *ctx, const char *name, const nb_tensor *a,
                                   const nb_tensor *b, int *ndim, int64_t *shape);
 /* Strides of `t` seen through an output of `ndim` dims (right-aligned), with 0
- * on broadcast dims; 4 entries, leading ones for absent dims. */
+ * on broadcast dims; NB_MAX_DIMS entries, the leading ones for absent dims. */
 NB_HIDDEN void nb_broadcast_strides(const nb_tensor *t, int ndim, const int64_t *oshape,
-                                    int64_t *stride4);
+                                    int64_t *stride);
 /* Writes nd integers as "(2, 3)" into buf (always terminated; "()" for nd
  * 0), between brackets[0] and brackets[1]: "()" for shapes, "[]" for index
  * lists. Returns buf. nb_shape_str is this for a tensor's shape. */
 NB_HIDDEN char *nb_dims_str(int nd, const int64_t *v, const char *brackets, char *buf, size_t n);
-/* Pads a shape to 4 dims on the left with ones. */
-NB_HIDDEN void nb_shape4(int ndim, const int64_t *shape, int64_t *shape4);
+/* Pads a shape to NB_MAX_DIMS dims on the left with ones. */
+NB_HIDDEN void nb_shape_pad(int ndim, const int64_t *shape, int64_t *padded);
+
+/* Runs BODY over every element of a broadcast (padded to NB_MAX_DIMS dims:
+ * shape, and one input's strides s1 and another's s2, 0 where broadcast)
+ * in row-major order, with o the output index and i1, i2 the inputs' (the
+ * body is the macro's last argument, commas allowed). The
+ * last four dims are nested loops; the leading ones, size 1 for tensors of
+ * up to four dims, an outer loop whose index is split once per pass. */
+#define NB_BCAST_LEAD (NB_MAX_DIMS - 4)
+#define NB_BCAST_FOR(shape, s1, s2, ...)                                                  \
+    do {                                                                                  \
+        int64_t outer_ = 1;                                                               \
+        for (int d_ = 0; d_ < NB_BCAST_LEAD; d_++) outer_ *= (shape)[d_];                \
+        const int64_t *sh_ = (shape) + NB_BCAST_LEAD, *p1_ = (s1) + NB_BCAST_LEAD,       \
+                      *p2_ = (s2) + NB_BCAST_LEAD;                                        \
+        size_t o = 0;                                                                     \
+        for (int64_t q_ = 0; q_ < outer_; q_++) {                                         \
+            int64_t b1_ = 0, b2_ = 0, r_ = q_;                                            \
+            for (int d_ = NB_BCAST_LEAD - 1; d_ >= 0; d_--) {                            \
+                int64_t i_ = r_ % (shape)[d_];                                            \
+                r_ /= (shape)[d_];                                                        \
+                b1_ += i_ * (s1)[d_], b2_ += i_ * (s2)[d_];                               \
+            }                                                                             \
+            for (int64_t i0 = 0; i0 < sh_[0]; i0++)                                       \
+                for (int64_t i1_ = 0; i1_ < sh_[1]; i1_++)                                \
+                    for (int64_t i2_ = 0; i2_ < sh_[2]; i2_++)                            \
+                        for (int64_t i3 = 0; i3 < sh_[3]; i3++, o++) {                    \
+                            size_t i1 = (size_t)(b1_ + i0 * p1_[0] + i1_ * p1_[1] +      \
+                                                 i2_ * p1_[2] + i3 * p1_[3]);             \
+                            size_t i2 = (size_t)(b2_ + i0 * p2_[0] + i1_ * p2_[1] +      \
+                                                 i2_ * p2_[2] + i3 * p2_[3]);             \
+                            (void)i1, (void)i2;                                           \
+                            __VA_ARGS__                                                   \
+                        }                                                                 \
+        }                                                                                 \
+    } while (0)
 
 /* A tensor header whose data points at `data` (a view); grad separate. */
 NB_HIDDEN nb_tensor *nb_view_of(nb_ctx *ctx, nb_tensor *src, int ndim, const int64_t *shape);

@@ -1,7 +1,8 @@
 /* ops/binary.c - add, sub, mul, div with numpy/PyTorch broadcasting.
  *
- * Shapes are padded to 4 dims on the left; an input's stride is 0 along a
- * dim it broadcasts, so one 4-deep loop serves every shape pair. The same
+ * Shapes are padded to NB_MAX_DIMS dims on the left; an input's stride is 0
+ * along a dim it broadcasts, so one loop (NB_BCAST_FOR) serves every shape
+ * pair. The same
  * loop runs backward, where `+=` into a stride-0 position is exactly the sum
  * over the broadcast dims that broadcasting's gradient needs.
  *
@@ -12,13 +13,15 @@
 #include "ops/ops_internal.h"
 
 typedef struct bcast {
-    int64_t shape[4];            /* output shape, padded */
-    int64_t sa[4], sb[4];        /* input strides in elements, 0 where broadcast */
-    bool flat;                   /* a, b and out all have the same shape */
+    int64_t shape[NB_MAX_DIMS];           /* output shape, padded */
+    int64_t sa[NB_MAX_DIMS], sb[NB_MAX_DIMS]; /* input strides in elements, 0 where broadcast */
+    size_t numel;                         /* the output's elements */
+    bool flat;                            /* a, b and out all have the same shape */
 } bcast;
 
 static void bcast_init(bcast *bc, const nb_tensor *out, const nb_tensor *a, const nb_tensor *b) {
-    nb_shape4(out->ndim, out->shape, bc->shape);
+    nb_shape_pad(out->ndim, out->shape, bc->shape);
+    bc->numel = out->numel;
     nb_broadcast_strides(a, out->ndim, out->shape, bc->sa);
     nb_broadcast_strides(b, out->ndim, out->shape, bc->sb);
     bc->flat = a->numel == out->numel && b->numel == out->numel;
@@ -28,24 +31,15 @@ static void bcast_init(bcast *bc, const nb_tensor *out, const nb_tensor *a, cons
 #define BCAST_FOR(bc, BODY)                                                         \
     do {                                                                            \
         if ((bc)->flat) {                                                           \
-            size_t n_ = (size_t)((bc)->shape[0] * (bc)->shape[1] * (bc)->shape[2] * \
-                                 (bc)->shape[3]);                                   \
-            for (size_t o = 0; o < n_; o++) {                                       \
+            for (size_t o = 0; o < (bc)->numel; o++) {                              \
                 size_t ia = o, ib = o;                                              \
                 BODY                                                                \
             }                                                                       \
         } else {                                                                    \
-            size_t o = 0;                                                           \
-            for (int64_t i0 = 0; i0 < (bc)->shape[0]; i0++)                         \
-                for (int64_t i1 = 0; i1 < (bc)->shape[1]; i1++)                     \
-                    for (int64_t i2 = 0; i2 < (bc)->shape[2]; i2++)                 \
-                        for (int64_t i3 = 0; i3 < (bc)->shape[3]; i3++, o++) {      \
-                            size_t ia = (size_t)(i0 * (bc)->sa[0] + i1 * (bc)->sa[1] + \
-                                                 i2 * (bc)->sa[2] + i3 * (bc)->sa[3]); \
-                            size_t ib = (size_t)(i0 * (bc)->sb[0] + i1 * (bc)->sb[1] + \
-                                                 i2 * (bc)->sb[2] + i3 * (bc)->sb[3]); \
-                            BODY                                                    \
-                        }                                                           \
+            NB_BCAST_FOR((bc)->shape, (bc)->sa, (bc)->sb, {                         \
+                size_t ia = i1, ib = i2;                                            \
+                BODY                                                                \
+            });                                                                     \
         }                                                                           \
     } while (0)
 

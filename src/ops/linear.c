@@ -72,7 +72,7 @@ static nb_tensor *linear_out(nb_ctx *ctx, nb_tensor *x, nb_tensor *w, nb_tensor 
         return NULL;
     }
     if (x->ndim < 1) {
-        nb_ctx_fail(ctx, NB_ERR_SHAPE, "%s: x %s has 0 dims, expected 1 to 4 (..., in_features)",
+        nb_ctx_fail(ctx, NB_ERR_SHAPE, "%s: x %s has 0 dims, expected 1 to 8 (..., in_features)",
                     op, nb_shape_str(x, sx, sizeof sx));
         return NULL;
     }

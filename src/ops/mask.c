@@ -5,29 +5,19 @@
 #include "ops/ops_internal.h"
 
 /* ---- masked_fill: out = mask ? value : a -------------------------------------
- * a is any shape (up to 4 dims), mask (BOOL) broadcasts to it: right-aligned,
+ * a is any shape, mask (BOOL) broadcasts to it: right-aligned,
  * each mask dim equal to a's or 1, never more dims than a. */
 
-/* Mask strides (elements, 0 where broadcast) and a's shape, padded to 4 dims. */
-static void mask_strides(const nb_tensor *a, const nb_tensor *mask, int64_t *shape4,
-                         int64_t *ms4) {
-    nb_shape4(a->ndim, a->shape, shape4);
-    nb_broadcast_strides(mask, a->ndim, a->shape, ms4);
+/* Mask strides (elements, 0 where broadcast) and a's shape, padded to
+ * NB_MAX_DIMS dims. */
+static void mask_strides(const nb_tensor *a, const nb_tensor *mask, int64_t *shape,
+                         int64_t *ms) {
+    nb_shape_pad(a->ndim, a->shape, shape);
+    nb_broadcast_strides(mask, a->ndim, a->shape, ms);
 }
 
 /* Runs BODY with o (index into a and out) and im (index into the mask). */
-#define MASK_FOR(shape4, ms4, BODY)                                                   \
-    do {                                                                              \
-        size_t o = 0;                                                                 \
-        for (int64_t i0 = 0; i0 < (shape4)[0]; i0++)                                  \
-            for (int64_t i1 = 0; i1 < (shape4)[1]; i1++)                              \
-                for (int64_t i2 = 0; i2 < (shape4)[2]; i2++)                          \
-                    for (int64_t i3 = 0; i3 < (shape4)[3]; i3++, o++) {               \
-                        size_t im = (size_t)(i0 * (ms4)[0] + i1 * (ms4)[1] +          \
-                                             i2 * (ms4)[2] + i3 * (ms4)[3]);          \
-                        BODY                                                          \
-                    }                                                                 \
-    } while (0)
+#define MASK_FOR(shape, ms, ...) NB_BCAST_FOR(shape, ms, ms, { size_t im = i1; __VA_ARGS__ })
 
 /* Backward: da += mask ? 0 : g. Reuses the copy of the mask the forward saved
  * in saved_t (so the caller may change or free its mask after the forward). */
@@ -36,7 +26,7 @@ static void masked_fill_backward(nb_ctx *ctx, nb_node *n) {
     const nb_tensor *mask = n->saved_t;
     void *ga = nb_grad_buffer(ctx, a);
     if (!ga) return;
-    int64_t shape4[4], ms4[4];
+    int64_t shape4[NB_MAX_DIMS], ms4[NB_MAX_DIMS];
     mask_strides(a, mask, shape4, ms4);
     const uint8_t *m = mask->data;
 #define K(T)                                                                  \
@@ -83,7 +73,7 @@ nb_tensor *nb_masked_fill(nb_ctx *ctx, nb_tensor *a, const nb_tensor *mask, doub
     }
     nb_tensor *out = nb_empty(ctx, a->dtype, a->ndim, a->shape); /* every element is written */
     if (!out) return NULL;
-    int64_t shape4[4], ms4[4];
+    int64_t shape4[NB_MAX_DIMS], ms4[NB_MAX_DIMS];
     mask_strides(a, mask, shape4, ms4);
     const uint8_t *m = mask->data;
 #define K(T)                                                                  \

@@ -10,12 +10,14 @@
 
 /* ---- shapes ------------------------------------------------------------------ */
 
-/* a (..., n, k) @ b (..., k, m) with the batch dims padded on the left to 2. */
+/* a (..., n, k) @ b (..., k, m) with the batch dims padded on the left to
+ * MM_NB (the most a tensor can have besides its matrix dims). */
+#define MM_NB (NB_MAX_DIMS - 2)
 typedef struct mm_dims {
     int64_t n, k, m;
-    int64_t batch[2];  /* broadcast batch shape */
-    int64_t sa[2];     /* a's stride per batch dim, in matrices; 0 where broadcast */
-    int64_t sb[2];     /* b's, likewise */
+    int64_t batch[MM_NB]; /* broadcast batch shape */
+    int64_t sa[MM_NB];    /* a's stride per batch dim, in matrices; 0 where broadcast */
+    int64_t sb[MM_NB];    /* b's, likewise */
 } mm_dims;
 
 /* Validates the pair and fills *d and the output shape; false with an error. */
@@ -28,7 +30,7 @@ static bool mm_shapes(nb_ctx *ctx, const nb_tensor *a, const nb_tensor *b, mm_di
     for (int i = 0; i < 2; i++) {
         if (in[i]->ndim < 2) {
             nb_ctx_fail(ctx, NB_ERR_SHAPE,
-                        "matmul: %s @ %s: input %d has %d dim%s, expected 2 to 4 (a (..., n, k) "
+                        "matmul: %s @ %s: input %d has %d dim%s, expected 2 to 8 (a (..., n, k) "
                         "@ (..., k, m) pair); reshape a vector to (1, k) or (k, 1) first",
                         SHAPES, i + 1, in[i]->ndim, in[i]->ndim == 1 ? "" : "s");
             return false;
@@ -44,12 +46,13 @@ static bool mm_shapes(nb_ctx *ctx, const nb_tensor *a, const nb_tensor *b, mm_di
                     SHAPES, (long long)d->k, (long long)b->shape[b->ndim - 2]);
         return false;
     }
-    /* batch dims, padded to 2 on the left */
-    int64_t ba[2] = {1, 1}, bb[2] = {1, 1};
+    /* batch dims, padded to MM_NB on the left */
+    int64_t ba[MM_NB], bb[MM_NB];
     int na = a->ndim - 2, nbt = b->ndim - 2;
-    for (int i = 0; i < na; i++) ba[2 - na + i] = a->shape[i];
-    for (int i = 0; i < nbt; i++) bb[2 - nbt + i] = b->shape[i];
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < MM_NB; i++) ba[i] = bb[i] = 1;
+    for (int i = 0; i < na; i++) ba[MM_NB - na + i] = a->shape[i];
+    for (int i = 0; i < nbt; i++) bb[MM_NB - nbt + i] = b->shape[i];
+    for (int i = 0; i < MM_NB; i++) {
         if (ba[i] != bb[i] && ba[i] != 1 && bb[i] != 1) {
             char da[48], db[48];
             nb_ctx_fail(ctx, NB_ERR_SHAPE,
@@ -61,14 +64,17 @@ static bool mm_shapes(nb_ctx *ctx, const nb_tensor *a, const nb_tensor *b, mm_di
         }
         d->batch[i] = ba[i] > bb[i] ? ba[i] : bb[i];
     }
-    d->sa[1] = ba[1] == 1 ? 0 : 1;
-    d->sa[0] = ba[0] == 1 ? 0 : ba[1];
-    d->sb[1] = bb[1] == 1 ? 0 : 1;
-    d->sb[0] = bb[0] == 1 ? 0 : bb[1];
+    int64_t step_a = 1, step_b = 1; /* matrices per step of each batch dim, from the right */
+    for (int i = MM_NB - 1; i >= 0; i--) {
+        d->sa[i] = ba[i] == 1 ? 0 : step_a;
+        d->sb[i] = bb[i] == 1 ? 0 : step_b;
+        step_a *= ba[i];
+        step_b *= bb[i];
+    }
 
     int nd = a->ndim > b->ndim ? a->ndim : b->ndim;
     int nbatch = nd - 2;
-    for (int i = 0; i < nbatch; i++) shape[i] = d->batch[2 - nbatch + i];
+    for (int i = 0; i < nbatch; i++) shape[i] = d->batch[MM_NB - nbatch + i];
     shape[nd - 2] = d->n;
     shape[nd - 1] = d->m;
     *ndim = nd;
@@ -148,9 +154,12 @@ static mm_gemm mm_entry(const mm_job *j, int64_t ia, int64_t ib, int64_t ic, int
 }
 
 static void mm_entry_index(const mm_dims *d, int64_t ic, int64_t *ia, int64_t *ib) {
-    int64_t b0 = ic / d->batch[1], b1 = ic % d->batch[1];
-    *ia = b0 * d->sa[0] + b1 * d->sa[1];
-    *ib = b0 * d->sb[0] + b1 * d->sb[1];
+    *ia = *ib = 0;
+    for (int i = MM_NB - 1; i >= 0 && ic > 0; i--) {
+        int64_t k = ic % d->batch[i];
+        ic /= d->batch[i];
+        *ia += k * d->sa[i], *ib += k * d->sb[i];
+    }
 }
 
 /* Batch entries [lo, hi), each on one thread. */
@@ -172,14 +181,18 @@ static void mm_batch_range(void *arg, int64_t lo, int64_t hi) {
  * over its rows, so the sums keep their order. */
 static void mm_run(mm_job *j, bool b_is_2d) {
     const mm_dims *d = &j->d;
-    int64_t entries = d->batch[0] * d->batch[1];
+    int64_t entries = 1;
+    bool a_own = true, b_own = true; /* every batch entry has a matrix of its own */
+    for (int i = 0; i < MM_NB; i++) {
+        entries *= d->batch[i];
+        a_own = a_own && (d->sa[i] || d->batch[i] == 1);
+        b_own = b_own && (d->sb[i] || d->batch[i] == 1);
+    }
     if (b_is_2d) {
         mm_gemm g = mm_entry(j, 0, 0, 0, entries * d->n);
         mm_gemm_par(&g);
         return;
     }
-    bool a_own = (d->sa[0] || d->batch[0] == 1) && (d->sa[1] || d->batch[1] == 1);
-    bool b_own = (d->sb[0] || d->batch[0] == 1) && (d->sb[1] || d->batch[1] == 1);
     bool own = j->mode == MM_FORWARD || (j->mode == MM_GRAD_A ? a_own : b_own);
     if (own && entries >= 4) {
         nb_parallel_for(entries, mm_grain(d->n * d->k * d->m), mm_batch_range, j);

@@ -8,31 +8,39 @@
 
 /* ---- the strided copy behind permute and transpose ------------------------------ */
 
-/* Rows [lo, hi) of dst (each os[3] long, row r at i0, i1, i2 of os[0..2]). */
+/* dst's shape and src's strides padded on the left to NB_MAX_DIMS dims; a
+ * row is the last dim, PC_R the index of the last dim. */
+#define PC_R (NB_MAX_DIMS - 1)
 typedef struct pc_job {
     nb_dtype dt;
     void *dst;
     const void *src;
-    int64_t os[4], ss[4]; /* dst's shape and src's stride for each of its dims */
+    int64_t os[NB_MAX_DIMS], ss[NB_MAX_DIMS]; /* dst's shape and src's stride for each of its dims */
+    int lead;                                 /* the first dim of dst that is not 1 (or PC_R) */
     bool add;
 } pc_job;
 
+/* Rows [lo, hi) of dst (each os[PC_R] long). */
 static void permute_rows(void *arg, int64_t lo, int64_t hi) {
     const pc_job *j = arg;
-    const int64_t *os = j->os, *ss = j->ss;
+    const int64_t *os = j->os, *ss = j->ss, n = os[PC_R], sn = ss[PC_R];
 #define K(T)                                                                       \
     {                                                                              \
         const T *x = j->src;                                                       \
         for (int64_t r = lo; r < hi; r++) {                                        \
-            int64_t i2 = r % os[2], i1 = r / os[2] % os[1], i0 = r / os[2] / os[1]; \
-            T *y = (T *)j->dst + r * os[3];                                        \
-            const T *xr = x + i0 * ss[0] + i1 * ss[1] + i2 * ss[2];                \
+            int64_t off = 0, q = r;                                                \
+            for (int d = PC_R - 1; d >= j->lead; d--) {                            \
+                off += q % os[d] * ss[d];                                          \
+                q /= os[d];                                                        \
+            }                                                                      \
+            T *y = (T *)j->dst + r * n;                                            \
+            const T *xr = x + off;                                                 \
             if (j->add)                                                            \
-                for (int64_t i3 = 0; i3 < os[3]; i3++) y[i3] += xr[i3 * ss[3]];    \
-            else if (ss[3] == 1) /* the last dim stays last: whole rows */         \
-                memcpy(y, xr, (size_t)os[3] * sizeof(T));                          \
+                for (int64_t i = 0; i < n; i++) y[i] += xr[i * sn];                \
+            else if (sn == 1) /* the last dim stays last: whole rows */            \
+                memcpy(y, xr, (size_t)n * sizeof(T));                              \
             else                                                                   \
-                for (int64_t i3 = 0; i3 < os[3]; i3++) y[i3] = xr[i3 * ss[3]];     \
+                for (int64_t i = 0; i < n; i++) y[i] = xr[i * sn];                 \
         }                                                                          \
     }
     NB_DISPATCH(j->dt, K);
@@ -45,20 +53,26 @@ static void permute_rows(void *arg, int64_t lo, int64_t hi) {
  * its stores are contiguous; src is read with the permuted strides. */
 static void permute_copy(nb_dtype dt, void *dst, const void *src, int nd,
                          const int64_t *shape, const int64_t *perm, bool add) {
-    int64_t sstride[NB_MAX_DIMS], os[4] = {1, 1, 1, 1}, ss[4] = {0, 0, 0, 0};
+    int64_t sstride[NB_MAX_DIMS];
     int64_t s = 1;
     for (int d = nd - 1; d >= 0; d--) {
         sstride[d] = s;
         s *= shape[d];
     }
-    /* padded to 4 dims on the left: os is dst's shape, ss src's stride for it */
+    pc_job j = {.dt = dt, .dst = dst, .src = src, .lead = PC_R, .add = add};
+    for (int d = 0; d < NB_MAX_DIMS; d++) j.os[d] = 1, j.ss[d] = 0;
+    /* padded on the left: os is dst's shape, ss src's stride for it */
     for (int d = 0; d < nd; d++) {
-        os[4 - nd + d] = shape[perm[d]];
-        ss[4 - nd + d] = sstride[perm[d]];
+        j.os[NB_MAX_DIMS - nd + d] = shape[perm[d]];
+        j.ss[NB_MAX_DIMS - nd + d] = sstride[perm[d]];
     }
-    pc_job j = {dt, dst, src, {os[0], os[1], os[2], os[3]}, {ss[0], ss[1], ss[2], ss[3]}, add};
-    int64_t rows = os[0] * os[1] * os[2];
-    nb_parallel_for(rows, os[3] > 0 && os[3] < 16384 ? 16384 / os[3] : 1, permute_rows, &j);
+    int64_t rows = 1;
+    for (int d = 0; d < PC_R; d++) {
+        rows *= j.os[d];
+        if (j.os[d] != 1 && d < j.lead) j.lead = d;
+    }
+    int64_t n = j.os[PC_R];
+    nb_parallel_for(rows, n > 0 && n < 16384 ? 16384 / n : 1, permute_rows, &j);
 }
 
 /* ---- permute / transpose: out = a with dims reordered ------------------------- */
@@ -73,7 +87,8 @@ static void permute_backward(nb_ctx *ctx, nb_node *n) {
     permute_copy(a->dtype, da, out->grad, out->ndim, out->shape, inv, true);
 }
 
-/* Shared by permute and transpose once perm is validated (entries in 0..nd-1). */
+/* Shared by permute and transpose once perm is validated (entries in 0..nd-1);
+ * the perm goes in node->i (NB_MAX_DIMS entries). */
 static nb_tensor *permute_op(nb_ctx *ctx, nb_op op, nb_tensor *a, const int64_t *perm) {
     int64_t shape[NB_MAX_DIMS];
     for (int d = 0; d < a->ndim; d++) shape[d] = a->shape[perm[d]];

@@ -22,7 +22,7 @@ struct nb_node {
     nb_tensor *in_small[NB_NODE_MAX_INPUTS];
     /* Op parameters and what the forward saved for backward. */
     double f[4];
-    int64_t i[4];
+    int64_t i[NB_MAX_DIMS]; /* permute keeps its perm here */
     void *saved;             /* e.g. dropout's mask, max's arg-max, softmax's output */
     nb_tensor *saved_t;
     void *userdata;          /* custom ops */

@@ -113,8 +113,9 @@ static void safetensors_seeds(nb_ctx *ctx) {
     put_raw(sub, "bad-shape-overflow",
             "{\"x\":{\"dtype\":\"F64\",\"shape\":[4294967296,4294967296],\"data_offsets\":[0,8]}}",
             8);
-    put_raw(sub, "bad-shape-5d",
-            "{\"x\":{\"dtype\":\"BOOL\",\"shape\":[1,1,1,1,1],\"data_offsets\":[0,1]}}", 1);
+    put_raw(sub, "bad-shape-9d",
+            "{\"x\":{\"dtype\":\"BOOL\",\"shape\":[1,1,1,1,1,1,1,1,1],\"data_offsets\":[0,1]}}",
+            1);
     put_raw(sub, "bad-bool-byte",
             "{\"x\":{\"dtype\":\"BOOL\",\"shape\":[2],\"data_offsets\":[0,2]}}", 0);
     put_raw(sub, "bad-duplicate",

@@ -363,6 +363,27 @@ def op_cases():
                  torch.tensor([[False] * 6, [False] * 4 + [True] * 2])],
       sdpa(False, 0.7), {"causal": False, "scale": 0.7})
 
+    # five and six dims: broadcasting, reductions, permute, the batched product
+    c("add_5d_bcast", "add", lambda d: [d.normal(2, 1, 3, 1, 2), d.normal(2, 1, 4, 1)], torch.add)
+    c("mul_6d_bcast", "mul", lambda d: [d.normal(2, 1, 2, 1, 3, 2), d.normal(1, 2, 1, 2, 1, 2)],
+      torch.mul)
+    c("masked_fill_5d", "masked_fill", lambda d: [d.normal(2, 2, 1, 3, 2), d.mask(2, 1, 1, 3, 1)],
+      lambda x, m: x.masked_fill(m, -1.5), {"value": -1.5})
+    c("sum_dim_5d", "sum_dim", lambda d: [d.normal(2, 3, 2, 2, 3)],
+      lambda x: x.sum(2), {"dim": 2, "keepdim": False})
+    c("mean_dim_6d_keepdim", "mean_dim", lambda d: [d.normal(2, 2, 3, 1, 2, 2)],
+      lambda x: x.mean(-2, keepdim=True), {"dim": -2, "keepdim": True})
+    c("max_dim_5d", "max_dim", lambda d: [d.normal(2, 2, 3, 2, 2)], max_dim(1, False),
+      {"dim": 1, "keepdim": False})
+    c("permute_5d", "permute", lambda d: [d.normal(2, 3, 1, 2, 4)],
+      lambda x: x.permute(4, 1, 3, 0, 2), {"perm": [4, 1, 3, 0, 2]})
+    c("permute_6d", "permute", lambda d: [d.normal(2, 1, 3, 2, 2, 3)],
+      lambda x: x.permute(5, 0, 3, 1, 4, 2), {"perm": [5, 0, 3, 1, 4, 2]})
+    c("matmul_5d_bcast", "matmul", lambda d: [d.normal(2, 1, 2, 3, 4), d.normal(3, 1, 4, 2)],
+      torch.matmul)
+    c("matmul_6d", "matmul", lambda d: [d.normal(2, 1, 2, 1, 2, 3), d.normal(1, 2, 1, 2, 3, 2)],
+      torch.matmul)
+
 
 # ---- modules ---------------------------------------------------------------------
 # The seed notebook's attention classes come from tools/ref/torchref.py, with the

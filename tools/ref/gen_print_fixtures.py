@@ -114,6 +114,11 @@ def main():
     case(out, "sci_on", T([0.5, 2.0, -3.0]), (4, 1000, 3, 80, 1))
     case(out, "sci_off", T([1e-10, 1.0]), (4, 1000, 3, 80, 0))
     case(out, "sci_on_whole", T([1.0, 20.0]), (3, 1000, 3, 80, 1))
+    # five to eight dims
+    case(out, "dims_5", (torch.arange(24, dtype=f32) * 0.5 - 3).reshape(2, 1, 3, 2, 2))
+    case(out, "dims_8", (torch.arange(24, dtype=f64) * 0.25).reshape(1, 2, 1, 2, 3, 1, 1, 2))
+    case(out, "dims_6_summarized", torch.arange(2 * 3 * 2 * 2 * 3 * 30, dtype=f32)
+         .reshape(2, 3, 2, 2, 3, 30))
     with open(OUT, "w") as f:
         f.write("\n".join(out) + "\n")
     print("wrote %s (%d cases)" % (os.path.relpath(OUT), sum(l.startswith("case ") for l in out)))
