@@ -389,7 +389,7 @@ START_TEST(test_concat_split_counts) {
     ck_assert_ptr_nonnull(nb_concat(ctx, 2, ts, 1)); /* (2, 7) */
     expect_any(ctx, nb_split(ctx, a, 1, 2, (const int64_t[]){1, 1}, out), "split");
     expect_any(ctx, nb_split(ctx, a, 1, 2, (const int64_t[]){-1, 4}, out), "split");
-    expect_any(ctx, nb_split(ctx, a, 1, 2, (const int64_t[]){0, 3}, out), "split");
+    ck_assert_int_eq(nb_split(ctx, a, 1, 2, (const int64_t[]){0, 3}, out), NB_OK); /* an empty piece, as PyTorch */
     expect_any(ctx, nb_split(ctx, a, 1, -2, (const int64_t[]){1, 2}, out), "split");
     expect_any(ctx, nb_split(ctx, a, 1, 2, (const int64_t[]){INT64_MAX, INT64_MAX - 2}, out),
                "split");
@@ -446,6 +446,31 @@ START_TEST(test_index_arguments) {
 }
 END_TEST
 
+/* Empty tensors: where PyTorch refuses (the maximum over an empty dim)
+ * and where nabla does (a linear with no features, a layer_norm over an
+ * empty dim, cross-entropy over no classes, a -1 beside a 0 in reshape),
+ * each with its error; and the ops that take them, without one. */
+START_TEST(test_empty_inputs) {
+    nb_ctx *ctx = nb_ctx_new(0);
+    nb_tensor *e = nb_zeros(ctx, NB_F32, NB_SHAPE(0, 3)), *e2 = nb_zeros(ctx, NB_F32, NB_SHAPE(2, 0));
+    expect_fail(ctx, !nb_max_dim(ctx, e, 0, false, NULL), NB_ERR_SHAPE, "max_dim");
+    expect_fail(ctx, !nb_linear(ctx, e2, nb_ones(ctx, NB_F32, NB_SHAPE(4, 0)), NULL), NB_ERR_SHAPE,
+                "linear");
+    expect_fail(ctx, !nb_layer_norm(ctx, e2, NULL, NULL, 1e-5), NB_ERR_SHAPE, "layer_norm");
+    expect_fail(ctx, !nb_cross_entropy(ctx, e2, nb_zeros(ctx, NB_I64, NB_SHAPE(2))), NB_ERR_SHAPE,
+                "cross_entropy");
+    expect_fail(ctx, !nb_reshape(ctx, e, NB_SHAPE(-1, 0)), NB_ERR_SHAPE, "reshape");
+    nb_tensor *ok[] = {nb_exp(ctx, e), nb_gelu(ctx, e, NB_GELU_TANH), nb_sum(ctx, e),
+                       nb_softmax(ctx, e2), nb_log_softmax(ctx, e), nb_transpose(ctx, e, 0, 1),
+                       nb_causal_fill(ctx, e, -1), nb_masked_fill(ctx, e, nb_zeros(ctx, NB_BOOL, NB_SHAPE(3)), 0),
+                       nb_matmul(ctx, e2, nb_ones(ctx, NB_F32, NB_SHAPE(0, 5))),
+                       nb_dropout(ctx, e, 0.5, true, &(nb_pcg32){0})};
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++)
+        ck_assert_msg(ok[i] != NULL, "empty input %zu refused: %s", i, nb_ctx_error(ctx));
+    nb_ctx_free(ctx);
+}
+END_TEST
+
 Suite *suite_matrix_ops(void) {
     Suite *s = suite_create("matrix_ops");
     TCase *tc = tcase_create("battery");
@@ -459,6 +484,7 @@ Suite *suite_matrix_ops(void) {
     TCase *tv = tcase_create("values");
     tcase_add_test(tv, test_dims_out_of_range);
     tcase_add_test(tv, test_reshape_sizes);
+    tcase_add_test(tv, test_empty_inputs);
     tcase_add_test(tv, test_concat_split_counts);
     tcase_add_test(tv, test_value_arguments);
     tcase_add_test(tv, test_index_arguments);

@@ -115,7 +115,7 @@ START_TEST(test_sdpa_bad_input) {
     ck_assert_ptr_null(nb_sdpa_dropout_mask(NULL, 1, 1, 2, 2, 0.5, 1));
     expect_any(ctx, !nb_sdpa_dropout_mask(ctx, 1, 1, 2, 2, -0.1, 1), "");
     expect_any(ctx, !nb_sdpa_dropout_mask(ctx, 1, 1, 2, 2, NAN, 1), "");
-    expect_any(ctx, !nb_sdpa_dropout_mask(ctx, 0, 1, 2, 2, 0.5, 1), "");
+    expect_any(ctx, !nb_sdpa_dropout_mask(ctx, -2, 1, 2, 2, 0.5, 1), "");
     expect_any(ctx, !nb_sdpa_dropout_mask(ctx, 1, -1, 2, 2, 0.5, 1), "");
     expect_any(ctx, !nb_sdpa_dropout_mask(ctx, INT64_MAX, INT64_MAX, 2, 2, 0.5, 1), "");
     nb_tensor *all = nb_sdpa_dropout_mask(ctx, 1, 1, 2, 3, 0, 1);

@@ -237,8 +237,8 @@ START_TEST(test_reshape_errors) {
                              "sizes other than -1 to divide 6");
     nb_ctx_clear_error(ctx);
     ck_assert_ptr_null(nb_reshape(ctx, a, NB_SHAPE(0, 6)));
-    ck_assert_int_eq(nb_ctx_status(ctx), NB_ERR_SIZE);
-    ck_assert_error_has(ctx, "reshape: shape (0, 6) has size 0 at dim 0, expected >= 1 or -1");
+    ck_assert_int_eq(nb_ctx_status(ctx), NB_ERR_SHAPE);
+    ck_assert_error_has(ctx, "reshape: cannot view (2, 3) (6 elements) as (0, 6), which has 0 elements");
     nb_ctx_clear_error(ctx);
     /* huge sizes must not overflow into a false match */
     ck_assert_ptr_null(nb_reshape(ctx, a, NB_SHAPE(INT64_C(1) << 62, 4, 6)));
@@ -439,7 +439,7 @@ START_TEST(test_split_errors) {
     nb_tensor *out[2] = {a, a};
     ck_assert_int_eq(nb_split(ctx, a, 1, 2, (const int64_t[]){2, 2}, out), NB_ERR_SHAPE);
     ck_assert_error_has(ctx, "split: sizes (2, 2) do not add up to 5 (dim 1 of (3, 5)), expected "
-                             "positive sizes with that sum");
+                             "sizes >= 0 with that sum");
     ck_assert_ptr_null(out[0]); /* the outputs are cleared on failure */
     ck_assert_ptr_null(out[1]);
     nb_ctx_clear_error(ctx);

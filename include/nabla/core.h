@@ -190,8 +190,9 @@ typedef struct nb_tensor {
 #endif
 
 /* Creation. All return NULL and record an error on the context for NULL
- * shape pointers, ndim outside 0..8, zero or negative dims, or element counts
- * whose byte size would overflow size_t.
+ * shape pointers, ndim outside 0..8, negative dims, or element counts whose
+ * byte size would overflow size_t. A dim of 0 makes an empty tensor (numel
+ * 0), as in PyTorch.
  *
  * nb_empty leaves the data uninitialised, like torch.empty: write every
  * element before reading it (an op's output, a batch being filled). A

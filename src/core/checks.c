@@ -58,7 +58,7 @@ bool nb_broadcast_shape(nb_ctx *ctx, const char *name, const nb_tensor *a, const
                         -1 - k, (long long)da, (long long)db);
             return false;
         }
-        shape[n - 1 - k] = da > db ? da : db;
+        shape[n - 1 - k] = da == 1 ? db : da; /* a 0 against a 1 stays 0 */
     }
     *ndim = n;
     return true;

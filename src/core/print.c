@@ -203,7 +203,24 @@ static void print_rec(FILE *out, const fmt *f, int dim, size_t offset, int inden
     fputc(']', out);
 }
 
+/* An empty tensor, as PyTorch's _tensor_str writes it: "[]", its size
+ * unless it has one dim, and the dtype suffix. */
+static void print_empty(FILE *out, const nb_tensor *t) {
+    fputs("tensor([]", out);
+    if (t->ndim != 1) {
+        char s[NB_MAX_DIMS * 24 + 8];
+        nb_dims_str(t->ndim, t->shape, "()", s, sizeof s);
+        fprintf(out, ", size=%s", s);
+    }
+    if (t->dtype == NB_F64) fputs(", dtype=torch.float64", out);
+    fputc(')', out);
+}
+
 static void print_buf(FILE *out, const nb_tensor *t, const void *buf) {
+    if (t->numel == 0) {
+        print_empty(out, t);
+        return;
+    }
     fmt f = {.t = t, .buf = buf, .summarize = (int64_t)t->numel > opts.threshold};
     f.inner[t->ndim] = 1;
     for (int d = t->ndim - 1; d >= 0; d--)

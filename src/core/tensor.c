@@ -34,40 +34,41 @@ char *nb_dims_str(int nd, const int64_t *v, const char *brackets, char *buf, siz
     return buf;
 }
 
-/* Validates a requested shape and returns its element count, or 0 with an
- * error naming `op`. */
-static size_t checked_numel(nb_ctx *ctx, const char *op, nb_dtype dt, int ndim,
-                            const int64_t *shape) {
+/* Validates a requested shape into *numel (0 for a tensor with a zero-size
+ * dim, as PyTorch allows); false with an error naming `op`. */
+static bool checked_numel(nb_ctx *ctx, const char *op, nb_dtype dt, int ndim,
+                          const int64_t *shape, size_t *numel_out) {
     if (dt < 0 || dt >= NB_DTYPE_COUNT) {
         nb_ctx_fail(ctx, NB_ERR_DTYPE, "%s: unknown dtype %d", op, (int)dt);
-        return 0;
+        return false;
     }
     if (ndim < 0 || ndim > NB_MAX_DIMS) {
         nb_ctx_fail(ctx, NB_ERR_SIZE, "%s: %d dims requested, expected 0..%d", op, ndim,
                     NB_MAX_DIMS);
-        return 0;
+        return false;
     }
     if (ndim > 0 && !shape) {
         nb_ctx_fail(ctx, NB_ERR_NULL, "%s: shape is NULL for %d dims", op, ndim);
-        return 0;
+        return false;
     }
     size_t numel = 1;
     for (int d = 0; d < ndim; d++) {
-        if (shape[d] <= 0) {
-            nb_ctx_fail(ctx, NB_ERR_SIZE, "%s: dim %d has size %lld, expected >= 1", op, d,
+        if (shape[d] < 0) {
+            nb_ctx_fail(ctx, NB_ERR_SIZE, "%s: dim %d has size %lld, expected >= 0", op, d,
                         (long long)shape[d]);
-            return 0;
+            return false;
         }
-        if ((uint64_t)shape[d] > SIZE_MAX / numel ||
-            numel * (size_t)shape[d] > SIZE_MAX / nb_dtype_size(dt)) {
+        if (numel && ((uint64_t)shape[d] > SIZE_MAX / numel ||
+                      numel * (size_t)shape[d] > SIZE_MAX / nb_dtype_size(dt))) {
             nb_ctx_fail(ctx, NB_ERR_SIZE,
                         "%s: element count overflows size_t at dim %d (size %lld)", op, d,
                         (long long)shape[d]);
-            return 0;
+            return false;
         }
         numel *= (size_t)shape[d];
     }
-    return numel;
+    *numel_out = numel;
+    return true;
 }
 
 /* What tensor_alloc gives the data: nothing (a view sets it), zeroed
@@ -77,8 +78,8 @@ typedef enum { DATA_NONE, DATA_ZEROED, DATA_RAW } data_mode;
 static nb_tensor *tensor_alloc(nb_ctx *ctx, const char *op, nb_dtype dt, int ndim,
                                const int64_t *shape, data_mode data) {
     if (!nb_ctx_ok(ctx)) return NULL;
-    size_t numel = checked_numel(ctx, op, dt, ndim, shape);
-    if (!numel) return NULL;
+    size_t numel;
+    if (!checked_numel(ctx, op, dt, ndim, shape, &numel)) return NULL;
     nb_tensor *t = nb_ctx_alloc(ctx, sizeof *t);
     if (!t) return NULL;
     t->dtype = dt;

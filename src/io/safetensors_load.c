@@ -93,12 +93,7 @@ static nb_status parse_shape(nb_ctx *ctx, const char *path, const char *name, co
         if (n < 0)
             return nb_io_fail(ctx, NB_ERR_FORMAT, LOAD, path,
                               "tensor '%s': shape[%d] is not an integer in 0..2^53", name, d);
-        if (n == 0)
-            return nb_io_fail(ctx, NB_ERR_FORMAT, LOAD, path,
-                              "tensor '%s': shape[%d] is 0; nabla tensors cannot have zero-size "
-                              "dims",
-                              name, d);
-        if ((uint64_t)n > UINT64_MAX / *bytes)
+        if (*bytes && (uint64_t)n > UINT64_MAX / *bytes)
             return nb_io_fail(ctx, NB_ERR_FORMAT, LOAD, path,
                               "tensor '%s': byte size of the shape overflows 64 bits", name);
         *bytes *= (uint64_t)n;

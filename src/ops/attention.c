@@ -222,6 +222,11 @@ static bool check_sizes(nb_ctx *ctx, const char *op, nb_tensor *q, nb_tensor *k,
                     op, sq, sk, sv);
         return false;
     }
+    if (q->numel == 0 || k->numel == 0 || v->numel == 0) { /* PyTorch allows them; the tiles do not */
+        nb_ctx_fail(ctx, NB_ERR_SHAPE, "%s: q %s, k %s, v %s: a zero-size dim, expected every "
+                    "size >= 1 (use the composed ops for empty attention)", op, sq, sk, sv);
+        return false;
+    }
     const int64_t *a = q->shape, *b = k->shape, *c = v->shape;
     if (b[0] != a[0] || b[2] != a[2] || b[3] != a[3] || c[0] != a[0] || c[1] != b[1] ||
         c[2] != a[2]) {

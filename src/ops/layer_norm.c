@@ -144,6 +144,11 @@ nb_tensor *nb_layer_norm(nb_ctx *ctx, nb_tensor *x, nb_tensor *w, nb_tensor *b, 
         return NULL;
     }
     int64_t D = x->shape[x->ndim - 1];
+    if (D == 0) {
+        nb_ctx_fail(ctx, NB_ERR_SHAPE, "%s: x %s has an empty last dim, expected >= 1 to "
+                    "normalize over", op, nb_shape_str(x, sx, sizeof sx));
+        return NULL;
+    }
     for (int i = 1; i < 3; i++) {
         const nb_tensor *t = all[i];
         if (t && (t->ndim != 1 || t->shape[0] != D)) {

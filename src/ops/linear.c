@@ -76,6 +76,12 @@ static nb_tensor *linear_out(nb_ctx *ctx, nb_tensor *x, nb_tensor *w, nb_tensor 
                     op, nb_shape_str(x, sx, sizeof sx));
         return NULL;
     }
+    if (w->shape[1] == 0 || w->shape[0] == 0) {
+        nb_ctx_fail(ctx, NB_ERR_SHAPE,
+                    "%s: weight %s has a zero-size dim; nabla's linear needs in_features and "
+                    "out_features >= 1", op, nb_shape_str(w, sw, sizeof sw));
+        return NULL;
+    }
     if (x->shape[x->ndim - 1] != w->shape[1]) {
         nb_ctx_fail(ctx, NB_ERR_SHAPE,
                     "%s: x %s does not fit weight %s: x's last dim %lld, expected in_features "

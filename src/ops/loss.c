@@ -33,6 +33,11 @@ static bool ce_check(nb_ctx *ctx, const char *name, nb_tensor *logits, const nb_
                     name, nb_shape_str(targets, st, sizeof st), nb_dtype_name(targets->dtype));
         return false;
     }
+    if (logits->ndim >= 1 && logits->shape[logits->ndim - 1] == 0) {
+        nb_ctx_fail(ctx, NB_ERR_SHAPE, "%s: logits %s have no classes, expected >= 1", name,
+                    nb_shape_str(logits, sl, sizeof sl));
+        return false;
+    }
     bool fits = logits->ndim >= 1 && targets->ndim == logits->ndim - 1;
     for (int d = 0; fits && d < targets->ndim; d++) fits = targets->shape[d] == logits->shape[d];
     if (!fits) {

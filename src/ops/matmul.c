@@ -237,11 +237,12 @@ nb_tensor *nb_matmul(nb_ctx *ctx, nb_tensor *a, nb_tensor *b) {
     int nd;
     int64_t shape[NB_MAX_DIMS];
     if (!mm_shapes(ctx, a, b, &d, &nd, shape)) return NULL;
-    nb_tensor *out = nb_empty(ctx, a->dtype, nd, shape); /* gemm overwrites it */
+    /* gemm overwrites the output, unless the inner dim is empty: then it is 0 */
+    nb_tensor *out = d.k ? nb_empty(ctx, a->dtype, nd, shape) : nb_zeros(ctx, a->dtype, nd, shape);
     if (!out) return NULL;
     mm_job j = {.d = d, .mode = MM_FORWARD, .dt = a->dtype, .A = a->data, .B = b->data,
                 .C = out->data};
-    mm_run(&j, b->ndim == 2);
+    if (d.k && out->numel) mm_run(&j, b->ndim == 2);
     nb_record_op(ctx, NB_OP_MATMUL, out, 2, in, matmul_backward);
     return out;
 }

@@ -165,6 +165,12 @@ nb_tensor *nb_max_dim(nb_ctx *ctx, nb_tensor *a, int dim, bool keepdim, nb_tenso
     if (!nb_check_float_inputs(ctx, "max_dim", 1, &a)) return NULL;
     int d = red_dim(ctx, NB_OP_MAX_DIM, a, dim);
     if (d < 0) return NULL;
+    if (a->numel == 0 && (a->ndim == 0 || a->shape[d] == 0)) { /* as PyTorch: no maximum */
+        char s[64];
+        nb_ctx_fail(ctx, NB_ERR_SHAPE, "max_dim: input %s has no elements along dim %d, expected "
+                    "a non-zero size to take the maximum of", nb_shape_str(a, s, sizeof s), dim);
+        return NULL;
+    }
     nb_tensor *out = red_out(ctx, a->dtype, a, d, keepdim);
     if (!out) return NULL;
     geom g = geom_of(a, d);

@@ -168,6 +168,7 @@ nb_tensor *nb_reshape(nb_ctx *ctx, nb_tensor *a, int ndim, const int64_t *shape)
     int infer = -1;
     size_t known = 1;      /* product of the given sizes while it is <= a->numel */
     bool too_big = false;  /* ... and whether it went past */
+    bool zero = false;     /* a size is 0: the view is empty */
     for (int d = 0; d < ndim; d++) {
         sh[d] = shape[d];
         if (shape[d] == -1 && infer < 0) {
@@ -178,11 +179,13 @@ nb_tensor *nb_reshape(nb_ctx *ctx, nb_tensor *a, int ndim, const int64_t *shape)
                         "to infer",
                         nb_dims_str(ndim, shape, "()", want, sizeof want));
             return NULL;
-        } else if (shape[d] < 1) {
+        } else if (shape[d] < 0) {
             nb_ctx_fail(ctx, NB_ERR_SIZE,
-                        "reshape: shape %s has size %lld at dim %d, expected >= 1 or -1",
+                        "reshape: shape %s has size %lld at dim %d, expected >= 0 or -1",
                         nb_dims_str(ndim, shape, "()", want, sizeof want), (long long)shape[d], d);
             return NULL;
+        } else if (shape[d] == 0) {
+            zero = true;
         } else if (!too_big) {
             if ((uint64_t)shape[d] > a->numel / known)
                 too_big = true;
@@ -190,7 +193,17 @@ nb_tensor *nb_reshape(nb_ctx *ctx, nb_tensor *a, int ndim, const int64_t *shape)
                 known *= (size_t)shape[d];
         }
     }
-    if (infer >= 0) {
+    if (zero) { /* as PyTorch: an empty view of an empty tensor, and no -1 to infer */
+        if (infer >= 0 || a->numel != 0) {
+            nb_ctx_fail(ctx, NB_ERR_SHAPE,
+                        "reshape: cannot view %s (%zu elements) as %s, %s", nb_shape_str(a, s, sizeof s),
+                        a->numel, nb_dims_str(ndim, shape, "()", want, sizeof want),
+                        infer >= 0 ? "whose -1 could be any size" : "which has 0 elements");
+            return NULL;
+        }
+    } else if (infer >= 0 && a->numel == 0) {
+        sh[infer] = 0; /* an empty tensor: the -1 takes the 0 */
+    } else if (infer >= 0) {
         if (too_big || a->numel % known != 0) {
             nb_ctx_fail(ctx, NB_ERR_SHAPE,
                         "reshape: cannot view %s (%zu elements) as %s, expected the sizes "
@@ -353,7 +366,7 @@ nb_status nb_split(nb_ctx *ctx, nb_tensor *a, int dim, int n, const int64_t *siz
     int64_t total = 0;
     bool ok = true;
     for (int j = 0; j < n; j++) {
-        if (sizes[j] < 1 || sizes[j] > a->shape[d]) ok = false;
+        if (sizes[j] < 0 || sizes[j] > a->shape[d]) ok = false;
         else total += sizes[j];
     }
     if (!ok || total != a->shape[d]) {
@@ -361,7 +374,7 @@ nb_status nb_split(nb_ctx *ctx, nb_tensor *a, int dim, int n, const int64_t *siz
         nb_dims_str(shown, sizes, "()", ss, sizeof ss);
         return nb_ctx_fail(ctx, NB_ERR_SHAPE,
                            "split: sizes %s%s do not add up to %lld (dim %d of %s), expected "
-                           "positive sizes with that sum",
+                           "sizes >= 0 with that sum",
                            ss, n > shown ? " ..." : "", (long long)a->shape[d], d,
                            nb_shape_str(a, s, sizeof s));
     }

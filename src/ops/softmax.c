@@ -11,10 +11,11 @@
 #define NB_EXP(x) _Generic((x), float: expf, default: exp)(x)
 #define NB_LOG(x) _Generic((x), float: logf, default: log)(x)
 
-/* a (..., C) is seen as rows (R, C); a 0-dim tensor is one row of one. */
+/* a (..., C) is seen as rows (R, C); a 0-dim tensor is one row of one; an
+ * empty one has no rows. */
 static void rows_of(const nb_tensor *a, size_t *rows, size_t *cols) {
     *cols = a->ndim ? (size_t)a->shape[a->ndim - 1] : 1;
-    *rows = a->numel / *cols;
+    *rows = *cols ? a->numel / *cols : 0;
 }
 
 /* The forward of both ops, rows [lo, hi). For each row x with max m (a NaN

@@ -108,7 +108,7 @@ static void safetensors_seeds(nb_ctx *ctx) {
             8);
     put_raw(sub, "bad-offsets-past-end",
             "{\"x\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 4);
-    put_raw(sub, "bad-shape-zero",
+    put_raw(sub, "ok-shape-zero",
             "{\"x\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[0,0]}}", 0);
     put_raw(sub, "bad-shape-overflow",
             "{\"x\":{\"dtype\":\"F64\",\"shape\":[4294967296,4294967296],\"data_offsets\":[0,8]}}",
