@@ -44,7 +44,8 @@
  *   transformer.ln_f.weight [.bias], lm_head.weight (V, C).
  *   Biases ([...]) exist only with cfg.bias; qkv_bias is ignored. c_attn's
  *   output is split into q, k, v (in that order); attention dropout then
- *   resid_dropout after c_proj and after the MLP; GELU is exact (erf).
+ *   resid_dropout after c_proj and after the MLP; GELU is exact (erf) by
+ *   default, GPT-2's tanh approximation with cfg.gelu = NB_GELU_TANH.
  *   lm_head is TIED to wte: one tensor, listed once in `params` (as
  *   transformer.wte.weight) and twice in `state_dict`; its gradient is the
  *   sum of the embedding's and the head's. Init: every Linear and Embedding
@@ -86,13 +87,18 @@ typedef struct nb_gpt_config {
                            (sampling only). GPTModel's attention weights come
                            from nb_nn_mha_init, whose grad buffers are made and
                            then dropped (17% of the 124M model's weights) */
+    nb_gelu_approx gelu; /* nanoGPT: the MLP's GELU, NB_GELU_NONE (exact erf,
+                            nanoGPT's nn.GELU(); the default, and 0) or
+                            NB_GELU_TANH (GPT-2's own gelu_new: nb_gpt_from_hf
+                            sets it). GPTModel always uses tanh and ignores it. */
 } nb_gpt_config;
 
 /* A config with each layout's familiar defaults:
  *   NB_GPT_GPTMODEL: the course's GPT_CONFIG_124M (vocab 50257, context 1024,
- *     emb 768, 12 heads, 12 layers, dropout 0.1, qkv_bias false);
+ *     emb 768, 12 heads, 12 layers, dropout 0.1, qkv_bias false,
+ *     gelu tanh);
  *   NB_GPT_NANOGPT: nanoGPT's GPTConfig (vocab 50304, block 1024, 12/12/768,
- *     dropout 0, bias true).
+ *     dropout 0, bias true, gelu NB_GELU_NONE).
  * dtype F32, no_grad false. */
 nb_gpt_config nb_gpt_config_default(nb_gpt_arch arch);
 
