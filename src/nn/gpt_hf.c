@@ -323,7 +323,9 @@ static nb_status from_hf_cfg(nb_ctx *pctx, nb_gpt *m, const nb_tensor_list *sd,
         nb_status st = check_tensor(pctx, lm, "lm_head.weight", wte->shape[0], wte->shape[1],
                                     " (tied to wte)");
         if (st) return st;
-        for (size_t k = 0; k < lm->numel; k++)
+        bool same = lm->dtype == wte->dtype &&
+                    !memcmp(lm->data, wte->data, lm->numel * nb_dtype_size(lm->dtype));
+        for (size_t k = 0; !same && k < lm->numel; k++)
             if (nb_get(lm, k) != nb_get(wte, k))
                 return nb_ctx_fail(pctx, NB_ERR_FORMAT, "%s: lm_head.weight differs from "
                                    "%swte.weight at %zu; GPT-2 ties them", FN, pre, k);
