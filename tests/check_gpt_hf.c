@@ -106,7 +106,9 @@ START_TEST(test_hf_from_state_dict) {
     ck_assert_int_eq(c.n_layer, 3);
     ck_assert_int_eq(c.dtype, NB_F32);
     nb_gpt m;
+    ck_assert(nb_gpt_state_dict_is_hf(&sd));
     ck_assert_int_eq(nb_gpt_from_hf(p, &m, &sd, 6, 0.0, NB_F64, NULL), NB_OK);
+    ck_assert(!nb_gpt_state_dict_is_hf(&m.state_dict)); /* nanoGPT's names and layout */
     ck_assert_int_eq(m.cfg.gelu, NB_GELU_TANH);
     const nb_tensor *hf = nb_list_get(&sd, "h.2.mlp.c_fc.weight"); /* (48, 192) */
     const nb_tensor *nn = nb_list_get(&m.state_dict, "transformer.h.2.mlp.c_fc.weight");
@@ -266,6 +268,7 @@ START_TEST(test_hf_errors) {
     nb_tensor_list sd = {0}, e = {0};
     ck_assert_int_eq(nb_load_safetensors(files, HF_DIR "lmhead/model.safetensors", &sd), NB_OK);
     nb_gpt m;
+    ck_assert(nb_gpt_state_dict_is_hf(&sd)); /* with the transformer. prefix */
     /* a missing tensor */
     edited(&sd, &e, "transformer.h.1.mlp.c_proj.bias", NULL, NULL);
     ck_assert_int_eq(nb_gpt_from_hf(p, &m, &e, 4, 0.0, NB_F32, NULL), NB_ERR_FORMAT);

@@ -415,6 +415,9 @@ START_TEST(test_matrix_gpt_hf) {
     ck_assert_int_eq(nb_gpt_init(p, &m, &c, NULL), NB_ERR_VALUE);
     ck_assert_error_has(p, "gpt: unknown gelu 5");
     ck_assert_int_eq(nb_gpt_hf_n_head(0), 0);
+    ck_assert(!nb_gpt_state_dict_is_hf(NULL));
+    ck_assert(!nb_gpt_state_dict_is_hf(&sd1)); /* a 1-D transformer.wte.weight, no block */
+    ck_assert(nb_gpt_state_dict_is_hf(&sd));
     ck_assert_int_eq(nb_gpt_hf_n_head(-768), 0);
     nb_ctx_free(p);
     nb_ctx_free(f);

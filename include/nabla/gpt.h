@@ -208,6 +208,13 @@ nb_status nb_gpt_hf_config_read(nb_ctx *ctx, const char *path, nb_gpt_hf_config 
  * (medium), 1280 -> 20 (large), 1600 -> 25 (xl); 0 for any other width. */
 int nb_gpt_hf_n_head(int64_t n_embd);
 
+/* Whether sd has Hugging Face's GPT-2 names and layout rather than
+ * nanoGPT's (for a loader that takes either, such as --init_from=PATH):
+ * true when it has wte.weight (no prefix), or transformer.wte.weight (V, C)
+ * with transformer.h.0.attn.c_attn.weight stored (C, 3C), Conv1D's way
+ * (nanoGPT stores it (3C, C)). False for NULL or anything else. */
+bool nb_gpt_state_dict_is_hf(const nb_tensor_list *sd);
+
 /* The config of a Hugging Face GPT-2 state_dict (either prefix), as above.
  * n_head > 0 is used as given; 0 takes nb_gpt_hf_n_head(n_embd), and an
  * unknown width is NB_ERR_VALUE ("gpt_from_hf: n_embd 48 is not a standard

@@ -150,6 +150,15 @@ static const char *prefix_of(const nb_tensor_list *sd) {
     return NULL;
 }
 
+bool nb_gpt_state_dict_is_hf(const nb_tensor_list *sd) {
+    if (!sd) return false;
+    if (nb_list_get(sd, "wte.weight")) return true;
+    const nb_tensor *wte = nb_list_get(sd, "transformer.wte.weight"),
+                    *w = nb_list_get(sd, "transformer.h.0.attn.c_attn.weight");
+    return wte && w && wte->ndim == 2 && w->ndim == 2 && w->shape[0] == wte->shape[1] &&
+           w->shape[1] == 3 * wte->shape[1];
+}
+
 static const nb_tensor *get(const nb_tensor_list *sd, char *buf, size_t n, const char *pre,
                             const char *fmt, int i) {
     char tail[96];
