@@ -358,6 +358,51 @@ START_TEST(test_hf_errors) {
 }
 END_TEST
 
+/* nb_gpt_load_hf streams the file: lm_head.weight may come before wte
+ * (the first is copied, the second compared), and a head that differs is
+ * refused either way. */
+START_TEST(test_hf_stream_order) {
+    nb_ctx *files = nb_ctx_new(0), *p = nb_ctx_new(0);
+    nb_tensor_list sd = {0}, ref = {0}, e = {0};
+    load_ref(files, &ref);
+    ck_assert_int_eq(nb_load_safetensors(files, HF_DIR "lmhead/model.safetensors", &sd), NB_OK);
+    char dir[64], path[128];
+    for (int k = 0; k < 3; k++) {
+        nb_tensor *lm = nb_list_get(&sd, "lm_head.weight");
+        if (k) {
+            lm = nb_copy(files, lm, NB_F32);
+            nb_set(lm, 7, 3.5);
+        }
+        /* k 0, 1: lm_head first; k 2: lm_head last */
+        e = (nb_tensor_list){0};
+        if (k < 2) nb_list_add(&e, "lm_head.weight", lm);
+        for (int i = 0; i < sd.n; i++)
+            if (strcmp(nb_list_name(&sd, i), "lm_head.weight"))
+                nb_list_add(&e, nb_list_name(&sd, i), nb_list_tensor(&sd, i));
+        if (k == 2) nb_list_add(&e, "lm_head.weight", lm);
+        write_dir(dir, &e, NULL);
+        snprintf(path, sizeof path, "%s/model.safetensors", dir);
+        nb_gpt m;
+        nb_status st = nb_gpt_load_hf(p, &m, path, 4, 0.0, NB_F64, NULL);
+        if (k == 0) {
+            ck_assert_msg(st == NB_OK, "%s", nb_ctx_error(p));
+            double err = logits_err(&m, &ref, "lmhead");
+            ck_assert_msg(err <= 1e-10, "err %.3g", err);
+            nb_gpt_free(&m);
+        } else {
+            ck_assert_int_eq(st, NB_ERR_FORMAT);
+            ck_assert_error_has(p, "lm_head.weight differs from transformer.wte.weight at 7");
+            nb_ctx_clear_error(p);
+        }
+        remove_dir(dir);
+    }
+    nb_list_free(&sd);
+    nb_list_free(&ref);
+    nb_ctx_free(p);
+    nb_ctx_free(files);
+}
+END_TEST
+
 Suite *suite_gpt_hf(void) {
     Suite *s = suite_create("gpt_hf");
     TCase *tc = tcase_create("parity");
@@ -370,6 +415,7 @@ Suite *suite_gpt_hf(void) {
     tcase_add_loop_test(tm, test_hf_generate, 0, 2);
     tcase_add_test(tm, test_hf_config_json);
     tcase_add_test(tm, test_hf_errors);
+    tcase_add_test(tm, test_hf_stream_order);
     suite_add_tcase(s, tm);
     return s;
 }

@@ -238,16 +238,19 @@ nb_status nb_gpt_config_from_hf(nb_ctx *ctx, const nb_tensor_list *sd, int n_hea
 nb_status nb_gpt_from_hf(nb_ctx *pctx, nb_gpt *m, const nb_tensor_list *sd, int n_head,
                          double dropout, nb_dtype dt, nb_pcg32 *dropout_rng);
 
-/* A Hugging Face GPT-2 directory as downloaded: loads `path` (its
- * model.safetensors) into a private context and, when a config.json is
- * beside it, reads that (nb_gpt_hf_config_read): its n_head is used unless
- * n_head > 0 is given, its activation_function becomes m->cfg.gelu, and
- * its n_layer, n_embd, n_positions and vocab_size must agree with the
- * tensors (NB_ERR_FORMAT otherwise); a layer_norm_epsilon other than 1e-5
- * is NB_ERR_VALUE. Then nb_gpt_from_hf, and the file's tensors are freed
- * before returning: the peak is the file's tensors plus the model, never a
- * third copy. Every error (the file's, config.json's, the model's) is
- * recorded on pctx. */
+/* A Hugging Face GPT-2 directory as downloaded: `path` is its
+ * model.safetensors. When a config.json is beside it, it is read
+ * (nb_gpt_hf_config_read): its n_head is used unless n_head > 0 is given,
+ * its activation_function becomes m->cfg.gelu, and its n_layer, n_embd,
+ * n_positions and vocab_size must agree with the tensors (NB_ERR_FORMAT
+ * otherwise); a layer_norm_epsilon other than 1e-5 is NB_ERR_VALUE. Then
+ * as nb_gpt_from_hf, but streamed (nb_load_safetensors_each): the file's
+ * header is validated and every tensor checked before the model is built,
+ * then the tensors are read one at a time straight into the parameters,
+ * so the peak memory is the model plus the file's largest tensor (wte),
+ * never the file and the model at once. lm_head.weight may come before or
+ * after wte in the file. Every error (the file's, config.json's, the
+ * model's) is recorded on pctx. */
 nb_status nb_gpt_load_hf(nb_ctx *pctx, nb_gpt *m, const char *path, int n_head, double dropout,
                          nb_dtype dt, nb_pcg32 *dropout_rng);
 

@@ -367,6 +367,92 @@ static nb_status agree(nb_ctx *ctx, const char *cpath, const char *what, int64_t
     return NB_OK;
 }
 
+/* nb_gpt_load_hf's state while the file streams in. */
+typedef struct hf_stream {
+    nb_ctx *pctx;
+    nb_gpt *m;
+    const char *cpath;   /* config.json, or NULL when there is none */
+    nb_gpt_hf_config hc; /* its contents */
+    int n_head;          /* given, or 0 */
+    double dropout;
+    nb_dtype dt;
+    nb_pcg32 *rng;
+    const char *pre;     /* "transformer." or "" */
+    bool wte_seen;       /* wte or lm_head already copied into m->wte */
+} hf_stream;
+
+/* The header: config, config.json's agreement, every tensor checked, then
+ * the model built (weights zero). */
+static nb_status stream_header(void *user, const nb_tensor_list *sd) {
+    hf_stream *S = user;
+    nb_ctx *pctx = S->pctx;
+    nb_gpt_config c;
+    nb_status st = nb_gpt_config_from_hf(pctx, sd, S->n_head ? S->n_head : S->hc.n_head, &c);
+    if (!st && S->cpath) {
+        if (!st) st = agree(pctx, S->cpath, "n_layer", S->hc.n_layer, c.n_layer);
+        if (!st) st = agree(pctx, S->cpath, "n_embd", S->hc.n_embd, c.n_embd);
+        if (!st) st = agree(pctx, S->cpath, "n_positions", S->hc.n_positions, c.block_size);
+        if (!st) st = agree(pctx, S->cpath, "vocab_size", S->hc.vocab_size, c.vocab_size);
+        if (!st && S->hc.layer_norm_epsilon != 1e-5)
+            st = nb_ctx_fail(pctx, NB_ERR_VALUE, "%s: %s: layer_norm_epsilon %g is not "
+                             "supported (nabla's LayerNorm uses 1e-05)", FN, S->cpath,
+                             S->hc.layer_norm_epsilon);
+    }
+    if (st) return st;
+    c.gelu = S->hc.gelu, c.dropout = S->dropout, c.dtype = S->dt;
+    S->pre = prefix_of(sd);
+    const nb_tensor *lm = nb_list_get(sd, "lm_head.weight");
+    if (lm && (st = check_tensor(pctx, lm, "lm_head.weight", c.vocab_size, c.n_embd,
+                                 " (tied to wte)")))
+        return st;
+    if ((st = visit(pctx, &c, sd, NULL))) return st;
+    return nb_gpt_init_impl(pctx, S->m, &c, NULL, S->rng);
+}
+
+/* Where the HF tensor `name` goes in m (NULL: a buffer or another name). */
+static nb_tensor *stream_dst(hf_stream *S, const char *name, bool *conv1d) {
+    nb_gpt *m = S->m;
+    size_t np = strlen(S->pre);
+    *conv1d = false;
+    if (strncmp(name, S->pre, np)) return NULL;
+    name += np;
+    if (!strcmp(name, "wte.weight")) return m->wte;
+    if (!strcmp(name, "wpe.weight")) return m->wpe;
+    if (!strcmp(name, "ln_f.weight")) return m->lnf_w;
+    if (!strcmp(name, "ln_f.bias")) return m->lnf_b;
+    int i = -1, n = 0;
+    if (sscanf(name, "h.%d.%n", &i, &n) != 1 || n == 0 || i < 0 || i >= m->cfg.n_layer)
+        return NULL;
+    for (int k = 0; k < N_BLOCK; k++)
+        if (!strcmp(name + n, BLOCK[k].fmt + strlen("h.%d."))) {
+            *conv1d = BLOCK[k].conv1d;
+            return *(nb_tensor **)((char *)&m->blocks[i] + BLOCK[k].field);
+        }
+    return NULL;
+}
+
+/* One tensor of the file into its parameter. wte and lm_head are one
+ * tensor: the first copied, the second compared with it. */
+static nb_status stream_tensor(void *user, const nb_tensor *t) {
+    hf_stream *S = user;
+    bool conv1d, lm = !strcmp(t->name, "lm_head.weight");
+    nb_tensor *dst = lm ? S->m->wte : stream_dst(S, t->name, &conv1d);
+    if (!dst) return NB_OK;
+    if (dst != S->m->wte || !S->wte_seen) {
+        copy_in(dst, t, lm ? false : conv1d);
+        S->wte_seen |= dst == S->m->wte;
+        return NB_OK;
+    }
+    bool f32 = dst->dtype == NB_F32;
+    for (size_t k = 0; k < t->numel; k++) {
+        double v = nb_get(t, k);
+        if ((f32 ? (double)(float)v : v) != nb_get(dst, k))
+            return nb_ctx_fail(S->pctx, NB_ERR_FORMAT, "%s: lm_head.weight differs from "
+                               "%swte.weight at %zu; GPT-2 ties them", FN, S->pre, k);
+    }
+    return NB_OK;
+}
+
 nb_status nb_gpt_load_hf(nb_ctx *pctx, nb_gpt *m, const char *path, int n_head, double dropout,
                          nb_dtype dt, nb_pcg32 *dropout_rng) {
     if (!pctx) return NB_ERR_NULL;
@@ -384,49 +470,20 @@ nb_status nb_gpt_load_hf(nb_ctx *pctx, nb_gpt *m, const char *path, int n_head, 
     size_t dir = slash ? (size_t)(slash - path) + 1 : 0;
     memcpy(cpath, path, dir);
     strcpy(cpath + dir, "config.json");
-    nb_gpt_hf_config hc = {.gelu = NB_GELU_TANH, .layer_norm_epsilon = 1e-5};
-    bool have_json = false;
+    hf_stream S = {pctx, m, NULL, {.gelu = NB_GELU_TANH, .layer_norm_epsilon = 1e-5},
+                   n_head, dropout, dt, dropout_rng, "", false};
     FILE *f = fopen(cpath, "rb");
+    nb_status st = NB_OK;
     if (f) {
         fclose(f);
-        have_json = true;
-        if (nb_gpt_hf_config_read(pctx, cpath, &hc)) {
-            free(cpath);
-            return nb_ctx_status(pctx);
-        }
+        S.cpath = cpath;
+        st = nb_gpt_hf_config_read(pctx, cpath, &S.hc);
     }
-    nb_ctx *tmp = nb_ctx_new(0);
-    if (!tmp) {
-        free(cpath);
-        return nb_ctx_fail(pctx, NB_ERR_MEMORY, "%s: out of memory", FN);
+    if (!st) {
+        m->wte = NULL; /* built by stream_header */
+        st = nb_load_safetensors_each(pctx, path, stream_header, stream_tensor, &S);
+        if (st && m->wte) nb_gpt_free(m);
     }
-    nb_tensor_list sd = {0};
-    nb_status st = nb_load_safetensors(tmp, path, &sd);
-    if (st) {
-        nb_ctx_fail(pctx, st, "%s", nb_ctx_error(tmp));
-    } else {
-        nb_gpt_config c;
-        int H = n_head ? n_head : hc.n_head;
-        st = nb_gpt_config_from_hf(pctx, &sd, H, &c);
-        if (!st && have_json) {
-            if (!st) st = agree(pctx, cpath, "n_layer", hc.n_layer, c.n_layer);
-            if (!st) st = agree(pctx, cpath, "n_embd", hc.n_embd, c.n_embd);
-            if (!st) st = agree(pctx, cpath, "n_positions", hc.n_positions, c.block_size);
-            if (!st) st = agree(pctx, cpath, "vocab_size", hc.vocab_size, c.vocab_size);
-            if (!st && hc.layer_norm_epsilon != 1e-5)
-                st = nb_ctx_fail(pctx, NB_ERR_VALUE, "%s: %s: layer_norm_epsilon %g is not "
-                                 "supported (nabla's LayerNorm uses 1e-05)", FN, cpath,
-                                 hc.layer_norm_epsilon);
-        }
-        if (!st) {
-            c.gelu = hc.gelu;
-            c.dropout = dropout;
-            c.dtype = dt;
-            st = from_hf_cfg(pctx, m, &sd, &c, dropout_rng);
-        }
-    }
-    nb_list_free(&sd);
-    nb_ctx_free(tmp); /* the file's copy goes now */
     free(cpath);
     return st;
 }
