@@ -160,6 +160,7 @@ START_TEST(test_hf_finetune) {
     }
     printf("gpt_hf %s fine-tune: 20 losses max abs err %.3g (%.6f -> %.6f)\n", CK[_i].name,
            worst, nb_get(want, 0), nb_get(want, want->numel - 1));
+    nb_optim_free(opt);
     nb_gpt_free(&m);
     nb_list_free(&ref);
     nb_ctx_free(s);
