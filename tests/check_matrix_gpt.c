@@ -6,6 +6,8 @@
  * function, or the documented result. */
 #include "check_nabla.h"
 
+#include <unistd.h>
+
 static nb_gpt_config small(nb_gpt_arch arch) {
     nb_gpt_config c = nb_gpt_config_default(arch);
     c.vocab_size = 7, c.block_size = 4, c.n_layer = 1, c.n_head = 2, c.n_embd = 4;
@@ -308,11 +310,126 @@ START_TEST(test_matrix_train_pieces) {
 }
 END_TEST
 
+/* The Hugging Face loader (src/nn/gpt_hf.c): NULLs, a sticky error, a
+ * negative n_head, config.json's bad fields, an unknown gelu. */
+START_TEST(test_matrix_gpt_hf) {
+    nb_ctx *p = nb_ctx_new(0), *f = nb_ctx_new(0);
+    nb_gpt m;
+    nb_gpt_config c;
+    nb_gpt_hf_config hc;
+    nb_tensor_list sd = {0};
+    nb_list_add(&sd, "wte.weight", nb_zeros(f, NB_F32, NB_SHAPE(7, 4)));
+    nb_list_add(&sd, "wpe.weight", nb_zeros(f, NB_F32, NB_SHAPE(4, 4)));
+    /* NULL context: NB_ERR_NULL, nothing recorded */
+    ck_assert_int_eq(nb_gpt_hf_config_read(NULL, "x", &hc), NB_ERR_NULL);
+    ck_assert_int_eq(nb_gpt_config_from_hf(NULL, &sd, 2, &c), NB_ERR_NULL);
+    ck_assert_int_eq(nb_gpt_from_hf(NULL, &m, &sd, 2, 0.0, NB_F32, NULL), NB_ERR_NULL);
+    ck_assert_int_eq(nb_gpt_load_hf(NULL, &m, "x", 2, 0.0, NB_F32, NULL), NB_ERR_NULL);
+    /* NULL arguments */
+    ck_assert_int_eq(nb_gpt_hf_config_read(p, NULL, &hc), NB_ERR_NULL);
+    ck_assert_error_has(p, "gpt_hf_config_read: path is NULL");
+    nb_ctx_clear_error(p);
+    ck_assert_int_eq(nb_gpt_hf_config_read(p, "x", NULL), NB_ERR_NULL);
+    ck_assert_error_has(p, "gpt_hf_config_read: out is NULL");
+    nb_ctx_clear_error(p);
+    ck_assert_int_eq(nb_gpt_config_from_hf(p, NULL, 2, &c), NB_ERR_NULL);
+    ck_assert_error_has(p, "gpt_from_hf: sd is NULL");
+    nb_ctx_clear_error(p);
+    ck_assert_int_eq(nb_gpt_config_from_hf(p, &sd, 2, NULL), NB_ERR_NULL);
+    ck_assert_error_has(p, "gpt_from_hf: out is NULL");
+    nb_ctx_clear_error(p);
+    ck_assert_int_eq(nb_gpt_from_hf(p, NULL, &sd, 2, 0.0, NB_F32, NULL), NB_ERR_NULL);
+    ck_assert_error_has(p, "gpt_from_hf: model is NULL");
+    nb_ctx_clear_error(p);
+    ck_assert_int_eq(nb_gpt_from_hf(p, &m, NULL, 2, 0.0, NB_F32, NULL), NB_ERR_NULL);
+    ck_assert_error_has(p, "gpt_from_hf: sd is NULL");
+    nb_ctx_clear_error(p);
+    ck_assert_int_eq(nb_gpt_load_hf(p, NULL, "x", 2, 0.0, NB_F32, NULL), NB_ERR_NULL);
+    ck_assert_error_has(p, "gpt_from_hf: model is NULL");
+    nb_ctx_clear_error(p);
+    ck_assert_int_eq(nb_gpt_load_hf(p, &m, NULL, 2, 0.0, NB_F32, NULL), NB_ERR_NULL);
+    ck_assert_error_has(p, "gpt_from_hf: path is NULL");
+    nb_ctx_clear_error(p);
+    /* negative n_head; no block; a 1-D wte */
+    ck_assert_int_eq(nb_gpt_config_from_hf(p, &sd, -1, &c), NB_ERR_VALUE);
+    ck_assert_error_has(p, "n_head -1 is negative");
+    nb_ctx_clear_error(p);
+    ck_assert_int_eq(nb_gpt_load_hf(p, &m, "x", -2, 0.0, NB_F32, NULL), NB_ERR_VALUE);
+    ck_assert_error_has(p, "n_head -2 is negative");
+    nb_ctx_clear_error(p);
+    ck_assert_int_eq(nb_gpt_config_from_hf(p, &sd, 2, &c), NB_ERR_FORMAT);
+    ck_assert_error_has(p, "no transformer block: h.0.ln_1.weight is missing");
+    nb_ctx_clear_error(p);
+    nb_tensor_list sd1 = {0};
+    nb_list_add(&sd1, "transformer.wte.weight", nb_zeros(f, NB_F32, NB_SHAPE(7)));
+    ck_assert_int_eq(nb_gpt_config_from_hf(p, &sd1, 2, &c), NB_ERR_FORMAT);
+    ck_assert_error_has(p, "transformer.wte.weight is (7); expected (vocab_size, n_embd)");
+    nb_ctx_clear_error(p);
+    nb_list_add(&sd, "h.0.ln_1.weight", nb_zeros(f, NB_F32, NB_SHAPE(4)));
+    ck_assert_int_eq(nb_gpt_config_from_hf(p, &sd, 2, &c), NB_OK);
+    /* the dropout needs an rng, as in nb_gpt_init; the rest is missing */
+    ck_assert_int_eq(nb_gpt_from_hf(p, &m, &sd, 2, 0.1, NB_F32, NULL), NB_ERR_FORMAT);
+    ck_assert_error_has(p, "gpt_from_hf: h.0.ln_1.bias is missing");
+    /* a sticky error: nothing done */
+    ck_assert_int_eq(nb_gpt_config_from_hf(p, &sd, 2, &c), NB_ERR_FORMAT);
+    ck_assert_int_eq(nb_gpt_hf_config_read(p, "x", &hc), NB_ERR_FORMAT);
+    ck_assert_int_eq(nb_gpt_load_hf(p, &m, "x", 2, 0.0, NB_F32, NULL), NB_ERR_FORMAT);
+    nb_ctx_clear_error(p);
+    /* config.json: unreadable, wrong types */
+    ck_assert_int_eq(nb_gpt_hf_config_read(p, "/nonexistent/config.json", &hc), NB_ERR_IO);
+    ck_assert_error_has(p, "gpt_hf_config_read: /nonexistent/config.json");
+    nb_ctx_clear_error(p);
+    char path[] = "/tmp/nb-hf-config-XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    const char *bad[] = {"{\"n_head\": 2.5}", "{\"n_layer\": \"12\"}", "{\"n_embd\": -768}",
+                         "{\"activation_function\": 3}", "{\"layer_norm_epsilon\": 0}",
+                         "not json", "{\"activation_function\": \"swish\"}"};
+    const char *msg[] = {"\"n_head\" is not a positive integer", "\"n_layer\" is not",
+                         "\"n_embd\" is not", "\"activation_function\" is not a string",
+                         "\"layer_norm_epsilon\" is not a positive number", "not a JSON object",
+                         "activation_function \"swish\" is not supported"};
+    for (int k = 0; k < 7; k++) {
+        FILE *fp = fopen(path, "w");
+        ck_assert_ptr_nonnull(fp);
+        fputs(bad[k], fp);
+        fclose(fp);
+        ck_assert_int_eq(nb_gpt_hf_config_read(p, path, &hc), k == 6 ? NB_ERR_VALUE
+                                                                    : NB_ERR_FORMAT);
+        ck_assert_error_has(p, msg[k]);
+        nb_ctx_clear_error(p);
+    }
+    /* n_ctx stands for n_positions; null fields are absent; "gelu" is exact */
+    FILE *fp = fopen(path, "w");
+    fputs("{\"n_ctx\": 64, \"n_head\": null, \"activation_function\": \"gelu\"}", fp);
+    fclose(fp);
+    ck_assert_int_eq(nb_gpt_hf_config_read(p, path, &hc), NB_OK);
+    ck_assert_int_eq(hc.n_positions, 64);
+    ck_assert_int_eq(hc.n_head, 0);
+    ck_assert_int_eq(hc.gelu, NB_GELU_NONE);
+    unlink(path);
+    close(fd);
+    /* a gelu that is neither: refused by init */
+    c = small(NB_GPT_NANOGPT);
+    c.gelu = (nb_gelu_approx)5;
+    ck_assert_int_eq(nb_gpt_init(p, &m, &c, NULL), NB_ERR_VALUE);
+    ck_assert_error_has(p, "gpt: unknown gelu 5");
+    ck_assert_int_eq(nb_gpt_hf_n_head(0), 0);
+    ck_assert(!nb_gpt_state_dict_is_hf(NULL));
+    ck_assert(!nb_gpt_state_dict_is_hf(&sd1)); /* a 1-D transformer.wte.weight, no block */
+    ck_assert(nb_gpt_state_dict_is_hf(&sd));
+    ck_assert_int_eq(nb_gpt_hf_n_head(-768), 0);
+    nb_ctx_free(p);
+    nb_ctx_free(f);
+}
+END_TEST
+
 Suite *suite_matrix_gpt(void) {
     Suite *s = suite_create("matrix_gpt");
     TCase *tc = tcase_create("gpt");
     tcase_add_test(tc, test_matrix_gpt_config_and_init);
     tcase_add_test(tc, test_matrix_gpt_state_dict);
+    tcase_add_test(tc, test_matrix_gpt_hf);
     tcase_add_test(tc, test_matrix_gpt_forward);
     tcase_add_test(tc, test_matrix_gpt_cache_and_generate);
     tcase_add_test(tc, test_matrix_train_pieces);

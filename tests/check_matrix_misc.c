@@ -307,6 +307,11 @@ START_TEST(test_files) {
     expect_any(ctx, nb_load_safetensors_meta(ctx, path, &out, 2, NULL, NULL, NULL),
                "load_safetensors");
     ck_assert_int_eq(nb_load_safetensors_meta(ctx, path, &out, 0, NULL, NULL, NULL), NB_OK);
+    ck_assert_int_eq(nb_load_safetensors_each(NULL, path, NULL, NULL, NULL), NB_ERR_NULL);
+    expect_fail(ctx, nb_load_safetensors_each(ctx, path, NULL, NULL, NULL), NB_ERR_NULL,
+                "load_safetensors");
+    expect_fail(ctx, nb_load_safetensors_each(ctx, NULL, NULL, NULL, NULL), NB_ERR_NULL,
+                "load_safetensors");
     /* Loading the same names again into `out`: refused, out unchanged. */
     expect_fail(ctx, nb_load_safetensors(ctx, path, &out), NB_ERR_VALUE, "load_safetensors");
     ck_assert_int_eq(out.n, 1);

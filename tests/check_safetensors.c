@@ -433,6 +433,75 @@ START_TEST(test_handwritten_reordered_with_metadata) {
 }
 END_TEST
 
+/* nb_load_safetensors_each: the header's stand-ins, then each tensor in
+ * file order with nb_load_safetensors's values; a callback's status stops
+ * the load. */
+typedef struct each_log {
+    int headers, tensors, stop_at;
+    char names[4][8];
+    double first[4];
+    int ndim[4];
+} each_log;
+
+static nb_status each_header(void *user, const nb_tensor_list *all) {
+    each_log *g = user;
+    g->headers = all->n;
+    for (int i = 0; i < all->n; i++) {
+        const nb_tensor *t = nb_list_tensor(all, i);
+        ck_assert_ptr_null(t->data);
+        ck_assert_str_eq(t->name, nb_list_name(all, i));
+        g->ndim[i] = t->ndim;
+    }
+    return NB_OK;
+}
+
+static nb_status each_tensor(void *user, const nb_tensor *t) {
+    each_log *g = user;
+    if (g->tensors == g->stop_at) return NB_ERR_VALUE;
+    snprintf(g->names[g->tensors], sizeof g->names[0], "%s", t->name);
+    g->first[g->tensors++] = nb_get(t, 0);
+    return NB_OK;
+}
+
+START_TEST(test_load_each) {
+    const char *p = tpath("hand3.safetensors");
+    unsigned char data[24];
+    const int64_t id = -3;
+    const double two[2] = {0.25, -6.5};
+    memcpy(data, &id, 8);
+    memcpy(data + 8, two, 16);
+    write_st(p,
+             "{\"b\": {\"dtype\": \"F64\", \"shape\": [2], \"data_offsets\": [8, 24]},"
+             " \"a\": {\"data_offsets\": [0, 8], \"shape\": [], \"dtype\": \"I64\"}}",
+             data, 24);
+    nb_ctx *ctx = nb_ctx_new(0);
+    each_log g = {.stop_at = -1};
+    ck_assert_int_eq(nb_load_safetensors_each(ctx, p, each_header, each_tensor, &g), NB_OK);
+    ck_assert_int_eq(g.headers, 2);
+    ck_assert_int_eq(g.ndim[0], 0);
+    ck_assert_int_eq(g.ndim[1], 1);
+    ck_assert_int_eq(g.tensors, 2);
+    ck_assert_str_eq(g.names[0], "a"); /* file order */
+    ck_assert_str_eq(g.names[1], "b");
+    ck_assert_double_eq(g.first[0], -3);
+    ck_assert_double_eq(g.first[1], 0.25);
+    /* no header callback; a stop */
+    g = (each_log){.stop_at = 1};
+    ck_assert_int_eq(nb_load_safetensors_each(ctx, p, NULL, each_tensor, &g), NB_ERR_VALUE);
+    ck_assert_int_eq(g.tensors, 1);
+    ck_assert_error_has(ctx, "stopped by the caller (status");
+    nb_ctx_clear_error(ctx);
+    /* a bad file: refused before any callback */
+    write_st(p, "{\"a\": {\"dtype\": \"F64\", \"shape\": [2], \"data_offsets\": [0, 8]}}",
+             data, 8);
+    g = (each_log){.stop_at = -1};
+    ck_assert_int_eq(nb_load_safetensors_each(ctx, p, each_header, each_tensor, &g),
+                     NB_ERR_FORMAT);
+    ck_assert_int_eq(g.headers + g.tensors, 0);
+    nb_ctx_free(ctx);
+}
+END_TEST
+
 START_TEST(test_handwritten_bool) {
     const char *p = tpath("bool.safetensors");
     write_st(p, "{\"m\":{\"dtype\":\"BOOL\",\"shape\":[1,3],\"data_offsets\":[0,3]}}",
@@ -972,6 +1041,7 @@ Suite *suite_safetensors(void) {
     tcase_add_test(tc, test_handwritten_file_loads);
     tcase_add_test(tc, test_handwritten_reordered_with_metadata);
     tcase_add_test(tc, test_handwritten_bool);
+    tcase_add_test(tc, test_load_each);
     tcase_add_test(tc, test_f16_converts_to_f32);
     tcase_add_test(tc, test_bf16_converts_to_f32);
     tcase_add_test(tc, test_reject_short_files);

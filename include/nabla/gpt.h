@@ -44,7 +44,8 @@
  *   transformer.ln_f.weight [.bias], lm_head.weight (V, C).
  *   Biases ([...]) exist only with cfg.bias; qkv_bias is ignored. c_attn's
  *   output is split into q, k, v (in that order); attention dropout then
- *   resid_dropout after c_proj and after the MLP; GELU is exact (erf).
+ *   resid_dropout after c_proj and after the MLP; GELU is exact (erf) by
+ *   default, GPT-2's tanh approximation with cfg.gelu = NB_GELU_TANH.
  *   lm_head is TIED to wte: one tensor, listed once in `params` (as
  *   transformer.wte.weight) and twice in `state_dict`; its gradient is the
  *   sum of the embedding's and the head's. Init: every Linear and Embedding
@@ -86,13 +87,18 @@ typedef struct nb_gpt_config {
                            (sampling only). GPTModel's attention weights come
                            from nb_nn_mha_init, whose grad buffers are made and
                            then dropped (17% of the 124M model's weights) */
+    nb_gelu_approx gelu; /* nanoGPT: the MLP's GELU, NB_GELU_NONE (exact erf,
+                            nanoGPT's nn.GELU(); the default, and 0) or
+                            NB_GELU_TANH (GPT-2's own gelu_new: nb_gpt_from_hf
+                            sets it). GPTModel always uses tanh and ignores it. */
 } nb_gpt_config;
 
 /* A config with each layout's familiar defaults:
  *   NB_GPT_GPTMODEL: the course's GPT_CONFIG_124M (vocab 50257, context 1024,
- *     emb 768, 12 heads, 12 layers, dropout 0.1, qkv_bias false);
+ *     emb 768, 12 heads, 12 layers, dropout 0.1, qkv_bias false,
+ *     gelu tanh);
  *   NB_GPT_NANOGPT: nanoGPT's GPTConfig (vocab 50304, block 1024, 12/12/768,
- *     dropout 0, bias true).
+ *     dropout 0, bias true, gelu NB_GELU_NONE).
  * dtype F32, no_grad false. */
 nb_gpt_config nb_gpt_config_default(nb_gpt_arch arch);
 
@@ -154,6 +160,99 @@ void nb_gpt_free(nb_gpt *m);
  * recorded on pctx. */
 nb_status nb_gpt_from_state_dict(nb_ctx *pctx, nb_gpt *m, const nb_tensor_list *sd, int n_head,
                                  double dropout, nb_dtype dt, nb_pcg32 *dropout_rng);
+
+/* ---- GPT-2 checkpoints from Hugging Face --------------------------------------
+ *
+ * A GPT-2 model.safetensors as downloaded from the Hub (gpt2, gpt2-medium,
+ * gpt2-large, gpt2-xl, or a fine-tune of them) is nanoGPT's layout under
+ * other names, with four weights transposed. With P the prefix
+ * "transformer." (GPT2LMHeadModel's names) or "" (GPT2Model's):
+ *   P wte.weight (V, C), P wpe.weight (n_positions, C),
+ *   P h.{i}.ln_1.weight / .bias, P h.{i}.ln_2.weight / .bias, P ln_f.weight / .bias,
+ *   P h.{i}.attn.c_attn.weight (C, 3C), P h.{i}.attn.c_proj.weight (C, C),
+ *   P h.{i}.mlp.c_fc.weight (C, 4C), P h.{i}.mlp.c_proj.weight (4C, C),
+ *   and their biases (3C), (C), (4C), (C);
+ *   lm_head.weight (V, C): absent (GPT2Model) or equal to wte (tied).
+ * The four .weight matrices are Hugging Face's Conv1D, stored (in, out):
+ * they are transposed on load into nanoGPT's nn.Linear (out, in), as
+ * nanoGPT's from_pretrained does. The buffers h.{i}.attn.bias (the causal
+ * mask) and h.{i}.attn.masked_bias are ignored, like any other name.
+ * The model is NB_GPT_NANOGPT with bias true, n_layer, V, C and block_size
+ * from the tensors and gelu NB_GELU_TANH (GPT-2's gelu_new; nanoGPT's
+ * from_pretrained keeps its exact GELU instead, a small mismatch: set
+ * m->cfg.gelu = NB_GELU_NONE after loading to get nanoGPT's numbers).
+ * n_head is not in the tensors: it is config.json's, or the standard table
+ * by width (nb_gpt_hf_n_head). */
+
+/* The fields of a Hugging Face GPT2Config (config.json) nabla uses. A field
+ * absent from the file is 0 (gelu: NB_GELU_TANH, layer_norm_epsilon 1e-5,
+ * GPT2Config's defaults). */
+typedef struct nb_gpt_hf_config {
+    int n_layer, n_head;
+    int64_t n_embd;
+    int64_t n_positions; /* n_positions, else n_ctx */
+    int64_t vocab_size;
+    nb_gelu_approx gelu; /* activation_function: "gelu_new", "gelu_pytorch_tanh",
+                            "gelu_fast" -> NB_GELU_TANH; "gelu" -> NB_GELU_NONE */
+    double layer_norm_epsilon;
+} nb_gpt_hf_config;
+
+/* Reads a config.json into *out. NB_ERR_IO when it cannot be read,
+ * NB_ERR_FORMAT when it is not a JSON object or a field has the wrong type
+ * ("n_head" not a positive integer), NB_ERR_VALUE for an
+ * activation_function nabla does not have; the message names the path and
+ * the field. */
+nb_status nb_gpt_hf_config_read(nb_ctx *ctx, const char *path, nb_gpt_hf_config *out);
+
+/* The standard GPT-2 head count for a width: 768 -> 12 (gpt2), 1024 -> 16
+ * (medium), 1280 -> 20 (large), 1600 -> 25 (xl); 0 for any other width. */
+int nb_gpt_hf_n_head(int64_t n_embd);
+
+/* Whether sd has Hugging Face's GPT-2 names and layout rather than
+ * nanoGPT's (for a loader that takes either, such as --init_from=PATH):
+ * true when it has wte.weight (no prefix), or transformer.wte.weight (V, C)
+ * with transformer.h.0.attn.c_attn.weight stored (C, 3C), Conv1D's way
+ * (nanoGPT stores it (3C, C)). False for NULL or anything else. */
+bool nb_gpt_state_dict_is_hf(const nb_tensor_list *sd);
+
+/* The config of a Hugging Face GPT-2 state_dict (either prefix), as above.
+ * n_head > 0 is used as given; 0 takes nb_gpt_hf_n_head(n_embd), and an
+ * unknown width is NB_ERR_VALUE ("gpt_from_hf: n_embd 48 is not a standard
+ * GPT-2 width (768, 1024, 1280, 1600): give n_head or a config.json").
+ * dtype from wte, dropout 0. NB_ERR_FORMAT naming the tensor when wte,
+ * wpe or h.0.ln_1.weight is missing or misshapen. */
+nb_status nb_gpt_config_from_hf(nb_ctx *ctx, const nb_tensor_list *sd, int n_head,
+                                nb_gpt_config *out);
+
+/* nb_gpt_config_from_hf + nb_gpt_init (weights zero) + every tensor copied
+ * into the model, converted to `dt`, the Conv1D weights transposed: an
+ * NB_GPT_NANOGPT model like any other (state_dict, params, forward, loss,
+ * cache, generation, nb_save_safetensors under nanoGPT's names). dropout
+ * and dropout_rng as in nb_gpt_from_state_dict. Every tensor is checked
+ * before anything is built: NB_ERR_FORMAT naming the tensor when one is
+ * missing, has the wrong shape ("h.0.attn.c_attn.weight is (96, 32);
+ * expected (32, 96), Conv1D (in, out)") or a dtype other than F32/F64, or
+ * when lm_head.weight differs from wte. The values go straight from sd's
+ * tensors into the parameters (no intermediate copy): free sd's context
+ * afterwards. Errors on pctx. */
+nb_status nb_gpt_from_hf(nb_ctx *pctx, nb_gpt *m, const nb_tensor_list *sd, int n_head,
+                         double dropout, nb_dtype dt, nb_pcg32 *dropout_rng);
+
+/* A Hugging Face GPT-2 directory as downloaded: `path` is its
+ * model.safetensors. When a config.json is beside it, it is read
+ * (nb_gpt_hf_config_read): its n_head is used unless n_head > 0 is given,
+ * its activation_function becomes m->cfg.gelu, and its n_layer, n_embd,
+ * n_positions and vocab_size must agree with the tensors (NB_ERR_FORMAT
+ * otherwise); a layer_norm_epsilon other than 1e-5 is NB_ERR_VALUE. Then
+ * as nb_gpt_from_hf, but streamed (nb_load_safetensors_each): the file's
+ * header is validated and every tensor checked before the model is built,
+ * then the tensors are read one at a time straight into the parameters,
+ * so the peak memory is the model plus the file's largest tensor (wte),
+ * never the file and the model at once. lm_head.weight may come before or
+ * after wte in the file. Every error (the file's, config.json's, the
+ * model's) is recorded on pctx. */
+nb_status nb_gpt_load_hf(nb_ctx *pctx, nb_gpt *m, const char *path, int n_head, double dropout,
+                         nb_dtype dt, nb_pcg32 *dropout_rng);
 
 /* Copies values from a state_dict with the model's layout names and shapes
  * (nb_params_copy_from on m->state_dict). With a tied head, lm_head.weight

@@ -106,6 +106,23 @@ nb_status nb_load_safetensors_meta(nb_ctx *ctx, const char *path, nb_tensor_list
                                    int max_meta, int *n_meta, const char **keys,
                                    const char **values);
 
+/* nb_load_safetensors one tensor at a time, for files too big to hold
+ * twice (a GPT-2 checkpoint copied into a model): the whole file is
+ * validated as nb_load_safetensors does first; then `header` (may be NULL)
+ * is called once with every tensor as a header-only stand-in, in file
+ * order (name, dtype as it loads, ndim, shape and numel set; data NULL;
+ * owner NULL; valid during the call only); then `each` is called with
+ * every tensor in file order, its data loaded into a private context that
+ * is reset before the next one: copy what you keep. The peak memory is the
+ * largest tensor. A nonzero return from a callback stops the load with that
+ * status (recorded on ctx as "stopped by the caller" unless the callback
+ * recorded its own error there). Errors as nb_load_safetensors; NB_ERR_NULL
+ * for a NULL each. */
+nb_status nb_load_safetensors_each(nb_ctx *ctx, const char *path,
+                                   nb_status (*header)(void *user, const nb_tensor_list *all),
+                                   nb_status (*each)(void *user, const nb_tensor *t),
+                                   void *user);
+
 /* ========================================================================
  * Training checkpoints (src/io/checkpoint.c): a whole training state in one
  * safetensors file, for exact resumption.

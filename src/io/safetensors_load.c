@@ -519,3 +519,76 @@ nb_status nb_load_safetensors_meta(nb_ctx *ctx, const char *path, nb_tensor_list
 nb_status nb_load_safetensors(nb_ctx *ctx, const char *path, nb_tensor_list *out) {
     return nb_load_safetensors_meta(ctx, path, out, 0, NULL, NULL, NULL);
 }
+
+/* The caller stopped the load with st: its own error, or a generic one. */
+static nb_status stopped(st_load *L, nb_status st) {
+    if (!nb_ctx_status(L->ctx))
+        nb_io_fail(L->ctx, st, LOAD, L->path, "stopped by the caller (status %d)", (int)st);
+    return nb_ctx_status(L->ctx);
+}
+
+/* The header-only stand-ins, one call of `header`. */
+static nb_status call_header(st_load *L, nb_status (*header)(void *, const nb_tensor_list *),
+                             void *user) {
+    nb_tensor *h = calloc((size_t)(L->n ? L->n : 1), sizeof *h);
+    nb_tensor_list all = {0};
+    nb_status st = h ? NB_OK : nb_io_fail(L->ctx, NB_ERR_MEMORY, LOAD, L->path, "out of memory");
+    for (int i = 0; !st && i < L->n; i++) {
+        const st_entry *e = &L->entries[i];
+        h[i].dtype = nb_st_dtypes[e->dt].loads_as;
+        h[i].ndim = e->ndim;
+        h[i].numel = 1;
+        for (int d = 0; d < NB_MAX_DIMS; d++) {
+            h[i].shape[d] = d < e->ndim ? e->shape[d] : 1;
+            h[i].numel *= (size_t)h[i].shape[d];
+        }
+        h[i].name = e->name;
+        if (nb_list_append(&all, e->name, &h[i]))
+            st = nb_io_fail(L->ctx, NB_ERR_MEMORY, LOAD, L->path, "out of memory for the list");
+    }
+    if (!st && (st = header(user, &all))) st = stopped(L, st);
+    nb_list_free(&all);
+    free(h);
+    return st;
+}
+
+/* Each tensor in turn in a scratch context (the entries tile the data
+ * region in order, so the reads follow each other). */
+static nb_status call_each(st_load *L, nb_status (*each)(void *, const nb_tensor *), void *user) {
+    nb_ctx *scratch = nb_ctx_new(0);
+    if (!scratch) return nb_io_fail(L->ctx, NB_ERR_MEMORY, LOAD, L->path, "out of memory");
+    nb_status st = NB_OK;
+    for (int i = 0; !st && i < L->n; i++) {
+        nb_ctx_reset(scratch);
+        nb_tensor *t = NULL;
+        if ((st = read_tensors(scratch, L->path, L->f, &L->entries[i], 1, &t)))
+            nb_ctx_fail(L->ctx, st, "%s", nb_ctx_error(scratch));
+        else if ((st = each(user, t)))
+            st = stopped(L, st);
+    }
+    nb_ctx_free(scratch);
+    return st;
+}
+
+nb_status nb_load_safetensors_each(nb_ctx *ctx, const char *path,
+                                   nb_status (*header)(void *user, const nb_tensor_list *all),
+                                   nb_status (*each)(void *user, const nb_tensor *t),
+                                   void *user) {
+    if (!nb_ctx_ok(ctx)) return nb_ctx_status(ctx);
+    nb_tensor_list none = {0};
+    nb_status st = load_check_args(ctx, path, &none, 0, NULL, NULL);
+    if (st) return st;
+    if (!each) return nb_io_fail(ctx, NB_ERR_NULL, LOAD, path, "each is NULL");
+    struct stat sb;
+    st_load L = {.ctx = ctx, .path = path};
+    L.f = open_regular(ctx, path, &sb, &st);
+    if (!L.f) return st;
+    st = read_header(&L, (uint64_t)sb.st_size);
+    if (!st) st = parse_header(&L);
+    if (!st) st = check_names(&L, &none);
+    if (!st) st = build_entries(&L, &none);
+    if (!st && header) st = call_header(&L, header, user);
+    if (!st) st = call_each(&L, each, user);
+    load_free(&L);
+    return st;
+}

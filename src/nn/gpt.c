@@ -16,10 +16,12 @@ static const char *const CLS = "gpt";
 nb_gpt_config nb_gpt_config_default(nb_gpt_arch arch) {
     nb_gpt_config c = {.arch = arch, .vocab_size = 50257, .block_size = 1024, .n_layer = 12,
                        .n_head = 12, .n_embd = 768, .dropout = 0.1, .bias = true,
-                       .qkv_bias = false, .dtype = NB_F32, .no_grad = false};
+                       .qkv_bias = false, .dtype = NB_F32, .no_grad = false,
+                       .gelu = NB_GELU_TANH};
     if (arch == NB_GPT_NANOGPT) {
         c.vocab_size = 50304;
         c.dropout = 0.0;
+        c.gelu = NB_GELU_NONE;
     }
     return c;
 }
@@ -50,6 +52,8 @@ static nb_status check_config(nb_ctx *pctx, const nb_gpt_config *c, const nb_pcg
                            c->dropout);
     if (c->dropout > 0 && !rng)
         return nb_ctx_fail(pctx, NB_ERR_NULL, "%s: dropout %g needs an rng", CLS, c->dropout);
+    if (c->gelu != NB_GELU_NONE && c->gelu != NB_GELU_TANH)
+        return nb_ctx_fail(pctx, NB_ERR_VALUE, "%s: unknown gelu %d", CLS, (int)c->gelu);
     if (c->dtype != NB_F32 && c->dtype != NB_F64)
         return nb_ctx_fail(pctx, NB_ERR_DTYPE, "%s: dtype %s, parameters must be f32 or f64",
                            CLS, nb_dtype_name(c->dtype));
@@ -394,7 +398,7 @@ static nb_tensor *attention(nb_ctx *ctx, nb_gpt *m, nb_gpt_block *blk, nb_tensor
 }
 
 NB_HIDDEN nb_tensor *nb_gpt_mlp(nb_ctx *ctx, nb_gpt *m, nb_gpt_block *blk, nb_tensor *h) {
-    nb_gelu_approx g = m->cfg.arch == NB_GPT_GPTMODEL ? NB_GELU_TANH : NB_GELU_NONE;
+    nb_gelu_approx g = m->cfg.arch == NB_GPT_GPTMODEL ? NB_GELU_TANH : m->cfg.gelu;
     nb_tensor *f = nb_gelu(ctx, nb_gpt_linear(ctx, h, blk->fc_w, blk->fc_b), g);
     return nb_gpt_linear(ctx, f, blk->proj_w, blk->proj_b);
 }
