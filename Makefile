@@ -340,12 +340,28 @@ $(B)/bench/bench-gemm: tools/bench/bench-gemm.c $(LIB_A) $(HDR)
 bench-gemm: $(B)/bench/bench-gemm
 	$(B)/bench/bench-gemm
 
-# The tape explorer page (nb_tape_html) driven by headless Chromium: every
-# backward step clicked, the gradients shown checked against nabla's.
-.PHONY: test-browser docs
-test-browser: $(DEPS_OK) all
+# elkjs, the layout engine the tape explorer pages inline (--layout-js=),
+# installed from npm into $(B)/elk when first needed.
+ELK_VERSION := 0.11.0
+ELK_JS := $(B)/elk/node_modules/elkjs/lib/elk.bundled.js
+$(ELK_JS):
+	@command -v npm >/dev/null || sh tools/install-deps.sh nodejs npm
+	@mkdir -p $(B)/elk
+	cd $(B)/elk && npm install --no-audit --no-fund --silent --prefix . elkjs@$(ELK_VERSION)
+elk: $(ELK_JS)
+
+# Regenerates src/teach/tape_page.inc from tape_page.html and tape_page.js.
+teach-page:
+	python3 tools/teach/embed_page.py .
+
+# The tape explorer pages (nb_tape_html_ex) and the training-diagnostics page
+# driven by headless Chromium: every backward step clicked, the gradients
+# shown checked against nabla's, the layout, folding, pictures and op checks
+# measured in the DOM; screenshots in $(B)/browser/.
+.PHONY: test-browser docs elk teach-page
+test-browser: $(DEPS_OK) all $(ELK_JS)
 	@sh tools/install-deps.sh chromium chromium-driver python3-selenium
-	/usr/bin/python3 tools/test/test_browser.py $(B)
+	/usr/bin/python3 tools/test/test_browser.py $(B) $(ELK_JS)
 
 # ---- fuzzing (tests/fuzz/README.md) ------------------------------------------
 # Each tests/fuzz/fuzz_<name>.c is a libFuzzer target, built with clang

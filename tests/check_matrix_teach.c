@@ -15,6 +15,28 @@ START_TEST(test_op_formula) {
 }
 END_TEST
 
+START_TEST(test_scope_bad_input) {
+    nb_ctx_push_scope(NULL, "a", "f.c", 1); /* NULL ctx: nothing */
+    nb_ctx_pop_scope(NULL);
+    ck_assert_str_eq(nb_ctx_scope(NULL), "");
+    nb_ctx *ctx = nb_ctx_new(0);
+    nb_ctx_pop_scope(ctx); /* a pop with no push */
+    ck_assert_int_eq(nb_ctx_status(ctx), NB_OK);
+    nb_ctx_push_scope(ctx, NULL, NULL, 0); /* no name, no site */
+    ck_assert_str_eq(nb_ctx_scope(ctx), "");
+    nb_ctx_push_scope(ctx, "", "f.c", 2);
+    ck_assert_str_eq(nb_ctx_scope(ctx), "");
+    nb_ctx_push_scope(ctx, "a", "f.c", 3);
+    ck_assert_str_eq(nb_ctx_scope(ctx), "a");
+    for (int i = 0; i < 3; i++) nb_ctx_pop_scope(ctx);
+    for (int i = 0; i < NB_SCOPE_MAX + 3; i++) nb_ctx_push_scope(ctx, "m", "f.c", i);
+    expect_fail(ctx, nb_ctx_status(ctx) == NB_ERR_VALUE, NB_ERR_VALUE, "push_scope");
+    nb_ctx_reset(ctx); /* empties the stack */
+    ck_assert_str_eq(nb_ctx_scope(ctx), "");
+    nb_ctx_free(ctx);
+}
+END_TEST
+
 /* f reads the file back: at most `cap` bytes. */
 static size_t slurp(FILE *f, char *buf, size_t cap) {
     rewind(f);
@@ -33,6 +55,12 @@ START_TEST(test_tape_html_json) {
     ck_assert_int_eq(nb_tape_json(NULL, y, f), NB_ERR_NULL);
     expect_fail(ctx, nb_tape_html(ctx, y, NULL) == NB_ERR_NULL, NB_ERR_NULL, "tape_html");
     expect_fail(ctx, nb_tape_json(ctx, y, NULL) == NB_ERR_NULL, NB_ERR_NULL, "tape_json");
+    ck_assert_int_eq(nb_tape_html_ex(NULL, y, NULL, f), NB_ERR_NULL);
+    expect_fail(ctx, nb_tape_html_ex(ctx, y, NULL, NULL) == NB_ERR_NULL, NB_ERR_NULL, "tape_html");
+    nb_tape_html_opts no_forward = {.n_in = 0}; /* no layout, no checks: the plain page */
+    FILE *g = tmpfile();
+    ck_assert_int_eq(nb_tape_html_ex(ctx, y, &no_forward, g), NB_OK);
+    fclose(g);
     /* NaN and inf values are written as JSON strings, never as bare NaN */
     ck_assert_int_eq(nb_tape_json(ctx, y, f), NB_OK);
     char buf[8192];
@@ -164,6 +192,7 @@ Suite *suite_matrix_teach(void) {
     TCase *tc = tcase_create("core");
     tcase_add_test(tc, test_op_formula);
     tcase_add_test(tc, test_tape_html_json);
+    tcase_add_test(tc, test_scope_bad_input);
     tcase_add_test(tc, test_printoptions);
     tcase_add_test(tc, test_sdpa_bad_input);
     tcase_add_test(tc, test_gradcheck_params_bad_input);

@@ -15,6 +15,7 @@
 #define NABLA_TEACH_H
 
 #include "core.h"
+#include "gradcheck.h"
 #include "ops.h"
 
 #ifdef __cplusplus
@@ -47,10 +48,49 @@ const char *nb_op_formula(nb_op op);
  * caller opens and closes f (check fclose too). */
 nb_status nb_tape_html(nb_ctx *ctx, const nb_tensor *root, FILE *f);
 
+/* What nb_tape_html_ex adds to the page.
+ *
+ * layout_js: the path of elkjs's elk.bundled.js (npm package elkjs), inlined
+ * into the page: the graph is then laid out by ELK's layered algorithm, each
+ * module (nb_ctx_push_scope) a box around its ops, edges routed around the
+ * boxes, and folding a module lays the graph out again. NULL: the page's own
+ * placement in ranks. The page stays one file that needs no network.
+ *
+ * forward: "check this op". forward(c, in, user) must record the same tape
+ * as the one the page shows (the same ops in the same order) on the fresh
+ * context c from the n_in tensors in (the program's inputs, used as they
+ * are, not copied) and any parameters it reads; the page is float64 only
+ * (ops whose output or input is not F64 are not checked). For each node
+ * backward reached, and each float64 input that requires grad, up to
+ * max_entries entries (all of a small input, evenly sampled ones of a large
+ * one; 0 means 8, at most 64) get the node's analytic gradient (what its rule sends,
+ * given the gradient at its output) beside a central difference,
+ * <dout, (op(x + eps e) - op(x - eps e)) / 2 eps>, with forward run twice
+ * per entry (the entry moved when the node that made it is recorded, or in
+ * place for a leaf, then put back), and nb_gradcheck's tolerances (eps
+ * 1e-6, atol 1e-5, rtol 1e-3: |a - n| <= atol + rtol |n|). Each node's
+ * check (max error, pass or fail, the entries) is in the page. NULL: no
+ * checks. */
+typedef struct nb_tape_html_opts {
+    const char *layout_js;
+    nb_gradcheck_fn forward;
+    void *user;
+    int n_in;
+    nb_tensor *const *in;
+    int max_entries;
+} nb_tape_html_opts;
+
+/* nb_tape_html with opts (NULL: as nb_tape_html). Also NB_ERR_IO when
+ * layout_js cannot be read; a forward that fails while checking leaves
+ * the checks out of the page (and its error on the private context). */
+nb_status nb_tape_html_ex(nb_ctx *ctx, const nb_tensor *root, const nb_tape_html_opts *opts,
+                          FILE *f);
+
 /* The same model as JSON (what the page embeds, without the per-step
  * contributions): {"tensors": [{"id", "name", "shape", "dtype", "site",
- * "numel", "data", "grad"}...], "nodes": [{"index", "op", "inputs",
- * "out"}...], "root"}. Values past 64 elements are cut ("truncated": true)
+ * "numel", "data", "grad"}...], "nodes": [{"index", "op", "label"
+ * (with the op's constant: "scale ×0.125", "pow ^2"), "scope" (module path
+ * or null), "site", "call_site", "inputs", "out"}...], "root"}. Values past 64 elements are cut ("truncated": true)
  * and non-finite ones are written as the strings "NaN", "Infinity",
  * "-Infinity". For tests and other tools. Same returns as nb_tape_html. */
 nb_status nb_tape_json(nb_ctx *ctx, const nb_tensor *root, FILE *f);
