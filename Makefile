@@ -69,7 +69,7 @@ CHECK_LIBS = $(shell pkg-config --libs check 2>/dev/null)
 SRC := $(sort $(wildcard src/*/*.c))
 OBJ := $(SRC:src/%.c=$(B)/obj/%.o)
 PIC_OBJ := $(SRC:src/%.c=$(B)/pic/%.o)
-HDR := include/nabla.h $(wildcard include/nabla/*.h) $(wildcard src/*/*.h) include/nabla/ops.def
+HDR := include/nabla.h $(wildcard include/nabla/*.h) $(wildcard src/*/*.h) $(wildcard src/*/*.inc) include/nabla/ops.def
 EXAMPLES := $(patsubst examples/%.c,$(B)/examples/%,$(wildcard examples/*.c))
 # Every program builds into $(B)/bin: the ones users run (tools/), the
 # benchmarks (tools/bench/nabla-*.c) and the test programs (tools/test/nabla-*.c).

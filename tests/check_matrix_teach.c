@@ -37,6 +37,33 @@ START_TEST(test_scope_bad_input) {
 }
 END_TEST
 
+START_TEST(test_diag_bad_input) {
+    ck_assert_ptr_null(nb_diag_new(NULL, 1, 0));
+    nb_ctx *ctx = nb_ctx_new(0);
+    ck_assert_ptr_null(nb_diag_new(ctx, 0, 0));
+    expect_fail(ctx, true, NB_ERR_VALUE, "diag_new");
+    ck_assert_ptr_null(nb_diag_new(ctx, 1, -1));
+    expect_fail(ctx, true, NB_ERR_VALUE, "diag_new");
+    ck_assert_ptr_null(nb_diag_new(ctx, 1, 1001));
+    expect_fail(ctx, true, NB_ERR_VALUE, "diag_new");
+    nb_diag *d = nb_diag_new(ctx, 1, 0);
+    ck_assert_ptr_nonnull(d);
+    ck_assert_int_eq(nb_diag_step(NULL, d, 0, 1.0, NULL), NB_ERR_NULL);
+    expect_fail(ctx, nb_diag_step(ctx, NULL, 0, 1.0, NULL) == NB_ERR_NULL, NB_ERR_NULL, "diag_step");
+    ck_assert_int_eq(nb_diag_step(ctx, d, 0, NAN, NULL), NB_OK); /* no params, no tape */
+    ck_assert_int_eq(nb_diag_write_jsonl(NULL, d, stdout), NB_ERR_NULL);
+    expect_fail(ctx, nb_diag_write_jsonl(ctx, d, NULL) == NB_ERR_NULL, NB_ERR_NULL, "diag_write_jsonl");
+    ck_assert_int_eq(nb_diag_write_html(NULL, d, stdout), NB_ERR_NULL);
+    expect_fail(ctx, nb_diag_write_html(ctx, NULL, stdout) == NB_ERR_NULL, NB_ERR_NULL, "diag_write_html");
+    FILE *ro = fopen("/dev/null", "r"); /* writes fail */
+    expect_fail(ctx, nb_diag_write_html(ctx, d, ro) == NB_ERR_IO, NB_ERR_IO, "diag_write_html");
+    fclose(ro);
+    nb_diag_free(d);
+    nb_diag_free(NULL);
+    nb_ctx_free(ctx);
+}
+END_TEST
+
 /* f reads the file back: at most `cap` bytes. */
 static size_t slurp(FILE *f, char *buf, size_t cap) {
     rewind(f);
@@ -193,6 +220,7 @@ Suite *suite_matrix_teach(void) {
     tcase_add_test(tc, test_op_formula);
     tcase_add_test(tc, test_tape_html_json);
     tcase_add_test(tc, test_scope_bad_input);
+    tcase_add_test(tc, test_diag_bad_input);
     tcase_add_test(tc, test_printoptions);
     tcase_add_test(tc, test_sdpa_bad_input);
     tcase_add_test(tc, test_gradcheck_params_bad_input);

@@ -278,6 +278,63 @@ START_TEST(test_tape_html_checks_each_op) {
 }
 END_TEST
 
+/* Training diagnostics: a tanh layer trained by SGD for 7 steps, every 2
+ * recorded with its activations, gradients and update ratios. */
+START_TEST(test_diag_records_and_writes) {
+    nb_ctx *p = nb_ctx_new(0), *c = nb_ctx_new(0);
+    nb_pcg32 rng;
+    nb_pcg32_seed(&rng, 3, 1);
+    nb_nn_linear fc;
+    ck_assert_int_eq(nb_nn_linear_init(p, &fc, 4, 8, true, NB_F64, &rng), NB_OK);
+    nb_diag *d = nb_diag_new(c, 2, 10);
+    ck_assert_ptr_nonnull(d);
+    for (long step = 0; step < 7; step++) {
+        nb_ctx_reset(c);
+        nb_tensor *x = nb_normal(c, NB_F64, NB_SHAPE(16, 4), 0, 3, &rng);
+        nb_ctx_push_scope(c, "fc", __FILE__, __LINE__);
+        nb_tensor *h = nb_tanh(c, nb_nn_linear_forward(c, &fc, x));
+        nb_ctx_pop_scope(c);
+        nb_tensor *L = nb_mean(c, nb_mul(c, h, h));
+        ck_assert_int_eq(nb_backward(c, L, NULL), NB_OK);
+        for (int i = 0; i < fc.params.n; i++) { /* SGD, lr 0.1 */
+            nb_tensor *w = nb_list_tensor(&fc.params, i);
+            for (size_t j = 0; j < w->numel; j++) ((double *)w->data)[j] -= 0.1 * ((double *)w->grad)[j];
+            memset(w->grad, 0, w->numel * sizeof(double));
+        }
+        ck_assert_int_eq(nb_diag_step(c, d, step, nb_item(L), &fc.params), NB_OK);
+    }
+    FILE *f = tmpfile();
+    ck_assert_int_eq(nb_diag_write_jsonl(c, d, f), NB_OK);
+    long n = ftell(f);
+    char *text = malloc((size_t)n + 1);
+    rewind(f);
+    ck_assert_int_eq(fread(text, 1, (size_t)n, f), (size_t)n);
+    text[n] = 0;
+    fclose(f);
+    int lines = 0;
+    for (char *q = text; *q; q++) lines += *q == '\n';
+    ck_assert_int_eq(lines, 7);
+    ck_assert_ptr_nonnull(strstr(text, "{\"step\":1,\"loss\":"));
+    ck_assert_ptr_nonnull(strstr(text, "\"activations\":[{\"name\":\"fc tanh #1\",\"op\":\"tanh\",\"saturated\":"));
+    ck_assert_ptr_nonnull(strstr(text, "\"update_ratio\":{\"weight\":-"));
+    ck_assert_ptr_nonnull(strstr(text, "\"grad_norm\":"));
+    ck_assert_ptr_nonnull(strstr(text, "\"update_ratio\":null}")); /* the last record: no step after it */
+    free(text);
+    char *page = NULL;
+    size_t len = 0;
+    f = open_memstream(&page, &len);
+    ck_assert_int_eq(nb_diag_write_html(c, d, f), NB_OK);
+    fclose(f);
+    ck_assert_ptr_nonnull(strstr(page, "<title>nabla training diagnostics</title>"));
+    ck_assert_ptr_null(strstr(page, "<script src"));
+    ck_assert_ptr_null(strstr(page, "https:"));
+    free(page);
+    nb_diag_free(d);
+    nb_ctx_free(c);
+    nb_ctx_free(p);
+}
+END_TEST
+
 /* Every op has a rule to show. */
 START_TEST(test_every_op_has_a_formula) {
     for (int op = 0; op < NB_OP_COUNT; op++) ck_assert_str_ne(nb_op_formula((nb_op)op), "?");
@@ -492,6 +549,7 @@ Suite *suite_teach(void) {
     tcase_add_test(tc, test_every_op_has_a_formula);
     tcase_add_test(tc, test_scopes_name_modules_and_sites);
     tcase_add_test(tc, test_tape_html_checks_each_op);
+    tcase_add_test(tc, test_diag_records_and_writes);
     tcase_add_test(tc, test_teach_backprop_prints_every_step);
     tcase_add_test(tc, test_teach_backprop_writes_only_what_it_is_told);
     tcase_add_test(tc, test_teach_scalar_matches_pytorch);

@@ -95,6 +95,46 @@ nb_status nb_tape_html_ex(nb_ctx *ctx, const nb_tensor *root, const nb_tape_html
  * "-Infinity". For tests and other tools. Same returns as nb_tape_html. */
 nb_status nb_tape_json(nb_ctx *ctx, const nb_tensor *root, FILE *f);
 
+/* Training diagnostics, for any training loop: the statistics of Karpathy's
+ * "Building makemore" part 3, over steps.
+ *
+ *   nb_diag *d = nb_diag_new(ctx, 10, 0);          // every 10 steps, 40 bins
+ *   for (step...) {
+ *       ... forward, nb_backward, optimizer step (the tape still there) ...
+ *       nb_diag_step(ctx, d, step, loss, &params);
+ *   }
+ *   nb_diag_write_html(ctx, d, f);                 // and/or nb_diag_write_jsonl
+ *   nb_diag_free(d);
+ *
+ * nb_diag_step records every step's loss; on steps that are multiples of
+ * `every` also, read off ctx's tape, each tanh, GELU, sigmoid and ReLU
+ * output (named by its module path, op and tape index): mean, std, the
+ * share saturated (|tanh| > 0.97, sigmoid within 0.03 of 0 or 1, GELU's
+ * input below -3, ReLU's output 0; in %) and a histogram; and for each
+ * parameter its values' std, its gradient's norm and histogram. The next
+ * call (whatever its step) adds the update-to-data ratio of that record:
+ * log10(std(w_now - w_then) / std(w_now)) per parameter, the update the
+ * optimizer made in between (lr times the update; about -3 is healthy;
+ * null when a std is 0). Call it after the optimizer step, before ctx is
+ * reset. The JSONL has one object a step ({"step", "loss"}, the recorded
+ * ones with "activations", "params" and "update_ratio"); the page (one
+ * self-contained file, no network, readable at 1280x800) plots the loss,
+ * the update ratios over time, the activation and gradient histograms of
+ * the last record, the saturation and the gradient norms over time.
+ *
+ * nb_diag_new: NULL with NB_ERR_VALUE on ctx unless every >= 1 and bins in
+ * [0, 1000] (0: 40), NB_ERR_MEMORY; NULL for a NULL ctx or one holding an
+ * error. The others return NB_OK, NB_ERR_NULL (a NULL ctx records nothing;
+ * NULL d or f is recorded), NB_ERR_MEMORY or NB_ERR_IO. nb_diag_free(NULL)
+ * does nothing. */
+typedef struct nb_diag nb_diag;
+nb_diag *nb_diag_new(nb_ctx *ctx, int every, int bins);
+nb_status nb_diag_step(nb_ctx *ctx, nb_diag *d, long step, double loss,
+                       const nb_tensor_list *params);
+nb_status nb_diag_write_jsonl(nb_ctx *ctx, nb_diag *d, FILE *f);
+nb_status nb_diag_write_html(nb_ctx *ctx, nb_diag *d, FILE *f);
+void nb_diag_free(nb_diag *d);
+
 #ifdef __cplusplus
 }
 #endif

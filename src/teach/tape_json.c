@@ -50,7 +50,7 @@ static nb_status model_build(const nb_ctx *ctx, const nb_tensor *root, tape_mode
 }
 
 /* A JSON string; '<' escaped so "</script>" cannot end the page's block. */
-static void json_str(FILE *f, const char *s) {
+void nb_json_str(FILE *f, const char *s) {
     fputc('"', f);
     for (; *s; s++) {
         unsigned char c = (unsigned char)*s;
@@ -116,7 +116,7 @@ static void write_tensor(FILE *f, const tape_model *m, int k) {
     const nb_tensor *t = m->t[k];
     fprintf(f, "{\"id\":%d,\"name\":", k);
     if (t->name)
-        json_str(f, t->name);
+        nb_json_str(f, t->name);
     else
         fputs("null", f);
     fputs(",\"shape\":[", f);
@@ -127,7 +127,7 @@ static void write_tensor(FILE *f, const tape_model *m, int k) {
     if (t->node && t->node->file) {
         char site[512];
         snprintf(site, sizeof site, "%s:%d", t->node->file, t->node->line);
-        json_str(f, site);
+        nb_json_str(f, site);
     } else {
         fputs("null", f);
     }
@@ -203,14 +203,14 @@ static nb_status write_sends(FILE *f, nb_ctx *ctx, const nb_node *node) {
 static nb_status write_node(FILE *f, nb_ctx *ctx, const tape_model *m, const nb_node *node,
                             bool steps, const nb_tape_html_opts *check) {
     fprintf(f, "{\"index\":%d,\"op\":", node->index);
-    json_str(f, node->name);
+    nb_json_str(f, node->name);
     fputs(",\"formula\":", f);
-    json_str(f, nb_op_formula((nb_op)node->op));
+    nb_json_str(f, nb_op_formula((nb_op)node->op));
     fputs(",\"site\":", f);
     if (node->file) {
         char site[512];
         snprintf(site, sizeof site, "%s:%d", node->file, node->line);
-        json_str(f, site);
+        nb_json_str(f, site);
     } else {
         fputs("null", f);
     }
@@ -224,17 +224,17 @@ static nb_status write_node(FILE *f, nb_ctx *ctx, const tape_model *m, const nb_
         snprintf(lab, sizeof lab, "%s %+g", node->name, node->f[0]);
     else
         snprintf(lab, sizeof lab, "%s", node->name);
-    json_str(f, lab);
+    nb_json_str(f, lab);
     fputs(",\"scope\":", f);
     if (node->scope)
-        json_str(f, node->scope);
+        nb_json_str(f, node->scope);
     else
         fputs("null", f);
     fputs(",\"call_site\":", f);
     if (node->call_file) {
         char site[512];
         snprintf(site, sizeof site, "%s:%d", node->call_file, node->call_line);
-        json_str(f, site);
+        nb_json_str(f, site);
     } else {
         fputs("null", f);
     }

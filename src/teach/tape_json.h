@@ -19,6 +19,9 @@ NB_HIDDEN nb_status nb_tape_json_write(nb_ctx *ctx, const nb_tensor *root, FILE 
 NB_HIDDEN nb_status nb_tape_write_check(FILE *f, nb_ctx *ctx, const nb_node *node,
                                         const nb_tape_html_opts *opts);
 
+/* A string as JSON, quoted and escaped. */
+NB_HIDDEN void nb_json_str(FILE *f, const char *s);
+
 /* A number as JSON (non-finite ones as strings). */
 NB_HIDDEN void nb_json_num(FILE *f, double v, nb_dtype dt);
 

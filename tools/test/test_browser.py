@@ -15,6 +15,8 @@ every tensor and checks the gradient the page accumulated from the steps;
 counts the cells of a heatmap and of an attention map (the masked ones
 too); and clicks every op for "check this op", which must pass, but for the
 planted wrong backward of custom_op_silu --check-html, which must fail.
+Then trains a 2-layer GPT with nabla-gpt train --diagnostics and checks at
+1280x800 that the diagnostics page draws all six plots, each with lines.
 Fails on any console error. Screenshots go to BUILD_DIR/browser/.
 
     tools/test/test_browser.py BUILD_DIR [ELK_BUNDLED_JS]
@@ -293,6 +295,46 @@ def check_ops(driver, tensors, nodes, name):
     return notes
 
 
+PLOTS = ["loss", "update-ratio", "activations", "saturation", "grad-hist", "grad-norm"]
+
+
+def check_diagnostics(driver, build, tmp, shots):
+    """nabla-gpt train --diagnostics on a 2-layer GPT for 60 steps: the page
+    at 1280x800 draws every plot, each with its lines."""
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    page = os.path.join(tmp, "run.html")
+    subprocess.run([os.path.join(build, "bin", "nabla-gpt"), "train", "--data=" + os.path.join(repo, "README.md"),
+                    "--n_layer=2", "--n_head=2", "--n_embd=32", "--block_size=16", "--batch_size=4",
+                    "--max_iters=60", "--eval_interval=60", "--eval_iters=1", "--warmup_iters=5",
+                    "--out_dir=" + os.path.join(tmp, "gpt"), "--diagnostics=" + page],
+                   check=True, stdout=subprocess.DEVNULL)
+    with open(page + ".jsonl") as f:
+        lines = [json.loads(line) for line in f]
+    if len(lines) != 60:
+        raise AssertionError(f"{page}.jsonl: {len(lines)} lines, want 60")
+    driver.set_window_size(1280, 800)
+    driver.get("file://" + page)
+    got = driver.execute_script(
+        "return Array.from(document.querySelectorAll('.nb-plot')).map(function (p) {"
+        " return [p.getAttribute('data-plot'), p.querySelectorAll('path.nb-line').length,"
+        " p.getBoundingClientRect().width]; });")
+    if [g[0] for g in got] != PLOTS:
+        raise AssertionError(f"plots {[g[0] for g in got]}, want {PLOTS}")
+    empty = [g[0] for g in got if g[1] < 1]
+    if empty:
+        raise AssertionError(f"plots with no line: {empty}")
+    if any(g[2] < 400 for g in got):
+        raise AssertionError(f"plots narrower than 400 px at 1280x800: {got}")
+    driver.save_screenshot(os.path.join(shots, "diagnostics.png"))
+    for pid in ("update-ratio", "activations"):
+        driver.find_element(By.ID, f"nb-plot-{pid}").screenshot(os.path.join(shots, f"diagnostics-{pid}.png"))
+    errors = console_errors(driver)
+    if errors:
+        raise AssertionError(f"{page}: console errors: {errors}")
+    driver.set_window_size(1400, 900)
+    return f"{len(got)} plots, " + ", ".join(f"{g[0]} {g[1]} lines" for g in got)
+
+
 def main():
     build = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else "build")
     elk = os.path.abspath(sys.argv[2]) if len(sys.argv) > 2 else None
@@ -336,9 +378,14 @@ def main():
                 except Exception as e:  # report every case, then fail
                     failed += 1
                     print(f"FAIL  {label}: {e}")
+            try:
+                print(f"ok    nabla-gpt train --diagnostics: {check_diagnostics(driver, build, tmp, shots)}")
+            except Exception as e:
+                failed += 1
+                print(f"FAIL  nabla-gpt train --diagnostics: {e}")
     finally:
         driver.quit()
-    print(f"test-browser: {len(cases) - failed} of {len(cases)} pages passed in {time.time() - start:.1f} s"
+    print(f"test-browser: {len(cases) + 1 - failed} of {len(cases) + 1} pages passed in {time.time() - start:.1f} s"
           f" (screenshots in {shots})")
     return 1 if failed else 0
 
