@@ -411,10 +411,15 @@ soak: $(B)/bin/nabla-soak
 
 # docs/tape.svg, the README's picture: the lecture tape of teach_backprop,
 # top to bottom, scaled by Graphviz to at most 8 in (576 pt, 768 px) wide.
-docs: $(DEPS_OK) $(B)/examples/teach_backprop
+# docs/explorer.png, attention-map.png and diagnostics.png: the tape
+# explorer on the 2-layer GPT and the training-diagnostics page, taken in
+# headless Chromium (tools/teach/docs_pictures.py).
+docs: $(DEPS_OK) all $(ELK_JS)
 	@command -v dot >/dev/null || sh tools/install-deps.sh graphviz
 	$(B)/examples/teach_backprop --dot=$(B)/tape.dot --force >/dev/null
 	dot -Tsvg -Gsize=8,20 $(B)/tape.dot -o docs/tape.svg
+	@sh tools/install-deps.sh chromium chromium-driver python3-selenium
+	/usr/bin/python3 tools/teach/docs_pictures.py $(B) $(ELK_JS) docs
 
 install: lib
 	install -d $(DESTDIR)$(INCLUDEDIR)/nabla $(DESTDIR)$(LIBDIR) $(DESTDIR)$(PKGCONFIGDIR)

@@ -346,7 +346,7 @@
   /* one 2-D slice: rows x cols cells from vals at offset; mask(i, j) marks cells */
   function grid(vals, off, rows, cols, m, mask, cls, cap) {
     var d = el("div", { "class": "nb-grid " + cls });
-    d.style.gridTemplateColumns = "repeat(" + cols + ", 14px)";
+    d.style.gridTemplateColumns = "repeat(" + cols + ", max-content)";
     for (var i = 0; i < rows; i++)
       for (var j = 0; j < cols; j++) {
         var v = vals[off + i * cols + j], masked = mask && mask(i, j);
