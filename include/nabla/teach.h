@@ -29,10 +29,14 @@ const char *nb_op_formula(nb_op op);
 
 /* Writes one self-contained HTML page (inline CSS and script, nothing
  * fetched) that explores the tape up to `root` (every node when root is
- * NULL): the forward graph laid out in the page, each tensor's shape,
- * values, gradient and creation site (summarized past 64 elements), and a
- * step-by-step backward pass: for each node, newest first, the gradient it
- * receives, what it sends to each input and its rule (nb_op_formula).
+ * NULL): the forward graph laid out in the page, ops grouped into boxes by
+ * module path (nb_ctx_push_scope; folded by default past 40 ops, unfolded
+ * by a click or by the backward step), each tensor's shape, values and
+ * gradient as text (the first 64) and as a heatmap (up to 2048 elements;
+ * attention weights as query x key maps), each op's label with its
+ * constant, its module, site and call site, and a step-by-step backward
+ * pass: for each node, newest first, the gradient it receives, what it
+ * sends to each input and its rule (nb_op_formula).
  *
  * Run nb_backward(ctx, root, ...) first for the backward steps; without it
  * the page shows the forward graph only. To find what each node sends, the

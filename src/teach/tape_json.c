@@ -82,15 +82,13 @@ void nb_json_num(FILE *f, double v, nb_dtype dt) {
         fprintf(f, dt == NB_F32 ? "%.9g" : "%.17g", v);
 }
 
-/* The first JSON_SHOW values of buf (numel of t's dtype), or null. */
-static size_t show_n = JSON_SHOW; /* set per write: JSON_SHOW or PAGE_SHOW */
-
-static void json_values(FILE *f, const nb_tensor *t, const void *buf) {
+/* The first `show` values of buf (numel of t's dtype), or null. */
+static void json_values(FILE *f, const nb_tensor *t, const void *buf, size_t show) {
     if (!buf) {
         fputs("null", f);
         return;
     }
-    size_t n = t->numel < show_n ? t->numel : show_n;
+    size_t n = t->numel < show ? t->numel : show;
     fputc('[', f);
     for (size_t i = 0; i < n; i++) {
         if (i) fputc(',', f);
@@ -112,7 +110,7 @@ static void json_stats(FILE *f, const nb_tensor *t, const void *buf) {
     fputc(']', f);
 }
 
-static void write_tensor(FILE *f, const tape_model *m, int k) {
+static void write_tensor(FILE *f, const tape_model *m, int k, size_t show) {
     const nb_tensor *t = m->t[k];
     fprintf(f, "{\"id\":%d,\"name\":", k);
     if (t->name)
@@ -132,10 +130,10 @@ static void write_tensor(FILE *f, const tape_model *m, int k) {
         fputs("null", f);
     }
     fputs(",\"data\":", f);
-    json_values(f, t, t->data);
+    json_values(f, t, t->data, show);
     fputs(",\"grad\":", f);
-    json_values(f, t, t->requires_grad ? t->grad : NULL);
-    if (t->numel > show_n) {
+    json_values(f, t, t->requires_grad ? t->grad : NULL, show);
+    if (t->numel > show) {
         fputs(",\"truncated\":true,\"data_stats\":", f);
         json_stats(f, t, t->data);
         if (t->requires_grad && t->grad) fputs(",\"grad_stats\":", f), json_stats(f, t, t->grad);
@@ -187,7 +185,7 @@ static nb_status write_sends(FILE *f, nb_ctx *ctx, const nb_node *node) {
     fputs(",\"sends\":[", f);
     for (int i = 0; i < n; i++) {
         if (i) fputc(',', f);
-        json_values(f, node->in[i], gets_scratch(node, i) ? node->in[i]->grad : NULL);
+        json_values(f, node->in[i], gets_scratch(node, i) ? node->in[i]->grad : NULL, PAGE_SHOW);
     }
     fputs("],\"same_as\":[", f);
     for (int i = 0; i < n; i++) {
@@ -252,14 +250,13 @@ static nb_status write_node(FILE *f, nb_ctx *ctx, const tape_model *m, const nb_
 nb_status nb_tape_json_write(nb_ctx *ctx, const nb_tensor *root, FILE *f, bool steps,
                              const nb_tape_html_opts *check) {
     if (!ctx || !f) return NB_ERR_NULL;
-    show_n = steps ? PAGE_SHOW : JSON_SHOW;
     tape_model m;
     nb_status s = model_build(ctx, root, &m);
     if (!s) {
         fputs("{\"tensors\":[", f);
         for (int k = 0; k < m.n_t; k++) {
             if (k) fputs(",\n", f);
-            write_tensor(f, &m, k);
+            write_tensor(f, &m, k, steps ? PAGE_SHOW : JSON_SHOW);
         }
         fputs("],\n\"nodes\":[", f);
         for (int k = 0; k < m.n_nodes && !s; k++) {

@@ -415,7 +415,7 @@
     parent.appendChild(el("h3", {}, title));
     var pre = el("pre", { "class": cls, "data-tensor": t.id }, valuesText(t, vals, stats));
     parent.appendChild(pre);
-    if (pic && vals) parent.appendChild(picture(t, vals, pic === "attn"));
+    if (pic && vals && t.numel > 1) parent.appendChild(picture(t, vals, pic === "attn"));
     return pre;
   }
   function select(id) {

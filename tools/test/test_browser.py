@@ -5,7 +5,8 @@ For each teaching program and model, writes the page (--html, laid out by
 elkjs when its elk.bundled.js is given) and the tape's JSON (--json,
 nabla's own gradients), then, as a user would: loads the page (timed: the
 2-layer GPT's must open in under 2 s and weigh under 4 MB) and checks in the
-DOM that no two node boxes overlap and no label sticks out of its box;
+DOM that no two node boxes overlap, no label sticks out of its box and no
+edge runs through a box;
 unfolds a folded module by a click and folds it back by its name; clicks
 Step through the whole backward pass and checks at every step that the
 highlighted node (unfolded if it was folded) and the gradient it shows as
@@ -104,8 +105,8 @@ def after_layout(driver, before, what):
 
 
 # The layout checks, in the page: node boxes (tensors, ops, folded modules)
-# that overlap, labels that stick out of their box, module boxes whose name
-# sticks out, and items drawn outside the module box they belong to.
+# that overlap, labels that stick out of their box, edges (ELK routes them
+# orthogonally) through a box, and module boxes whose name sticks out.
 LAYOUT_JS = r"""
 var out = [], boxes = [];
 document.querySelectorAll('#nb-svg g.nb-tensor, #nb-svg g.nb-op, #nb-svg g.nb-module.nb-folded').forEach(function (g) {
@@ -123,6 +124,22 @@ for (var i = 0; i < boxes.length; i++)
     if (a.x < b.x + b.w - 0.5 && b.x < a.x + a.w - 0.5 && a.y < b.y + b.h - 0.5 && b.y < a.y + a.h - 0.5)
       out.push(a.id + ' overlaps ' + b.id);
   }
+// edges: no segment may cross the inside of a node box (2 px in from its
+// border, where the edges of its own arrows end)
+document.querySelectorAll('#nb-svg path.nb-edge').forEach(function (p, k) {
+  var pts = p.getAttribute('d').replace(/[ML]/g, ' ').trim().split(/\s+/).map(function (xy) {
+    var v = xy.split(','); return [Number(v[0]), Number(v[1])]; });
+  for (var i = 0; i + 1 < pts.length; i++) {
+    var a = pts[i], b = pts[i + 1];
+    boxes.forEach(function (r) {
+      var x0 = r.x + 2, x1 = r.x + r.w - 2, y0 = r.y + 2, y1 = r.y + r.h - 2;
+      var lo = Math.min(a[0], b[0]), hi = Math.max(a[0], b[0]), top = Math.min(a[1], b[1]), bot = Math.max(a[1], b[1]);
+      var crosses = a[0] === b[0] ? a[0] > x0 && a[0] < x1 && top < y1 && bot > y0
+                  : a[1] === b[1] ? a[1] > y0 && a[1] < y1 && lo < x1 && hi > x0 : false;
+      if (crosses) out.push('edge ' + k + ' runs through ' + r.id);
+    });
+  }
+});
 document.querySelectorAll('#nb-svg g.nb-module.nb-open').forEach(function (g) {
   var r = g.querySelector('rect').getBBox(), t = g.querySelector('text').getBBox();
   if (t.x + t.width > r.x + r.width + 0.5) out.push('module name of ' + g.id + ' is clipped');
