@@ -73,8 +73,8 @@ nb_status nb_tape_html(nb_ctx *ctx, const nb_tensor *root, FILE *f);
  * per entry (the entry moved when the node that made it is recorded, or in
  * place for a leaf, then put back), and nb_gradcheck's tolerances (eps
  * 1e-6, atol 1e-5, rtol 1e-3: |a - n| <= atol + rtol |n|). Each node's
- * check (max error, pass or fail, the entries) is in the page. NULL: no
- * checks. */
+ * check (max error, pass or fail, the entries) is in the page: two forward
+ * runs per entry, for teaching-sized tapes. NULL: no checks. */
 typedef struct nb_tape_html_opts {
     const char *layout_js;
     nb_gradcheck_fn forward;
