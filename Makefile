@@ -70,7 +70,7 @@ CHECK_LIBS = $(shell pkg-config --libs check 2>/dev/null)
 SRC := $(sort $(wildcard src/*/*.c))
 OBJ := $(SRC:src/%.c=$(B)/obj/%.o)
 PIC_OBJ := $(SRC:src/%.c=$(B)/pic/%.o)
-HDR := include/nabla.h $(wildcard include/nabla/*.h) $(wildcard src/*/*.h) include/nabla/ops.def
+HDR := include/nabla.h $(wildcard include/nabla/*.h) $(wildcard src/*/*.h) $(wildcard src/*/*.inc) include/nabla/ops.def
 EXAMPLES := $(patsubst examples/%.c,$(B)/examples/%,$(wildcard examples/*.c))
 # Every program builds into $(B)/bin: the ones users run (tools/), the
 # benchmarks (tools/bench/nabla-*.c) and the test programs (tools/test/nabla-*.c).
@@ -351,12 +351,28 @@ $(B)/bench/bench-gemm: tools/bench/bench-gemm.c $(LIB_A) $(HDR)
 bench-gemm: $(B)/bench/bench-gemm
 	$(B)/bench/bench-gemm
 
-# The tape explorer page (nb_tape_html) driven by headless Chromium: every
-# backward step clicked, the gradients shown checked against nabla's.
-.PHONY: test-browser docs
-test-browser: $(DEPS_OK) all
+# elkjs, the layout engine the tape explorer pages inline (--layout-js=),
+# installed from npm into $(B)/elk when first needed.
+ELK_VERSION := 0.11.0
+ELK_JS := $(B)/elk/node_modules/elkjs/lib/elk.bundled.js
+$(ELK_JS):
+	@command -v npm >/dev/null || sh tools/install-deps.sh nodejs npm
+	@mkdir -p $(B)/elk
+	cd $(B)/elk && npm install --no-audit --no-fund --silent --prefix . elkjs@$(ELK_VERSION)
+elk: $(ELK_JS)
+
+# Regenerates src/teach/tape_page.inc from tape_page.html and tape_page.js.
+teach-page:
+	python3 tools/teach/embed_page.py .
+
+# The tape explorer pages (nb_tape_html_ex) and the training-diagnostics page
+# driven by headless Chromium: every backward step clicked, the gradients
+# shown checked against nabla's, the layout, folding, pictures and op checks
+# measured in the DOM; screenshots in $(B)/browser/.
+.PHONY: test-browser docs elk teach-page
+test-browser: $(DEPS_OK) all $(ELK_JS)
 	@sh tools/install-deps.sh chromium chromium-driver python3-selenium
-	/usr/bin/python3 tools/test/test_browser.py $(B)
+	/usr/bin/python3 tools/test/test_browser.py $(B) $(ELK_JS)
 
 # ---- fuzzing (tests/fuzz/README.md) ------------------------------------------
 # Each tests/fuzz/fuzz_<name>.c is a libFuzzer target, built with clang
@@ -406,10 +422,15 @@ soak: $(B)/bin/nabla-soak
 
 # docs/tape.svg, the README's picture: the lecture tape of teach_backprop,
 # top to bottom, scaled by Graphviz to at most 8 in (576 pt, 768 px) wide.
-docs: $(DEPS_OK) $(B)/examples/teach_backprop
+# docs/explorer.png, attention-map.png and diagnostics.png: the tape
+# explorer on the 2-layer GPT and the training-diagnostics page, taken in
+# headless Chromium (tools/teach/docs_pictures.py).
+docs: $(DEPS_OK) all $(ELK_JS)
 	@command -v dot >/dev/null || sh tools/install-deps.sh graphviz
 	$(B)/examples/teach_backprop --dot=$(B)/tape.dot --force >/dev/null
 	dot -Tsvg -Gsize=8,20 $(B)/tape.dot -o docs/tape.svg
+	@sh tools/install-deps.sh chromium chromium-driver python3-selenium
+	/usr/bin/python3 tools/teach/docs_pictures.py $(B) $(ELK_JS) docs
 
 install: lib
 	install -d $(DESTDIR)$(INCLUDEDIR)/nabla $(DESTDIR)$(LIBDIR) $(DESTDIR)$(PKGCONFIGDIR)

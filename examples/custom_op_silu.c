@@ -28,6 +28,8 @@ static const char *const usage =
     "  --html=PAGE   the tape explorer: one self-contained HTML page\n"
     "  --dot=GRAPH   the tape as Graphviz\n"
     "  --json=TAPE   the tape's tensors and gradients as JSON\n"
+    "  --check-html=PAGE  the explorer of sum(silu_wrong(x) · w): check this op\n"
+    "                fails for the planted wrong backward, passes for mul and sum\n"
     "  --force       replace those files if they exist\n";
 
 /* ---- the op: forward and backward side by side, for T = float, double ---- */
@@ -131,6 +133,25 @@ static bool gradchecks(nb_ctx *ctx) {
     return right == NB_OK && blamed;
 }
 
+/* --check-html: the tape explorer of f(x, w) with the planted silu_wrong,
+ * its "check this op" for every node: silu_wrong fails, mul and sum pass. */
+static bool check_page(nb_ctx *ctx, teach_outputs *out, const char *path) {
+    nb_pcg32 rng;
+    nb_pcg32_seed(&rng, 7, 1);
+    static nb_tensor *in[2];
+    static int planted = 1;
+    in[0] = nb_requires_grad(nb_normal(ctx, NB_F64, NB_SHAPE(3, 4), 0, 2, &rng));
+    in[1] = nb_requires_grad(nb_normal(ctx, NB_F64, NB_SHAPE(3, 4), 0, 1, &rng));
+    if (!in[0] || !in[1]) return false;
+    in[0]->name = "x", in[1]->name = "w";
+    nb_tensor *y = check_fn(ctx, in, &planted);
+    if (!y || nb_backward(ctx, y, NULL)) return false;
+    y->name = "f";
+    teach_outputs one = {.html = path, .force = out->force, .page = out->page};
+    one.page.forward = check_fn, one.page.user = &planted, one.page.n_in = 2, one.page.in = in;
+    return write_outputs("custom_op_silu", &one, ctx, y);
+}
+
 /* ---- training: y = fc2(silu(fc1(x))) fits sin(x) on [-3, 3] ---- */
 static bool train(nb_ctx *params, const teach_outputs *out) {
     nb_pcg32 rng;
@@ -175,7 +196,8 @@ static bool train(nb_ctx *params, const teach_outputs *out) {
 
 int main(int argc, char **argv) {
     teach_outputs out = {0};
-    int status = parse_args(argc, argv, "custom_op_silu", usage, &out, NULL, NULL);
+    const char *check_html = NULL;
+    int status = parse_args(argc, argv, "custom_op_silu", usage, &out, "check-html", &check_html);
     if (status >= 0) return status;
     nb_ctx *ctx = nb_ctx_new(0), *params = nb_ctx_new(0);
     if (!ctx || !params) return 1;
@@ -186,6 +208,7 @@ int main(int argc, char **argv) {
     nb_print(silu(ctx, x32));
     nb_print(silu(ctx, x64));
     bool checked = gradchecks(ctx);
+    if (check_html) checked = check_page(ctx, &out, check_html) && checked;
     bool trained = train(params, &out);
     const char *err = nb_ctx_error(ctx) ? nb_ctx_error(ctx) : nb_ctx_error(params);
     if (err) fprintf(stderr, "custom_op_silu: %s\n", err);

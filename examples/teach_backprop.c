@@ -10,7 +10,7 @@
  * by hand-readable steps: for each op, newest first, the gradient that
  * arrived at its output and the gradients it sent to its inputs.
  * --model=attention records the seeds' CausalAttention instead, and
- * --model=gpt a tiny GPT block (LayerNorm, attention, MLP, residuals).
+ * --model=gpt a 2-layer GPT, its ops grouped by module.
  * It writes only the files its flags name: the interactive page (--html),
  * the Graphviz graph (--dot; `dot -Tsvg` draws it) and the tape as JSON
  * (--json). */
@@ -25,18 +25,30 @@
 
 static const char *const usage =
     "usage: teach_backprop [--model=lecture|attention|gpt] [--html=PAGE] [--dot=GRAPH]\n"
-    "                      [--json=TAPE] [--force]\n"
+    "                      [--json=TAPE] [--layout-js=ELK] [--force]\n"
     "Walks one backward pass op by op. Writes nothing unless asked:\n"
     "  --html=PAGE   the tape explorer: one self-contained HTML page\n"
     "  --dot=GRAPH   the tape as Graphviz (dot -Tsvg GRAPH -o tape.svg)\n"
     "  --json=TAPE   the tape's tensors and gradients as JSON\n"
+    "  --layout-js=ELK  elkjs's elk.bundled.js, inlined to lay the page out\n"
     "  --force       replace those files if they exist\n"
     "  --model=NAME  lecture (default): mse_loss(softmax(tanh(x @ W)), target);\n"
     "                attention: the seeds' CausalAttention(3, 2) on six tokens;\n"
-    "                gpt: a tiny GPT block, LayerNorm + attention + MLP\n";
+    "                gpt: a 2-layer GPT (GPTModel layout) on four tokens\n";
+
+/* The lecture's forward: in = x, W, target (also the page's "check this
+ * op", which runs it again). */
+static nb_tensor *lecture_f(nb_ctx *ctx, nb_tensor *const *in, void *user) {
+    (void)user;
+    /* NB_HERE stamps the next ops with this file and line, for the tape. */
+    NB_HERE(ctx); nb_tensor *a = nb_matmul(ctx, in[0], in[1]);
+    NB_HERE(ctx); nb_tensor *h = nb_tanh(ctx, a);
+    NB_HERE(ctx); nb_tensor *p = nb_softmax(ctx, h);
+    NB_HERE(ctx); return nb_mse_loss(ctx, p, in[2]);
+}
 
 /* The lecture's expression, with the walkthrough printed step by step. */
-static nb_tensor *lecture(nb_ctx *ctx) {
+static nb_tensor *lecture(nb_ctx *ctx, nb_tape_html_opts *page) {
     nb_tensor *x = nb_from_doubles(ctx, NB_F64, NB_SHAPE(2, 3), (double[]){0.5, -1.0, 2.0, 1.5, 0.2, -0.3});
     nb_tensor *W = nb_requires_grad(
         nb_from_doubles(ctx, NB_F64, NB_SHAPE(3, 2), (double[]){0.1, -0.2, 0.4, 0.3, -0.5, 0.6}));
@@ -44,12 +56,13 @@ static nb_tensor *lecture(nb_ctx *ctx) {
     if (!W) return NULL;
     x->name = "x", W->name = "W", target->name = "target";
 
-    /* NB_HERE stamps the next ops with this file and line, for the tape. */
-    NB_HERE(ctx); nb_tensor *a = nb_matmul(ctx, x, W);
-    NB_HERE(ctx); nb_tensor *h = nb_tanh(ctx, a);
-    NB_HERE(ctx); nb_tensor *p = nb_softmax(ctx, h);
-    NB_HERE(ctx); nb_tensor *L = nb_mse_loss(ctx, p, target);
+    static nb_tensor *in[3];
+    in[0] = x, in[1] = W, in[2] = target;
+    page->forward = lecture_f, page->n_in = 3, page->in = in;
+    nb_tensor *L = lecture_f(ctx, in, NULL);
     if (!L) return NULL;
+    nb_tensor *p = nb_node_input(L->node, 0), *h = nb_node_input(p->node, 0);
+    nb_tensor *a = nb_node_input(h->node, 0);
     a->name = "a", h->name = "h", p->name = "p", L->name = "L";
 
     printf("forward: the tape records each op as it runs\n");
@@ -78,68 +91,60 @@ static nb_tensor *lecture(nb_ctx *ctx) {
 
 /* The seeds' CausalAttention(3, 2, context_length=6, dropout=0) with the
  * notebook's weights, on "Your journey starts with one step"; L = mean. */
-static nb_tensor *attention(nb_ctx *ctx, nb_ctx *params) {
+static nb_tensor *attention_f(nb_ctx *ctx, nb_tensor *const *in, void *ca) {
+    NB_HERE(ctx); return nb_mean(ctx, nb_nn_causal_attention_forward(ctx, ca, in[0]));
+}
+
+static nb_tensor *attention(nb_ctx *ctx, nb_ctx *params, nb_tape_html_opts *page) {
     nb_pcg32 rng;
     nb_pcg32_seed(&rng, 123, 1);
-    nb_nn_causal_attention ca;
+    static nb_nn_causal_attention ca;
     if (nb_nn_causal_attention_init(params, &ca, 3, 2, 6, 0.0, false, NB_F64, &rng)) return NULL;
     ca.use_fused = false; /* the seed's ops one by one, each a step of the walk */
     load(params, &ca.params, 3, ref_ca_eval_names, ref_ca_eval_params);
     nb_tensor *x = nb_from_doubles(ctx, NB_F64, NB_SHAPE(1, 6, 3), inputs_data);
     if (!x) return NULL;
     x->name = "inputs";
-    NB_HERE(ctx); nb_tensor *L = nb_mean(ctx, nb_nn_causal_attention_forward(ctx, &ca, x));
+    static nb_tensor *in[1];
+    in[0] = x;
+    page->forward = attention_f, page->user = &ca, page->n_in = 1, page->in = in;
+    nb_tensor *L = attention_f(ctx, in, &ca);
     if (!L || nb_backward(ctx, L, NULL)) return NULL;
     L->name = "L";
     return L;
 }
 
-/* A tiny GPT block, nanoGPT's Block with d_model 4, 2 heads, T 3:
- *   x = x + attn(ln_1(x));  x = x + mlp(ln_2(x));  L = mean(x)
- * its parameters listed under transformer.h.0.* as nanoGPT names them. */
-typedef struct gpt_block {
-    nb_nn_layer_norm ln_1, ln_2;
-    nb_nn_mha attn;
-    nb_nn_linear c_fc, c_proj;
-    nb_nn_gelu gelu;
-    nb_tensor_list mlp, block, params;
-} gpt_block;
-
-static nb_status gpt_init(gpt_block *b, nb_ctx *pctx, nb_pcg32 *rng) {
-    memset(b, 0, sizeof *b);
-    nb_status s = nb_nn_layer_norm_init(pctx, &b->ln_1, 4, 1e-5, true, NB_F64);
-    if (!s) s = nb_nn_mha_init(pctx, &b->attn, 4, 4, 3, 0.0, 2, true, NB_F64, rng);
-    b->attn.use_fused = false; /* every op of the attention on the tape, to step through */
-    if (!s) s = nb_nn_layer_norm_init(pctx, &b->ln_2, 4, 1e-5, true, NB_F64);
-    if (!s) s = nb_nn_linear_init(pctx, &b->c_fc, 4, 16, true, NB_F64, rng);
-    if (!s) s = nb_nn_gelu_init(pctx, &b->gelu, NB_GELU_TANH);
-    if (!s) s = nb_nn_linear_init(pctx, &b->c_proj, 16, 4, true, NB_F64, rng);
-    if (!s) s = nb_params_add_prefixed(pctx, &b->mlp, "c_fc", &b->c_fc.params);
-    if (!s) s = nb_params_add_prefixed(pctx, &b->mlp, "c_proj", &b->c_proj.params);
-    if (!s) s = nb_params_add_prefixed(pctx, &b->block, "ln_1", &b->ln_1.params);
-    if (!s) s = nb_params_add_prefixed(pctx, &b->block, "attn", &b->attn.params);
-    if (!s) s = nb_params_add_prefixed(pctx, &b->block, "ln_2", &b->ln_2.params);
-    if (!s) s = nb_params_add_prefixed(pctx, &b->block, "mlp", &b->mlp);
-    if (!s) s = nb_params_add_prefixed(pctx, &b->params, "transformer.h.0", &b->block);
-    return s;
+/* A 2-layer GPT (the course's GPTModel layout: d_model 8, 2 heads, 4
+ * tokens, vocabulary 12), cross-entropy against the next tokens. Its ops are
+ * grouped by module path as the state_dict names them (trf_blocks.0.att,
+ * trf_blocks.1.ff, ...); the attention runs op by op (use_fused false) so
+ * its softmax, the attention map, is on the tape. */
+static nb_tensor *gpt_f(nb_ctx *ctx, nb_tensor *const *in, void *g) {
+    NB_HERE(ctx); return nb_gpt_loss(ctx, g, in[0], in[1], NULL);
 }
 
-static nb_tensor *gpt(nb_ctx *ctx, nb_ctx *params) {
+static nb_tensor *gpt(nb_ctx *ctx, nb_ctx *params, nb_tape_html_opts *page) {
     nb_pcg32 rng;
     nb_pcg32_seed(&rng, 42, 54);
-    gpt_block b;
-    if (gpt_init(&b, params, &rng)) return NULL;
-    nb_tensor *x = nb_normal(ctx, NB_F64, NB_SHAPE(1, 3, 4), 0, 1, &rng);
-    if (!x) return NULL;
-    x->name = "x";
-    NB_HERE(ctx);
-    nb_tensor *h = nb_add(ctx, x, nb_nn_mha_forward(ctx, &b.attn, nb_nn_layer_norm_forward(ctx, &b.ln_1, x)));
-    NB_HERE(ctx);
-    nb_tensor *m = nb_nn_linear_forward(ctx, &b.c_fc, nb_nn_layer_norm_forward(ctx, &b.ln_2, h));
-    NB_HERE(ctx);
-    m = nb_nn_linear_forward(ctx, &b.c_proj, nb_nn_gelu_forward(ctx, &b.gelu, m));
-    NB_HERE(ctx);
-    nb_tensor *L = nb_mean(ctx, nb_add(ctx, h, m));
+    static nb_gpt g;
+    nb_gpt_config cfg = {.arch = NB_GPT_GPTMODEL, .vocab_size = 12, .block_size = 4,
+                         .n_layer = 2, .n_head = 2, .n_embd = 8, .dropout = 0.0,
+                         .qkv_bias = false, .dtype = NB_F64};
+    if (nb_gpt_init(params, &g, &cfg, &rng)) return NULL;
+    for (int i = 0; i < cfg.n_layer; i++) g.blocks[i].att.use_fused = false;
+    nb_tensor *ids = nb_empty(ctx, NB_I64, NB_SHAPE(1, 4));
+    nb_tensor *targets = nb_empty(ctx, NB_I64, NB_SHAPE(1, 4));
+    if (!ids || !targets) return NULL;
+    const int64_t text[5] = {3, 1, 4, 1, 5};
+    for (int k = 0; k < 4; k++) {
+        ((int64_t *)ids->data)[k] = text[k];
+        ((int64_t *)targets->data)[k] = text[k + 1];
+    }
+    ids->name = "ids", targets->name = "targets";
+    static nb_tensor *in[2];
+    in[0] = ids, in[1] = targets;
+    page->forward = gpt_f, page->user = &g, page->n_in = 2, page->in = in;
+    nb_tensor *L = gpt_f(ctx, in, &g);
     if (!L || nb_backward(ctx, L, NULL)) return NULL;
     L->name = "L";
     return L;
@@ -156,9 +161,9 @@ int main(int argc, char **argv) {
     }
     nb_ctx *ctx = nb_ctx_new(0), *params = nb_ctx_new(0);
     if (!ctx || !params) return finish(ctx, params, 1);
-    nb_tensor *L = !strcmp(model, "lecture") ? lecture(ctx)
-                   : !strcmp(model, "attention") ? attention(ctx, params)
-                                                 : gpt(ctx, params);
+    nb_tensor *L = !strcmp(model, "lecture") ? lecture(ctx, &out.page)
+                   : !strcmp(model, "attention") ? attention(ctx, params, &out.page)
+                                                 : gpt(ctx, params, &out.page);
     if (!L) return finish(ctx, params, 1);
     if (strcmp(model, "lecture")) {
         nb_tape_print(ctx, stdout);

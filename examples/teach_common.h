@@ -16,6 +16,9 @@
 typedef struct teach_outputs {
     const char *dot, *html, *json;
     bool force;
+    /* the page's extras: --layout-js=elk.bundled.js, and the program's
+     * forward for "check this op" (set by the program) */
+    nb_tape_html_opts page;
 } teach_outputs;
 
 /* True when arg is "--<name>=VALUE"; *value then points at VALUE. */
@@ -30,7 +33,7 @@ static inline bool flag_value(const char *arg, const char *name, const char **va
 static inline bool outputs_flag(teach_outputs *o, const char *arg) {
     if (!strcmp(arg, "--force")) return o->force = true;
     return flag_value(arg, "dot", &o->dot) || flag_value(arg, "html", &o->html) ||
-           flag_value(arg, "json", &o->json);
+           flag_value(arg, "json", &o->json) || flag_value(arg, "layout-js", &o->page.layout_js);
 }
 
 /* "--html=PAGE" etc. with an empty value is a usage error. */
@@ -85,11 +88,17 @@ static inline bool write_view(const char *prog, const char *path, bool force,
     return true;
 }
 
+static const nb_tape_html_opts *teach_page_opts;
+static inline nb_status write_html(nb_ctx *ctx, const nb_tensor *root, FILE *f) {
+    return nb_tape_html_ex(ctx, root, teach_page_opts, f);
+}
+
 /* Writes every view the flags name; false after the first failure. */
 static inline bool write_outputs(const char *prog, const teach_outputs *o, nb_ctx *ctx,
                                  const nb_tensor *root) {
+    teach_page_opts = &o->page;
     return (!o->dot || write_view(prog, o->dot, o->force, write_dot, ctx, root)) &&
-           (!o->html || write_view(prog, o->html, o->force, nb_tape_html, ctx, root)) &&
+           (!o->html || write_view(prog, o->html, o->force, write_html, ctx, root)) &&
            (!o->json || write_view(prog, o->json, o->force, nb_tape_json, ctx, root));
 }
 

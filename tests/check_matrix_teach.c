@@ -15,6 +15,55 @@ START_TEST(test_op_formula) {
 }
 END_TEST
 
+START_TEST(test_scope_bad_input) {
+    nb_ctx_push_scope(NULL, "a", "f.c", 1); /* NULL ctx: nothing */
+    nb_ctx_pop_scope(NULL);
+    ck_assert_str_eq(nb_ctx_scope(NULL), "");
+    nb_ctx *ctx = nb_ctx_new(0);
+    nb_ctx_pop_scope(ctx); /* a pop with no push */
+    ck_assert_int_eq(nb_ctx_status(ctx), NB_OK);
+    nb_ctx_push_scope(ctx, NULL, NULL, 0); /* no name, no site */
+    ck_assert_str_eq(nb_ctx_scope(ctx), "");
+    nb_ctx_push_scope(ctx, "", "f.c", 2);
+    ck_assert_str_eq(nb_ctx_scope(ctx), "");
+    nb_ctx_push_scope(ctx, "a", "f.c", 3);
+    ck_assert_str_eq(nb_ctx_scope(ctx), "a");
+    for (int i = 0; i < 3; i++) nb_ctx_pop_scope(ctx);
+    for (int i = 0; i < NB_SCOPE_MAX + 3; i++) nb_ctx_push_scope(ctx, "m", "f.c", i);
+    expect_fail(ctx, nb_ctx_status(ctx) == NB_ERR_VALUE, NB_ERR_VALUE, "push_scope");
+    nb_ctx_reset(ctx); /* empties the stack */
+    ck_assert_str_eq(nb_ctx_scope(ctx), "");
+    nb_ctx_free(ctx);
+}
+END_TEST
+
+START_TEST(test_diag_bad_input) {
+    ck_assert_ptr_null(nb_diag_new(NULL, 1, 0));
+    nb_ctx *ctx = nb_ctx_new(0);
+    ck_assert_ptr_null(nb_diag_new(ctx, 0, 0));
+    expect_fail(ctx, true, NB_ERR_VALUE, "diag_new");
+    ck_assert_ptr_null(nb_diag_new(ctx, 1, -1));
+    expect_fail(ctx, true, NB_ERR_VALUE, "diag_new");
+    ck_assert_ptr_null(nb_diag_new(ctx, 1, 1001));
+    expect_fail(ctx, true, NB_ERR_VALUE, "diag_new");
+    nb_diag *d = nb_diag_new(ctx, 1, 0);
+    ck_assert_ptr_nonnull(d);
+    ck_assert_int_eq(nb_diag_step(NULL, d, 0, 1.0, NULL), NB_ERR_NULL);
+    expect_fail(ctx, nb_diag_step(ctx, NULL, 0, 1.0, NULL) == NB_ERR_NULL, NB_ERR_NULL, "diag_step");
+    ck_assert_int_eq(nb_diag_step(ctx, d, 0, NAN, NULL), NB_OK); /* no params, no tape */
+    ck_assert_int_eq(nb_diag_write_jsonl(NULL, d, stdout), NB_ERR_NULL);
+    expect_fail(ctx, nb_diag_write_jsonl(ctx, d, NULL) == NB_ERR_NULL, NB_ERR_NULL, "diag_write_jsonl");
+    ck_assert_int_eq(nb_diag_write_html(NULL, d, stdout), NB_ERR_NULL);
+    expect_fail(ctx, nb_diag_write_html(ctx, NULL, stdout) == NB_ERR_NULL, NB_ERR_NULL, "diag_write_html");
+    FILE *ro = fopen("/dev/null", "r"); /* writes fail */
+    expect_fail(ctx, nb_diag_write_html(ctx, d, ro) == NB_ERR_IO, NB_ERR_IO, "diag_write_html");
+    fclose(ro);
+    nb_diag_free(d);
+    nb_diag_free(NULL);
+    nb_ctx_free(ctx);
+}
+END_TEST
+
 /* f reads the file back: at most `cap` bytes. */
 static size_t slurp(FILE *f, char *buf, size_t cap) {
     rewind(f);
@@ -33,6 +82,12 @@ START_TEST(test_tape_html_json) {
     ck_assert_int_eq(nb_tape_json(NULL, y, f), NB_ERR_NULL);
     expect_fail(ctx, nb_tape_html(ctx, y, NULL) == NB_ERR_NULL, NB_ERR_NULL, "tape_html");
     expect_fail(ctx, nb_tape_json(ctx, y, NULL) == NB_ERR_NULL, NB_ERR_NULL, "tape_json");
+    ck_assert_int_eq(nb_tape_html_ex(NULL, y, NULL, f), NB_ERR_NULL);
+    expect_fail(ctx, nb_tape_html_ex(ctx, y, NULL, NULL) == NB_ERR_NULL, NB_ERR_NULL, "tape_html");
+    nb_tape_html_opts no_forward = {.n_in = 0}; /* no layout, no checks: the plain page */
+    FILE *g = tmpfile();
+    ck_assert_int_eq(nb_tape_html_ex(ctx, y, &no_forward, g), NB_OK);
+    fclose(g);
     /* NaN and inf values are written as JSON strings, never as bare NaN */
     ck_assert_int_eq(nb_tape_json(ctx, y, f), NB_OK);
     char buf[8192];
@@ -164,6 +219,8 @@ Suite *suite_matrix_teach(void) {
     TCase *tc = tcase_create("core");
     tcase_add_test(tc, test_op_formula);
     tcase_add_test(tc, test_tape_html_json);
+    tcase_add_test(tc, test_scope_bad_input);
+    tcase_add_test(tc, test_diag_bad_input);
     tcase_add_test(tc, test_printoptions);
     tcase_add_test(tc, test_sdpa_bad_input);
     tcase_add_test(tc, test_gradcheck_params_bad_input);

@@ -140,7 +140,7 @@ START_TEST(test_tape_html_is_self_contained_and_steps) {
     /* nothing reached by backward: no steps, still a page */
     nb_tensor *y = nb_exp(ctx, x);
     page = view_of(nb_tape_html, ctx, y);
-    ck_assert_ptr_null(strstr(page, "\"index\":3,\"op\":\"exp\",\"formula\":\"dx = dout · out  (out = exp(x))\",\"site\":null,\"inputs\":[0],\"out\":4,\"sends\""));
+    ck_assert_ptr_null(strstr(page, "\"index\":3,\"op\":\"exp\",\"formula\":\"dx = dout · out  (out = exp(x))\",\"site\":null,\"label\":\"exp\",\"scope\":null,\"call_site\":null,\"inputs\":[0],\"out\":4,\"sends\""));
     ck_assert_ptr_nonnull(strstr(page, "\"index\":3,\"op\":\"exp\""));
     free(page);
     /* a big tensor is summarized: its first 64 values and min, max, mean */
@@ -160,6 +160,178 @@ START_TEST(test_tape_html_is_self_contained_and_steps) {
     ck_assert_int_eq(nb_tape_html(ctx, s, ro), NB_ERR_IO);
     fclose(ro);
     nb_ctx_free(ctx);
+}
+END_TEST
+
+/* Module scopes: the path of the enclosing pushes, the module's own line as
+ * the site and the user's line beside it; the GPT names its scopes as its
+ * state_dict does. */
+static nb_tensor *scoped_f(nb_ctx *ctx, nb_tensor *const *in, void *user) {
+    (void)user;
+    NB_HERE(ctx);
+    nb_ctx_push_scope(ctx, "h.0", "model.c", 10);
+    nb_ctx_push_scope(ctx, "attn", "attn.c", 20);
+    nb_tensor *y = nb_scale(ctx, in[0], 0.125);
+    nb_ctx_pop_scope(ctx);
+    nb_ctx_push_scope(ctx, NULL, "mlp.c", 30);
+    y = nb_pow(ctx, y, 2.0);
+    nb_ctx_pop_scope(ctx);
+    nb_ctx_pop_scope(ctx);
+    return nb_sum(ctx, y);
+}
+
+START_TEST(test_scopes_name_modules_and_sites) {
+    nb_ctx *ctx = nb_ctx_new(0);
+    ck_assert_str_eq(nb_ctx_scope(ctx), "");
+    nb_tensor *x = nb_requires_grad(nb_from_doubles(ctx, NB_F64, NB_SHAPE(2), (double[]){3, -0.5}));
+    nb_tensor *in[1] = {x};
+    nb_tensor *s = scoped_f(ctx, in, NULL);
+    ck_assert_int_eq(nb_backward(ctx, s, NULL), NB_OK);
+    ck_assert_str_eq(nb_ctx_scope(ctx), "");
+    char *page = view_of(nb_tape_json, ctx, s);
+    ck_assert_ptr_nonnull(strstr(page, "\"site\":\"attn.c:20\",\"label\":\"scale ×0.125\",\"scope\":\"h.0.attn\",\"call_site\":\"tests/check_teach.c:"));
+    ck_assert_ptr_nonnull(strstr(page, "\"site\":\"mlp.c:30\",\"label\":\"pow ^2\",\"scope\":\"h.0\""));
+    ck_assert_ptr_nonnull(strstr(page, "\"label\":\"sum\",\"scope\":null,\"call_site\":null"));
+    free(page);
+    /* too deep: an error, and the pops still match */
+    for (int i = 0; i <= NB_SCOPE_MAX; i++) nb_ctx_push_scope(ctx, "m", "f.c", i);
+    ck_assert_int_eq(nb_ctx_status(ctx), NB_ERR_VALUE);
+    for (int i = 0; i <= NB_SCOPE_MAX; i++) nb_ctx_pop_scope(ctx);
+    ck_assert_str_eq(nb_ctx_scope(ctx), "");
+    nb_ctx_free(ctx);
+
+    /* the GPT's ops in its state_dict's names */
+    nb_ctx *p = nb_ctx_new(0), *c = nb_ctx_new(0);
+    nb_pcg32 rng;
+    nb_pcg32_seed(&rng, 1, 1);
+    for (int arch = 0; arch < 2; arch++) {
+        nb_gpt g;
+        nb_gpt_config cfg = {.arch = arch ? NB_GPT_NANOGPT : NB_GPT_GPTMODEL, .vocab_size = 5,
+                             .block_size = 3, .n_layer = 2, .n_head = 1, .n_embd = 4,
+                             .dtype = NB_F64};
+        ck_assert_int_eq(nb_gpt_init(p, &g, &cfg, &rng), NB_OK);
+        nb_tensor *ids = nb_zeros(c, NB_I64, NB_SHAPE(1, 3));
+        nb_tensor *L = nb_gpt_loss(c, &g, ids, ids, NULL);
+        ck_assert_int_eq(nb_backward(c, L, NULL), NB_OK);
+        page = view_of(nb_tape_json, c, L);
+        const char *want = arch ? "\"scope\":\"transformer.h.1.mlp.c_fc\""
+                                : "\"scope\":\"trf_blocks.1.ff.layers.0\"";
+        ck_assert_msg(strstr(page, want), "no %s", want);
+        ck_assert_ptr_null(strstr(page, arch ? "trf_blocks" : "transformer"));
+        free(page);
+        nb_ctx_reset(c);
+    }
+    nb_ctx_free(c);
+    nb_ctx_free(p);
+}
+END_TEST
+
+/* "check this op": the page's checks pass for nabla's ops and fail for a
+ * planted wrong backward. */
+static void wrong_exp_backward(nb_ctx *ctx, nb_node *node) {
+    nb_tensor *x = nb_node_input(node, 0), *y = nb_node_output(node);
+    double *dx = nb_grad_buffer(ctx, x);
+    for (size_t i = 0; dx && i < x->numel; i++) dx[i] += ((double *)y->grad)[i]; /* forgets exp */
+}
+
+static nb_tensor *wrong_f(nb_ctx *ctx, nb_tensor *const *in, void *user) {
+    (void)user;
+    nb_tensor *x = nb_mul(ctx, in[0], in[0]);
+    nb_tensor *y = nb_empty(ctx, NB_F64, x->ndim, x->shape);
+    for (size_t i = 0; i < x->numel; i++) ((double *)y->data)[i] = exp(((double *)x->data)[i]);
+    nb_record(ctx, "exp_wrong", y, 1, &x, wrong_exp_backward, NULL);
+    return nb_sum(ctx, y);
+}
+
+static nb_tape_html_opts *page_opts;
+static nb_status html_ex(nb_ctx *ctx, const nb_tensor *root, FILE *f) {
+    return nb_tape_html_ex(ctx, root, page_opts, f);
+}
+
+START_TEST(test_tape_html_checks_each_op) {
+    nb_ctx *ctx = nb_ctx_new(0);
+    nb_tensor *x = nb_requires_grad(nb_from_doubles(ctx, NB_F64, NB_SHAPE(3), (double[]){0.3, -0.5, 1}));
+    nb_tensor *in[1] = {x};
+    nb_tensor *s = wrong_f(ctx, in, NULL);
+    ck_assert_int_eq(nb_backward(ctx, s, NULL), NB_OK);
+    nb_tape_html_opts o = {.forward = wrong_f, .n_in = 1, .in = in, .max_entries = 2};
+    page_opts = &o;
+    char *page = view_of(html_ex, ctx, s);
+    ck_assert_ptr_nonnull(strstr(page, "\"label\":\"mul\""));
+    const char *mul = strstr(page, "\"label\":\"mul\""), *ex = strstr(page, "\"label\":\"exp_wrong\"");
+    const char *sum = strstr(page, "\"label\":\"sum\"");
+    ck_assert_ptr_nonnull(strstr(mul, "\"check\":{\"passed\":true"));
+    ck_assert_ptr_nonnull(strstr(ex, "\"check\":{\"passed\":false"));
+    ck_assert_ptr_nonnull(strstr(sum, "\"check\":{\"passed\":true"));
+    ck_assert(strstr(mul, "\"check\"") < ex && strstr(ex, "\"check\"") < sum);
+    /* sampled: 2 of 3 entries */
+    ck_assert_ptr_nonnull(strstr(page, "\"sampled\":true,\"entries\":[0,1]"));
+    ck_assert_double_eq(nb_grad_get(x, 0), 0.6); /* the gradients are left as they were */
+    ck_assert_double_eq(x->data ? ((double *)x->data)[0] : 0, 0.3);
+    free(page);
+    /* a layout script that is not there */
+    o.layout_js = "/nonexistent/elk.js";
+    FILE *f = tmpfile();
+    ck_assert_int_eq(nb_tape_html_ex(ctx, s, &o, f), NB_ERR_IO);
+    fclose(f);
+    nb_ctx_free(ctx);
+}
+END_TEST
+
+/* Training diagnostics: a tanh layer trained by SGD for 7 steps, every 2
+ * recorded with its activations, gradients and update ratios. */
+START_TEST(test_diag_records_and_writes) {
+    nb_ctx *p = nb_ctx_new(0), *c = nb_ctx_new(0);
+    nb_pcg32 rng;
+    nb_pcg32_seed(&rng, 3, 1);
+    nb_nn_linear fc;
+    ck_assert_int_eq(nb_nn_linear_init(p, &fc, 4, 8, true, NB_F64, &rng), NB_OK);
+    nb_diag *d = nb_diag_new(c, 2, 10);
+    ck_assert_ptr_nonnull(d);
+    for (long step = 0; step < 7; step++) {
+        nb_ctx_reset(c);
+        nb_tensor *x = nb_normal(c, NB_F64, NB_SHAPE(16, 4), 0, 3, &rng);
+        nb_ctx_push_scope(c, "fc", __FILE__, __LINE__);
+        nb_tensor *h = nb_tanh(c, nb_nn_linear_forward(c, &fc, x));
+        nb_ctx_pop_scope(c);
+        nb_tensor *L = nb_mean(c, nb_mul(c, h, h));
+        ck_assert_int_eq(nb_backward(c, L, NULL), NB_OK);
+        for (int i = 0; i < fc.params.n; i++) { /* SGD, lr 0.1 */
+            nb_tensor *w = nb_list_tensor(&fc.params, i);
+            for (size_t j = 0; j < w->numel; j++) ((double *)w->data)[j] -= 0.1 * ((double *)w->grad)[j];
+            memset(w->grad, 0, w->numel * sizeof(double));
+        }
+        ck_assert_int_eq(nb_diag_step(c, d, step, nb_item(L), &fc.params), NB_OK);
+    }
+    FILE *f = tmpfile();
+    ck_assert_int_eq(nb_diag_write_jsonl(c, d, f), NB_OK);
+    long n = ftell(f);
+    char *text = malloc((size_t)n + 1);
+    rewind(f);
+    ck_assert_int_eq(fread(text, 1, (size_t)n, f), (size_t)n);
+    text[n] = 0;
+    fclose(f);
+    int lines = 0;
+    for (char *q = text; *q; q++) lines += *q == '\n';
+    ck_assert_int_eq(lines, 7);
+    ck_assert_ptr_nonnull(strstr(text, "{\"step\":1,\"loss\":"));
+    ck_assert_ptr_nonnull(strstr(text, "\"activations\":[{\"name\":\"fc tanh #1\",\"op\":\"tanh\",\"saturated\":"));
+    ck_assert_ptr_nonnull(strstr(text, "\"update_ratio\":{\"weight\":-"));
+    ck_assert_ptr_nonnull(strstr(text, "\"grad_norm\":"));
+    ck_assert_ptr_nonnull(strstr(text, "\"update_ratio\":null}")); /* the last record: no step after it */
+    free(text);
+    char *page = NULL;
+    size_t len = 0;
+    f = open_memstream(&page, &len);
+    ck_assert_int_eq(nb_diag_write_html(c, d, f), NB_OK);
+    fclose(f);
+    ck_assert_ptr_nonnull(strstr(page, "<title>nabla training diagnostics</title>"));
+    ck_assert_ptr_null(strstr(page, "<script src"));
+    ck_assert_ptr_null(strstr(page, "https:"));
+    free(page);
+    nb_diag_free(d);
+    nb_ctx_free(c);
+    nb_ctx_free(p);
 }
 END_TEST
 
@@ -375,6 +547,9 @@ Suite *suite_teach(void) {
     tcase_add_test(tc, test_tape_dot_names_parameters_by_module_path);
     tcase_add_test(tc, test_tape_html_is_self_contained_and_steps);
     tcase_add_test(tc, test_every_op_has_a_formula);
+    tcase_add_test(tc, test_scopes_name_modules_and_sites);
+    tcase_add_test(tc, test_tape_html_checks_each_op);
+    tcase_add_test(tc, test_diag_records_and_writes);
     tcase_add_test(tc, test_teach_backprop_prints_every_step);
     tcase_add_test(tc, test_teach_backprop_writes_only_what_it_is_told);
     tcase_add_test(tc, test_teach_scalar_matches_pytorch);

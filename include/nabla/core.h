@@ -121,6 +121,25 @@ bool nb_is_grad_enabled(const nb_ctx *ctx);
 void nb_ctx_set_site(nb_ctx *ctx, const char *file, int line);
 #define NB_HERE(ctx) nb_ctx_set_site((ctx), __FILE__, __LINE__)
 
+/* Module scopes, for the teaching views: ops recorded between
+ * nb_ctx_push_scope(ctx, "attn", __FILE__, __LINE__) and the matching
+ * nb_ctx_pop_scope(ctx) belong to the module path of the enclosing scopes
+ * joined by dots ("h.0" then "attn": "h.0.attn"; a NULL or empty name adds
+ * no part, for a module that only marks its own lines). The push sets the
+ * creation site to file:line (NB_HERE inside the module moves it on); the
+ * pop puts back the site that was current at the push. Each node records
+ * its path and its call site: the site current at the outermost push, the
+ * user's line that called into the model. At most NB_SCOPE_MAX deep: a
+ * deeper push records NB_ERR_VALUE on ctx (and the pop that matches it is
+ * still expected); a pop with no push does nothing. Reset empties the
+ * stack. NULL ctx: nothing. */
+#define NB_SCOPE_MAX 16
+void nb_ctx_push_scope(nb_ctx *ctx, const char *name, const char *file, int line);
+void nb_ctx_pop_scope(nb_ctx *ctx);
+/* The current module path ("" outside every scope, and for a NULL ctx). */
+const char *nb_ctx_scope(const nb_ctx *ctx);
+#define NB_SCOPE_PUSH(ctx, name) nb_ctx_push_scope((ctx), (name), __FILE__, __LINE__)
+
 /* Worker threads for the heavy kernels (matmul and linear, softmax, the
  * elementwise ops, dropout, the optimizers), process-wide, in a persistent
  * pool; 1 runs everything on the calling thread. Without a call, the first

@@ -181,6 +181,7 @@ void nb_ctx_reset(nb_ctx *ctx) {
     ctx->free_grads = NULL;
     ctx->tape = NULL;
     ctx->tape_len = 0;
+    ctx->scope_depth = 0;
     ctx->backward_done = false;
     ctx->status = NB_OK;
     ctx->errmsg[0] = '\0';
@@ -294,6 +295,44 @@ void nb_ctx_set_site(nb_ctx *ctx, const char *file, int line) {
     if (!ctx) return;
     ctx->site_file = file;
     ctx->site_line = line;
+}
+
+void nb_ctx_push_scope(nb_ctx *ctx, const char *name, const char *file, int line) {
+    if (!ctx) return;
+    int d = ctx->scope_depth++;
+    if (d >= NB_SCOPE_MAX) {
+        nb_ctx_fail(ctx, NB_ERR_VALUE, "push_scope: more than %d scopes deep at '%s'",
+                    NB_SCOPE_MAX, name ? name : "");
+        return;
+    }
+    const char *parent = d ? ctx->scopes[d - 1].path : "";
+    const char *path = parent;
+    if (name && *name) {
+        size_t lp = strlen(parent), ln = strlen(name);
+        char *p = nb_ctx_alloc(ctx, lp + ln + 2);
+        if (p) {
+            if (lp) memcpy(p, parent, lp), p[lp++] = '.';
+            memcpy(p + lp, name, ln + 1);
+            path = p;
+        }
+    }
+    ctx->scopes[d] = (struct nb_scope){path, ctx->site_file, ctx->site_line};
+    ctx->site_file = file;
+    ctx->site_line = line;
+}
+
+void nb_ctx_pop_scope(nb_ctx *ctx) {
+    if (!ctx || ctx->scope_depth <= 0) return;
+    int d = --ctx->scope_depth;
+    if (d >= NB_SCOPE_MAX) return;
+    ctx->site_file = ctx->scopes[d].file;
+    ctx->site_line = ctx->scopes[d].line;
+}
+
+const char *nb_ctx_scope(const nb_ctx *ctx) {
+    if (!ctx || ctx->scope_depth <= 0) return "";
+    int top = ctx->scope_depth < NB_SCOPE_MAX ? ctx->scope_depth : NB_SCOPE_MAX;
+    return ctx->scopes[top - 1].path;
 }
 
 size_t nb_ctx_mem_used(const nb_ctx *ctx) { return ctx ? ctx->used : 0; }

@@ -36,6 +36,15 @@ struct nb_ctx {
     struct nb_probe *probe; /* watches the tape (gradcheck's blame); NULL normally */
     const char *site_file; /* creation site for the next nodes */
     int site_line;
+    /* Module scopes (nb_ctx_push_scope): each level's path (in the arena)
+     * and the site to put back at its pop; scope_depth may pass
+     * NB_SCOPE_MAX (those levels are not kept). */
+    struct nb_scope {
+        const char *path;
+        const char *file;
+        int line;
+    } scopes[NB_SCOPE_MAX];
+    int scope_depth;
     nb_status status;
     char errmsg[NB_ERRMSG];
     /* Gradient recycling (nb_train_step_run's backward): when on, the
@@ -208,5 +217,15 @@ NB_HIDDEN void nb_pcg32_advance(nb_pcg32 *rng, uint64_t delta);
     } while (0)
 
 #define NB_UNUSED(x) (void)(x)
+
+/* `expr` (a tensor) evaluated inside module scope `name` (nb_ctx_push_scope;
+ * NULL: no path part, only this line as the ops' site), popped after. */
+static inline nb_tensor *nb_nn_scope_end(nb_ctx *ctx, nb_tensor *t) {
+    nb_ctx_pop_scope(ctx);
+    return t;
+}
+#define NB_NN_SCOPED(ctx, name, expr) \
+    (nb_ctx_push_scope((ctx), (name), __FILE__, __LINE__), nb_nn_scope_end((ctx), (expr)))
+
 
 #endif

@@ -29,12 +29,12 @@ static nb_tensor *causal_attend(nb_ctx *ctx, nb_tensor *scores, const nb_tensor 
                                 int64_t d_k, nb_nn_dropout *dropout, nb_tensor *values,
                                 nb_tensor **attn_weights) {
     /* the seed's mask.bool()[:T, :T]: j > i is the future */
-    scores = nb_causal_fill(ctx, scores, -INFINITY);
-    if (pad) scores = nb_masked_fill(ctx, scores, pad, -INFINITY);
-    nb_tensor *weights = scaled_softmax(ctx, scores, d_k);
+    NB_HERE(ctx); scores = nb_causal_fill(ctx, scores, -INFINITY);
+    NB_HERE(ctx); if (pad) scores = nb_masked_fill(ctx, scores, pad, -INFINITY);
+    NB_HERE(ctx); nb_tensor *weights = scaled_softmax(ctx, scores, d_k);
     if (attn_weights) *attn_weights = weights;
-    weights = nb_nn_dropout_forward(ctx, dropout, weights);
-    return nb_matmul(ctx, weights, values);
+    NB_HERE(ctx); weights = nb_nn_dropout_forward(ctx, dropout, weights);
+    NB_HERE(ctx); return nb_matmul(ctx, weights, values);
 }
 
 /* The same core in one fused op (nb_sdpa): queries, keys, values (B, T,
@@ -262,9 +262,20 @@ nb_status nb_nn_causal_attention_init(nb_ctx *pctx, nb_nn_causal_attention *m, i
     return NB_OK;
 }
 
+static nb_tensor *causal_attention_body(nb_ctx *ctx, nb_nn_causal_attention *m, nb_tensor *x,
+                                        const nb_tensor *key_padding_mask,
+                                        nb_tensor **attn_weights);
+
 nb_tensor *nb_nn_causal_attention_forward_masked(nb_ctx *ctx, nb_nn_causal_attention *m,
                                                  nb_tensor *x, const nb_tensor *key_padding_mask,
                                                  nb_tensor **attn_weights) {
+    return NB_NN_SCOPED(ctx, NULL,
+                        causal_attention_body(ctx, m, x, key_padding_mask, attn_weights));
+}
+
+static nb_tensor *causal_attention_body(nb_ctx *ctx, nb_nn_causal_attention *m, nb_tensor *x,
+                                        const nb_tensor *key_padding_mask,
+                                        nb_tensor **attn_weights) {
     const char *cls = "CausalAttention";
     if (attn_weights) *attn_weights = NULL;
     if (!nb_nn_forward_begin(ctx, m, m && m->W_query.weight, cls,
@@ -275,12 +286,12 @@ nb_tensor *nb_nn_causal_attention_forward_masked(nb_ctx *ctx, nb_nn_causal_atten
     bool failed;
     nb_tensor *pad = padding_mask(ctx, cls, key_padding_mask, x, 3, &failed); /* (B, 1, T) */
     if (failed) return NULL;
-    nb_tensor *keys = nb_nn_linear_forward(ctx, &m->W_key, x);      /* (B, T, d_out) */
-    nb_tensor *values = nb_nn_linear_forward(ctx, &m->W_value, x);  /* (B, T, d_out) */
-    nb_tensor *queries = nb_nn_linear_forward(ctx, &m->W_query, x); /* (B, T, d_out) */
+    nb_tensor *keys = NB_NN_SCOPED(ctx, "W_key", nb_nn_linear_forward(ctx, &m->W_key, x));
+    nb_tensor *values = NB_NN_SCOPED(ctx, "W_value", nb_nn_linear_forward(ctx, &m->W_value, x));
+    nb_tensor *queries = NB_NN_SCOPED(ctx, "W_query", nb_nn_linear_forward(ctx, &m->W_query, x));
     if (m->use_fused && !attn_weights) /* one head: (B, T, 1, d_out) */
         return fused_attend(ctx, queries, keys, values, 1, key_padding_mask, &m->dropout);
-    nb_tensor *scores = nb_matmul(ctx, queries, nb_transpose(ctx, keys, 1, 2)); /* (B, T, T) */
+    NB_HERE(ctx); nb_tensor *scores = nb_matmul(ctx, queries, nb_transpose(ctx, keys, 1, 2));
     /* masked, scaled softmax, dropout, @ values: (B, T, d_out) */
     return causal_attend(ctx, scores, pad, m->d_out, &m->dropout, values, attn_weights);
 }
@@ -380,8 +391,16 @@ nb_status nb_nn_mha_init(nb_ctx *pctx, nb_nn_mha *m, int64_t d_in, int64_t d_out
     return NB_OK;
 }
 
+static nb_tensor *mha_body(nb_ctx *ctx, nb_nn_mha *m, nb_tensor *x,
+                           const nb_tensor *key_padding_mask, nb_tensor **attn_weights);
+
 nb_tensor *nb_nn_mha_forward_masked(nb_ctx *ctx, nb_nn_mha *m, nb_tensor *x,
                                     const nb_tensor *key_padding_mask, nb_tensor **attn_weights) {
+    return NB_NN_SCOPED(ctx, NULL, mha_body(ctx, m, x, key_padding_mask, attn_weights));
+}
+
+static nb_tensor *mha_body(nb_ctx *ctx, nb_nn_mha *m, nb_tensor *x,
+                           const nb_tensor *key_padding_mask, nb_tensor **attn_weights) {
     const char *cls = "MultiHeadAttention";
     if (attn_weights) *attn_weights = NULL;
     if (!nb_nn_forward_begin(ctx, m, m && m->W_query.weight && m->out_proj.weight, cls,
@@ -393,25 +412,25 @@ nb_tensor *nb_nn_mha_forward_masked(nb_ctx *ctx, nb_nn_mha *m, nb_tensor *x,
     nb_tensor *pad = padding_mask(ctx, cls, key_padding_mask, x, 4, &failed); /* (B,1,1,T) */
     if (failed) return NULL;
     int64_t b = x->shape[0], t = x->shape[1], h = m->num_heads, hd = m->head_dim;
-    nb_tensor *keys = nb_nn_linear_forward(ctx, &m->W_key, x);      /* (B, T, d_out) */
-    nb_tensor *values = nb_nn_linear_forward(ctx, &m->W_value, x);  /* (B, T, d_out) */
-    nb_tensor *queries = nb_nn_linear_forward(ctx, &m->W_query, x); /* (B, T, d_out) */
+    nb_tensor *keys = NB_NN_SCOPED(ctx, "W_key", nb_nn_linear_forward(ctx, &m->W_key, x));
+    nb_tensor *values = NB_NN_SCOPED(ctx, "W_value", nb_nn_linear_forward(ctx, &m->W_value, x));
+    nb_tensor *queries = NB_NN_SCOPED(ctx, "W_query", nb_nn_linear_forward(ctx, &m->W_query, x));
     if (m->use_fused && !attn_weights) {
         nb_tensor *context = fused_attend(ctx, queries, keys, values, h, key_padding_mask,
                                           &m->dropout); /* (B, T, d_out), heads merged */
-        return nb_nn_linear_forward(ctx, &m->out_proj, context);
+        return NB_NN_SCOPED(ctx, "out_proj", nb_nn_linear_forward(ctx, &m->out_proj, context));
     }
     /* split d_out into heads: (B, T, H, hd), then heads first: (B, H, T, hd) */
-    keys = nb_transpose(ctx, nb_view(ctx, keys, NB_SHAPE(b, t, h, hd)), 1, 2);
+    NB_HERE(ctx); keys = nb_transpose(ctx, nb_view(ctx, keys, NB_SHAPE(b, t, h, hd)), 1, 2);
     values = nb_transpose(ctx, nb_view(ctx, values, NB_SHAPE(b, t, h, hd)), 1, 2);
     queries = nb_transpose(ctx, nb_view(ctx, queries, NB_SHAPE(b, t, h, hd)), 1, 2);
-    nb_tensor *scores = nb_matmul(ctx, queries, nb_transpose(ctx, keys, 2, 3)); /* (B,H,T,T) */
+    NB_HERE(ctx); nb_tensor *scores = nb_matmul(ctx, queries, nb_transpose(ctx, keys, 2, 3));
     /* masked, scaled softmax, dropout, @ values, per head: (B, H, T, hd) */
     nb_tensor *context = causal_attend(ctx, scores, pad, hd, &m->dropout, values, attn_weights);
     /* back to (B, T, H, hd) and merge the heads. The seed's .contiguous() is
      * not needed: nabla's transpose already returns a contiguous copy. */
-    context = nb_view(ctx, nb_transpose(ctx, context, 1, 2), NB_SHAPE(b, t, m->d_out));
-    return nb_nn_linear_forward(ctx, &m->out_proj, context); /* (B, T, d_out) */
+    NB_HERE(ctx); context = nb_view(ctx, nb_transpose(ctx, context, 1, 2), NB_SHAPE(b, t, m->d_out));
+    return NB_NN_SCOPED(ctx, "out_proj", nb_nn_linear_forward(ctx, &m->out_proj, context));
 }
 
 nb_tensor *nb_nn_mha_forward(nb_ctx *ctx, nb_nn_mha *m, nb_tensor *x) {

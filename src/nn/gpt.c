@@ -292,7 +292,12 @@ NB_HIDDEN nb_tensor *nb_gpt_embed(nb_ctx *ctx, nb_gpt *m, const nb_tensor *ids, 
     nb_tensor *pos = nb_empty(ctx, NB_I64, 1, &t);
     if (!pos) return NULL;
     for (int64_t i = 0; i < t; i++) ((int64_t *)pos->data)[i] = pos0 + i;
-    nb_tensor *x = nb_add(ctx, nb_embedding(ctx, m->wte, ids), nb_embedding(ctx, m->wpe, pos));
+    bool nano = m->cfg.arch == NB_GPT_NANOGPT;
+    nb_tensor *x = nb_add(ctx,
+                          NB_NN_SCOPED(ctx, nano ? "transformer.wte" : "tok_emb",
+                                       nb_embedding(ctx, m->wte, ids)),
+                          NB_NN_SCOPED(ctx, nano ? "transformer.wpe" : "pos_emb",
+                                       nb_embedding(ctx, m->wpe, pos)));
     return nb_gpt_dropout(ctx, m, x);
 }
 
@@ -368,6 +373,7 @@ NB_HIDDEN nb_tensor *nb_gpt_linear(nb_ctx *ctx, nb_tensor *x, nb_tensor *w, nb_t
  * is two draws of the model's rng, high word first. h (B, T, C). */
 static nb_tensor *nano_attention(nb_ctx *ctx, nb_gpt *m, nb_gpt_block *blk, nb_tensor *h) {
     int64_t b = h->shape[0], t = h->shape[1], C = m->cfg.n_embd, H = m->cfg.n_head, hd = C / H;
+    NB_HERE(ctx);
     /* c_attn's q, k, v rows as three linears: the same dot products as
      * h @ c_attn_w^T split afterwards, but splitting the (3C, C) weight
      * copies far less than splitting the (B, T, 3C) output would */
@@ -388,43 +394,64 @@ static nb_tensor *nano_attention(nb_ctx *ctx, nb_gpt *m, nb_gpt_block *blk, nb_t
     for (int k = 0; k < 3; k++) part[k] = nb_view(ctx, part[k], NB_SHAPE(b, t, H, hd));
     nb_tensor *y = nb_sdpa(ctx, part[0], part[1], part[2], NULL, true, 1.0 / sqrt((double)hd),
                            p, seed); /* (B, T, C) */
-    return nb_gpt_linear(ctx, y, blk->c_proj_w, blk->c_proj_b);
+    return NB_NN_SCOPED(ctx, "c_proj", nb_gpt_linear(ctx, y, blk->c_proj_w, blk->c_proj_b));
 }
 
 /* The attention of a block: the one place that picks the attention code. */
 static nb_tensor *attention(nb_ctx *ctx, nb_gpt *m, nb_gpt_block *blk, nb_tensor *h) {
-    if (m->cfg.arch == NB_GPT_GPTMODEL) return nb_nn_mha_forward(ctx, &blk->att, h);
-    return nano_attention(ctx, m, blk, h);
+    if (m->cfg.arch == NB_GPT_GPTMODEL)
+        return NB_NN_SCOPED(ctx, "att", nb_nn_mha_forward(ctx, &blk->att, h));
+    return NB_NN_SCOPED(ctx, "attn", nano_attention(ctx, m, blk, h));
 }
 
 NB_HIDDEN nb_tensor *nb_gpt_mlp(nb_ctx *ctx, nb_gpt *m, nb_gpt_block *blk, nb_tensor *h) {
-    nb_gelu_approx g = m->cfg.arch == NB_GPT_GPTMODEL ? NB_GELU_TANH : m->cfg.gelu;
-    nb_tensor *f = nb_gelu(ctx, nb_gpt_linear(ctx, h, blk->fc_w, blk->fc_b), g);
-    return nb_gpt_linear(ctx, f, blk->proj_w, blk->proj_b);
+    bool nano = m->cfg.arch == NB_GPT_NANOGPT;
+    nb_gelu_approx g = nano ? m->cfg.gelu : NB_GELU_TANH;
+    nb_tensor *f = NB_NN_SCOPED(ctx, nano ? "c_fc" : "layers.0",
+                                nb_gpt_linear(ctx, h, blk->fc_w, blk->fc_b));
+    f = NB_NN_SCOPED(ctx, nano ? NULL : "layers.1", nb_gelu(ctx, f, g));
+    return NB_NN_SCOPED(ctx, nano ? "c_proj" : "layers.2",
+                        nb_gpt_linear(ctx, f, blk->proj_w, blk->proj_b));
 }
 
 NB_HIDDEN nb_tensor *nb_gpt_block_norm1(nb_ctx *ctx, nb_gpt *m, int i, nb_tensor *x) {
     nb_gpt_block *blk = &m->blocks[i];
-    return nb_layer_norm(ctx, x, blk->ln1_w, blk->ln1_b, 1e-5);
+    return NB_NN_SCOPED(ctx, m->cfg.arch == NB_GPT_NANOGPT ? "ln_1" : "norm1",
+                        nb_layer_norm(ctx, x, blk->ln1_w, blk->ln1_b, 1e-5));
 }
 
 NB_HIDDEN nb_tensor *nb_gpt_block_finish(nb_ctx *ctx, nb_gpt *m, int i, nb_tensor *x,
                                          nb_tensor *a) {
     nb_gpt_block *blk = &m->blocks[i];
-    x = nb_add(ctx, x, nb_gpt_dropout(ctx, m, a));
-    nb_tensor *h = nb_layer_norm(ctx, x, blk->ln2_w, blk->ln2_b, 1e-5);
-    return nb_add(ctx, x, nb_gpt_dropout(ctx, m, nb_gpt_mlp(ctx, m, blk, h)));
+    bool nano = m->cfg.arch == NB_GPT_NANOGPT;
+    NB_HERE(ctx); x = nb_add(ctx, x, nb_gpt_dropout(ctx, m, a));
+    nb_tensor *h = NB_NN_SCOPED(ctx, nano ? "ln_2" : "norm2",
+                                nb_layer_norm(ctx, x, blk->ln2_w, blk->ln2_b, 1e-5));
+    nb_tensor *f = NB_NN_SCOPED(ctx, nano ? "mlp" : "ff", nb_gpt_mlp(ctx, m, blk, h));
+    NB_HERE(ctx); return nb_add(ctx, x, nb_gpt_dropout(ctx, m, f));
 }
 
 /* Block i of the full forward (gpt_sample.c runs the cached one). */
-static nb_tensor *block_forward(nb_ctx *ctx, nb_gpt *m, int i, nb_tensor *x) {
+static nb_tensor *block_body(nb_ctx *ctx, nb_gpt *m, int i, nb_tensor *x) {
     nb_tensor *a = attention(ctx, m, &m->blocks[i], nb_gpt_block_norm1(ctx, m, i, x));
     return nb_gpt_block_finish(ctx, m, i, x, a);
 }
 
+/* ... in its scope, the state_dict's prefix of the block: "transformer.h.0"
+ * or "trf_blocks.0" */
+static nb_tensor *block_forward(nb_ctx *ctx, nb_gpt *m, int i, nb_tensor *x) {
+    char name[48];
+    snprintf(name, sizeof name, m->cfg.arch == NB_GPT_NANOGPT ? "transformer.h.%d"
+                                                              : "trf_blocks.%d", i);
+    return NB_NN_SCOPED(ctx, name, block_body(ctx, m, i, x));
+}
+
 NB_HIDDEN nb_tensor *nb_gpt_head(nb_ctx *ctx, nb_gpt *m, nb_tensor *x) {
-    x = nb_layer_norm(ctx, x, m->lnf_w, m->lnf_b, 1e-5);
-    return nb_gpt_linear(ctx, x, m->head, NULL); /* (B, T, V) */
+    bool nano = m->cfg.arch == NB_GPT_NANOGPT;
+    x = NB_NN_SCOPED(ctx, nano ? "transformer.ln_f" : "final_norm",
+                     nb_layer_norm(ctx, x, m->lnf_w, m->lnf_b, 1e-5));
+    return NB_NN_SCOPED(ctx, nano ? "lm_head" : "out_head",
+                        nb_gpt_linear(ctx, x, m->head, NULL)); /* (B, T, V) */
 }
 
 nb_tensor *nb_gpt_forward(nb_ctx *ctx, nb_gpt *m, const nb_tensor *ids) {

@@ -202,7 +202,7 @@ nb_tensor *nb_nn_linear_forward(nb_ctx *ctx, nb_nn_linear *m, nb_tensor *x) {
     if (!nb_nn_forward_begin(ctx, m, m && m->weight, cls, "nb_nn_linear_init")) return NULL;
     if (!nb_nn_check_x(ctx, cls, x, m->weight->dtype)) return NULL;
     if (!nb_nn_check_last_dim(ctx, cls, x, m->in_features, "in_features")) return NULL;
-    return nb_linear(ctx, x, m->weight, m->bias);
+    return NB_NN_SCOPED(ctx, NULL, nb_linear(ctx, x, m->weight, m->bias));
 }
 
 void nb_nn_linear_train(nb_nn_linear *m, bool on) {
@@ -307,7 +307,7 @@ nb_tensor *nb_nn_layer_norm_forward(nb_ctx *ctx, nb_nn_layer_norm *m, nb_tensor 
     }
     if (m->weight && !nb_nn_check_x(ctx, cls, x, m->weight->dtype)) return NULL;
     if (!nb_nn_check_last_dim(ctx, cls, x, m->dim, "normalized_shape")) return NULL;
-    return nb_layer_norm(ctx, x, m->weight, m->bias, m->eps);
+    return NB_NN_SCOPED(ctx, NULL, nb_layer_norm(ctx, x, m->weight, m->bias, m->eps));
 }
 
 void nb_nn_layer_norm_train(nb_nn_layer_norm *m, bool on) {
@@ -335,7 +335,7 @@ nb_tensor *nb_nn_gelu_forward(nb_ctx *ctx, nb_nn_gelu *m, nb_tensor *x) {
         nb_ctx_fail(ctx, NB_ERR_NULL, "%s: x is NULL", cls);
         return NULL;
     }
-    return nb_gelu(ctx, x, m->approximate);
+    return NB_NN_SCOPED(ctx, NULL, nb_gelu(ctx, x, m->approximate));
 }
 
 void nb_nn_gelu_train(nb_nn_gelu *m, bool on) {

@@ -82,6 +82,12 @@ static nb_node *record(nb_ctx *ctx, int op, const char *name, nb_tensor *out, in
     n->n_in = n_in;
     n->file = ctx->site_file;
     n->line = ctx->site_line;
+    if (ctx->scope_depth > 0) {
+        int top = ctx->scope_depth < NB_SCOPE_MAX ? ctx->scope_depth : NB_SCOPE_MAX;
+        n->scope = ctx->scopes[top - 1].path;
+        n->call_file = ctx->scopes[0].file;
+        n->call_line = ctx->scopes[0].line;
+    }
     n->index = ctx->tape_len++;
     n->prev = ctx->tape;
     ctx->tape = n;

@@ -30,6 +30,11 @@ struct nb_node {
     int line;
     int index;               /* position on the tape, from 0 */
     nb_node *prev;           /* the node recorded before this one */
+    /* The module path it was recorded in (nb_ctx_push_scope; NULL outside
+     * every scope) and the user's call site into the outermost module. */
+    const char *scope;
+    const char *call_file;
+    int call_line;
 };
 
 /* Records a built-in op. Same contract as nb_record. */

@@ -6,7 +6,8 @@
 
 #include <stdlib.h>
 
-#define JSON_SHOW 64 /* values written per tensor; past it, the first ones and stats */
+#define JSON_SHOW 64    /* values written per tensor; past it, the first ones and stats */
+#define PAGE_SHOW 2048 /* ... for the page, which draws them */
 
 typedef struct tape_model {
     int n_nodes;
@@ -49,7 +50,7 @@ static nb_status model_build(const nb_ctx *ctx, const nb_tensor *root, tape_mode
 }
 
 /* A JSON string; '<' escaped so "</script>" cannot end the page's block. */
-static void json_str(FILE *f, const char *s) {
+void nb_json_str(FILE *f, const char *s) {
     fputc('"', f);
     for (; *s; s++) {
         unsigned char c = (unsigned char)*s;
@@ -72,7 +73,7 @@ double nb_buf_get(const nb_tensor *t, const void *buf, size_t i) {
     }
 }
 
-static void json_num(FILE *f, double v, nb_dtype dt) {
+void nb_json_num(FILE *f, double v, nb_dtype dt) {
     if (isnan(v))
         fputs("\"NaN\"", f);
     else if (isinf(v))
@@ -81,17 +82,17 @@ static void json_num(FILE *f, double v, nb_dtype dt) {
         fprintf(f, dt == NB_F32 ? "%.9g" : "%.17g", v);
 }
 
-/* The first JSON_SHOW values of buf (numel of t's dtype), or null. */
-static void json_values(FILE *f, const nb_tensor *t, const void *buf) {
+/* The first `show` values of buf (numel of t's dtype), or null. */
+static void json_values(FILE *f, const nb_tensor *t, const void *buf, size_t show) {
     if (!buf) {
         fputs("null", f);
         return;
     }
-    size_t n = t->numel < JSON_SHOW ? t->numel : JSON_SHOW;
+    size_t n = t->numel < show ? t->numel : show;
     fputc('[', f);
     for (size_t i = 0; i < n; i++) {
         if (i) fputc(',', f);
-        json_num(f, nb_buf_get(t, buf, i), t->dtype);
+        nb_json_num(f, nb_buf_get(t, buf, i), t->dtype);
     }
     fputc(']', f);
 }
@@ -104,16 +105,16 @@ static void json_stats(FILE *f, const nb_tensor *t, const void *buf) {
         lo = v < lo ? v : lo, hi = v > hi ? v : hi, sum += v;
     }
     fputc('[', f);
-    json_num(f, lo, NB_F64), fputc(',', f), json_num(f, hi, NB_F64), fputc(',', f);
-    json_num(f, sum / (double)t->numel, NB_F64);
+    nb_json_num(f, lo, NB_F64), fputc(',', f), nb_json_num(f, hi, NB_F64), fputc(',', f);
+    nb_json_num(f, sum / (double)t->numel, NB_F64);
     fputc(']', f);
 }
 
-static void write_tensor(FILE *f, const tape_model *m, int k) {
+static void write_tensor(FILE *f, const tape_model *m, int k, size_t show) {
     const nb_tensor *t = m->t[k];
     fprintf(f, "{\"id\":%d,\"name\":", k);
     if (t->name)
-        json_str(f, t->name);
+        nb_json_str(f, t->name);
     else
         fputs("null", f);
     fputs(",\"shape\":[", f);
@@ -124,15 +125,15 @@ static void write_tensor(FILE *f, const tape_model *m, int k) {
     if (t->node && t->node->file) {
         char site[512];
         snprintf(site, sizeof site, "%s:%d", t->node->file, t->node->line);
-        json_str(f, site);
+        nb_json_str(f, site);
     } else {
         fputs("null", f);
     }
     fputs(",\"data\":", f);
-    json_values(f, t, t->data);
+    json_values(f, t, t->data, show);
     fputs(",\"grad\":", f);
-    json_values(f, t, t->requires_grad ? t->grad : NULL);
-    if (t->numel > JSON_SHOW) {
+    json_values(f, t, t->requires_grad ? t->grad : NULL, show);
+    if (t->numel > show) {
         fputs(",\"truncated\":true,\"data_stats\":", f);
         json_stats(f, t, t->data);
         if (t->requires_grad && t->grad) fputs(",\"grad_stats\":", f), json_stats(f, t, t->grad);
@@ -184,7 +185,7 @@ static nb_status write_sends(FILE *f, nb_ctx *ctx, const nb_node *node) {
     fputs(",\"sends\":[", f);
     for (int i = 0; i < n; i++) {
         if (i) fputc(',', f);
-        json_values(f, node->in[i], gets_scratch(node, i) ? node->in[i]->grad : NULL);
+        json_values(f, node->in[i], gets_scratch(node, i) ? node->in[i]->grad : NULL, PAGE_SHOW);
     }
     fputs("],\"same_as\":[", f);
     for (int i = 0; i < n; i++) {
@@ -198,16 +199,40 @@ static nb_status write_sends(FILE *f, nb_ctx *ctx, const nb_node *node) {
 }
 
 static nb_status write_node(FILE *f, nb_ctx *ctx, const tape_model *m, const nb_node *node,
-                            bool steps) {
+                            bool steps, const nb_tape_html_opts *check) {
     fprintf(f, "{\"index\":%d,\"op\":", node->index);
-    json_str(f, node->name);
+    nb_json_str(f, node->name);
     fputs(",\"formula\":", f);
-    json_str(f, nb_op_formula((nb_op)node->op));
+    nb_json_str(f, nb_op_formula((nb_op)node->op));
     fputs(",\"site\":", f);
     if (node->file) {
         char site[512];
         snprintf(site, sizeof site, "%s:%d", node->file, node->line);
-        json_str(f, site);
+        nb_json_str(f, site);
+    } else {
+        fputs("null", f);
+    }
+    fputs(",\"label\":", f);
+    char lab[96];
+    if (node->op == NB_OP_SCALE)
+        snprintf(lab, sizeof lab, "%s \xC3\x97%g", node->name, node->f[0]);
+    else if (node->op == NB_OP_POW)
+        snprintf(lab, sizeof lab, "%s ^%g", node->name, node->f[0]);
+    else if (node->op == NB_OP_ADD_SCALAR)
+        snprintf(lab, sizeof lab, "%s %+g", node->name, node->f[0]);
+    else
+        snprintf(lab, sizeof lab, "%s", node->name);
+    nb_json_str(f, lab);
+    fputs(",\"scope\":", f);
+    if (node->scope)
+        nb_json_str(f, node->scope);
+    else
+        fputs("null", f);
+    fputs(",\"call_site\":", f);
+    if (node->call_file) {
+        char site[512];
+        snprintf(site, sizeof site, "%s:%d", node->call_file, node->call_line);
+        nb_json_str(f, site);
     } else {
         fputs("null", f);
     }
@@ -216,11 +241,14 @@ static nb_status write_node(FILE *f, nb_ctx *ctx, const tape_model *m, const nb_
     fprintf(f, "],\"out\":%d", tensor_id(m, node->out));
     nb_status s = NB_OK;
     if (steps && node->out->grad) s = write_sends(f, ctx, node);
+    if (!s && steps && node->out->grad && check && check->forward)
+        s = nb_tape_write_check(f, ctx, node, check);
     fputc('}', f);
     return s;
 }
 
-nb_status nb_tape_json_write(nb_ctx *ctx, const nb_tensor *root, FILE *f, bool steps) {
+nb_status nb_tape_json_write(nb_ctx *ctx, const nb_tensor *root, FILE *f, bool steps,
+                             const nb_tape_html_opts *check) {
     if (!ctx || !f) return NB_ERR_NULL;
     tape_model m;
     nb_status s = model_build(ctx, root, &m);
@@ -228,12 +256,12 @@ nb_status nb_tape_json_write(nb_ctx *ctx, const nb_tensor *root, FILE *f, bool s
         fputs("{\"tensors\":[", f);
         for (int k = 0; k < m.n_t; k++) {
             if (k) fputs(",\n", f);
-            write_tensor(f, &m, k);
+            write_tensor(f, &m, k, steps ? PAGE_SHOW : JSON_SHOW);
         }
         fputs("],\n\"nodes\":[", f);
         for (int k = 0; k < m.n_nodes && !s; k++) {
             if (k) fputs(",\n", f);
-            s = write_node(f, ctx, &m, m.order[k], steps);
+            s = write_node(f, ctx, &m, m.order[k], steps, check);
         }
         fprintf(f, "],\n\"root\":%d}\n", root ? tensor_id(&m, root) : m.n_t - 1);
     }
@@ -243,5 +271,5 @@ nb_status nb_tape_json_write(nb_ctx *ctx, const nb_tensor *root, FILE *f, bool s
 }
 
 nb_status nb_tape_json(nb_ctx *ctx, const nb_tensor *root, FILE *f) {
-    return nb_tape_write_fail(ctx, "tape_json", nb_tape_json_write(ctx, root, f, false));
+    return nb_tape_write_fail(ctx, "tape_json", nb_tape_json_write(ctx, root, f, false, NULL));
 }

@@ -77,6 +77,8 @@ static const flag_def FLAGS[] = {
     {"resume", F_BOOL, AT(resume), "False", T, 0,
      "continue from out_dir/ckpt.safetensors (give the same model flags and data)"},
     {"force", F_BOOL, AT(force), "False", T, 0, "overwrite the outputs of an earlier run in out_dir"},
+    {"diagnostics", F_STR, AT(diagnostics), "", T, 0,
+     "write training diagnostics to this page (and PAGE.jsonl): activations, gradients, update ratios, loss"},
     {"start", F_STR, AT(start), "\\n", S, 0, "the prompt (\\n is a newline)"},
     {"num_samples", F_LONG, AT(num_samples), "3", S, 1, "samples to draw"},
     {"max_new_tokens", F_LONG, AT(max_new_tokens), "500", S, 0, "tokens per sample"},

@@ -27,6 +27,7 @@ typedef struct gpt_flags {
     double learning_rate, weight_decay, beta1, beta2, grad_clip, min_lr;
     bool weight_decay_1d, decay_lr, resume, force;
     const char *dtype, *data, *out_dir, *init, *batches;
+    const char *diagnostics; /* --diagnostics=PAGE, "" for none */
     /* bench */
     long rounds;
     bool sample;

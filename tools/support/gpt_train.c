@@ -229,7 +229,30 @@ static int evaluate(run *r, FILE *log) {
     return 0;
 }
 
+/* --diagnostics=PAGE: nb_diag over the run, about 100 records, written at
+ * the end as PAGE and PAGE.jsonl. Called after every step (d NULL: off)
+ * and once with `end`. */
+static int diagnostics(run *r, nb_diag **d, double loss, bool end) {
+    const char *page = r->f->diagnostics;
+    if (!page[0] || r->hooks.rank != 0) return 0;
+    if (!*d) *d = nb_diag_new(r->sctx, (int)(r->max_iters / 100 > 1 ? r->max_iters / 100 : 1), 0);
+    if (!*d) return gpt_fail(r->prog, "--diagnostics: %s", nb_ctx_error(r->sctx));
+    if (!end) return nb_diag_step(r->sctx, *d, (long)r->iter, loss, &r->gpt.params)
+                         ? gpt_fail(r->prog, "--diagnostics: %s", nb_ctx_error(r->sctx)) : 0;
+    char jsonl[4096];
+    snprintf(jsonl, sizeof jsonl, "%s.jsonl", page);
+    FILE *f = fopen(page, "w"), *g = fopen(jsonl, "w");
+    nb_status st = f && g ? nb_diag_write_html(r->sctx, *d, f) : NB_ERR_IO;
+    if (!st) st = nb_diag_write_jsonl(r->sctx, *d, g);
+    if (f && fclose(f) && !st) st = NB_ERR_IO;
+    if (g && fclose(g) && !st) st = NB_ERR_IO;
+    nb_diag_free(*d);
+    *d = NULL;
+    return st ? gpt_fail(r->prog, "--diagnostics: cannot write %s or %s", page, jsonl) : 0;
+}
+
 static int train_loop(run *r, FILE *log) {
+    nb_diag *diag = NULL;
     const gpt_flags *f = r->f;
     nb_train_step step = {.opt = r->opt, .params = &r->gpt.params,
                           .accum_steps = (int)r->accum,
@@ -252,6 +275,7 @@ static int train_loop(run *r, FILE *log) {
             d->drift(d, &r->gpt.params, (long)r->iter))
             return GPT_EXIT_USAGE;
         double ms = now_ms() - t0;
+        if (diagnostics(r, &diag, res.loss, false)) return GPT_EXIT_USAGE;
         if (r->hooks.rank == 0) {
             printf("iter %lld: loss %.4f, time %.2f ms, %.0f tok/s\n", (long long)r->iter,
                    res.loss, ms, tokens / (ms / 1e3));
@@ -260,6 +284,7 @@ static int train_loop(run *r, FILE *log) {
             fflush(stdout);
         }
     }
+    if (diagnostics(r, &diag, 0, true)) return GPT_EXIT_USAGE;
     if (!r->bx && evaluate(r, log)) return GPT_EXIT_USAGE;
     return 0;
 }
