@@ -52,6 +52,12 @@ START_TEST(test_empty_values_and_printing) {
                      "tensor([], size=(3, 0), dtype=torch.float64)");
     ck_assert_str_eq(printed(nb_reshape(c, e, NB_SHAPE(-1, 3))),
                      "tensor([], size=(0, 3), dtype=torch.float64)");
+    /* a linear with no input features is its bias, as F.linear(torch.zeros(2, 0), ...) */
+    nb_tensor *b = nb_from_doubles(c, NB_F64, NB_SHAPE(2), (double[]){0.5, -1});
+    ck_assert_str_eq(printed(nb_linear(c, e2, nb_ones(c, NB_F64, NB_SHAPE(2, 0)), b)),
+                     "tensor([[ 0.5000, -1.0000],\n        [ 0.5000, -1.0000]], dtype=torch.float64)");
+    ck_assert_str_eq(printed(nb_layer_norm(c, e2, NULL, NULL, 1e-5)),
+                     "tensor([], size=(2, 0), dtype=torch.float64)");
     /* backward through an empty product: an empty gradient, no error */
     nb_tensor *w = nb_requires_grad(nb_ones(c, NB_F64, NB_SHAPE(3, 2)));
     nb_tensor *loss = nb_sum(c, nb_matmul(c, e, w));

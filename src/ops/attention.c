@@ -222,11 +222,6 @@ static bool check_sizes(nb_ctx *ctx, const char *op, nb_tensor *q, nb_tensor *k,
                     op, sq, sk, sv);
         return false;
     }
-    if (q->numel == 0 || k->numel == 0 || v->numel == 0) { /* PyTorch allows them; the tiles do not */
-        nb_ctx_fail(ctx, NB_ERR_SHAPE, "%s: q %s, k %s, v %s: a zero-size dim, expected every "
-                    "size >= 1 (use the composed ops for empty attention)", op, sq, sk, sv);
-        return false;
-    }
     const int64_t *a = q->shape, *b = k->shape, *c = v->shape;
     if (b[0] != a[0] || b[2] != a[2] || b[3] != a[3] || c[0] != a[0] || c[1] != b[1] ||
         c[2] != a[2]) {
@@ -268,6 +263,9 @@ static bool check_options(nb_ctx *ctx, const char *op, const nb_tensor *q, const
 }
 
 /* ---- forward ------------------------------------------------------------------ */
+static nb_tensor *sdpa_composed(nb_ctx *ctx, nb_tensor *q, nb_tensor *k, nb_tensor *v,
+                                const nb_tensor *mask, bool causal, double scale, double p,
+                                uint64_t seed); /* below */
 
 nb_tensor *nb_sdpa(nb_ctx *ctx, nb_tensor *q, nb_tensor *k, nb_tensor *v,
                    const nb_tensor *key_padding_mask, bool causal, double scale,
@@ -276,6 +274,8 @@ nb_tensor *nb_sdpa(nb_ctx *ctx, nb_tensor *q, nb_tensor *k, nb_tensor *v,
     if (!check_sizes(ctx, op, q, k, v) ||
         !check_options(ctx, op, q, k, key_padding_mask, scale, dropout_p))
         return NULL;
+    if (q->numel == 0 || k->numel == 0 || v->numel == 0) /* zero-size dims: not for the tiles */
+        return sdpa_composed(ctx, q, k, v, key_padding_mask, causal, scale, dropout_p, seed);
     sdpa_job J;
     job_init(&J, q, k, v, key_padding_mask, causal, scale, dropout_p, seed);
     nb_tensor *out = nb_empty(ctx, q->dtype, NB_SHAPE(J.B, J.Tq, J.H * J.hdv));
@@ -332,35 +332,42 @@ nb_tensor *nb_sdpa_dropout_mask(nb_ctx *ctx, int64_t batch, int64_t heads, int64
     return mask;
 }
 
-/* ---- graph backward: through the composed form the header comment gives
- * (permute, matmul, scale, causal_fill, masked_fill, softmax, the same
- * dropout mask, matmul), recorded and differentiated with nb_grad; the
- * flash kernels above stay the first-order path. */
-void nb_graph_backward_sdpa(nb_ctx *ctx, nb_node *n, nb_tensor *dout, nb_tensor **din) {
-    nb_tensor *q = n->in[0], *k = n->in[1], *v = n->in[2];
+/* ---- the composed form ------------------------------------------------------
+ * The ops the header comment names (permute, matmul, scale, causal_fill,
+ * masked_fill, softmax, the same dropout mask, matmul), recorded: the graph
+ * backward differentiates it (the flash kernels stay the first-order path),
+ * and tensors with a zero-size dim, which the tiles do not take, go through
+ * it forward. mask is (B, Tk) BOOL or NULL. */
+static nb_tensor *sdpa_composed(nb_ctx *ctx, nb_tensor *q, nb_tensor *k, nb_tensor *v,
+                                const nb_tensor *mask, bool causal, double scale, double p,
+                                uint64_t seed) {
     int64_t B = q->shape[0], Tq = q->shape[1], H = q->shape[2], Tk = k->shape[1];
     int64_t hdv = v->shape[3];
-    double p = n->f[1];
     nb_tensor *qh = nb_permute(ctx, q, (const int[]){0, 2, 1, 3});  /* (B, H, Tq, hd) */
     nb_tensor *kt = nb_permute(ctx, k, (const int[]){0, 2, 3, 1});  /* (B, H, hd, Tk) */
     nb_tensor *vh = nb_permute(ctx, v, (const int[]){0, 2, 1, 3});  /* (B, H, Tk, hdv) */
-    nb_tensor *s = nb_scale(ctx, nb_matmul(ctx, qh, kt), n->f[0]); /* (B, H, Tq, Tk) */
-    if (n->i[0]) s = nb_causal_fill(ctx, s, -INFINITY);
-    if (n->saved_t) {
-        nb_tensor *m = nb_from_data(ctx, NB_BOOL, NB_SHAPE(B, 1, 1, Tk), n->saved_t->data);
+    nb_tensor *s = nb_scale(ctx, nb_matmul(ctx, qh, kt), scale);    /* (B, H, Tq, Tk) */
+    if (causal) s = nb_causal_fill(ctx, s, -INFINITY);
+    if (mask) {
+        nb_tensor *m = nb_from_data(ctx, NB_BOOL, NB_SHAPE(B, 1, 1, Tk), mask->data);
         s = nb_masked_fill(ctx, s, m, -INFINITY);
     }
     nb_tensor *w = nb_softmax(ctx, s);
     if (p > 0) {
-        nb_tensor *keep = nb_sdpa_dropout_mask(ctx, B, H, Tq, Tk, p, (uint64_t)n->i[1]);
+        nb_tensor *keep = nb_sdpa_dropout_mask(ctx, B, H, Tq, Tk, p, seed);
         nb_tensor *m = keep ? nb_zeros(ctx, q->dtype, 4, keep->shape) : NULL;
-        if (!m) return;
+        if (!m) return NULL;
         const bool *kb = keep->data;
         for (size_t i = 0; i < m->numel; i++)
             if (kb[i]) nb_set(m, i, 1.0 / (1.0 - p));
         w = nb_mul(ctx, w, m);
     }
     nb_tensor *o = nb_permute(ctx, nb_matmul(ctx, w, vh), (const int[]){0, 2, 1, 3});
-    nb_tensor *y = nb_reshape(ctx, o, NB_SHAPE(B, Tq, H * hdv));
+    return nb_reshape(ctx, o, NB_SHAPE(B, Tq, H * hdv));
+}
+
+void nb_graph_backward_sdpa(nb_ctx *ctx, nb_node *n, nb_tensor *dout, nb_tensor **din) {
+    nb_tensor *y = sdpa_composed(ctx, n->in[0], n->in[1], n->in[2], n->saved_t, n->i[0] != 0,
+                                 n->f[0], n->f[1], (uint64_t)n->i[1]);
     nb_graph_backward_composed(ctx, n, y, dout, din);
 }

@@ -130,6 +130,8 @@ static void ln_fwd_rows(void *arg, int64_t lo, int64_t hi) {
 }
 
 static void layer_norm_backward(nb_ctx *ctx, nb_node *n); /* below, after the forward */
+static nb_tensor *layer_norm_composed(nb_ctx *ctx, nb_tensor *x, nb_tensor *w, nb_tensor *b,
+                                      double eps); /* at the end */
 
 nb_tensor *nb_layer_norm(nb_ctx *ctx, nb_tensor *x, nb_tensor *w, nb_tensor *b, double eps) {
     const char *op = nb_op_name(NB_OP_LAYER_NORM);
@@ -144,11 +146,6 @@ nb_tensor *nb_layer_norm(nb_ctx *ctx, nb_tensor *x, nb_tensor *w, nb_tensor *b, 
         return NULL;
     }
     int64_t D = x->shape[x->ndim - 1];
-    if (D == 0) {
-        nb_ctx_fail(ctx, NB_ERR_SHAPE, "%s: x %s has an empty last dim, expected >= 1 to "
-                    "normalize over", op, nb_shape_str(x, sx, sizeof sx));
-        return NULL;
-    }
     for (int i = 1; i < 3; i++) {
         const nb_tensor *t = all[i];
         if (t && (t->ndim != 1 || t->shape[0] != D)) {
@@ -162,6 +159,7 @@ nb_tensor *nb_layer_norm(nb_ctx *ctx, nb_tensor *x, nb_tensor *w, nb_tensor *b, 
         nb_ctx_fail(ctx, NB_ERR_VALUE, "%s: eps = %g, expected a finite number > 0", op, eps);
         return NULL;
     }
+    if (x->numel == 0) return layer_norm_composed(ctx, x, w, b, eps); /* zero-size dims */
     nb_tensor *out = nb_empty(ctx, x->dtype, x->ndim, x->shape); /* every row is written */
     size_t R = x->numel / (size_t)D;
     double *stats = out ? nb_ctx_alloc_raw(ctx, 2 * R * sizeof *stats) : NULL;
@@ -299,14 +297,22 @@ NB_HOT static void ln_bwd_rows_f32(const ln_job *j, int64_t lo, int64_t hi) {
 /* ---- graph backward: through layer_norm's composed form (mean_dim, sub,
  * mul, pow, add), recorded and differentiated with nb_grad; the fused
  * kernels above stay the first-order path ------------------------------- */
+/* layer_norm from elementary recorded ops: the graph backward's form, and
+ * the forward of tensors with a zero-size dim, which the row kernels do not
+ * take. */
+static nb_tensor *layer_norm_composed(nb_ctx *ctx, nb_tensor *x, nb_tensor *w, nb_tensor *b,
+                                      double eps) {
+    nb_tensor *xc = nb_sub(ctx, x, nb_mean_dim(ctx, x, -1, true));
+    nb_tensor *var = nb_mean_dim(ctx, nb_mul(ctx, xc, xc), -1, true);
+    nb_tensor *y = nb_mul(ctx, xc, nb_pow(ctx, nb_add_scalar(ctx, var, eps), -0.5));
+    if (w) y = nb_mul(ctx, y, w);
+    if (b) y = nb_add(ctx, y, b);
+    return y;
+}
+
 void nb_graph_backward_layer_norm(nb_ctx *ctx, nb_node *n, nb_tensor *dout, nb_tensor **din) {
     nb_tensor *x = n->in[0];
     nb_tensor *w = n->i[0] ? n->in[1] : NULL;
     nb_tensor *b = n->i[1] ? n->in[1 + (n->i[0] ? 1 : 0)] : NULL;
-    nb_tensor *xc = nb_sub(ctx, x, nb_mean_dim(ctx, x, -1, true));
-    nb_tensor *var = nb_mean_dim(ctx, nb_mul(ctx, xc, xc), -1, true);
-    nb_tensor *y = nb_mul(ctx, xc, nb_pow(ctx, nb_add_scalar(ctx, var, n->f[0]), -0.5));
-    if (w) y = nb_mul(ctx, y, w);
-    if (b) y = nb_add(ctx, y, b);
-    nb_graph_backward_composed(ctx, n, y, dout, din);
+    nb_graph_backward_composed(ctx, n, layer_norm_composed(ctx, x, w, b, n->f[0]), dout, din);
 }

@@ -76,12 +76,6 @@ static nb_tensor *linear_out(nb_ctx *ctx, nb_tensor *x, nb_tensor *w, nb_tensor 
                     op, nb_shape_str(x, sx, sizeof sx));
         return NULL;
     }
-    if (w->shape[1] == 0 || w->shape[0] == 0) {
-        nb_ctx_fail(ctx, NB_ERR_SHAPE,
-                    "%s: weight %s has a zero-size dim; nabla's linear needs in_features and "
-                    "out_features >= 1", op, nb_shape_str(w, sw, sizeof sw));
-        return NULL;
-    }
     if (x->shape[x->ndim - 1] != w->shape[1]) {
         nb_ctx_fail(ctx, NB_ERR_SHAPE,
                     "%s: x %s does not fit weight %s: x's last dim %lld, expected in_features "
@@ -127,9 +121,18 @@ int nb_linear_n(nb_ctx *ctx, nb_tensor *x, int n, nb_tensor *const *w, nb_tensor
                              n, NB_MAX_TASKS);
         return -1;
     }
+    bool empty = false;
     for (int k = 0; k < n; k++) {
         out[k] = linear_out(ctx, x, w[k], b ? b[k] : NULL);
         if (!out[k]) return -1;
+        empty = empty || x->numel == 0 || w[k]->numel == 0;
+    }
+    if (empty) { /* zero-size dims: the composed ops, which know the empty cases */
+        for (int k = 0; k < n; k++) {
+            out[k] = nb_matmul(ctx, x, nb_transpose(ctx, w[k], 0, 1));
+            if (b && b[k]) out[k] = nb_add(ctx, out[k], b[k]);
+        }
+        return nb_ctx_ok(ctx) ? 0 : -1;
     }
     if (x->dtype != NB_F32) {
         for (int k = 0; k < n; k++) {
