@@ -236,12 +236,6 @@ static int check_choices(const gpt_flags *f, const char *prog, gpt_cmd cmd) {
     if (f->wandb_log)
         return gpt_fail(prog, "--wandb_log=True: nabla has no Weights & Biases logging; use "
                         "--wandb_log=False (progress goes to out_dir/log.jsonl and loss.svg)");
-    if (f->min_lr > f->learning_rate)
-        return gpt_fail(prog, "--min_lr=%g is above --learning_rate=%g: the decay would raise "
-                        "the rate", f->min_lr, f->learning_rate);
-    if (f->decay_lr && f->lr_decay_iters && f->lr_decay_iters < f->warmup_iters)
-        return gpt_fail(prog, "--lr_decay_iters=%ld is below --warmup_iters=%ld", f->lr_decay_iters,
-                        f->warmup_iters);
     if (f->resume && strcmp(f->init_from, "scratch") && strcmp(f->init_from, "resume"))
         return gpt_fail(prog, "--resume contradicts --init_from=%s", f->init_from);
     if (f->init[0] && strcmp(f->init_from, "scratch"))
@@ -319,6 +313,7 @@ static int read_config(gpt_flags *f, gpt_cmd cmd, const char *prog, const char *
         return gpt_fail(prog, "%s:%d: %s (config files hold `key = value` lines with Python "
                         "literals and # comments)", path, line, err);
     f->config = path;
+    if (!line && !gpt_flag_given(f, "arch")) f->arch = "nanogpt"; /* nanoGPT's model */
     return line ? GPT_EXIT_USAGE : 0;
 }
 
@@ -346,6 +341,16 @@ int gpt_flags_parse(gpt_flags *f, gpt_cmd cmd, const char *prog, int argc, char 
         if ((st = set_flag(f, cmd, prog, arg + 2, klen, value, ""))) return st;
     }
     return check_choices(f, prog, cmd);
+}
+
+int gpt_flags_check_schedule(const gpt_flags *f, const char *prog) {
+    if (f->decay_lr && f->min_lr > f->learning_rate)
+        return gpt_fail(prog, "--min_lr=%g is above --learning_rate=%g: the decay would raise "
+                        "the rate", f->min_lr, f->learning_rate);
+    if (f->decay_lr && f->lr_decay_iters && f->lr_decay_iters < f->warmup_iters)
+        return gpt_fail(prog, "--lr_decay_iters=%ld is below --warmup_iters=%ld", f->lr_decay_iters,
+                        f->warmup_iters);
+    return 0;
 }
 
 bool gpt_flag_given(const gpt_flags *f, const char *name) {

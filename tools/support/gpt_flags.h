@@ -66,6 +66,10 @@ bool gpt_flag_format(const gpt_flags *f, const char *name, char *buf, size_t n);
 int gpt_flags_adopt(gpt_flags *f, const char *prog, const char *name, const char *value,
                     bool may_differ, const char *src);
 
+/* The learning-rate schedule's flags against each other (after a resume
+ * completed them): 0 or GPT_EXIT_USAGE. */
+int gpt_flags_check_schedule(const gpt_flags *f, const char *prog);
+
 /* want, or the number of cores online when want is more (with a note). */
 long gpt_threads(const char *prog, long want);
 

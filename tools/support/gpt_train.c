@@ -750,6 +750,7 @@ static int setup(run *r) {
     if (st) return st;
     if (r->resume && (st = resume_meta(r))) return st;
     r->init = f->init; /* --init_from=PATH was folded into it (gpt_train_run) */
+    if ((st = gpt_flags_check_schedule(f, r->prog))) return st;
     if (!f->data[0] && !f->batches[0] && !f->dataset[0])
         return gpt_fail(r->prog, "train needs one of --data=FILE, --dataset=NAME and --batches=FILE");
     if (!r->resume) new_run_id(r);
