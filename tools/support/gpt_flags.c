@@ -236,7 +236,7 @@ static int check_choices(const gpt_flags *f, const char *prog, gpt_cmd cmd) {
     if (f->wandb_log)
         return gpt_fail(prog, "--wandb_log=True: nabla has no Weights & Biases logging; use "
                         "--wandb_log=False (progress goes to out_dir/log.jsonl and loss.svg)");
-    if (f->resume && strcmp(f->init_from, "scratch") && strcmp(f->init_from, "resume"))
+    if (f->resume && gpt_flag_given(f, "init_from") && strcmp(f->init_from, "resume"))
         return gpt_fail(prog, "--resume contradicts --init_from=%s", f->init_from);
     if (f->init[0] && strcmp(f->init_from, "scratch"))
         return gpt_fail(prog, "--init=%s and --init_from=%s: give one of them", f->init, f->init_from);

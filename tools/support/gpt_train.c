@@ -491,7 +491,7 @@ static int train_loop(run *r) {
                          (long long)r->iter, jnum(a, res.loss), jnum(b, step.lr), ms))
                 return EXIT_INTERNAL;
         }
-        if (g_signal) return interrupted(r);
+        if (g_signal && r->iter + 1 < r->max_iters) return interrupted(r);
     }
     return !r->bx ? evaluate(r, true) : 0;
 }
@@ -834,7 +834,13 @@ static int run_training(run *r) {
     if (d && r->peers &&
         d->gather(d, (nb_pcg32[2]){r->rng_model, r->rng_batch}, 2 * sizeof(nb_pcg32), r->peers))
         return GPT_EXIT_USAGE;
-    return r->hooks.rank == 0 ? save_outputs(r) : 0;
+    st = r->hooks.rank == 0 ? save_outputs(r) : 0;
+    if (!st && g_signal) { /* it came during the last step: the run is complete */
+        fprintf(stderr, "%s: %s during the last iteration: the run finished and is saved\n",
+                r->prog, g_signal == SIGTERM ? "SIGTERM" : "SIGINT");
+        st = 128 + g_signal;
+    }
+    return st;
 }
 
 int gpt_train_run(const gpt_flags *f, const char *prog, const gpt_train_hooks *hooks) {
