@@ -101,6 +101,9 @@ static int run(machine *m, const unsigned char *b, size_t len, size_t *top) {
     while (p < len) {
         unsigned op = b[p];
         size_t at = p++, a = (size_t)arg_len[op];
+        if ((at == 0) != (op == 0x80))
+            return fail(m, at ? "PROTO at byte %zu, not first" : "no PROTO opcode first: pickle "
+                        "protocol 0 or 1 (2 to 5 are read)", at);
         if (len - p < a) return fail(m, "truncated at byte %zu", at);
         uint64_t x = le(b + p, (int)a);
         p += a;
