@@ -5,6 +5,7 @@
  * past the input. Each assignment's key is an identifier and its value a
  * NUL-terminated string; the first refused line is within the input's
  * lines. Dictionary: tests/fuzz/config.dict. */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
