@@ -542,6 +542,17 @@ START_TEST(test_meta_pkl_refuses_code) {
     ck_assert_int_eq(r.status, 2);
     ck_assert_msg(strstr(r.err, "opcode 0x63 at byte 2 is not one that meta.pkl uses: refused"),
                   "%s", r.err);
+    /* without meta.pkl: GPT-2's ids, nanoGPT's vocab_size 50304 */
+    unlink(p);
+    gexec(&r, "train --dataset=%D/ds --out_dir=o --n_layer=1 --n_head=2 --n_embd=8 --block_size=8 "
+              "--batch_size=2 --eval_iters=1 --max_iters=2 --warmup_iters=1 --lr_decay_iters=2");
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    ck_assert_ptr_nonnull(strstr(r.out, "has no meta.pkl: GPT-2 token ids, vocab_size 50304"));
+    ck_assert_ptr_nonnull(strstr(r.out, "vocab 50304"));
+    /* sample.py's --init_from: a model path */
+    gexec(&r, "sample --init_from=%D/o/model.safetensors --num_samples=1");
+    ck_assert_int_eq(r.status, 2); /* GPT-2 ids: no character vocabulary to decode */
+    ck_assert_ptr_nonnull(strstr(r.err, "no 'n_head' and 'vocab' metadata"));
     grun_done(&r);
 }
 END_TEST

@@ -98,7 +98,8 @@ static int draw_samples(const gpt_flags *f, nb_ctx *pctx, nb_gpt *gpt, const nb_
 static int cmd_sample(const gpt_flags *f) {
     nb_set_num_threads((int)gpt_threads(PROG, f->threads));
     char path[4200];
-    snprintf(path, sizeof path, "%s/model.safetensors", f->out_dir);
+    if (strcmp(f->init_from, "resume")) snprintf(path, sizeof path, "%s", f->init_from);
+    else snprintf(path, sizeof path, "%s/model.safetensors", f->out_dir);
     nb_ctx *pctx = nb_ctx_new(0);
     const char *k[64], *v[64];
     int n = 0, st = 0;
