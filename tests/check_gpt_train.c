@@ -401,6 +401,15 @@ START_TEST(test_flags_validated) {
         {"prepare --data=/dev/zero --out_dir=p", "is a character device"},
         {"prepare --data=text.txt", "prepare needs --data=input.txt and --out_dir=DIR"},
     };
+    char big[160];
+    snprintf(big, sizeof big, "%s/big.txt", r.dir);
+    FILE *bf = fopen(big, "w");
+    ck_assert_ptr_nonnull(bf);
+    fclose(bf);
+    ck_assert_int_eq(truncate(big, (off_t)300 << 20), 0); /* sparse: no disk used */
+    gexec(&r, "train --data=big.txt --out_dir=o");
+    ck_assert_int_eq(r.status, 2);
+    ck_assert_ptr_nonnull(strstr(r.err, "--data=big.txt: 300 MiB of text: over --data's 256 MiB"));
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         time_t t0 = time(NULL);
         gexec(&r, cases[i].args);

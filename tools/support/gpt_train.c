@@ -195,8 +195,18 @@ static int load_dataset(run *r) {
     return st ? st : draw_eval_batches(r, 1);
 }
 
+/* --data's text is held in memory with 8 bytes of id per character, so its
+ * size is capped; larger data goes through prepare and --dataset (mapped). */
+#define TEXT_MAX ((off_t)256 << 20)
+
 static int load_text(run *r) {
     size_t len;
+    struct stat sb;
+    if (stat(r->f->data, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size > TEXT_MAX)
+        return gpt_fail(r->prog, "--data=%s: %lld MiB of text: over --data's 256 MiB (it keeps "
+                        "8 bytes a character in memory); run '%s prepare --data=%s "
+                        "--out_dir=DIR' and train with --dataset=DIR, which memory-maps the ids",
+                        r->f->data, (long long)(sb.st_size >> 20), r->prog, r->f->data);
     char *text = gpt_read_file(r->prog, r->f->data, &len);
     if (!text) return GPT_EXIT_USAGE;
     nb_tensor *ids = NULL;
