@@ -105,7 +105,8 @@ static nb_status replay_config(const char *path, char *msg, size_t n) {
     fclose(f);
     char err[300];
     int line = gpt_config_parse(buf, len, config_any, NULL, err, sizeof err);
-    snprintf(msg, n, line ? "config: line %d: %s" : "", line, err);
+    if (line) snprintf(msg, n, "config: line %d: %s", line, err);
+    else msg[0] = '\0';
     return line ? NB_ERR_FORMAT : NB_OK;
 }
 
