@@ -1,5 +1,5 @@
 /* check_gpt_train.c - `nabla-gpt train` as a trainer that loses nothing
- * (issue 24): SIGINT at 10 points then resume equals the uninterrupted run,
+ * (issue 24): SIGINT at 10 points then resume equals the uninterrupted run (as after a kill -9),
  * a real kill -INT, SIGTERM, a second signal during the save; --force moves
  * the old run aside; resume takes the checkpoint's flags and refuses
  * contradictions and a --max_iters at or below its iteration; a NaN run
@@ -210,6 +210,28 @@ START_TEST(test_kill_sigterm_and_second_signal) {
     snprintf(a, sizeof a, "%s/full/log.jsonl", r.dir);
     snprintf(b, sizeof b, "%s/k/log.jsonl", r.dir);
     same_log(a, b);
+    /* kill -9 (a crash): the checkpoint of the last evaluation resumes, bit-identically */
+    const char *crash = "--n_layer=2 --n_head=2 --n_embd=32 --block_size=16 --batch_size=8 "
+                        "--eval_interval=10 --eval_iters=2 --dropout=0.1 --max_iters=600 "
+                        "--lr_decay_iters=600 --data=text.txt --log_interval=1000";
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && { '%s' train %s --out_dir=c9 >c9.out 2>&1 & p=$!; "
+             "n=0; until grep -q '\"iter\": 25,' c9/log.jsonl 2>/dev/null || [ $n -gt 3000 ]; do "
+             "sleep 0.01; n=$((n+1)); done; kill -KILL $p; wait $p; echo $?; } 2>/dev/null", r.dir, prog, crash);
+    ck_assert_int_eq(nb_test_run(cmd, &out), 0);
+    ck_assert_msg(atoi(out) == 137, "kill -9: exit %s", out);
+    free(out);
+    gexec(&r, "train --out_dir=c9 --resume");
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    snprintf(args, sizeof args, "train %s --out_dir=c9full", crash);
+    gexec(&r, args);
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    snprintf(a, sizeof a, "%s/c9full/model.safetensors", r.dir);
+    snprintf(b, sizeof b, "%s/c9/model.safetensors", r.dir);
+    same_bytes(a, b);
+    snprintf(a, sizeof a, "%s/c9full/log.jsonl", r.dir);
+    snprintf(b, sizeof b, "%s/c9/log.jsonl", r.dir);
+    same_log(a, b);
     /* SIGTERM: 143 */
     gexec_env(&r, "NB_GPT_TEST_SIGNAL=6:TERM", "train " TINY " --out_dir=term");
     ck_assert_msg(r.status == 143, "exit %d: %s", r.status, r.err);
@@ -226,6 +248,10 @@ START_TEST(test_kill_sigterm_and_second_signal) {
     snprintf(a, sizeof a, "%s/full2/model.safetensors", r.dir);
     snprintf(b, sizeof b, "%s/twice/model.safetensors", r.dir);
     same_bytes(a, b);
+    /* the lines of iterations 4..6, after the checkpoint, were dropped on resume */
+    snprintf(a, sizeof a, "%s/full2/log.jsonl", r.dir);
+    snprintf(b, sizeof b, "%s/twice/log.jsonl", r.dir);
+    same_log(a, b);
     grun_done(&r);
 }
 END_TEST
