@@ -63,6 +63,11 @@ typedef struct run {
     nb_tensor *bx, *by;    /* I64 (N, B, T) */
     int64_t B, T, max_iters, iter, V; /* V: the data's vocabulary size */
     char batch_err[300];
+    /* what every save reuses (a save at each evaluation must not grow pctx) */
+    const char *vocab_str;
+    nb_tensor_list extra;
+    bool has_extra;
+    char flag_key[40][64], flag_val[40][PATH_LEN];
     char path_log[PATH_LEN], path_model[PATH_LEN], path_ckpt[PATH_LEN], path_svg[PATH_LEN];
 } run;
 
@@ -563,7 +568,7 @@ static int prepare_out_dir(run *r) {
 typedef struct meta {
     int n;
     const char *k[META_MAX], *v[META_MAX];
-    char buf[META_MAX][96];
+    char buf[3][32];
 } meta;
 
 static void meta_add(meta *m, const char *key, const char *value) {
@@ -583,31 +588,36 @@ static void meta_fill(run *r, meta *m, bool ckpt) {
     const nb_gpt_config *c = &r->gpt.cfg;
     m->n = 0;
     meta_add(m, "arch", c->arch == NB_GPT_NANOGPT ? "nanogpt" : "gptmodel");
-    snprintf(m->buf[0], 96, "%d", c->n_head);
+    snprintf(m->buf[0], 32, "%d", c->n_head);
     meta_add(m, "n_head", m->buf[0]);
-    snprintf(m->buf[1], 96, "%lld", (long long)r->iter);
+    snprintf(m->buf[1], 32, "%lld", (long long)r->iter);
     meta_add(m, "iter", m->buf[1]);
-    snprintf(m->buf[2], 96, "%d", r->hooks.world);
+    snprintf(m->buf[2], 32, "%d", r->hooks.world);
     meta_add(m, "world", m->buf[2]);
     if (r->has_vocab) {
         meta_add(m, "tokenizer", "char");
-        meta_add(m, "vocab", nb_char_vocab_to_string(r->pctx, &r->vocab));
+        if (!r->vocab_str) r->vocab_str = nb_char_vocab_to_string(r->pctx, &r->vocab);
+        meta_add(m, "vocab", r->vocab_str);
     }
     if (!ckpt) return;
     meta_add(m, "run_id", r->run_id);
-    for (int i = 0, b = 3, z = 0; z < 2; i++) {
+    for (int i = 0, b = 0, z = 0; z < 2; i++) {
         if (!RESUME_FLAGS[i]) { z++; continue; }
-        char *key = nb_ctx_alloc(r->pctx, 64), *val = m->buf[b++];
-        if (!key) break;
+        char *key = r->flag_key[b], *val = r->flag_val[b++];
         snprintf(key, 64, "flag.%s", RESUME_FLAGS[i]);
-        if (!strcmp(RESUME_FLAGS[i], "max_iters")) snprintf(val, 96, "%lld", (long long)r->max_iters);
-        else gpt_flag_format(r->f, RESUME_FLAGS[i], val, 96);
+        if (!strcmp(RESUME_FLAGS[i], "max_iters")) snprintf(val, PATH_LEN, "%lld", (long long)r->max_iters);
+        else if (!strcmp(RESUME_FLAGS[i], "init")) snprintf(val, PATH_LEN, "%s", r->init);
+        else gpt_flag_format(r->f, RESUME_FLAGS[i], val, PATH_LEN);
         meta_add(m, key, val);
     }
 }
 
-static nb_tensor_list extra_list(run *r) {
-    nb_tensor_list x = {0};
+/* The extra tensors of the checkpoint, made once (they alias the run's
+ * generators and counters). */
+static nb_tensor_list *extra_list(run *r) {
+    if (r->has_extra) return &r->extra;
+    r->has_extra = true;
+    nb_tensor_list *xp = &r->extra, x = {0};
     nb_list_add(&x, "rng_model", nb_pcg32_tensor(r->pctx, &r->rng_model));
     nb_list_add(&x, "rng_batch", nb_pcg32_tensor(r->pctx, &r->rng_batch));
     nb_list_add(&x, "iter", r->iter_t);
@@ -620,7 +630,8 @@ static nb_tensor_list extra_list(run *r) {
         nb_list_add(&x, nm, nb_pcg32_tensor(r->pctx, &r->peers[2 * q]));
         nb_list_add(&x, nm + 40, nb_pcg32_tensor(r->pctx, &r->peers[2 * q + 1]));
     }
-    return x;
+    *xp = x;
+    return xp;
 }
 
 /* model.safetensors, then ckpt.safetensors (each atomic), then loss.svg.
@@ -631,12 +642,12 @@ static int save_outputs(run *r) {
     meta_fill(r, &mc, true);
     ((int64_t *)r->iter_t->data)[0] = r->iter;
     ((double *)r->best_t->data)[0] = r->best_val;
-    nb_tensor_list extra = extra_list(r);
+    const nb_tensor_list *extra = extra_list(r);
     const char *how;
     if (nb_save_safetensors(r->pctx, r->path_model, &r->gpt.state_dict, mm.n, mm.k, mm.v))
         return gpt_fail(r->prog, "%s", nb_ctx_error(r->pctx));
     if (g_signal && test_signal_at(&how) >= 0 && !strcmp(how, "TWICE")) raise(SIGINT);
-    if (nb_save_checkpoint(r->pctx, r->path_ckpt, &r->gpt.params, r->opt, &extra, mc.n, mc.k, mc.v))
+    if (nb_save_checkpoint(r->pctx, r->path_ckpt, &r->gpt.params, r->opt, extra, mc.n, mc.k, mc.v))
         return gpt_fail(r->prog, "%s", nb_ctx_error(r->pctx));
     r->ckpt_iter = r->iter;
     return gpt_write_loss_svg(r->prog, r->path_log, r->path_svg);
@@ -682,8 +693,7 @@ static int resume_meta(run *r) {
 }
 
 static int resume_state(run *r) {
-    nb_tensor_list extra = extra_list(r);
-    if (nb_load_checkpoint(r->pctx, r->path_ckpt, &r->gpt.params, r->opt, &extra))
+    if (nb_load_checkpoint(r->pctx, r->path_ckpt, &r->gpt.params, r->opt, extra_list(r)))
         return gpt_fail(r->prog, "--init_from=resume: %s", nb_ctx_error(r->pctx));
     r->iter = r->ckpt_iter = ((int64_t *)r->iter_t->data)[0];
     r->best_val = ((double *)r->best_t->data)[0];
@@ -872,6 +882,7 @@ int gpt_train_run(const gpt_flags *f, const char *prog, const gpt_train_hooks *h
     if (r->log_fd >= 0 && close(r->log_fd) && !st) st = gpt_fail(prog, "%s: write failed", r->path_log);
     if (r->hooks.dist) st = dist_finish(r, st);
     if (r->has_ds) gpt_dataset_close(&r->ds);
+    if (r->has_extra) nb_list_free(&r->extra);
     free(r->peers);
     nb_optim_free(r->opt);
     nb_gpt_free(&r->gpt);
