@@ -9,6 +9,9 @@
  * below; test_every_dir_replayed fails for a corpus folder without a row. */
 #include "check_nabla.h"
 
+#include "gpt_config.h"
+#include "gpt_pickle.h"
+
 #include <dirent.h>
 
 #include "../tests/fuzz/fuzz_input.h"
@@ -68,6 +71,45 @@ static nb_status replay_text(const char *path, char *msg, size_t n) {
 #define replay_text NULL /* nabla/data.h is not there: nothing to replay */
 #endif
 
+/* nabla-gpt's meta.pkl reader (tools/support/gpt_pickle.c). */
+static nb_status replay_meta_pkl(const char *path, char *msg, size_t n) {
+    FILE *f = fopen(path, "rb");
+    ck_assert_ptr_nonnull(f);
+    static uint8_t buf[1 << 16];
+    size_t len = fread(buf, 1, sizeof buf, f);
+    fclose(f);
+    gpt_meta_pkl m;
+    char err[300];
+    if (gpt_meta_pkl_read(buf, len, &m, err, sizeof err)) {
+        snprintf(msg, n, "meta.pkl: %s", err);
+        return NB_ERR_FORMAT;
+    }
+    ck_assert_int_ge(m.vocab_size, 1);
+    gpt_meta_pkl_free(&m);
+    msg[0] = '\0';
+    return NB_OK;
+}
+
+static int config_any(void *user, const char *key, const char *value, gpt_config_kind kind,
+                      int line, char *err, size_t n) {
+    (void)user, (void)key, (void)value, (void)kind, (void)line, (void)err, (void)n;
+    return 0;
+}
+
+/* nabla-gpt's config-file parser (tools/support/gpt_config.c). */
+static nb_status replay_config(const char *path, char *msg, size_t n) {
+    FILE *f = fopen(path, "rb");
+    ck_assert_ptr_nonnull(f);
+    static char buf[1 << 16];
+    size_t len = fread(buf, 1, sizeof buf, f);
+    fclose(f);
+    char err[300];
+    int line = gpt_config_parse(buf, len, config_any, NULL, err, sizeof err);
+    if (line) snprintf(msg, n, "config: line %d: %s", line, err);
+    else msg[0] = '\0';
+    return line ? NB_ERR_FORMAT : NB_OK;
+}
+
 /* loader NULL: the target has no refusals to check, every file must pass
  * its properties (fn returns NB_OK). fn NULL: the target's library part is
  * not built here. */
@@ -78,6 +120,8 @@ static const struct {
     {"safetensors", "load_safetensors", replay_safetensors},
     {"checkpoint", "load_checkpoint", replay_checkpoint},
     {"text", NULL, replay_text},
+    {"meta_pkl", "meta.pkl", replay_meta_pkl},
+    {"config", "config", replay_config},
 };
 #define N_REPLAYS (int)(sizeof replays / sizeof replays[0])
 

@@ -236,7 +236,7 @@ START_TEST(test_bad_input) {
          "37 characters are too few: the 90% train and 10% val parts need at least "
          "block_size + 1 = 9"},
         {"train --data=%D/nonexistent.txt --out_dir=%D/o", "nonexistent.txt: No such file"},
-        {"train --out_dir=%D/o", "exactly one of --data=FILE and --batches=FILE"},
+        {"train --out_dir=%D/o", "train needs one of --data=FILE, --dataset=NAME and --batches=FILE"},
         {"train --n_layers=3", "unknown flag '--n_layers' for train"},
         {"train --n_layer=zero", "--n_layer: 'zero' is not an integer >= 1"},
         {"train --decay_lr=maybe", "--decay_lr: 'maybe' is not True or False"},

@@ -26,6 +26,33 @@ START_TEST(test_gradcheck_passes_broadcast_ops) {
 }
 END_TEST
 
+/* eps <= 0, negative tolerances and NaN options are refused, nothing run */
+START_TEST(test_gradcheck_refuses_bad_options) {
+    nb_ctx *ctx = nb_ctx_new(0);
+    nb_tensor *in[3] = {
+        nb_from_doubles(ctx, NB_F64, NB_SHAPE(2), (double[]){1, 2}),
+        nb_from_doubles(ctx, NB_F64, NB_SHAPE(2), (double[]){3, 4}),
+        nb_from_doubles(ctx, NB_F64, NB_SHAPE(2), (double[]){5, 6}),
+    };
+    for (int i = 0; i < 3; i++) nb_requires_grad(in[i]);
+    const double bad[][3] = {{0, 1e-5, 1e-3}, {-1e-6, 1e-5, 1e-3}, {NAN, 1e-5, 1e-3},
+                             {INFINITY, 1e-5, 1e-3}, {1e-6, -1, 1e-3}, {1e-6, 1e-5, -1e-3},
+                             {1e-6, NAN, 1e-3}, {1e-6, 1e-5, NAN}};
+    for (size_t k = 0; k < sizeof bad / sizeof *bad; k++) {
+        nb_gradcheck_opts o = nb_gradcheck_defaults();
+        o.eps = bad[k][0], o.atol = bad[k][1], o.rtol = bad[k][2];
+        nb_gradcheck_result r;
+        ck_assert_int_eq(nb_gradcheck(ctx, f_mul_div, NULL, 3, in, &o, &r), NB_ERR_VALUE);
+        ck_assert(!r.passed);
+        ck_assert_msg(strstr(r.message, "eps must be finite and > 0, the tolerances >= 0"), "%s",
+                      r.message);
+        ck_assert_ptr_nonnull(strstr(nb_ctx_error(ctx), "gradcheck: options eps"));
+        nb_ctx_clear_error(ctx);
+    }
+    nb_ctx_free(ctx);
+}
+END_TEST
+
 /* square with a wrong rule: 3x instead of 2x */
 static void bad_square_backward(nb_ctx *ctx, nb_node *n) {
     nb_tensor *x = nb_node_input(n, 0), *y = nb_node_output(n);
@@ -565,6 +592,7 @@ Suite *suite_gradcheck(void) {
     Suite *s = suite_create("gradcheck");
     TCase *tc = tcase_create("core");
     tcase_add_test(tc, test_gradcheck_passes_broadcast_ops);
+    tcase_add_test(tc, test_gradcheck_refuses_bad_options);
     tcase_add_test(tc, test_gradcheck_catches_wrong_backward);
     tcase_add_test(tc, test_gradcheck_reports_function_errors);
     suite_add_tcase(s, tc);

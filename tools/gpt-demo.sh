@@ -9,7 +9,8 @@ out=$b/demo-gpt
 sh "$(dirname "$0")/fortunes-corpus.sh" "$b/fortunes.txt"
 echo "corpus: $(wc -c < "$b/fortunes.txt") bytes of Debian's fortunes (BSD licence)"
 start=$(date +%s)
-"$b/bin/nabla-gpt" train --data="$b/fortunes.txt" --out_dir="$out" --force --threads=2 \
+rm -rf "$out" # a fresh run each time (--force would keep the old ones in $out/old-N/)
+"$b/bin/nabla-gpt" train --data="$b/fortunes.txt" --out_dir="$out" --threads=2 \
     --n_layer=2 --n_head=4 --n_embd=128 --block_size=64 --batch_size=16 \
     --learning_rate=6e-3 --min_lr=6e-4 --warmup_iters=30 --max_iters=3000 \
     --eval_interval=500 --eval_iters=10 --dropout=0.0 | tee "$out.log" |

@@ -1,6 +1,8 @@
 /* nabla-gpt - trains a small GPT on text, samples from it, times it.
  *
  *   nabla-gpt train  --data=input.txt --out_dir=out [--n_layer=4 ...]
+ *   nabla-gpt train  config/train_shakespeare_char.py --device=cpu   (nanoGPT's way)
+ *   nabla-gpt prepare --data=input.txt --out_dir=data/shakespeare_char
  *   nabla-gpt sample --out_dir=out --start="The " --num_samples=3
  *   nabla-gpt bench  --n_layer=4 --n_head=4 --n_embd=128 --block_size=64
  *
@@ -13,6 +15,7 @@
 #include <sys/resource.h>
 #include <time.h>
 
+#include "gpt_data.h"
 #include "gpt_flags.h"
 #include "gpt_train.h"
 
@@ -26,10 +29,16 @@
 #endif
 
 static const char USAGE[] =
-    "usage: " PROG " train|sample|bench [--key=value ...]\n"
+    "usage: " PROG " train|sample|bench [CONFIG.py] [--key=value ...]\n"
+    "       " PROG " prepare --data=input.txt --out_dir=DIR\n"
     "\n"
-    "  train   trains a character-level GPT on --data=FILE (or replays --batches=FILE)\n"
-    "          and writes out_dir/{log.jsonl,model.safetensors,ckpt.safetensors,loss.svg}\n"
+    "  train   trains a character-level GPT on --data=FILE or --dataset=NAME (nanoGPT's\n"
+    "          prepared data), or replays --batches=FILE, and writes\n"
+    "          out_dir/{log.jsonl,model.safetensors,ckpt.safetensors,loss.svg};\n"
+    "          a checkpoint at every evaluation, Ctrl-C saves and exits 130,\n"
+    "          --init_from=resume goes on. A nanoGPT config file may come first.\n"
+    "  prepare writes DIR/{train.bin,val.bin,meta.pkl} as nanoGPT's\n"
+    "          data/shakespeare_char/prepare.py does (for --dataset)\n"
     "  sample  draws text from out_dir/model.safetensors, with the KV cache\n"
     "  bench   times full training steps and sampling: ms_per_step=X peak_rss_mb=Y tok_per_s=Z\n"
     "\n"
@@ -43,8 +52,13 @@ static double now_s(void) {
 }
 
 /* ---- sample ---------------------------------------------------------------- */
-/* The prompt with "\n" written as two characters turned into a newline. */
+/* The prompt with "\n" written as two characters turned into a newline;
+ * FILE:path (nanoGPT's form) is that file's text. */
 static char *unescape(const char *s) {
+    if (!strncmp(s, "FILE:", 5)) {
+        size_t len;
+        return gpt_read_file(PROG, s + 5, &len);
+    }
     char *out = malloc(strlen(s) + 1), *o = out;
     for (; out && *s; s++) *o++ = s[0] == '\\' && s[1] == 'n' ? (s++, '\n') : *s;
     if (out) *o = '\0';
@@ -82,9 +96,10 @@ static int draw_samples(const gpt_flags *f, nb_ctx *pctx, nb_gpt *gpt, const nb_
 }
 
 static int cmd_sample(const gpt_flags *f) {
-    nb_set_num_threads((int)f->threads);
+    nb_set_num_threads((int)gpt_threads(PROG, f->threads));
     char path[4200];
-    snprintf(path, sizeof path, "%s/model.safetensors", f->out_dir);
+    if (strcmp(f->init_from, "resume")) snprintf(path, sizeof path, "%s", f->init_from);
+    else snprintf(path, sizeof path, "%s/model.safetensors", f->out_dir);
     nb_ctx *pctx = nb_ctx_new(0);
     const char *k[64], *v[64];
     int n = 0, st = 0;
@@ -105,6 +120,7 @@ static int cmd_sample(const gpt_flags *f) {
             st = gpt_fail(PROG, "%s: %s", path, nb_ctx_error(pctx));
     }
     char *start = st ? NULL : unescape(f->start);
+    if (!st && !start) st = GPT_EXIT_USAGE; /* FILE: unreadable, said */
     nb_tensor *prompt = start ? nb_char_encode(pctx, &vocab, start, strlen(start)) : NULL;
     if (!st && !prompt) st = gpt_fail(PROG, "--start: %s", nb_ctx_error(pctx));
     if (!st) st = draw_samples(f, pctx, &gpt, &vocab, prompt);
@@ -147,7 +163,7 @@ static double sample_speed(nb_ctx *err, nb_gpt *gpt, bool cache) {
 }
 
 static int cmd_bench(const gpt_flags *f) {
-    nb_set_num_threads((int)f->threads);
+    nb_set_num_threads((int)gpt_threads(PROG, f->threads));
     nb_ctx *pctx = nb_ctx_new(0), *sctx = nb_ctx_new(0);
     nb_pcg32 rng;
     nb_pcg32_seed(&rng, (uint64_t)f->seed, 1);
@@ -210,6 +226,26 @@ static int cmd_bench(const gpt_flags *f) {
     return st;
 }
 
+/* ---- prepare ---------------------------------------------------------------- */
+static int cmd_prepare(int argc, char **argv) {
+    const char *data = NULL, *out = NULL;
+    for (int a = 2; a < argc; a++) {
+        if (!strcmp(argv[a], "--help") || !strcmp(argv[a], "-h")) {
+            printf("usage: %s prepare --data=input.txt --out_dir=DIR\n\n"
+                   "Writes DIR/train.bin, DIR/val.bin (uint16 ids of the first 90%% and the\n"
+                   "rest of the characters) and DIR/meta.pkl (vocab_size, itos, stoi), as\n"
+                   "nanoGPT's data/shakespeare_char/prepare.py; train with --dataset=DIR.\n", PROG);
+            return 0;
+        }
+        if (!strncmp(argv[a], "--data=", 7)) data = argv[a] + 7;
+        else if (!strncmp(argv[a], "--out_dir=", 10)) out = argv[a] + 10;
+        else return gpt_fail(PROG, "prepare: unexpected argument '%s' (try %s prepare --help)",
+                             argv[a], PROG);
+    }
+    if (!data || !out) return gpt_fail(PROG, "prepare needs --data=input.txt and --out_dir=DIR");
+    return gpt_prepare(PROG, data, out);
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
         fputs(USAGE, stderr);
@@ -219,9 +255,10 @@ int main(int argc, char **argv) {
         fputs(USAGE, stdout);
         return 0;
     }
+    if (!strcmp(argv[1], "prepare")) return cmd_prepare(argc, argv);
     gpt_cmd cmd = !strcmp(argv[1], "train") ? GPT_TRAIN : !strcmp(argv[1], "sample") ? GPT_SAMPLE
                   : !strcmp(argv[1], "bench") ? GPT_BENCH : 0;
-    if (!cmd) return gpt_fail(PROG, "unknown command '%s': train, sample or bench (try --help)", argv[1]);
+    if (!cmd) return gpt_fail(PROG, "unknown command '%s': train, sample, bench or prepare (try --help)", argv[1]);
     gpt_flags f;
     int st = gpt_flags_parse(&f, cmd, PROG, argc, argv, 2);
     if (st) return st == 1 ? 0 : st;

@@ -95,8 +95,9 @@ typedef struct nb_gradcheck_result {
  * element by element; passes when every |a - n| <= atol + rtol * |n|.
  * Inputs may be F32 or F64: the check itself runs in F64, on private
  * contexts. opts may be NULL (defaults). res may be NULL. Returns NB_OK
- * when it passed, NB_ERR_VALUE when it did not, another status when f
- * failed. Any status but NB_OK comes with its message (the one in
+ * when it passed, NB_ERR_VALUE when it did not (or when opts are invalid:
+ * eps not finite and > 0, atol or rtol negative or NaN; nothing runs), another
+ * status when f failed. Any status but NB_OK comes with its message (the one in
  * res->message) recorded on ctx, like every error; a NULL ctx, or one that
  * already holds an error, runs nothing and returns NB_ERR_NULL or that
  * error's status. On failure the message names the blamed op, its tape

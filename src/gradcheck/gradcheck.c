@@ -286,6 +286,12 @@ static nb_status gradcheck_all(nb_gradcheck_fn f, void *user, const nb_tensor_li
         if (!params->t[k]) return fail(&g, NB_ERR_NULL, msg);
     }
     nb_gradcheck_opts o = opts ? *opts : nb_gradcheck_defaults();
+    char why[160];
+    if (!(o.eps > 0) || !isfinite(o.eps) || !(o.atol >= 0) || !(o.rtol >= 0)) {
+        snprintf(why, sizeof why, "options eps %g, atol %g, rtol %g: eps must be finite and > 0, "
+                 "the tolerances >= 0 (none NaN)", o.eps, o.atol, o.rtol);
+        return fail(&g, NB_ERR_VALUE, why);
+    }
 
     g.n_in = n_in + n_par;
     size_t slots = (size_t)(g.n_in ? g.n_in : 1);

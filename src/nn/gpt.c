@@ -392,6 +392,7 @@ static nb_tensor *nano_attention(nb_ctx *ctx, nb_gpt *m, nb_gpt_block *blk, nb_t
         seed |= nb_pcg32_next(m->rng);
     }
     for (int k = 0; k < 3; k++) part[k] = nb_view(ctx, part[k], NB_SHAPE(b, t, H, hd));
+    NB_HERE(ctx);
     nb_tensor *y = nb_sdpa(ctx, part[0], part[1], part[2], NULL, true, 1.0 / sqrt((double)hd),
                            p, seed); /* (B, T, C) */
     return NB_NN_SCOPED(ctx, "c_proj", nb_gpt_linear(ctx, y, blk->c_proj_w, blk->c_proj_b));
@@ -407,6 +408,7 @@ static nb_tensor *attention(nb_ctx *ctx, nb_gpt *m, nb_gpt_block *blk, nb_tensor
 NB_HIDDEN nb_tensor *nb_gpt_mlp(nb_ctx *ctx, nb_gpt *m, nb_gpt_block *blk, nb_tensor *h) {
     bool nano = m->cfg.arch == NB_GPT_NANOGPT;
     nb_gelu_approx g = nano ? m->cfg.gelu : NB_GELU_TANH;
+    NB_HERE(ctx);
     nb_tensor *f = NB_NN_SCOPED(ctx, nano ? "c_fc" : "layers.0",
                                 nb_gpt_linear(ctx, h, blk->fc_w, blk->fc_b));
     f = NB_NN_SCOPED(ctx, nano ? NULL : "layers.1", nb_gelu(ctx, f, g));
@@ -433,6 +435,7 @@ NB_HIDDEN nb_tensor *nb_gpt_block_finish(nb_ctx *ctx, nb_gpt *m, int i, nb_tenso
 
 /* Block i of the full forward (gpt_sample.c runs the cached one). */
 static nb_tensor *block_body(nb_ctx *ctx, nb_gpt *m, int i, nb_tensor *x) {
+    NB_HERE(ctx);
     nb_tensor *a = attention(ctx, m, &m->blocks[i], nb_gpt_block_norm1(ctx, m, i, x));
     return nb_gpt_block_finish(ctx, m, i, x, a);
 }
@@ -448,17 +451,25 @@ static nb_tensor *block_forward(nb_ctx *ctx, nb_gpt *m, int i, nb_tensor *x) {
 
 NB_HIDDEN nb_tensor *nb_gpt_head(nb_ctx *ctx, nb_gpt *m, nb_tensor *x) {
     bool nano = m->cfg.arch == NB_GPT_NANOGPT;
+    NB_HERE(ctx);
     x = NB_NN_SCOPED(ctx, nano ? "transformer.ln_f" : "final_norm",
                      nb_layer_norm(ctx, x, m->lnf_w, m->lnf_b, 1e-5));
     return NB_NN_SCOPED(ctx, nano ? "lm_head" : "out_head",
                         nb_gpt_linear(ctx, x, m->head, NULL)); /* (B, T, V) */
 }
 
+/* The model's ops are recorded with their lines here (anomaly reports and
+ * tape dumps name them); the caller's site comes back after. */
 nb_tensor *nb_gpt_forward(nb_ctx *ctx, nb_gpt *m, const nb_tensor *ids) {
     if (!nb_gpt_check_ids(ctx, m, ids, "ids", m ? m->cfg.block_size : 0)) return NULL;
+    const char *file = ctx->site_file;
+    int line = ctx->site_line;
+    NB_HERE(ctx);
     nb_tensor *x = nb_gpt_embed(ctx, m, ids, 0);
     for (int i = 0; i < m->cfg.n_layer && x; i++) x = block_forward(ctx, m, i, x);
-    return nb_gpt_head(ctx, m, x);
+    x = nb_gpt_head(ctx, m, x);
+    nb_ctx_set_site(ctx, file, line);
+    return x;
 }
 
 nb_tensor *nb_gpt_loss(nb_ctx *ctx, nb_gpt *m, const nb_tensor *ids, const nb_tensor *targets,
@@ -482,7 +493,12 @@ nb_tensor *nb_gpt_loss(nb_ctx *ctx, nb_gpt *m, const nb_tensor *ids, const nb_te
     tv.shape[0] = n;
     tv.shape[1] = 1;
     tv.node = NULL;
-    return nb_cross_entropy(ctx, flat, &tv);
+    const char *file = ctx->site_file;
+    int line = ctx->site_line;
+    NB_HERE(ctx);
+    nb_tensor *loss = nb_cross_entropy(ctx, flat, &tv);
+    nb_ctx_set_site(ctx, file, line);
+    return loss;
 }
 
 nb_tensor *nb_gpt_infer(nb_ctx *ctx, nb_gpt *m, const nb_tensor *ids) {

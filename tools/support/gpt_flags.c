@@ -6,6 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "gpt_config.h"
 #include "gpt_flags.h"
 
 typedef enum { F_LONG, F_DOUBLE, F_BOOL, F_STR } flag_type;
@@ -67,19 +71,39 @@ static const flag_def FLAGS[] = {
     {"rounds", F_LONG, AT(rounds), "5", B, 1,
      "max_iters steps in this many rounds; the median round's ms/step is reported"},
     {"sample", F_BOOL, AT(sample), "True", B, 0, "also time sampling, with and without the KV cache"},
-    {"data", F_STR, AT(data), "", T, 0, "a UTF-8 text file to train on (90% train, 10% val)"},
+    {"data", F_STR, AT(data), "", T, 0,
+     "a UTF-8 text file (a regular file) to train on (90% train, 10% val)"},
+    {"dataset", F_STR, AT(dataset), "", T, 0,
+     "nanoGPT's prepared data: data/NAME (or NAME) with train.bin, val.bin, meta.pkl"},
     {"out_dir", F_STR, AT(out_dir), "out", T, 0,
      "writes log.jsonl, model.safetensors, ckpt.safetensors, loss.svg"},
     {"out_dir", F_STR, AT(out_dir), "out", S, 0, "reads model.safetensors from here"},
+    {"init_from", F_STR, AT(init_from), "resume", S, 0,
+     "resume (out_dir's model, as nanoGPT's sample.py) or a model.safetensors path"},
+    {"dtype", F_STR, AT(dtype), "float32", S, 0, "accepted for sample.py's command lines (the model's own dtype is used)"},
     {"init", F_STR, AT(init), "", T, 0, "start from this safetensors state_dict (either layout)"},
     {"batches", F_STR, AT(batches), "", T, 0,
      "replay batches: x, y int64 (N, B, T); iteration i trains on batch i (split along B into the micro-batches); no text, no evaluation"},
+    {"init_from", F_STR, AT(init_from), "scratch", T, 0,
+     "scratch, resume (out_dir/ckpt.safetensors) or a .safetensors state_dict (as --init)"},
     {"resume", F_BOOL, AT(resume), "False", T, 0,
-     "continue from out_dir/ckpt.safetensors (give the same model flags and data)"},
-    {"force", F_BOOL, AT(force), "False", T, 0, "overwrite the outputs of an earlier run in out_dir"},
+     "the same as --init_from=resume: model, data and optimizer come from the checkpoint"},
+    {"force", F_BOOL, AT(force), "False", T, 0,
+     "start a new run: an earlier run's files in out_dir move to out_dir/old-N/"},
+    {"always_save_checkpoint", F_BOOL, AT(always_save_checkpoint), "True", T, 0,
+     "checkpoint at every evaluation (False: only when the val loss improved)"},
+    {"log_interval", F_LONG, AT(log_interval), "1", T, 1, "print a progress line every this many steps"},
+    {"eval_only", F_BOOL, AT(eval_only), "False", T, 0, "evaluate once and exit (writes nothing)"},
+    {"anomaly", F_BOOL, AT(anomaly), "False", T, 0,
+     "anomaly mode: a non-finite value names the op and source line that made it (slower)"},
+    {"device", F_STR, AT(device), "cpu", T | S | B, 0, "cpu (the only device)"},
+    {"compile", F_BOOL, AT(compile), "False", T | S | B, 0, "accepted for nanoGPT's command lines: nothing to compile"},
+    {"wandb_log", F_BOOL, AT(wandb_log), "False", T, 0, "must be False (no Weights & Biases support)"},
+    {"wandb_project", F_STR, AT(wandb_project), "owt", T, 0, "ignored (nanoGPT's wandb settings)"},
+    {"wandb_run_name", F_STR, AT(wandb_run_name), "gpt2", T, 0, "ignored (nanoGPT's wandb settings)"},
     {"diagnostics", F_STR, AT(diagnostics), "", T, 0,
      "write training diagnostics to this page (and PAGE.jsonl): activations, gradients, update ratios, loss"},
-    {"start", F_STR, AT(start), "\\n", S, 0, "the prompt (\\n is a newline)"},
+    {"start", F_STR, AT(start), "\\n", S, 0, "the prompt (\\n is a newline), or FILE:path for a file's text"},
     {"num_samples", F_LONG, AT(num_samples), "3", S, 1, "samples to draw"},
     {"max_new_tokens", F_LONG, AT(max_new_tokens), "500", S, 0, "tokens per sample"},
     {"temperature", F_DOUBLE, AT(temperature), "0.8", S, 0, "divide the logits (0: greedy)"},
@@ -103,22 +127,29 @@ int gpt_fail(const char *prog, const char *fmt, ...) {
 
 const char *gpt_last_error(void) { return last_error; }
 
+const char *gpt_file_kind(mode_t m) {
+    return S_ISDIR(m) ? "a directory" : S_ISCHR(m) ? "a character device" : S_ISBLK(m) ? "a block device"
+           : S_ISFIFO(m) ? "a FIFO (named pipe)" : S_ISSOCK(m) ? "a socket" : "not a regular file";
+}
+
+/* Regular files only, read to their size at open time (a file that grows
+ * meanwhile is read as it was): memory is bounded by the file's size. */
 char *gpt_read_file(const char *prog, const char *path, size_t *len) {
     FILE *fp = fopen(path, "rb");
+    struct stat st = {0};
     if (!fp) {
         gpt_fail(prog, "%s: %s", path, strerror(errno));
         return NULL;
     }
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap + 1);
-    for (size_t got; buf && (got = fread(buf + n, 1, cap - n, fp)) > 0;) {
-        n += got;
-        if (n == cap) {
-            char *bigger = realloc(buf, 2 * cap + 1);
-            if (!bigger) free(buf);
-            buf = bigger, cap *= 2;
-        }
+    if (fstat(fileno(fp), &st) || !S_ISREG(st.st_mode)) {
+        gpt_fail(prog, "%s: is %s, not a regular file: give a file", path,
+                 gpt_file_kind(st.st_mode));
+        fclose(fp);
+        return NULL;
     }
+    size_t cap = (size_t)st.st_size, n = 0;
+    char *buf = malloc(cap + 1);
+    for (size_t got; buf && n < cap && (got = fread(buf + n, 1, cap - n, fp)) > 0;) n += got;
     bool bad = ferror(fp) || !buf;
     fclose(fp);
     if (bad) {
@@ -189,18 +220,106 @@ static const char *type_words(const flag_def *d) {
 }
 
 static int check_choices(const gpt_flags *f, const char *prog, gpt_cmd cmd) {
+    if (strcmp(f->device, "cpu"))
+        return gpt_fail(prog, "--device: '%s' is not available: nabla runs on the CPU only "
+                        "(--device=cpu)", f->device);
+    if (f->compile)
+        fprintf(stderr, "%s: note: --compile=True: nabla has nothing to compile; ignored\n", prog);
     if (cmd != GPT_SAMPLE) {
         if (strcmp(f->arch, "gptmodel") && strcmp(f->arch, "nanogpt"))
             return gpt_fail(prog, "--arch: '%s' is not gptmodel or nanogpt", f->arch);
         if (strcmp(f->dtype, "float32") && strcmp(f->dtype, "float64"))
-            return gpt_fail(prog, "--dtype: '%s' is not float32 or float64", f->dtype);
+            return gpt_fail(prog, "--dtype: '%s' is not float32 or float64 (nanoGPT's bfloat16 "
+                            "and float16 are GPU types)", f->dtype);
         if (f->dropout >= 1)
             return gpt_fail(prog, "--dropout: %g is not in [0, 1)", f->dropout);
         if (f->n_embd % f->n_head)
             return gpt_fail(prog, "--n_embd=%ld is not divisible by --n_head=%ld", f->n_embd,
                             f->n_head);
     }
+    if (cmd != GPT_TRAIN) return 0;
+    if (f->wandb_log)
+        return gpt_fail(prog, "--wandb_log=True: nabla has no Weights & Biases logging; use "
+                        "--wandb_log=False (progress goes to out_dir/log.jsonl and loss.svg)");
+    if (f->resume && gpt_flag_given(f, "init_from") && strcmp(f->init_from, "resume"))
+        return gpt_fail(prog, "--resume contradicts --init_from=%s", f->init_from);
+    if (f->init[0] && strcmp(f->init_from, "scratch"))
+        return gpt_fail(prog, "--init=%s and --init_from=%s: give one of them", f->init, f->init_from);
+    if ((f->data[0] != 0) + (f->dataset[0] != 0) + (f->batches[0] != 0) > 1)
+        return gpt_fail(prog, "--data, --dataset and --batches exclude each other: give one");
+    if (f->vocab_size && (f->data[0] || f->dataset[0]))
+        return gpt_fail(prog, "--vocab_size=%ld with --data or --dataset: the vocabulary is the "
+                        "data's (drop --vocab_size)", f->vocab_size);
     return 0;
+}
+
+/* One key=value, from the command line or a config file (`where` says which
+ * for messages). */
+static int set_flag(gpt_flags *f, gpt_cmd cmd, const char *prog, const char *key, size_t klen,
+                    const char *value, const char *where) {
+    int k = -1;
+    for (int i = 0; i < N_FLAGS && k < 0; i++)
+        if ((FLAGS[i].cmds & cmd) && strlen(FLAGS[i].name) == klen &&
+            !strncmp(FLAGS[i].name, key, klen))
+            k = i;
+    if (k < 0)
+        return gpt_fail(prog, "%sunknown flag '--%.*s' for %s (try %s %s --help)", where,
+                        (int)klen, key, cmd_name(cmd), prog, cmd_name(cmd));
+    if (!value && FLAGS[k].type == F_BOOL) value = "True"; /* --resume alone */
+    if (!value) return gpt_fail(prog, "--%s needs a value: --%s=...", FLAGS[k].name, FLAGS[k].name);
+    if (!set_value(f, &FLAGS[k], value))
+        return gpt_fail(prog, "%s--%s: '%s' is not %s", where, FLAGS[k].name, value,
+                        type_words(&FLAGS[k]));
+    f->given[k / 64] |= 1ull << (k % 64);
+    return 0;
+}
+
+/* Config-file values live as long as the process (strings are pointed to). */
+static char cfg_pool[1 << 16];
+static size_t cfg_used;
+
+typedef struct cfg_ctx {
+    gpt_flags *f;
+    gpt_cmd cmd;
+    const char *prog, *path;
+} cfg_ctx;
+
+static int cfg_assign(void *user, const char *key, const char *value, gpt_config_kind kind,
+                      int line, char *err, size_t n) {
+    cfg_ctx *c = user;
+    size_t len = strlen(value) + 1;
+    const flag_def *d = NULL;
+    for (int i = 0; i < N_FLAGS && !d; i++)
+        if ((FLAGS[i].cmds & c->cmd) && !strcmp(FLAGS[i].name, key)) d = &FLAGS[i];
+    bool want_str = d && d->type == F_STR, want_bool = d && d->type == F_BOOL;
+    if (d && (want_str != (kind == GPT_CFG_STRING) || want_bool != (kind == GPT_CFG_BOOL))) {
+        snprintf(err, n, "%s = %s%s%s: %s takes %s", key, kind == GPT_CFG_STRING ? "'" : "",
+                 value, kind == GPT_CFG_STRING ? "'" : "", key,
+                 want_str ? "a quoted string" : want_bool ? "True or False" : "a number");
+        return 1;
+    }
+    if (cfg_used + len > sizeof cfg_pool) return snprintf(err, n, "too many values"), 1;
+    char *v = memcpy(cfg_pool + cfg_used, value, len), where[4200];
+    cfg_used += len;
+    snprintf(where, sizeof where, "%s:%d: ", c->path, line);
+    if (set_flag(c->f, c->cmd, c->prog, key, strlen(key), v, where))
+        return snprintf(err, n, "%s", gpt_last_error()), -1;
+    return 0;
+}
+
+static int read_config(gpt_flags *f, gpt_cmd cmd, const char *prog, const char *path) {
+    size_t len;
+    char *text = gpt_read_file(prog, path, &len), err[600];
+    if (!text) return GPT_EXIT_USAGE;
+    cfg_ctx c = {f, cmd, prog, path};
+    int line = gpt_config_parse(text, len, cfg_assign, &c, err, sizeof err);
+    free(text);
+    if (line && strncmp(err, path, strlen(path)))
+        return gpt_fail(prog, "%s:%d: %s (config files hold `key = value` lines with Python "
+                        "literals and # comments)", path, line, err);
+    f->config = path;
+    if (!line && !gpt_flag_given(f, "arch")) f->arch = "nanogpt"; /* nanoGPT's model */
+    return line ? GPT_EXIT_USAGE : 0;
 }
 
 int gpt_flags_parse(gpt_flags *f, gpt_cmd cmd, const char *prog, int argc, char **argv,
@@ -214,31 +333,34 @@ int gpt_flags_parse(gpt_flags *f, gpt_cmd cmd, const char *prog, int argc, char 
             gpt_flags_usage(stdout, cmd, prog);
             return 1;
         }
-        if (strncmp(arg, "--", 2))
-            return gpt_fail(prog, "unexpected argument '%s': flags are --key=value (try %s %s --help)",
-                            arg, prog, cmd_name(cmd));
+        int st;
+        if (strncmp(arg, "--", 2)) { /* nanoGPT's configurator: a config file, flags after it */
+            if (f->config || a > first)
+                return gpt_fail(prog, "unexpected argument '%s': one config file may come first, "
+                                "then flags --key=value (try %s %s --help)", arg, prog, cmd_name(cmd));
+            if ((st = read_config(f, cmd, prog, arg))) return st;
+            continue;
+        }
         size_t klen = strcspn(arg + 2, "=");
-        int k = -1;
-        for (int i = 0; i < N_FLAGS && k < 0; i++)
-            if ((FLAGS[i].cmds & cmd) && strlen(FLAGS[i].name) == klen &&
-                !strncmp(FLAGS[i].name, arg + 2, klen))
-                k = i;
-        if (k < 0)
-            return gpt_fail(prog, "unknown flag '%.*s' for %s (try %s %s --help)", (int)klen + 2,
-                            arg, cmd_name(cmd), prog, cmd_name(cmd));
         const char *value = arg[2 + klen] == '=' ? arg + 3 + klen : NULL;
-        if (!value && FLAGS[k].type == F_BOOL) value = "True"; /* --resume alone */
-        if (!value) return gpt_fail(prog, "--%s needs a value: --%s=...", FLAGS[k].name, FLAGS[k].name);
-        if (!set_value(f, &FLAGS[k], value))
-            return gpt_fail(prog, "--%s: '%s' is not %s", FLAGS[k].name, value, type_words(&FLAGS[k]));
-        f->given |= 1ull << k;
+        if ((st = set_flag(f, cmd, prog, arg + 2, klen, value, ""))) return st;
     }
     return check_choices(f, prog, cmd);
 }
 
+int gpt_flags_check_schedule(const gpt_flags *f, const char *prog) {
+    if (f->decay_lr && f->min_lr > f->learning_rate)
+        return gpt_fail(prog, "--min_lr=%g is above --learning_rate=%g: the decay would raise "
+                        "the rate", f->min_lr, f->learning_rate);
+    if (f->decay_lr && f->lr_decay_iters && f->lr_decay_iters < f->warmup_iters)
+        return gpt_fail(prog, "--lr_decay_iters=%ld is below --warmup_iters=%ld", f->lr_decay_iters,
+                        f->warmup_iters);
+    return 0;
+}
+
 bool gpt_flag_given(const gpt_flags *f, const char *name) {
     for (int i = 0; i < N_FLAGS; i++)
-        if (!strcmp(FLAGS[i].name, name) && (f->given >> i & 1)) return true;
+        if (!strcmp(FLAGS[i].name, name) && (f->given[i / 64] >> (i % 64) & 1)) return true;
     return false;
 }
 
@@ -248,4 +370,57 @@ nb_gpt_arch gpt_flags_arch(const gpt_flags *f) {
 
 nb_dtype gpt_flags_dtype(const gpt_flags *f) {
     return strcmp(f->dtype, "float64") ? NB_F32 : NB_F64;
+}
+
+static const flag_def *train_row(const char *name) {
+    for (int i = 0; i < N_FLAGS; i++)
+        if ((FLAGS[i].cmds & GPT_TRAIN) && !strcmp(FLAGS[i].name, name)) return &FLAGS[i];
+    return NULL;
+}
+
+bool gpt_flag_format(const gpt_flags *f, const char *name, char *buf, size_t n) {
+    const flag_def *d = train_row(name);
+    if (!d) return false;
+    const void *p = (const char *)f + d->offset;
+    switch (d->type) {
+    case F_LONG: snprintf(buf, n, "%ld", *(const long *)p); break;
+    case F_DOUBLE: snprintf(buf, n, "%.17g", *(const double *)p); break;
+    case F_BOOL: snprintf(buf, n, "%s", *(const bool *)p ? "True" : "False"); break;
+    case F_STR: snprintf(buf, n, "%s", *(const char *const *)p); break;
+    }
+    return true;
+}
+
+int gpt_flags_adopt(gpt_flags *f, const char *prog, const char *name, const char *value,
+                    bool may_differ, const char *src) {
+    const flag_def *d = train_row(name);
+    if (!d) return 0;
+    size_t len = strlen(value) + 1;
+    if (cfg_used + len > sizeof cfg_pool) return gpt_fail(prog, "%s: too much metadata", src);
+    char *v = memcpy(cfg_pool + cfg_used, value, len), mine[4200], theirs[4200];
+    cfg_used += len;
+    gpt_flags tmp = *f;
+    if (!set_value(&tmp, d, v))
+        return gpt_fail(prog, "%s: its %s '%s' is not %s", src, name, v, type_words(d));
+    gpt_flag_format(f, name, mine, sizeof mine);
+    gpt_flag_format(&tmp, name, theirs, sizeof theirs);
+    if (!gpt_flag_given(f, name) || may_differ) {
+        if (!gpt_flag_given(f, name)) *f = tmp;
+        return 0;
+    }
+    if (strcmp(mine, theirs))
+        return gpt_fail(prog, "--%s=%s contradicts the checkpoint %s, which has %s=%s: on resume "
+                        "the model, data and optimizer settings come from the checkpoint (drop "
+                        "--%s, or start a new run with --force)", name, mine, src, name, theirs, name);
+    return 0;
+}
+
+long gpt_threads(const char *prog, long want) {
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    if (cores >= 1 && want > cores) {
+        fprintf(stderr, "%s: note: --threads=%ld is more than the %ld cores available; using %ld\n",
+                prog, want, cores, cores);
+        return cores;
+    }
+    return want;
 }

@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/types.h>
 
 #include "nabla.h"
 
@@ -25,8 +26,11 @@ typedef struct gpt_flags {
     long batch_size, max_iters, warmup_iters, lr_decay_iters, eval_interval, eval_iters,
         gradient_accumulation_steps, seed, threads;
     double learning_rate, weight_decay, beta1, beta2, grad_clip, min_lr;
-    bool weight_decay_1d, decay_lr, resume, force;
-    const char *dtype, *data, *out_dir, *init, *batches;
+    bool weight_decay_1d, decay_lr, resume, force, always_save_checkpoint, eval_only, anomaly,
+        compile, wandb_log;
+    long log_interval;
+    const char *dtype, *data, *dataset, *out_dir, *init, *init_from, *batches, *device,
+        *wandb_project, *wandb_run_name;
     const char *diagnostics; /* --diagnostics=PAGE, "" for none */
     /* bench */
     long rounds;
@@ -36,7 +40,8 @@ typedef struct gpt_flags {
     long num_samples, max_new_tokens, top_k;
     double temperature;
     /* which flags the command line gave (bit i: flag i of the table) */
-    uint64_t given;
+    uint64_t given[2];
+    const char *config; /* the positional config file, or NULL */
 } gpt_flags;
 
 /* Fills f with the defaults, then parses argv[first..argc-1] for command
@@ -51,6 +56,23 @@ void gpt_flags_usage(FILE *out, gpt_cmd cmd, const char *prog);
 
 /* True when the command line gave flag `name`. */
 bool gpt_flag_given(const gpt_flags *f, const char *name);
+
+/* The value of train's flag `name` as text (numbers exactly: %.17g). */
+bool gpt_flag_format(const gpt_flags *f, const char *name, char *buf, size_t n);
+
+/* On resume: `value` is the checkpoint's (src, for messages) for flag
+ * `name`. Taken when the command line did not give the flag; given, it must
+ * be the same value (else an error naming both), unless may_differ. 0 or
+ * GPT_EXIT_USAGE. */
+int gpt_flags_adopt(gpt_flags *f, const char *prog, const char *name, const char *value,
+                    bool may_differ, const char *src);
+
+/* The learning-rate schedule's flags against each other (after a resume
+ * completed them): 0 or GPT_EXIT_USAGE. */
+int gpt_flags_check_schedule(const gpt_flags *f, const char *prog);
+
+/* want, or the number of cores online when want is more (with a note). */
+long gpt_threads(const char *prog, long want);
 
 /* nb_gpt_arch / nb_dtype of the flags (valid after a successful parse). */
 nb_gpt_arch gpt_flags_arch(const gpt_flags *f);
@@ -67,7 +89,12 @@ int gpt_fail(const char *prog, const char *fmt, ...)
 const char *gpt_last_error(void);
 
 /* Reads a whole file into a malloc'ed buffer (NUL-terminated; *len bytes
- * before the NUL). NULL after a message naming the file. */
+ * before the NUL). Regular files only: anything else (a directory, a
+ * device, a FIFO) is refused before any read, with a message saying which.
+ * NULL after a message naming the file. */
 char *gpt_read_file(const char *prog, const char *path, size_t *len);
+
+/* "a directory", "a character device", ... for a file that is not regular. */
+const char *gpt_file_kind(mode_t mode);
 
 #endif

@@ -1,14 +1,27 @@
-/* gpt_train.c - the training loop of `nabla-gpt train`: data (text or
- * replayed batches), the model (fresh, --init or --resume), nanoGPT's loop
- * (evaluate, get_lr, accumulate, clip, AdamW), progress, log.jsonl and the
- * three output files. */
+/* gpt_train.c - the training loop of `nabla-gpt train`: data (text, a
+ * nanoGPT dataset or replayed batches), the model (fresh, --init_from=PATH
+ * or resumed), nanoGPT's loop (evaluate and checkpoint, get_lr, accumulate,
+ * clip, AdamW), progress, log.jsonl and the output files.
+ *
+ * Nothing is lost: a checkpoint at every evaluation (when the val loss
+ * improved, or always with --always_save_checkpoint=True) and at the end,
+ * each written atomically; SIGINT/SIGTERM finish the step, save and exit
+ * 130/143 (a second signal exits at once); log.jsonl gets whole lines only,
+ * each with the run's id; a non-finite loss or gradient stops the run before
+ * the update, exit 1, the last checkpoint untouched. */
 #include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <math.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
+#include "gpt_data.h"
 #include "gpt_train.h"
 #include "gpt_svg.h"
 
@@ -16,7 +29,19 @@
 #define PATH_LEN 4096
 
 typedef struct run {
-    const gpt_flags *f;
+    gpt_flags fl;          /* the flags, completed from the checkpoint on resume */
+    const gpt_flags *f;    /* &fl */
+    bool resume;           /* --resume or --init_from=resume */
+    const char *init;      /* --init or --init_from=PATH, else "" */
+    char run_id[40];       /* this run's id (kept on resume) */
+    double best_val;       /* nanoGPT's best_val_loss */
+    nb_tensor *best_t;     /* F64 scalar of it, for the checkpoint */
+    int64_t ckpt_iter;     /* the iteration of the checkpoint on disk, -1 for none */
+    int log_fd;            /* log.jsonl, appended whole lines; -1 off rank 0 */
+    double bad_loss;       /* a non-finite micro-batch loss of this step, else 0 */
+    const char *bad_param; /* the first parameter with a non-finite gradient */
+    gpt_dataset ds;        /* --dataset */
+    bool has_ds;
     const char *prog;
     gpt_train_hooks hooks;
     nb_ctx *pctx, *sctx;   /* long-lived (model, data, optimizer) and per-step */
@@ -32,13 +57,73 @@ typedef struct run {
     /* text mode */
     nb_char_vocab vocab;
     bool has_vocab;
-    nb_token_split split;
+    nb_token_split split;  /* --data */
     nb_tensor *eval_x[2], *eval_y[2]; /* I64 (eval_iters, B, T) per split, fixed */
     /* --batches mode */
     nb_tensor *bx, *by;    /* I64 (N, B, T) */
-    int64_t B, T, max_iters, iter;
+    int64_t B, T, max_iters, iter, V; /* V: the data's vocabulary size */
+    char batch_err[300];
+    /* what every save reuses (a save at each evaluation must not grow pctx) */
+    const char *vocab_str;
+    nb_tensor_list extra;
+    bool has_extra;
+    char flag_key[40][64], flag_val[40][PATH_LEN];
     char path_log[PATH_LEN], path_model[PATH_LEN], path_ckpt[PATH_LEN], path_svg[PATH_LEN];
 } run;
+
+/* ---- signals: the step finishes, then the run saves and exits ------------- */
+static volatile sig_atomic_t g_signal; /* the first SIGINT/SIGTERM, 0 before */
+
+static void on_signal(int sig) {
+    if (g_signal) _exit(128 + sig); /* a second one: at once (the old checkpoint stays) */
+    g_signal = sig;
+}
+
+static void catch_signals(void) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+}
+
+/* Test seam (tests/check_gpt_tool.c): NB_GPT_TEST_SIGNAL="N" sends this
+ * process SIGINT during iteration N's step; "N:TERM" SIGTERM; "N:TWICE"
+ * SIGINT there and again while the checkpoint is being saved. */
+static long test_signal_at(const char **how) {
+    const char *v = getenv("NB_GPT_TEST_SIGNAL");
+    *how = v && strchr(v, ':') ? strchr(v, ':') + 1 : "";
+    return v && *v ? atol(v) : -1;
+}
+
+/* A number for JSON: null when not finite (JSON has no NaN or inf). */
+static const char *jnum(char *buf, double v) {
+    if (isfinite(v)) snprintf(buf, 32, "%.17g", v);
+    else snprintf(buf, 32, "null");
+    return buf;
+}
+
+/* Appends one whole line (one write) to log.jsonl. */
+static int log_line(run *r, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+static int log_line(run *r, const char *fmt, ...) {
+    if (r->log_fd < 0) return 0;
+    char line[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(line, sizeof line - 40, fmt, ap);
+    va_end(ap);
+    if (n < 0 || n >= (int)sizeof line - 40) return gpt_fail(r->prog, "log line too long");
+    n += snprintf(line + n, sizeof line - (size_t)n, ", \"run\": \"%s\"}\n", r->run_id);
+    if (write(r->log_fd, line, (size_t)n) != n)
+        return gpt_fail(r->prog, "%s: write failed: %s", r->path_log, strerror(errno));
+    return 0;
+}
 
 static double now_ms(void) {
     struct timespec ts;
@@ -56,8 +141,23 @@ static bool vocab_from_meta(run *r, int n, const char **keys, const char **value
     return false;
 }
 
+/* nanoGPT's get_batch from split `which` (0 train, 1 val) of the text or
+ * the dataset. 0, or -1 with the message on ctx or in r->batch_err. */
+static int split_batch(run *r, nb_ctx *ctx, int which, nb_pcg32 *rng, nb_tensor **x,
+                       nb_tensor **y) {
+    r->batch_err[0] = '\0';
+    if (r->has_ds)
+        return gpt_tokens_batch(ctx, which ? &r->ds.val : &r->ds.train, r->V, r->B, r->T, rng, x,
+                                y, r->batch_err, sizeof r->batch_err);
+    return nb_get_batch(ctx, which ? r->split.val : r->split.train, r->B, r->T, rng, x, y) ? -1 : 0;
+}
+
+static const char *batch_error(run *r, nb_ctx *ctx) {
+    return r->batch_err[0] ? r->batch_err : nb_ctx_error(ctx) ? nb_ctx_error(ctx) : "failed";
+}
+
 /* eval_iters fixed batches of one split, drawn once from their own stream. */
-static int draw_eval_batches(run *r, int which, const nb_tensor *data) {
+static int draw_eval_batches(run *r, int which) {
     int64_t E = r->f->eval_iters, n = r->B * r->T;
     nb_pcg32 rng;
     nb_pcg32_seed(&rng, (uint64_t)r->f->seed, 4 + (uint64_t)which);
@@ -66,16 +166,52 @@ static int draw_eval_batches(run *r, int which, const nb_tensor *data) {
     for (int64_t e = 0; e < E && !nb_ctx_error(r->pctx); e++) {
         nb_tensor *x, *y;
         nb_ctx_reset(r->sctx);
-        if (nb_get_batch(r->sctx, data, r->B, r->T, &rng, &x, &y))
-            return gpt_fail(r->prog, "%s", nb_ctx_error(r->sctx));
+        if (split_batch(r, r->sctx, which, &rng, &x, &y))
+            return gpt_fail(r->prog, "%s %s: %s", r->has_ds ? r->ds.dir : r->f->data,
+                            which ? "val" : "train", batch_error(r, r->sctx));
         memcpy((int64_t *)r->eval_x[which]->data + e * n, x->data, (size_t)n * 8);
         memcpy((int64_t *)r->eval_y[which]->data + e * n, y->data, (size_t)n * 8);
     }
     return nb_ctx_error(r->pctx) ? gpt_fail(r->prog, "%s", nb_ctx_error(r->pctx)) : 0;
 }
 
+/* --dataset: nanoGPT's train.bin/val.bin (mapped) and meta.pkl's vocabulary;
+ * without meta.pkl, GPT-2's ids and nanoGPT's vocab_size 50304. */
+static int load_dataset(run *r) {
+    int st = gpt_dataset_open(r->prog, r->f->dataset, &r->ds);
+    if (st) return st;
+    r->has_ds = true;
+    if (r->ds.has_meta) {
+        uint32_t *cp = nb_ctx_alloc(r->pctx, (size_t)r->ds.meta.vocab_size * sizeof *cp);
+        if (!cp) return gpt_fail(r->prog, "out of memory");
+        memcpy(cp, r->ds.meta.itos, (size_t)r->ds.meta.vocab_size * sizeof *cp);
+        nb_char_vocab v = {r->ds.meta.vocab_size, cp};
+        if (r->has_vocab && (r->vocab.size != v.size ||
+                             memcmp(r->vocab.chars, v.chars, (size_t)v.size * sizeof *cp)))
+            return gpt_fail(r->prog, "--dataset=%s: its meta.pkl vocabulary is not the "
+                            "checkpoint's", r->f->dataset);
+        r->vocab = v, r->has_vocab = true, r->V = v.size;
+    } else {
+        r->V = 50304;
+        printf("%s: %s has no meta.pkl: GPT-2 token ids, vocab_size 50304 (as nanoGPT)\n",
+               r->prog, r->ds.dir);
+    }
+    st = draw_eval_batches(r, 0);
+    return st ? st : draw_eval_batches(r, 1);
+}
+
+/* --data's text is held in memory with 8 bytes of id per character, so its
+ * size is capped; larger data goes through prepare and --dataset (mapped). */
+#define TEXT_MAX ((off_t)256 << 20)
+
 static int load_text(run *r) {
     size_t len;
+    struct stat sb;
+    if (stat(r->f->data, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size > TEXT_MAX)
+        return gpt_fail(r->prog, "--data=%s: %lld MiB of text: over --data's 256 MiB (it keeps "
+                        "8 bytes a character in memory); run '%s prepare --data=%s "
+                        "--out_dir=DIR' and train with --dataset=DIR, which memory-maps the ids",
+                        r->f->data, (long long)(sb.st_size >> 20), r->prog, r->f->data);
     char *text = gpt_read_file(r->prog, r->f->data, &len);
     if (!text) return GPT_EXIT_USAGE;
     nb_tensor *ids = NULL;
@@ -83,7 +219,7 @@ static int load_text(run *r) {
         ids = nb_char_encode(r->pctx, &r->vocab, text, len);
     free(text);
     if (!ids) return gpt_fail(r->prog, "--data=%s: %s", r->f->data, nb_ctx_error(r->pctx));
-    r->has_vocab = true;
+    r->has_vocab = true, r->V = r->vocab.size;
     r->split = nb_token_split_90_10(r->pctx, ids);
     int64_t n = ids->shape[0], need = r->T + 1;
     int64_t n_val = r->split.val ? r->split.val->shape[0] : 0;
@@ -93,8 +229,8 @@ static int load_text(run *r) {
                         "parts need at least block_size + 1 = %lld characters each (the "
                         "text needs %lld); use a longer text or a smaller --block_size",
                         r->f->data, (long long)n, (long long)need, (long long)(10 * need));
-    int st = draw_eval_batches(r, 0, r->split.train);
-    return st ? st : draw_eval_batches(r, 1, r->split.val);
+    int st = draw_eval_batches(r, 0);
+    return st ? st : draw_eval_batches(r, 1);
 }
 
 /* ---- data: replayed batches --------------------------------------------- */
@@ -159,22 +295,26 @@ static nb_gpt_config config_from_flags(const run *r, int64_t vocab_size) {
     return c;
 }
 
+/* --init_from=PATH (or --init): the model from a safetensors state_dict,
+ * either layout, through the library; its vocabulary from the metadata.
+ * The one place a model comes from a file other than the run's checkpoint
+ * (a GPT-2 checkpoint reader would hook in here). */
 static int model_from_init(run *r) {
     const char *keys[64], *values[64];
     int n_meta = 0;
     nb_tensor_list sd = {0};
-    if (nb_load_safetensors_meta(r->pctx, r->f->init, &sd, 64, &n_meta, keys, values))
-        return gpt_fail(r->prog, "--init: %s", nb_ctx_error(r->pctx));
+    if (nb_load_safetensors_meta(r->pctx, r->init, &sd, 64, &n_meta, keys, values))
+        return gpt_fail(r->prog, "--init_from: %s", nb_ctx_error(r->pctx));
     vocab_from_meta(r, n_meta < 64 ? n_meta : 64, keys, values);
     nb_status st = nb_gpt_from_state_dict(r->pctx, &r->gpt, &sd, (int)r->f->n_head,
                                           r->f->dropout, gpt_flags_dtype(r->f), &r->rng_model);
     nb_list_free(&sd);
-    return st ? gpt_fail(r->prog, "--init=%s: %s", r->f->init, nb_ctx_error(r->pctx)) : 0;
+    return st ? gpt_fail(r->prog, "--init_from=%s: %s", r->init, nb_ctx_error(r->pctx)) : 0;
 }
 
 static int build_model(run *r) {
-    if (r->f->init[0]) return model_from_init(r);
-    int64_t V = r->has_vocab ? r->vocab.size : r->f->vocab_size;
+    if (r->init[0]) return model_from_init(r);
+    int64_t V = r->has_vocab ? r->vocab.size : r->has_ds ? r->V : r->f->vocab_size;
     if (V < 1)
         return gpt_fail(r->prog, "--batches without --init needs --vocab_size");
     nb_gpt_config c = config_from_flags(r, V);
@@ -187,16 +327,50 @@ static int build_model(run *r) {
 static nb_tensor *micro_loss(nb_ctx *ctx, int micro, void *user) {
     run *r = user;
     nb_tensor *x, *y;
+    const char *how;
+    if (micro == 0 && r->iter == test_signal_at(&how))
+        raise(strcmp(how, "TERM") ? SIGINT : SIGTERM);
     if (r->bx) { /* a batch's rows: rank r takes the r-th of `world` equal slices, and its
                     micro-batch `micro` is the micro-th of k equal parts of that slice */
         int64_t rows = r->bx->shape[1];
         int64_t at = (r->iter * rows + (r->hooks.rank * r->accum + micro) * r->B) * r->T;
         x = nb_from_data(ctx, NB_I64, NB_SHAPE(r->B, r->T), (int64_t *)r->bx->data + at);
         y = nb_from_data(ctx, NB_I64, NB_SHAPE(r->B, r->T), (int64_t *)r->by->data + at);
-    } else if (nb_get_batch(ctx, r->split.train, r->B, r->T, &r->rng_batch, &x, &y)) {
+    } else if (split_batch(r, ctx, 0, &r->rng_batch, &x, &y)) {
         return NULL;
     }
-    return nb_gpt_loss(ctx, &r->gpt, x, y, NULL);
+    nb_tensor *loss = nb_gpt_loss(ctx, &r->gpt, x, y, NULL);
+    double v = loss ? nb_item(loss) : 0;
+    if (loss && !isfinite(v) && r->bad_loss == 0) r->bad_loss = isnan(v) ? NAN : v;
+    return loss;
+}
+
+/* The grad_sync hook: the driver's sync (MPI), then every gradient must be
+ * finite and so must the loss, or the step stops before the update. */
+static nb_status check_step(const nb_tensor_list *params, void *user) {
+    run *r = user;
+    const gpt_dist *d = r->hooks.dist;
+    nb_grad_sync_fn inner = d ? d->grad_sync : r->hooks.grad_sync;
+    void *iu = d ? (void *)d : r->hooks.sync_user;
+    if (inner) {
+        nb_status st = inner(params, iu);
+        if (st) return st;
+    }
+    if (r->bad_loss != 0) return NB_ERR_VALUE;
+    for (int i = 0; i < params->n; i++) {
+        const nb_tensor *t = nb_list_tensor(params, i);
+        bool ok = true;
+        if (!t->grad) continue;
+        if (t->dtype == NB_F32)
+            for (size_t k = 0; k < t->numel && ok; k++) ok = isfinite(((const float *)t->grad)[k]);
+        else if (t->dtype == NB_F64)
+            for (size_t k = 0; k < t->numel && ok; k++) ok = isfinite(((const double *)t->grad)[k]);
+        if (!ok) {
+            r->bad_param = nb_list_name(params, i);
+            return NB_ERR_VALUE;
+        }
+    }
+    return NB_OK;
 }
 
 /* estimate_loss: the mean loss of the fixed batches of one split, in eval
@@ -217,14 +391,48 @@ static double eval_split(run *r, int which) {
     return sum / (double)E;
 }
 
-static int evaluate(run *r, FILE *log) {
+/* What to say after a stop: the checkpoint that stays. */
+static const char *last_good(run *r, char *buf, size_t n) {
+    if (r->ckpt_iter < 0) snprintf(buf, n, "no checkpoint was written before it");
+    else snprintf(buf, n, "the last good checkpoint, %s (iteration %lld), is kept", r->path_ckpt,
+                  (long long)r->ckpt_iter);
+    return buf;
+}
+
+static int save_outputs(run *r);
+
+/* An evaluation (nanoGPT's: print, log, and a checkpoint when the val loss
+ * improved or always_save_checkpoint; none at iteration 0). */
+static int evaluate(run *r, bool final) {
     double tl = eval_split(r, 0), vl = eval_split(r, 1);
-    if (isnan(tl) || isnan(vl)) return gpt_fail(r->prog, "evaluation: %s", nb_ctx_error(r->sctx));
+    char a[32], b[32], why[PATH_LEN + 80];
+    if (nb_ctx_error(r->sctx)) {
+        gpt_fail(r->prog, "evaluation at step %lld: %s", (long long)r->iter, nb_ctx_error(r->sctx));
+        return EXIT_INTERNAL;
+    }
     if (r->hooks.rank == 0) {
         printf("step %lld: train loss %.4f, val loss %.4f\n", (long long)r->iter, tl, vl);
-        fprintf(log, "{\"iter\": %lld, \"train_loss\": %.17g, \"val_loss\": %.17g}\n",
-                (long long)r->iter, tl, vl);
         fflush(stdout);
+        if (log_line(r, "{\"iter\": %lld, \"train_loss\": %s, \"val_loss\": %s", (long long)r->iter,
+                     jnum(a, tl), jnum(b, vl)))
+            return EXIT_INTERNAL;
+    }
+    if (!isfinite(tl) || !isfinite(vl)) {
+        gpt_fail(r->prog, "step %lld: the %s loss is %g, not finite: training stopped; %s",
+                 (long long)r->iter, isfinite(tl) ? "val" : "train", isfinite(tl) ? vl : tl,
+                 last_good(r, why, sizeof why));
+        return EXIT_INTERNAL;
+    }
+    bool save = !final && r->iter > 0 && (vl < r->best_val || r->f->always_save_checkpoint);
+    if (vl < r->best_val || r->f->always_save_checkpoint) r->best_val = vl;
+    const gpt_dist *d = r->hooks.dist;
+    if (save && d && r->peers &&
+        d->gather(d, (nb_pcg32[2]){r->rng_model, r->rng_batch}, 2 * sizeof(nb_pcg32), r->peers))
+        return GPT_EXIT_USAGE;
+    if (save && r->hooks.rank == 0) {
+        int st = save_outputs(r);
+        if (st) return st;
+        printf("saving checkpoint to %s\n", r->f->out_dir);
     }
     return 0;
 }
@@ -251,45 +459,117 @@ static int diagnostics(run *r, nb_diag **d, double loss, bool end) {
     return st ? gpt_fail(r->prog, "--diagnostics: cannot write %s or %s", page, jsonl) : 0;
 }
 
-static int train_loop(run *r, FILE *log) {
-    nb_diag *diag = NULL;
+/* After a step whose loss or a gradient was not finite: the message, a log
+ * line with null, exit 1. */
+static int diverged(run *r, const nb_step_result *res, double lr) {
+    char a[32], b[32], why[PATH_LEN + 80], what[300];
+    if (r->bad_loss != 0)
+        snprintf(what, sizeof what, "the loss is %g", r->bad_loss);
+    else if (r->bad_param)
+        snprintf(what, sizeof what, "the gradient of %s is not finite", r->bad_param);
+    else
+        snprintf(what, sizeof what, "the gradient norm is %g", res->grad_norm);
+    log_line(r, "{\"iter\": %lld, \"loss\": %s, \"lr\": %s, \"ms\": null", (long long)r->iter,
+             jnum(a, r->bad_loss != 0 ? r->bad_loss : res->loss), jnum(b, lr));
+    gpt_fail(r->prog, "iter %lld: %s: training stopped (the learning rate was %g; "
+             "--anomaly=True names the op that made it); %s", (long long)r->iter, what, lr,
+             last_good(r, why, sizeof why));
+    return EXIT_INTERNAL;
+}
+
+/* SIGINT/SIGTERM arrived: the step is done; save, say how to go on. */
+static int interrupted(run *r) {
+    int sig = g_signal;
+    r->iter++; /* the checkpoint resumes at the next iteration */
+    int st = save_outputs(r);
+    if (st) return st;
+    fprintf(stderr, "%s: %s: stopped after iteration %lld; saved %s; resume with: %s train "
+            "--out_dir=%s --init_from=resume\n", r->prog, sig == SIGTERM ? "SIGTERM" : "SIGINT",
+            (long long)r->iter - 1, r->path_ckpt, r->prog, r->f->out_dir);
+    return 128 + sig;
+}
+
+static int train_steps(run *r, nb_diag **diag) {
     const gpt_flags *f = r->f;
     nb_train_step step = {.opt = r->opt, .params = &r->gpt.params,
-                          .accum_steps = (int)r->accum,
-                          .grad_clip = f->grad_clip, .loss_fn = micro_loss, .user = r,
-                          .grad_sync = r->hooks.grad_sync, .sync_user = r->hooks.sync_user};
+                          .accum_steps = (int)r->accum, .grad_clip = f->grad_clip,
+                          .loss_fn = micro_loss, .user = r, .grad_sync = check_step,
+                          .sync_user = r};
     const gpt_dist *d = r->hooks.dist;
-    if (d) step.grad_sync = d->grad_sync, step.sync_user = (void *)d;
     double tokens = (double)(r->B * r->T * r->accum * r->hooks.world);
+    int st;
     for (; r->iter < r->max_iters; r->iter++) {
-        if (!r->bx && r->iter % f->eval_interval == 0 && evaluate(r, log)) return GPT_EXIT_USAGE;
+        if (!r->bx && r->iter % f->eval_interval == 0 && (st = evaluate(r, false))) return st;
         step.lr = nb_lr_at(&r->sched, r->iter);
         nb_gpt_train(&r->gpt, true);
         double t0 = now_ms();
-        nb_step_result res;
-        if (nb_train_step_run(r->sctx, &step, &res))
-            return gpt_fail(r->prog, "iter %lld: %s", (long long)r->iter,
-                            nb_ctx_error(r->sctx) ? nb_ctx_error(r->sctx) : "failed");
+        nb_step_result res = {0};
+        r->bad_loss = 0, r->bad_param = NULL;
+        nb_status s = nb_train_step_run(r->sctx, &step, &res);
+        if (s && (r->bad_loss != 0 || r->bad_param)) return diverged(r, &res, step.lr);
+        if (s) {
+            gpt_fail(r->prog, "iter %lld: %s", (long long)r->iter, batch_error(r, r->sctx));
+            return r->batch_err[0] ? GPT_EXIT_USAGE : EXIT_INTERNAL;
+        }
+        if (!isfinite(res.grad_norm)) return diverged(r, &res, step.lr);
         if (d && d->mean(d, &res.loss, 1)) return GPT_EXIT_USAGE; /* the global batch's loss */
         if (d && ((r->iter + 1) % f->eval_interval == 0 || r->iter + 1 == r->max_iters) &&
             d->drift(d, &r->gpt.params, (long)r->iter))
             return GPT_EXIT_USAGE;
         double ms = now_ms() - t0;
-        if (diagnostics(r, &diag, res.loss, false)) return GPT_EXIT_USAGE;
+        if (diagnostics(r, diag, res.loss, false)) return GPT_EXIT_USAGE;
         if (r->hooks.rank == 0) {
-            printf("iter %lld: loss %.4f, time %.2f ms, %.0f tok/s\n", (long long)r->iter,
-                   res.loss, ms, tokens / (ms / 1e3));
-            fprintf(log, "{\"iter\": %lld, \"loss\": %.17g, \"lr\": %.17g, \"ms\": %.3f}\n",
-                    (long long)r->iter, res.loss, step.lr, ms);
-            fflush(stdout);
+            if (r->iter % f->log_interval == 0) {
+                printf("iter %lld: loss %.4f, time %.2f ms, %.0f tok/s\n", (long long)r->iter,
+                       res.loss, ms, tokens / (ms / 1e3));
+                fflush(stdout);
+            }
+            char a[32], b[32];
+            if (log_line(r, "{\"iter\": %lld, \"loss\": %s, \"lr\": %s, \"ms\": %.3f",
+                         (long long)r->iter, jnum(a, res.loss), jnum(b, step.lr), ms))
+                return EXIT_INTERNAL;
         }
+        if (g_signal && r->iter + 1 < r->max_iters) return interrupted(r);
     }
-    if (diagnostics(r, &diag, 0, true)) return GPT_EXIT_USAGE;
-    if (!r->bx && evaluate(r, log)) return GPT_EXIT_USAGE;
-    return 0;
+    return !r->bx ? evaluate(r, true) : 0;
+}
+
+/* The steps, then the diagnostics page (when asked, also after a signal);
+ * the diagnostics are freed whatever happened. */
+static int train_loop(run *r) {
+    nb_diag *diag = NULL;
+    int st = train_steps(r, &diag);
+    if ((st == 0 || st == 128 + SIGINT || st == 128 + SIGTERM) && diag &&
+        diagnostics(r, &diag, 0, true) && st == 0)
+        st = GPT_EXIT_USAGE;
+    nb_diag_free(diag);
+    return st;
 }
 
 /* ---- files ------------------------------------------------------------------ */
+/* --force: an earlier run's files move to out_dir/old-N/ (N the first free). */
+static int move_aside(run *r) {
+    const char *outs[] = {r->path_log, r->path_model, r->path_ckpt, r->path_svg};
+    const char *names[] = {"log.jsonl", "model.safetensors", "ckpt.safetensors", "loss.svg"};
+    struct stat st;
+    bool any = false;
+    for (int i = 0; i < 4; i++) any |= stat(outs[i], &st) == 0;
+    if (!any) return 0;
+    char dir[PATH_LEN], to[PATH_LEN + 32];
+    for (int k = 1;; k++) {
+        snprintf(dir, sizeof dir, "%s/old-%d", r->f->out_dir, k);
+        if (mkdir(dir, 0777) == 0) break;
+        if (errno != EEXIST) return gpt_fail(r->prog, "--force: %s: %s", dir, strerror(errno));
+    }
+    for (int i = 0; i < 4; i++) {
+        snprintf(to, sizeof to, "%s/%s", dir, names[i]);
+        if (stat(outs[i], &st) == 0 && rename(outs[i], to))
+            return gpt_fail(r->prog, "--force: moving %s: %s", outs[i], strerror(errno));
+    }
+    printf("%s: --force: the earlier run's files are now in %s/\n", r->prog, dir);
+    return 0;
+}
+
 static int set_paths(run *r) {
     const char *d = r->f->out_dir;
     int n = snprintf(r->path_log, PATH_LEN, "%s/log.jsonl", d);
@@ -297,31 +577,49 @@ static int set_paths(run *r) {
     snprintf(r->path_ckpt, PATH_LEN, "%s/ckpt.safetensors", d);
     snprintf(r->path_svg, PATH_LEN, "%s/loss.svg", d);
     if (n >= PATH_LEN - 16) return gpt_fail(r->prog, "--out_dir: path too long");
-    if (r->hooks.rank != 0) return 0;
-    if (mkdir(d, 0777) && errno != EEXIST)
-        return gpt_fail(r->prog, "--out_dir=%s: %s", d, strerror(errno));
-    if (r->f->resume || r->f->force) return 0;
-    const char *outs[] = {r->path_log, r->path_model, r->path_ckpt, r->path_svg};
-    struct stat st;
-    for (int i = 0; i < 4; i++)
-        if (stat(outs[i], &st) == 0)
-            return gpt_fail(r->prog, "%s exists from an earlier run: pass --resume to continue "
-                            "it or --force to start afresh and overwrite it", outs[i]);
     return 0;
 }
 
-/* Metadata shared by model.safetensors and ckpt.safetensors. */
+/* Before anything is written: out_dir with its parents, and a fresh run
+ * only where no earlier run's files are (unless --force). */
+static int prepare_out_dir(run *r) {
+    if (r->hooks.rank != 0 || r->f->eval_only) return 0;
+    int st = gpt_mkdirs(r->prog, "--out_dir", r->f->out_dir);
+    if (st || r->resume) return st;
+    if (r->f->force) return move_aside(r);
+    const char *outs[] = {r->path_log, r->path_model, r->path_ckpt, r->path_svg};
+    struct stat sb;
+    for (int i = 0; i < 4; i++)
+        if (stat(outs[i], &sb) == 0)
+            return gpt_fail(r->prog, "%s exists from an earlier run: pass --init_from=resume "
+                            "(or --resume) to continue it, or --force to start a new run (the "
+                            "old files move to %s/old-N/)", outs[i], r->f->out_dir);
+    return 0;
+}
+
+/* Metadata of model.safetensors, and of ckpt.safetensors with the run id
+ * and the flags a resume takes (RESUME_FLAGS). */
+#define META_MAX 64
 typedef struct meta {
     int n;
-    const char *k[12], *v[12];
-    char buf[8][32];
+    const char *k[META_MAX], *v[META_MAX];
+    char buf[3][32];
 } meta;
 
 static void meta_add(meta *m, const char *key, const char *value) {
     m->k[m->n] = key, m->v[m->n++] = value;
 }
 
-static void meta_fill(run *r, meta *m) {
+/* The flags a checkpoint fixes (a different value given on resume is an
+ * error), then the ones a resume may change. */
+static const char *const RESUME_FLAGS[] = {
+    "arch", "n_layer", "n_head", "n_embd", "block_size", "dropout", "bias", "qkv_bias", "dtype",
+    "data", "dataset", "batches", "init", "vocab_size", "batch_size",
+    "gradient_accumulation_steps", "learning_rate", "weight_decay", "weight_decay_1d", "beta1",
+    "beta2", "grad_clip", "decay_lr", "warmup_iters", "min_lr", "seed", "eval_interval",
+    "eval_iters", "always_save_checkpoint", NULL, "max_iters", "lr_decay_iters", NULL};
+
+static void meta_fill(run *r, meta *m, bool ckpt) {
     const nb_gpt_config *c = &r->gpt.cfg;
     m->n = 0;
     meta_add(m, "arch", c->arch == NB_GPT_NANOGPT ? "nanogpt" : "gptmodel");
@@ -333,15 +631,32 @@ static void meta_fill(run *r, meta *m) {
     meta_add(m, "world", m->buf[2]);
     if (r->has_vocab) {
         meta_add(m, "tokenizer", "char");
-        meta_add(m, "vocab", nb_char_vocab_to_string(r->pctx, &r->vocab));
+        if (!r->vocab_str) r->vocab_str = nb_char_vocab_to_string(r->pctx, &r->vocab);
+        meta_add(m, "vocab", r->vocab_str);
+    }
+    if (!ckpt) return;
+    meta_add(m, "run_id", r->run_id);
+    for (int i = 0, b = 0, z = 0; z < 2; i++) {
+        if (!RESUME_FLAGS[i]) { z++; continue; }
+        char *key = r->flag_key[b], *val = r->flag_val[b++];
+        snprintf(key, 64, "flag.%s", RESUME_FLAGS[i]);
+        if (!strcmp(RESUME_FLAGS[i], "max_iters")) snprintf(val, PATH_LEN, "%lld", (long long)r->max_iters);
+        else if (!strcmp(RESUME_FLAGS[i], "init")) snprintf(val, PATH_LEN, "%s", r->init);
+        else gpt_flag_format(r->f, RESUME_FLAGS[i], val, PATH_LEN);
+        meta_add(m, key, val);
     }
 }
 
-static nb_tensor_list extra_list(run *r) {
-    nb_tensor_list x = {0};
+/* The extra tensors of the checkpoint, made once (they alias the run's
+ * generators and counters). */
+static nb_tensor_list *extra_list(run *r) {
+    if (r->has_extra) return &r->extra;
+    r->has_extra = true;
+    nb_tensor_list *xp = &r->extra, x = {0};
     nb_list_add(&x, "rng_model", nb_pcg32_tensor(r->pctx, &r->rng_model));
     nb_list_add(&x, "rng_batch", nb_pcg32_tensor(r->pctx, &r->rng_batch));
     nb_list_add(&x, "iter", r->iter_t);
+    nb_list_add(&x, "best_val_loss", r->best_t);
     for (int q = 1; r->peers && q < r->hooks.world; q++) { /* names live in pctx */
         char *nm = nb_ctx_alloc(r->pctx, 2 * 40);
         if (!nm) break;
@@ -350,82 +665,150 @@ static nb_tensor_list extra_list(run *r) {
         nb_list_add(&x, nm, nb_pcg32_tensor(r->pctx, &r->peers[2 * q]));
         nb_list_add(&x, nm + 40, nb_pcg32_tensor(r->pctx, &r->peers[2 * q + 1]));
     }
-    return x;
+    *xp = x;
+    return xp;
 }
 
+/* model.safetensors, then ckpt.safetensors (each atomic), then loss.svg.
+ * A second signal in between ends the process: the old checkpoint stays. */
 static int save_outputs(run *r) {
-    meta m;
-    meta_fill(r, &m);
+    meta mm, mc;
+    meta_fill(r, &mm, false);
+    meta_fill(r, &mc, true);
     ((int64_t *)r->iter_t->data)[0] = r->iter;
-    nb_tensor_list extra = extra_list(r);
-    if (nb_save_safetensors(r->pctx, r->path_model, &r->gpt.state_dict, m.n, m.k, m.v) ||
-        nb_save_checkpoint(r->pctx, r->path_ckpt, &r->gpt.params, r->opt, &extra, m.n, m.k, m.v))
+    ((double *)r->best_t->data)[0] = r->best_val;
+    const nb_tensor_list *extra = extra_list(r);
+    const char *how;
+    if (nb_save_safetensors(r->pctx, r->path_model, &r->gpt.state_dict, mm.n, mm.k, mm.v))
         return gpt_fail(r->prog, "%s", nb_ctx_error(r->pctx));
+    if (g_signal && test_signal_at(&how) >= 0 && !strcmp(how, "TWICE")) raise(SIGINT);
+    if (nb_save_checkpoint(r->pctx, r->path_ckpt, &r->gpt.params, r->opt, extra, mc.n, mc.k, mc.v))
+        return gpt_fail(r->prog, "%s", nb_ctx_error(r->pctx));
+    r->ckpt_iter = r->iter;
     return gpt_write_loss_svg(r->prog, r->path_log, r->path_svg);
 }
 
-/* --resume: the vocabulary from the checkpoint's metadata (before the data
- * is encoded), then, once the model and optimizer exist, their state. */
-static int resume_vocab(run *r) {
-    const char *keys[16], *values[16];
-    int n = 0;
+/* Resume, first part: the checkpoint's metadata (before anything is
+ * built): the run id, and the flags, which must agree with the given ones. */
+static int resume_meta(run *r) {
+    const char *keys[META_MAX], *values[META_MAX];
+    int n = 0, st = 0;
     nb_tensor_list l = {0};
     nb_ctx *tmp = nb_ctx_new(0);
-    nb_status st = nb_load_safetensors_meta(tmp, r->path_ckpt, &l, 16, &n, keys, values);
-    if (st) {
-        gpt_fail(r->prog, "--resume: %s", nb_ctx_error(tmp));
+    if (nb_load_safetensors_meta(tmp, r->path_ckpt, &l, META_MAX, &n, keys, values)) {
+        gpt_fail(r->prog, "--init_from=resume: %s", nb_ctx_error(tmp));
         nb_ctx_free(tmp);
         return GPT_EXIT_USAGE;
     }
-    vocab_from_meta(r, n < 16 ? n : 16, keys, values);
+    n = n < META_MAX ? n : META_MAX;
+    vocab_from_meta(r, n, keys, values);
     int world = 1;
-    for (int i = 0; i < n && i < 16; i++)
+    const char *id = NULL;
+    for (int i = 0; i < n; i++) {
         if (!strcmp(keys[i], "world")) world = atoi(values[i]);
+        if (!strcmp(keys[i], "run_id")) id = values[i];
+    }
+    if (!id) st = gpt_fail(r->prog, "--init_from=resume: %s has no run_id: written by an older "
+                           "nabla-gpt; start a new run with --force", r->path_ckpt);
+    else snprintf(r->run_id, sizeof r->run_id, "%s", id);
+    for (int i = 0, z = 0; !st && z < 2; i++) {
+        if (!RESUME_FLAGS[i]) { z++; continue; }
+        char key[64];
+        snprintf(key, sizeof key, "flag.%s", RESUME_FLAGS[i]);
+        for (int j = 0; j < n && !st; j++)
+            if (!strcmp(keys[j], key))
+                st = gpt_flags_adopt(&r->fl, r->prog, RESUME_FLAGS[i], values[j], z == 1, r->path_ckpt);
+    }
     nb_list_free(&l);
     nb_ctx_free(tmp);
-    if (world != r->hooks.world)
-        return gpt_fail(r->prog, "--resume: %s was saved by %d process(es) and this run has %d; "
-                        "resume with the same rank count", r->path_ckpt, world, r->hooks.world);
-    return 0;
+    if (!st && world != r->hooks.world)
+        st = gpt_fail(r->prog, "--resume: %s was saved by %d process(es) and this run has %d; "
+                      "resume with the same rank count", r->path_ckpt, world, r->hooks.world);
+    return st;
 }
 
 static int resume_state(run *r) {
-    nb_tensor_list extra = extra_list(r);
-    if (nb_load_checkpoint(r->pctx, r->path_ckpt, &r->gpt.params, r->opt, &extra))
-        return gpt_fail(r->prog, "--resume: %s", nb_ctx_error(r->pctx));
-    r->iter = ((int64_t *)r->iter_t->data)[0];
+    if (nb_load_checkpoint(r->pctx, r->path_ckpt, &r->gpt.params, r->opt, extra_list(r)))
+        return gpt_fail(r->prog, "--init_from=resume: %s", nb_ctx_error(r->pctx));
+    r->iter = r->ckpt_iter = ((int64_t *)r->iter_t->data)[0];
+    r->best_val = ((double *)r->best_t->data)[0];
     if (r->peers && r->hooks.rank > 0) { /* this rank's generators, saved by rank 0 */
         r->rng_model = r->peers[2 * r->hooks.rank];
         r->rng_batch = r->peers[2 * r->hooks.rank + 1];
     }
+    if (r->max_iters <= r->iter && !r->f->eval_only)
+        return gpt_fail(r->prog, "--max_iters=%lld: the checkpoint %s is at iteration %lld "
+                        "already, so there is nothing to train; give a larger --max_iters (and "
+                        "--lr_decay_iters) to train longer. Nothing was written.",
+                        (long long)r->max_iters, r->path_ckpt, (long long)r->iter);
     return 0;
 }
 
-/* The log of the run resumed: lines of iterations before `iter` are kept
- * (a later final evaluation is redone), then appended to. */
-static FILE *open_log(run *r) {
-    if (r->hooks.rank != 0) return fopen("/dev/null", "w");
-    if (!r->f->resume) return fopen(r->path_log, "w");
-    size_t len;
-    char *old = gpt_read_file(r->prog, r->path_log, &len);
-    FILE *log = old ? fopen(r->path_log, "w") : NULL;
-    for (char *line = old, *nl; log && line && *line; line = nl ? nl + 1 : NULL) {
-        nl = strchr(line, '\n');
-        long long it = -1;
-        if (sscanf(line, "{\"iter\": %lld", &it) == 1 && it < r->iter)
-            fprintf(log, "%.*s\n", nl ? (int)(nl - line) : (int)strlen(line), line);
+/* log.jsonl: a new run's is new; a resumed run keeps its own lines (its run
+ * id) of iterations before the checkpoint's, rewritten atomically, then
+ * appends. Only rank 0 writes. */
+static int open_log(run *r) {
+    r->log_fd = -1;
+    if (r->hooks.rank != 0) return 0;
+    if (r->resume) {
+        size_t len = 0;
+        char tmp[PATH_LEN + 8], want[64];
+        char *old = access(r->path_log, F_OK) ? calloc(1, 1) : gpt_read_file(r->prog, r->path_log, &len);
+        if (!old) return GPT_EXIT_USAGE;
+        snprintf(tmp, sizeof tmp, "%s.tmp", r->path_log);
+        snprintf(want, sizeof want, "\"run\": \"%s\"}", r->run_id);
+        FILE *f = fopen(tmp, "w");
+        for (char *line = old, *nl; f && *line; line = nl ? nl + 1 : line + strlen(line)) {
+            nl = strchr(line, '\n');
+            if (!nl) break; /* a cut last line (an older writer) */
+            *nl = '\0';
+            long long it = -1;
+            if (sscanf(line, "{\"iter\": %lld", &it) == 1 && it < r->iter && strstr(line, want))
+                fprintf(f, "%s\n", line);
+        }
+        free(old);
+        if (!f || fflush(f) || fsync(fileno(f)) || fclose(f) || rename(tmp, r->path_log))
+            return gpt_fail(r->prog, "%s: %s", r->path_log, strerror(errno));
     }
-    free(old);
-    return log;
+    r->log_fd = open(r->path_log, O_WRONLY | O_CREAT | O_APPEND | (r->resume ? 0 : O_TRUNC), 0666);
+    return r->log_fd < 0 ? gpt_fail(r->prog, "%s: %s", r->path_log, strerror(errno)) : 0;
+}
+
+static void new_run_id(run *r) {
+    unsigned char b[8] = {0};
+    FILE *f = fopen("/dev/urandom", "rb");
+    size_t got = f ? fread(b, 1, sizeof b, f) : 0;
+    if (f) fclose(f);
+    uint64_t x = 0;
+    for (int i = 0; i < 8; i++) x = x << 8 | b[i];
+    if (got != sizeof b) x ^= (uint64_t)time(NULL) << 20 ^ (uint64_t)getpid();
+    snprintf(r->run_id, sizeof r->run_id, "%016llx", (unsigned long long)x);
 }
 
 /* ---- the whole run ------------------------------------------------------- */
+static int load_data_and_model(run *r) {
+    const gpt_flags *f = r->f;
+    int st = 0;
+    if (f->batches[0] && (st = load_batches(r))) return st;
+    if (r->init[0] && f->data[0]) { /* the init's vocabulary encodes the text */
+        if ((st = build_model(r))) return st;
+        return load_text(r);
+    }
+    if (f->data[0] && (st = load_text(r))) return st;
+    if (f->dataset[0] && (st = load_dataset(r))) return st;
+    return build_model(r);
+}
+
 static int setup(run *r) {
     const gpt_flags *f = r->f;
     int st = set_paths(r);
     if (st) return st;
-    if (!f->data[0] == !f->batches[0])
-        return gpt_fail(r->prog, "train needs exactly one of --data=FILE and --batches=FILE");
+    if (r->resume && (st = resume_meta(r))) return st;
+    r->init = f->init; /* --init_from=PATH was folded into it (gpt_train_run) */
+    if ((st = gpt_flags_check_schedule(f, r->prog))) return st;
+    if (!f->data[0] && !f->batches[0] && !f->dataset[0])
+        return gpt_fail(r->prog, "train needs one of --data=FILE, --dataset=NAME and --batches=FILE");
+    if (!r->resume) new_run_id(r);
     /* Rank 0 draws the init (the other ranks take it by broadcast) and every
      * rank its own dropout masks: stream 1 on rank 0, 1000 + r on rank r. */
     nb_pcg32_seed(&r->rng_model, (uint64_t)f->seed,
@@ -442,17 +825,9 @@ static int setup(run *r) {
     int64_t k = f->gradient_accumulation_steps, W = r->hooks.world;
     r->accum = k % W ? k : k / W;
     if (f->batches[0] && !gpt_flag_given(f, "max_iters")) r->max_iters = 0; /* N */
-    if (f->resume && (st = resume_vocab(r))) return st;
-    if (f->batches[0] && (st = load_batches(r))) return st;
-    if (f->init[0] && f->data[0]) { /* the init's vocabulary encodes the text */
-        if ((st = build_model(r))) return st;
-        if ((st = load_text(r))) return st;
-    } else {
-        if (f->data[0] && (st = load_text(r))) return st;
-        if ((st = build_model(r))) return st;
-    }
+    if ((st = load_data_and_model(r))) return st;
     if (r->has_vocab && r->vocab.size != r->gpt.cfg.vocab_size)
-        return gpt_fail(r->prog, "the text has %d characters but the model's vocabulary is %lld",
+        return gpt_fail(r->prog, "the data has %d characters but the model's vocabulary is %lld",
                         r->vocab.size, (long long)r->gpt.cfg.vocab_size);
     if (r->T > r->gpt.cfg.block_size)
         return gpt_fail(r->prog, "batches of %lld tokens exceed the model's block_size %lld",
@@ -465,7 +840,9 @@ static int setup(run *r) {
     r->sched = (nb_lr_schedule){f->learning_rate, f->decay_lr, f->warmup_iters,
                                 f->lr_decay_iters ? f->lr_decay_iters : r->max_iters, f->min_lr};
     r->iter_t = nb_scalar(r->pctx, NB_I64, 0);
-    return f->resume ? resume_state(r) : 0;
+    r->best_t = nb_scalar(r->pctx, NB_F64, INFINITY);
+    if (r->resume && (st = resume_state(r))) return st;
+    return prepare_out_dir(r);
 }
 
 /* ---- data parallel (hooks.dist) -------------------------------------------- */
@@ -489,33 +866,58 @@ static int dist_finish(run *r, int st) {
     return st;
 }
 
+/* The run after setup: the banner, the loop, the final save. */
+static int run_training(run *r) {
+    const gpt_dist *d = r->hooks.dist;
+    int st = 0;
+    if (r->f->eval_only) { /* nanoGPT's eval_only: one evaluation, nothing written */
+        r->log_fd = -1;
+        return d ? dist_start(r) || evaluate(r, true) : evaluate(r, true);
+    }
+    if ((st = open_log(r))) return st;
+    if (r->hooks.rank == 0) {
+        printf("%s: %s, %lld parameters, vocab %lld, %lld iterations from %lld, run %s\n",
+               r->prog, r->gpt.cfg.arch == NB_GPT_NANOGPT ? "nanogpt" : "gptmodel",
+               (long long)nb_gpt_num_params(&r->gpt, false), (long long)r->gpt.cfg.vocab_size,
+               (long long)r->max_iters, (long long)r->iter, r->run_id);
+        fflush(stdout);
+    }
+    if (d && (st = dist_start(r))) return st;
+    if (r->hooks.world == 1) catch_signals();
+    st = train_loop(r);
+    if (st) return st;
+    if (d && r->peers &&
+        d->gather(d, (nb_pcg32[2]){r->rng_model, r->rng_batch}, 2 * sizeof(nb_pcg32), r->peers))
+        return GPT_EXIT_USAGE;
+    st = r->hooks.rank == 0 ? save_outputs(r) : 0;
+    if (!st && g_signal) { /* it came during the last step: the run is complete */
+        fprintf(stderr, "%s: %s during the last iteration: the run finished and is saved\n",
+                r->prog, g_signal == SIGTERM ? "SIGTERM" : "SIGINT");
+        st = 128 + g_signal;
+    }
+    return st;
+}
+
 int gpt_train_run(const gpt_flags *f, const char *prog, const gpt_train_hooks *hooks) {
     run *r = calloc(1, sizeof *r);
     if (!r) return gpt_fail(prog, "out of memory");
-    r->f = f, r->prog = prog;
+    r->fl = *f, r->f = &r->fl, r->prog = prog;
+    r->resume = f->resume || !strcmp(f->init_from, "resume");
+    if (!f->init[0] && strcmp(f->init_from, "scratch") && !r->resume) r->fl.init = f->init_from;
+    r->init = r->fl.init;
+    r->best_val = INFINITY, r->ckpt_iter = -1, r->log_fd = -1;
     r->hooks = hooks ? *hooks : (gpt_train_hooks){.world = 1};
     if (r->hooks.dist) r->hooks.rank = r->hooks.dist->rank, r->hooks.world = r->hooks.dist->world;
     if (r->hooks.world < 1) r->hooks.world = 1;
-    nb_set_num_threads((int)f->threads);
+    nb_set_num_threads((int)gpt_threads(prog, f->threads));
     r->pctx = nb_ctx_new(0), r->sctx = nb_ctx_new(0);
+    if (f->anomaly && r->sctx) nb_set_detect_anomaly(r->sctx, true);
     int st = r->pctx && r->sctx ? setup(r) : gpt_fail(prog, "out of memory");
-    FILE *log = st ? NULL : open_log(r);
-    if (!st && !log) st = gpt_fail(prog, "%s: %s", r->path_log, strerror(errno));
-    if (!st && r->hooks.rank == 0) {
-        printf("%s: %s, %lld parameters, vocab %lld, %lld iterations from %lld\n", prog,
-               r->gpt.cfg.arch == NB_GPT_NANOGPT ? "nanogpt" : "gptmodel",
-               (long long)nb_gpt_num_params(&r->gpt, false), (long long)r->gpt.cfg.vocab_size,
-               (long long)r->max_iters, (long long)r->iter);
-        fflush(stdout);
-    }
-    const gpt_dist *d = r->hooks.dist;
-    if (!st && d) st = dist_start(r);
-    if (!st) st = train_loop(r, log);
-    if (log && fclose(log) && !st) st = gpt_fail(prog, "%s: write failed", r->path_log);
-    if (!st && d && r->peers)
-        st = d->gather(d, (nb_pcg32[2]){r->rng_model, r->rng_batch}, 2 * sizeof(nb_pcg32), r->peers);
-    if (!st && r->hooks.rank == 0) st = save_outputs(r);
-    if (d) st = dist_finish(r, st);
+    if (!st) st = run_training(r);
+    if (r->log_fd >= 0 && close(r->log_fd) && !st) st = gpt_fail(prog, "%s: write failed", r->path_log);
+    if (r->hooks.dist) st = dist_finish(r, st);
+    if (r->has_ds) gpt_dataset_close(&r->ds);
+    if (r->has_extra) nb_list_free(&r->extra);
     free(r->peers);
     nb_optim_free(r->opt);
     nb_gpt_free(&r->gpt);

@@ -1,0 +1,610 @@
+/* check_gpt_train.c - `nabla-gpt train` as a trainer that loses nothing
+ * (issue 24): SIGINT at 10 points then resume equals the uninterrupted run (as after a kill -9),
+ * a real kill -INT, SIGTERM, a second signal during the save; --force moves
+ * the old run aside; resume takes the checkpoint's flags and refuses
+ * contradictions and a --max_iters at or below its iteration; a NaN run
+ * stops with valid JSON; /dev/zero and a directory refused; nanoGPT's
+ * config files, flags, --dataset and prepare (byte-identical to fixtures
+ * made by tools/ref/prepare_char_ref.py, the logic of nanoGPT's
+ * data/shakespeare_char/prepare.py); `sample --start=FILE:`.
+ * The program is $NB_BUILD_DIR/bin/nabla-gpt (or build/bin/nabla-gpt). */
+#include "check_nabla.h"
+
+#include <cjson/cJSON.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define FIX NB_SOURCE_DIR "/tests/fixtures/"
+
+typedef struct grun {
+    char dir[64];
+    int status;
+    char out[16384], err[4096];
+} grun;
+
+static void grun_init(grun *r) {
+    memset(r, 0, sizeof *r);
+    snprintf(r->dir, sizeof r->dir, "/tmp/nb-gtrain-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(r->dir));
+}
+
+static void grun_done(grun *r) {
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", r->dir);
+    ck_assert_int_eq(system(cmd), 0);
+}
+
+static void expand(const grun *r, const char *in, char *out) {
+    for (const char *a = in; *a; a++)
+        if (a[0] == '%' && a[1] == 'D') out += sprintf(out, "%s", r->dir), a++;
+        else *out++ = *a;
+    *out = '\0';
+}
+
+/* Runs "[env] nabla-gpt <args>" in r->dir ("%D" is r->dir). */
+static void gexec_env(grun *r, const char *env, const char *args) {
+    char prog[4096], cmd[16384], line[8192];
+    snprintf(prog, sizeof prog, "%s/bin/nabla-gpt", nb_test_build_dir());
+    ck_assert_msg(access(prog, X_OK) == 0, "%s is not there: build it with make", prog);
+    expand(r, args, line);
+    snprintf(cmd, sizeof cmd, "cd '%s' && %s '%s' %s >'%s/stdout' 2>'%s/stderr'", r->dir, env, prog,
+             line, r->dir, r->dir);
+    int st = system(cmd);
+    r->status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    char p[128];
+    snprintf(p, sizeof p, "%s/stdout", r->dir);
+    nb_test_read_text(p, r->out, sizeof r->out);
+    snprintf(p, sizeof p, "%s/stderr", r->dir);
+    nb_test_read_text(p, r->err, sizeof r->err);
+}
+static void gexec(grun *r, const char *args) { gexec_env(r, "", args); }
+
+static char *slurp(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *b = malloc((size_t)n + 1);
+    ck_assert_ptr_nonnull(b);
+    ck_assert_uint_eq(fread(b, 1, (size_t)n, f), (size_t)n);
+    b[n] = '\0';
+    fclose(f);
+    if (len) *len = (size_t)n;
+    return b;
+}
+
+static void same_bytes(const char *a, const char *b) {
+    size_t na, nb;
+    char *x = slurp(a, &na), *y = slurp(b, &nb);
+    ck_assert_msg(x && y, "%s or %s missing", a, b);
+    ck_assert_msg(na == nb && memcmp(x, y, na) == 0, "%s and %s differ", a, b);
+    free(x), free(y);
+}
+
+/* Every line of a log.jsonl parsed as JSON (all must be), without "ms" and
+ * "run", printed back one a line; *n_lines counted. Caller frees. */
+static char *log_canon(const char *path, const char *run_id, int *n_lines) {
+    char *text = slurp(path, NULL), *save = NULL;
+    ck_assert_msg(text != NULL, "%s missing", path);
+    size_t cap = strlen(text) + 1, used = 0;
+    char *out = calloc(cap, 1);
+    *n_lines = 0;
+    for (char *l = strtok_r(text, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
+        cJSON *j = cJSON_Parse(l);
+        ck_assert_msg(j != NULL, "%s: not JSON: %s", path, l);
+        cJSON *run = cJSON_GetObjectItem(j, "run");
+        ck_assert_msg(cJSON_IsString(run), "%s: no run id: %s", path, l);
+        if (run_id) ck_assert_str_eq(run->valuestring, run_id);
+        cJSON_DeleteItemFromObject(j, "ms");
+        cJSON_DeleteItemFromObject(j, "run");
+        char *s = cJSON_PrintUnformatted(j);
+        size_t k = strlen(s);
+        ck_assert_uint_lt(used + k + 1, cap);
+        memcpy(out + used, s, k), used += k, out[used++] = '\n';
+        free(s), cJSON_Delete(j);
+        (*n_lines)++;
+    }
+    free(text);
+    return out;
+}
+
+static void same_log(const char *a, const char *b) {
+    int na, nb;
+    char *x = log_canon(a, NULL, &na), *y = log_canon(b, NULL, &nb);
+    ck_assert_msg(!strcmp(x, y), "%s and %s differ:\n%s\n---\n%s", a, b, x, y);
+    free(x), free(y);
+}
+
+static void write_text(const char *path, const char *s) {
+    FILE *f = fopen(path, "wb");
+    ck_assert_ptr_nonnull(f);
+    fputs(s, f);
+    fclose(f);
+}
+
+/* Some kilobytes of text with multibyte characters. */
+static void write_corpus(const char *dir) {
+    char path[128], text[8192] = "";
+    size_t n = 0;
+    for (int i = 0; n + 80 < sizeof text; i++)
+        n += (size_t)snprintf(text + n, sizeof text - n, "line %d: the caf\xc3\xa9 sells %d "
+                              "cr\xc3\xaapes \xe2\x82\xac%d\n", i, i * 7 % 13, i % 5);
+    snprintf(path, sizeof path, "%s/text.txt", dir);
+    write_text(path, text);
+}
+
+#define TINY "--n_layer=1 --n_head=2 --n_embd=16 --block_size=16 --batch_size=4 " \
+             "--eval_interval=4 --eval_iters=2 --dropout=0.1 --warmup_iters=2 " \
+             "--lr_decay_iters=12 --max_iters=12 --data=text.txt"
+
+/* ---- 1. nothing is lost ------------------------------------------------------------- */
+/* SIGINT during iteration N (the test seam raises it inside the step) at 10
+ * points: exit 130, then --init_from=resume equals the uninterrupted run. */
+START_TEST(test_sigint_at_10_points_resumes_bit_identical) {
+    grun r;
+    grun_init(&r);
+    write_corpus(r.dir);
+    gexec(&r, "train " TINY " --out_dir=full");
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    const int at[10] = {0, 1, 2, 3, 4, 5, 7, 8, 10, 11};
+    for (int i = 0; i < 10; i++) {
+        char env[64], args[512], a[160], b[160];
+        snprintf(env, sizeof env, "NB_GPT_TEST_SIGNAL=%d", at[i]);
+        snprintf(args, sizeof args, "train " TINY " --out_dir=cut%d", i);
+        gexec_env(&r, env, args);
+        ck_assert_msg(r.status == 130, "SIGINT at %d: exit %d: %s", at[i], r.status, r.err);
+        char want[200];
+        snprintf(want, sizeof want, "SIGINT: stopped after iteration %d; saved cut%d/ckpt.safetensors; "
+                 "resume with: nabla-gpt train --out_dir=cut%d --init_from=resume", at[i], i, i);
+        if (at[i] == 11) /* the last step: the run completes (final evaluation, save) */
+            snprintf(want, sizeof want, "SIGINT during the last iteration: the run finished and is saved");
+        ck_assert_msg(strstr(r.err, want), "%s", r.err);
+        /* a bare resume: every setting comes from the checkpoint */
+        snprintf(args, sizeof args, "train --out_dir=cut%d %s", i, i % 2 ? "--resume" : "--init_from=resume");
+        gexec(&r, args);
+        ck_assert_msg(r.status == (at[i] == 11 ? 2 : 0), "resume after %d: exit %d: %s", at[i],
+                      r.status, r.err);
+        snprintf(a, sizeof a, "%s/full/model.safetensors", r.dir);
+        snprintf(b, sizeof b, "%s/cut%d/model.safetensors", r.dir, i);
+        same_bytes(a, b);
+        snprintf(a, sizeof a, "%s/full/log.jsonl", r.dir);
+        snprintf(b, sizeof b, "%s/cut%d/log.jsonl", r.dir, i);
+        same_log(a, b);
+    }
+    grun_done(&r);
+}
+END_TEST
+
+/* A real kill -INT from outside, at whatever iteration it lands; SIGTERM
+ * exits 143; a second signal during the save ends the process at once and
+ * the earlier checkpoint still resumes. */
+START_TEST(test_kill_sigterm_and_second_signal) {
+    grun r;
+    grun_init(&r);
+    write_corpus(r.dir);
+    const char *slow = "--n_layer=2 --n_head=2 --n_embd=32 --block_size=16 --batch_size=8 "
+                       "--eval_interval=500 --eval_iters=2 --dropout=0.1 --max_iters=3000 "
+                       "--lr_decay_iters=3000 --data=text.txt --log_interval=1000";
+    char cmd[8192], prog[4096], *out = NULL;
+    snprintf(prog, sizeof prog, "%s/bin/nabla-gpt", nb_test_build_dir());
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && { '%s' train %s --out_dir=k >k.out 2>k.err & p=$!; "
+             "n=0; until grep -q '\"iter\": 20,' k/log.jsonl 2>/dev/null || [ $n -gt 3000 ]; do "
+             "sleep 0.01; n=$((n+1)); done; kill -INT $p; wait $p; echo $?; }", r.dir, prog, slow);
+    int st = nb_test_run(cmd, &out);
+    ck_assert_int_eq(st, 0);
+    ck_assert_msg(atoi(out) == 130, "kill -INT: exit %s", out);
+    free(out);
+    char args[1024], a[160], b[160];
+    gexec(&r, "train --out_dir=k --init_from=resume");
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    snprintf(args, sizeof args, "train %s --out_dir=full", slow);
+    gexec(&r, args);
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    snprintf(a, sizeof a, "%s/full/model.safetensors", r.dir);
+    snprintf(b, sizeof b, "%s/k/model.safetensors", r.dir);
+    same_bytes(a, b);
+    snprintf(a, sizeof a, "%s/full/log.jsonl", r.dir);
+    snprintf(b, sizeof b, "%s/k/log.jsonl", r.dir);
+    same_log(a, b);
+    /* kill -9 (a crash): the checkpoint of the last evaluation resumes, bit-identically */
+    const char *crash = "--n_layer=2 --n_head=2 --n_embd=32 --block_size=16 --batch_size=8 "
+                        "--eval_interval=10 --eval_iters=2 --dropout=0.1 --max_iters=600 "
+                        "--lr_decay_iters=600 --data=text.txt --log_interval=1000";
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && { '%s' train %s --out_dir=c9 >c9.out 2>&1 & p=$!; "
+             "n=0; until grep -q '\"iter\": 25,' c9/log.jsonl 2>/dev/null || [ $n -gt 3000 ]; do "
+             "sleep 0.01; n=$((n+1)); done; kill -KILL $p; wait $p; echo $?; } 2>/dev/null", r.dir, prog, crash);
+    ck_assert_int_eq(nb_test_run(cmd, &out), 0);
+    ck_assert_msg(atoi(out) == 137, "kill -9: exit %s", out);
+    free(out);
+    gexec(&r, "train --out_dir=c9 --resume");
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    snprintf(args, sizeof args, "train %s --out_dir=c9full", crash);
+    gexec(&r, args);
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    snprintf(a, sizeof a, "%s/c9full/model.safetensors", r.dir);
+    snprintf(b, sizeof b, "%s/c9/model.safetensors", r.dir);
+    same_bytes(a, b);
+    snprintf(a, sizeof a, "%s/c9full/log.jsonl", r.dir);
+    snprintf(b, sizeof b, "%s/c9/log.jsonl", r.dir);
+    same_log(a, b);
+    /* SIGTERM: 143 */
+    gexec_env(&r, "NB_GPT_TEST_SIGNAL=6:TERM", "train " TINY " --out_dir=term");
+    ck_assert_msg(r.status == 143, "exit %d: %s", r.status, r.err);
+    ck_assert_ptr_nonnull(strstr(r.err, "SIGTERM: stopped after iteration 6"));
+    /* a second SIGINT while saving: exit at once; the checkpoint of step 4 stays */
+    gexec_env(&r, "NB_GPT_TEST_SIGNAL=6:TWICE", "train " TINY " --out_dir=twice");
+    ck_assert_msg(r.status == 130, "exit %d: %s", r.status, r.err);
+    ck_assert_ptr_null(strstr(r.err, "stopped after"));
+    gexec(&r, "train --out_dir=twice --resume");
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    ck_assert_ptr_nonnull(strstr(r.out, "12 iterations from 4"));
+    gexec(&r, "train " TINY " --out_dir=full2");
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    snprintf(a, sizeof a, "%s/full2/model.safetensors", r.dir);
+    snprintf(b, sizeof b, "%s/twice/model.safetensors", r.dir);
+    same_bytes(a, b);
+    /* the lines of iterations 4..6, after the checkpoint, were dropped on resume */
+    snprintf(a, sizeof a, "%s/full2/log.jsonl", r.dir);
+    snprintf(b, sizeof b, "%s/twice/log.jsonl", r.dir);
+    same_log(a, b);
+    grun_done(&r);
+}
+END_TEST
+
+/* Checkpoints at evaluations (always, or only when val improved); --force
+ * moves an earlier run aside and a resume never joins two runs. */
+START_TEST(test_checkpoints_and_force) {
+    grun r;
+    grun_init(&r);
+    write_corpus(r.dir);
+    gexec_env(&r, "NB_GPT_TEST_SIGNAL=9:TWICE", "train " TINY " --out_dir=o");
+    ck_assert_int_eq(r.status, 130);
+    ck_assert_ptr_nonnull(strstr(r.out, "saving checkpoint to o")); /* steps 4 and 8 */
+    char p[256];
+    nb_ctx *c = nb_ctx_new(0);
+    const char *k[64], *v[64];
+    int n = 0;
+    nb_tensor_list l = {0};
+    snprintf(p, sizeof p, "%s/o/ckpt.safetensors", r.dir);
+    ck_assert_msg(nb_load_safetensors_meta(c, p, &l, 64, &n, k, v) == NB_OK, "%s", nb_ctx_error(c));
+    const char *iter = NULL, *id = NULL;
+    for (int i = 0; i < n && i < 64; i++) {
+        if (!strcmp(k[i], "iter")) iter = v[i];
+        if (!strcmp(k[i], "run_id")) id = v[i];
+    }
+    ck_assert_str_eq(iter, "8");
+    ck_assert_ptr_nonnull(id);
+    char old_id[40];
+    snprintf(old_id, sizeof old_id, "%s", id);
+    nb_list_free(&l);
+    nb_ctx_free(c);
+    /* without --force: refused; with it: the old files move to o/old-1/ */
+    gexec(&r, "train " TINY " --out_dir=o");
+    ck_assert_int_eq(r.status, 2);
+    ck_assert_ptr_nonnull(strstr(r.err, "exists from an earlier run"));
+    gexec_env(&r, "NB_GPT_TEST_SIGNAL=2", "train " TINY " --out_dir=o --force --seed=7");
+    ck_assert_msg(r.status == 130, "%s", r.err);
+    ck_assert_ptr_nonnull(strstr(r.out, "the earlier run's files are now in o/old-1/"));
+    const char *moved[] = {"log.jsonl", "model.safetensors", "ckpt.safetensors", "loss.svg"};
+    for (int i = 0; i < 4; i++) {
+        snprintf(p, sizeof p, "%s/o/old-1/%s", r.dir, moved[i]);
+        ck_assert_msg(access(p, F_OK) == 0, "%s missing", p);
+    }
+    int lines;
+    snprintf(p, sizeof p, "%s/o/old-1/log.jsonl", r.dir);
+    free(log_canon(p, old_id, &lines));
+    gexec(&r, "train --out_dir=o --resume");
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    ck_assert_ptr_nonnull(strstr(r.out, "12 iterations from 3"));
+    /* the resumed log is the new run's alone, and equals a straight run of it */
+    gexec(&r, "train " TINY " --out_dir=straight --seed=7");
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    char a[160], b[160];
+    snprintf(a, sizeof a, "%s/straight/log.jsonl", r.dir);
+    snprintf(b, sizeof b, "%s/o/log.jsonl", r.dir);
+    same_log(a, b);
+    char *canon = log_canon(b, NULL, &lines);
+    ck_assert_int_eq(lines, 12 + 4); /* 12 steps, evaluations at 0, 4, 8, 12 */
+    free(canon);
+    /* --always_save_checkpoint=False: a checkpoint only when val improved */
+    gexec(&r, "train " TINY " --out_dir=best --always_save_checkpoint=False --learning_rate=1e-9 --min_lr=0");
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    grun_done(&r);
+}
+END_TEST
+
+/* ---- 2. resume and init ------------------------------------------------------------- */
+START_TEST(test_resume_errors) {
+    grun r;
+    grun_init(&r);
+    write_corpus(r.dir);
+    gexec(&r, "train " TINY " --out_dir=o");
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    char p[160];
+    snprintf(p, sizeof p, "%s/o/ckpt.safetensors", r.dir);
+    char *ck = slurp(p, NULL);
+    snprintf(p, sizeof p, "%s/o/log.jsonl", r.dir);
+    char *lg = slurp(p, NULL);
+    struct {
+        const char *args, *msg;
+    } cases[] = {
+        {"train --out_dir=o --resume --max_iters=12",
+         "--max_iters=12: the checkpoint o/ckpt.safetensors is at iteration 12 already"},
+        {"train --out_dir=o --init_from=resume",
+         "--max_iters=12: the checkpoint o/ckpt.safetensors is at iteration 12 already"},
+        {"train --out_dir=o --resume --max_iters=5", "nothing to train"},
+        {"train --out_dir=o --resume --n_layer=3 --max_iters=20",
+         "--n_layer=3 contradicts the checkpoint o/ckpt.safetensors, which has n_layer=1"},
+        {"train --out_dir=o --resume --learning_rate=0.01 --max_iters=20",
+         "--learning_rate=0.01 contradicts the checkpoint o/ckpt.safetensors, which has "
+         "learning_rate=0.001"},
+        {"train --out_dir=o --resume --data=other.txt --max_iters=20",
+         "--data=other.txt contradicts the checkpoint o/ckpt.safetensors, which has data=text.txt"},
+        {"train --out_dir=nowhere --resume", "nowhere/ckpt.safetensors"},
+        {"train --out_dir=o --resume --init_from=scratch", "--resume contradicts --init_from=scratch"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        gexec(&r, cases[i].args);
+        ck_assert_msg(r.status == 2, "%s: exit %d", cases[i].args, r.status);
+        ck_assert_msg(strstr(r.err, cases[i].msg), "%s: '%s' lacks '%s'", cases[i].args, r.err,
+                      cases[i].msg);
+    }
+    /* nothing was written by any of them */
+    snprintf(p, sizeof p, "%s/o/ckpt.safetensors", r.dir);
+    char *ck2 = slurp(p, NULL);
+    snprintf(p, sizeof p, "%s/o/log.jsonl", r.dir);
+    char *lg2 = slurp(p, NULL);
+    ck_assert(!strcmp(lg, lg2));
+    ck_assert(!memcmp(ck, ck2, 64));
+    free(ck), free(ck2), free(lg), free(lg2);
+    /* raising max_iters and lr_decay_iters trains on, with the same flags given again */
+    gexec(&r, "train " TINY " --out_dir=o --resume --max_iters=14 --lr_decay_iters=14");
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    ck_assert_ptr_nonnull(strstr(r.out, "14 iterations from 12"));
+    /* --init_from=PATH: a state_dict (here the run's model) */
+    gexec(&r, "train --data=text.txt --init_from=o/model.safetensors --n_head=2 --block_size=16 "
+              "--batch_size=4 --eval_iters=2 --max_iters=2 --out_dir=i");
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    grun_done(&r);
+}
+END_TEST
+
+/* ---- 3. bad runs stop clearly ---------------------------------------------------------- */
+START_TEST(test_nan_stops_with_valid_json) {
+    grun r;
+    grun_init(&r);
+    write_corpus(r.dir);
+    gexec(&r, "train " TINY " --learning_rate=1e30 --min_lr=0 --out_dir=n --eval_interval=1");
+    ck_assert_msg(r.status == 1, "exit %d: %s", r.status, r.err);
+    ck_assert_msg(strstr(r.err, "nabla-gpt: iter ") || strstr(r.err, "nabla-gpt: step "), "%s", r.err);
+    ck_assert_msg(strstr(r.err, "not finite") || strstr(r.err, "the loss is"), "%s", r.err);
+    ck_assert_ptr_nonnull(strstr(r.err, "training stopped"));
+    int lines;
+    char p[160];
+    snprintf(p, sizeof p, "%s/n/log.jsonl", r.dir);
+    char *canon = log_canon(p, NULL, &lines); /* every line is JSON */
+    ck_assert_ptr_nonnull(strstr(canon, "null"));
+    free(canon);
+    /* the last good checkpoint, if one was written, still resumes (and stops again) */
+    snprintf(p, sizeof p, "%s/n/ckpt.safetensors", r.dir);
+    if (access(p, F_OK) == 0) {
+        ck_assert_ptr_nonnull(strstr(r.err, "the last good checkpoint, n/ckpt.safetensors"));
+        gexec(&r, "train --out_dir=n --resume");
+        ck_assert_int_eq(r.status, 1);
+    }
+    /* anomaly mode names the op and the source line */
+    gexec(&r, "train " TINY " --learning_rate=1e30 --min_lr=0 --out_dir=a --anomaly=True");
+    ck_assert_msg(r.status == 1, "exit %d: %s", r.status, r.err);
+    ck_assert_msg(strstr(r.err, "anomaly") && strstr(r.err, "created at src/nn/"), "%s", r.err);
+    grun_done(&r);
+}
+END_TEST
+
+START_TEST(test_flags_validated) {
+    grun r;
+    grun_init(&r);
+    write_corpus(r.dir);
+    const struct {
+        const char *args, *msg;
+    } cases[] = {
+        {"train --data=/dev/zero --out_dir=o", "/dev/zero: is a character device, not a regular file"},
+        {"train --data=/tmp --out_dir=o", "/tmp: is a directory, not a regular file"},
+        {"train --data=text.txt --vocab_size=5", "--vocab_size=5 with --data or --dataset"},
+        {"train --data=text.txt --min_lr=0.1", "--min_lr=0.1 is above --learning_rate=0.001"},
+        {"train --data=text.txt --lr_decay_iters=10", "--lr_decay_iters=10 is below --warmup_iters=100"},
+        {"train --data=text.txt --device=cuda", "--device: 'cuda' is not available"},
+        {"train --data=text.txt --wandb_log=True", "--wandb_log=True: nabla has no Weights & Biases"},
+        {"train --data=text.txt --dataset=x", "--data, --dataset and --batches exclude each other"},
+        {"train --data=text.txt --dtype=bfloat16", "--dtype: 'bfloat16' is not float32 or float64"},
+        {"train --init=a --init_from=b", "give one of them"},
+        {"train --log_interval=0", "--log_interval: '0' is not an integer >= 1"},
+        {"sample --out_dir=x --device=mps", "--device: 'mps' is not available"},
+        {"prepare --data=/dev/zero --out_dir=p", "is a character device"},
+        {"prepare --data=text.txt", "prepare needs --data=input.txt and --out_dir=DIR"},
+    };
+    char big[160];
+    snprintf(big, sizeof big, "%s/big.txt", r.dir);
+    FILE *bf = fopen(big, "w");
+    ck_assert_ptr_nonnull(bf);
+    fclose(bf);
+    ck_assert_int_eq(truncate(big, (off_t)300 << 20), 0); /* sparse: no disk used */
+    gexec(&r, "train --data=big.txt --out_dir=o");
+    ck_assert_int_eq(r.status, 2);
+    ck_assert_ptr_nonnull(strstr(r.err, "--data=big.txt: 300 MiB of text: over --data's 256 MiB"));
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        time_t t0 = time(NULL);
+        gexec(&r, cases[i].args);
+        ck_assert_msg(r.status == 2, "%s: exit %d", cases[i].args, r.status);
+        ck_assert_msg(strstr(r.err, cases[i].msg), "%s: '%s' lacks '%s'", cases[i].args, r.err,
+                      cases[i].msg);
+        ck_assert_int_le(time(NULL) - t0, 5); /* refused, not read */
+    }
+    /* notes: --threads above the cores, --compile=True; --out_dir with parents;
+     * --log_interval; --eval_only writes nothing */
+    gexec(&r, "train " TINY " --threads=1000 --compile=True --out_dir=a/b/c --log_interval=5");
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    ck_assert_ptr_nonnull(strstr(r.err, "note: --threads=1000 is more than the"));
+    ck_assert_ptr_nonnull(strstr(r.err, "note: --compile=True: nabla has nothing to compile"));
+    ck_assert_ptr_nonnull(strstr(r.out, "\niter 5: loss "));
+    ck_assert_ptr_null(strstr(r.out, "\niter 4: loss "));
+    ck_assert_ptr_nonnull(strstr(r.out, "step 12: train loss "));
+    gexec(&r, "train " TINY " --eval_only=True --out_dir=e");
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    ck_assert_ptr_nonnull(strstr(r.out, "step 0: train loss "));
+    char p[128];
+    snprintf(p, sizeof p, "%s/e", r.dir);
+    ck_assert_int_ne(access(p, F_OK), 0);
+    grun_done(&r);
+}
+END_TEST
+
+/* ---- 4. data as nanoGPT has it -------------------------------------------------------- */
+START_TEST(test_prepare_matches_nanogpt) {
+    grun r;
+    grun_init(&r);
+    gexec(&r, "prepare --data=" FIX "prepare/input.txt --out_dir=data/chars");
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    ck_assert_ptr_nonnull(strstr(r.out, "length of dataset in characters: 2610"));
+    ck_assert_ptr_nonnull(strstr(r.out, "vocab size: 353"));
+    const char *files[] = {"train.bin", "val.bin", "meta.pkl"};
+    for (int i = 0; i < 3; i++) {
+        char a[200], b[200];
+        snprintf(a, sizeof a, FIX "prepare/ref/%s", files[i]);
+        snprintf(b, sizeof b, "%s/data/chars/%s", r.dir, files[i]);
+        same_bytes(a, b);
+    }
+    if (access("/usr/bin/python3", X_OK) == 0) { /* Python's own pickle reads it */
+        char cmd[512], *out = NULL;
+        snprintf(cmd, sizeof cmd, "/usr/bin/python3 -c \"import pickle; m = pickle.load(open("
+                 "'%s/data/chars/meta.pkl', 'rb')); print(m['vocab_size'], len(m['itos']), "
+                 "m['stoi'][m['itos'][352]])\"", r.dir);
+        ck_assert_int_eq(nb_test_run(cmd, &out), 0);
+        ck_assert_str_eq(out, "353 353 352\n");
+        free(out);
+    }
+    grun_done(&r);
+}
+END_TEST
+
+START_TEST(test_dataset_and_config) {
+    grun r;
+    grun_init(&r);
+    /* --dataset=NAME from data/NAME, in nanoGPT's format (the fixtures) */
+    char cmd[512], *out = NULL;
+    snprintf(cmd, sizeof cmd, "mkdir -p '%s/data' && cp -r " FIX "prepare/ref '%s/data/shakespeare_char'",
+             r.dir, r.dir);
+    ck_assert_int_eq(nb_test_run(cmd, &out), 0);
+    free(out);
+    const char *small = "--n_layer=1 --n_head=2 --n_embd=16 --block_size=16 --batch_size=4 "
+                        "--eval_iters=2 --eval_interval=3 --max_iters=6 --lr_decay_iters=6 "
+                        "--warmup_iters=2 --log_interval=1";
+    char args[1024];
+    snprintf(args, sizeof args, "train --dataset=shakespeare_char %s --out_dir=d", small);
+    gexec(&r, args);
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    ck_assert_ptr_nonnull(strstr(r.out, "vocab 353"));
+    /* and a directory path as NAME; then sampling from it */
+    snprintf(args, sizeof args, "train --dataset=%%D/data/shakespeare_char %s --out_dir=d2", small);
+    gexec(&r, args);
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    char p[160];
+    snprintf(p, sizeof p, "%s/prompt.txt", r.dir);
+    write_text(p, "First");
+    gexec(&r, "sample --out_dir=d --start=FILE:prompt.txt --num_samples=1 --max_new_tokens=5 --seed=3");
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    ck_assert(!strncmp(r.out, "First", 5));
+    /* the config file (nanoGPT's train_shakespeare_char.py), flags after it override it */
+    snprintf(args, sizeof args, "train " FIX "train_shakespeare_char.py --device=cpu --compile=False "
+             "%s --out_dir=c", small);
+    gexec(&r, args);
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    ck_assert_ptr_nonnull(strstr(r.out, "nabla-gpt: nanogpt, "));
+    ck_assert_ptr_nonnull(strstr(r.out, "step 3: train loss "));
+    ck_assert_ptr_nonnull(strstr(r.out, "iter 5: loss "));
+    /* its dropout 0.2 and always_save_checkpoint=False went into the checkpoint */
+    gexec(&r, "train --out_dir=c --resume --dropout=0.1 --max_iters=9");
+    ck_assert_int_eq(r.status, 2);
+    ck_assert_ptr_nonnull(strstr(r.err, "--dropout=0.10000000000000001 contradicts"));
+    ck_assert_ptr_nonnull(strstr(r.err, "has dropout=0.20000000000000001"));
+    /* bad config files name the line */
+    const struct {
+        const char *text, *msg;
+    } bad[] = {
+        {"n_layer = 2\nimport os\n", "c.py:2: no '=' after the key"},
+        {"# ok\nn_layer = 2 * 3\n", "c.py:2: more after the value"},
+        {"n_layer = '2'\n", "c.py:1: n_layer = '2': n_layer takes a number"},
+        {"dataset = shakespeare\n", "c.py:1: a value that is not a number, a quoted string"},
+        {"no_such_key = 1\n", "c.py:1: unknown flag '--no_such_key' for train"},
+        {"n_layer = 0\n", "c.py:1: --n_layer: '0' is not an integer >= 1"},
+        {"out_dir = 'abc\n", "c.py:1: a string without its closing quote"},
+        {"bias = 1\n", "c.py:1: bias = 1: bias takes True or False"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        snprintf(p, sizeof p, "%s/c.py", r.dir);
+        write_text(p, bad[i].text);
+        gexec(&r, "train c.py --device=cpu");
+        ck_assert_msg(r.status == 2, "%s: exit %d", bad[i].text, r.status);
+        ck_assert_msg(strstr(r.err, bad[i].msg), "%s: '%s' lacks '%s'", bad[i].text, r.err, bad[i].msg);
+    }
+    gexec(&r, FIX "train_shakespeare_char.py");
+    ck_assert_int_eq(r.status, 2);
+    gexec(&r, "train c.py other.py");
+    ck_assert_int_eq(r.status, 2);
+    grun_done(&r);
+}
+END_TEST
+
+/* meta.pkl: only the opcodes prepare.py's pickle uses; others are refused */
+START_TEST(test_meta_pkl_refuses_code) {
+    grun r;
+    grun_init(&r);
+    char cmd[512], *out = NULL, p[200];
+    snprintf(cmd, sizeof cmd, "mkdir -p '%s/ds' && cp " FIX "prepare/ref/*.bin '%s/ds/'", r.dir, r.dir);
+    ck_assert_int_eq(nb_test_run(cmd, &out), 0);
+    free(out);
+    /* pickle.dumps(os.system) -- protocol 2: GLOBAL 'posix system' */
+    static const char evil[] = "\x80\x02" "cposix\nsystem\nq\x00." ;
+    snprintf(p, sizeof p, "%s/ds/meta.pkl", r.dir);
+    FILE *f = fopen(p, "wb");
+    fwrite(evil, 1, sizeof evil - 1, f);
+    fclose(f);
+    gexec(&r, "train --dataset=%D/ds --out_dir=o");
+    ck_assert_int_eq(r.status, 2);
+    ck_assert_msg(strstr(r.err, "opcode 0x63 at byte 2 is not one that meta.pkl uses: refused"),
+                  "%s", r.err);
+    /* without meta.pkl: GPT-2's ids, nanoGPT's vocab_size 50304 */
+    unlink(p);
+    gexec(&r, "train --dataset=%D/ds --out_dir=o --n_layer=1 --n_head=2 --n_embd=8 --block_size=8 "
+              "--batch_size=2 --eval_iters=1 --max_iters=2 --warmup_iters=1 --lr_decay_iters=2");
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    ck_assert_ptr_nonnull(strstr(r.out, "has no meta.pkl: GPT-2 token ids, vocab_size 50304"));
+    ck_assert_ptr_nonnull(strstr(r.out, "vocab 50304"));
+    /* sample.py's --init_from: a model path */
+    gexec(&r, "sample --init_from=%D/o/model.safetensors --num_samples=1");
+    ck_assert_int_eq(r.status, 2); /* GPT-2 ids: no character vocabulary to decode */
+    ck_assert_ptr_nonnull(strstr(r.err, "no 'n_head' and 'vocab' metadata"));
+    grun_done(&r);
+}
+END_TEST
+
+Suite *suite_gpt_train(void) {
+    Suite *s = suite_create("gpt_train");
+    TCase *tc = tcase_create("core");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_sigint_at_10_points_resumes_bit_identical);
+    tcase_add_test(tc, test_kill_sigterm_and_second_signal);
+    tcase_add_test(tc, test_checkpoints_and_force);
+    tcase_add_test(tc, test_resume_errors);
+    tcase_add_test(tc, test_nan_stops_with_valid_json);
+    tcase_add_test(tc, test_flags_validated);
+    tcase_add_test(tc, test_prepare_matches_nanogpt);
+    tcase_add_test(tc, test_dataset_and_config);
+    tcase_add_test(tc, test_meta_pkl_refuses_code);
+    suite_add_tcase(s, tc);
+    return s;
+}
