@@ -6,6 +6,8 @@
  * PREFIX=...` (rpath from pkg-config's libdir): it builds and runs. */
 START_TEST(test_installed_prefix_program_runs) {
     char dir[] = "/tmp/nb-install-XXXXXX", cmd[8192], path[64], *out = NULL;
+    /* the compiler the library was built with (NB_CC: an instrumented build's) */
+    const char *cc = getenv("NB_CC") && *getenv("NB_CC") ? getenv("NB_CC") : "cc";
     ck_assert_ptr_nonnull(mkdtemp(dir));
     snprintf(path, sizeof path, "%s/example.c", dir);
     FILE *f = fopen(path, "w");
@@ -18,9 +20,9 @@ START_TEST(test_installed_prefix_program_runs) {
     snprintf(cmd, sizeof cmd,
              "make -s -C '%s' B='%s' install PREFIX='%s/prefix' >'%s/make.log' 2>&1 && cd '%s' && "
              "export PKG_CONFIG_PATH='%s/prefix/lib/pkgconfig' && "
-             "cc example.c $(pkg-config --cflags --libs nabla) "
+             "%s example.c $(pkg-config --cflags --libs nabla) "
              "-Wl,-rpath,$(pkg-config --variable=libdir nabla) -o example && ./example",
-             NB_SOURCE_DIR, nb_test_build_dir(), dir, dir, dir, dir);
+             NB_SOURCE_DIR, nb_test_build_dir(), dir, dir, dir, dir, cc);
     int st = nb_test_run(cmd, &out);
     ck_assert_msg(st == 0 && !strcmp(out, "2.5\n"), "exit %d, output '%s' (see %s/make.log)", st,
                   out, dir);
