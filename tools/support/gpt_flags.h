@@ -36,7 +36,7 @@ typedef struct gpt_flags {
     long rounds;
     bool sample;
     /* sampling */
-    const char *start;
+    const char *start, *tokenizer_dir;
     long num_samples, max_new_tokens, top_k;
     double temperature;
     /* which flags the command line gave (bit i: flag i of the table) */

@@ -633,6 +633,8 @@ static void meta_fill(run *r, meta *m, bool ckpt) {
         meta_add(m, "tokenizer", "char");
         if (!r->vocab_str) r->vocab_str = nb_char_vocab_to_string(r->pctx, &r->vocab);
         meta_add(m, "vocab", r->vocab_str);
+    } else if (r->has_ds && !r->ds.has_meta) {
+        meta_add(m, "tokenizer", "gpt2"); /* GPT-2 ids: sample decodes them with its BPE */
     }
     if (!ckpt) return;
     meta_add(m, "run_id", r->run_id);
