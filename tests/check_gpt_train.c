@@ -585,9 +585,9 @@ START_TEST(test_meta_pkl_refuses_code) {
     ck_assert_ptr_nonnull(strstr(r.out, "has no meta.pkl: GPT-2 token ids, vocab_size 50304"));
     ck_assert_ptr_nonnull(strstr(r.out, "vocab 50304"));
     /* sample.py's --init_from: a model path */
-    gexec(&r, "sample --init_from=%D/o/model.safetensors --num_samples=1");
-    ck_assert_int_eq(r.status, 2); /* GPT-2 ids: no character vocabulary to decode */
-    ck_assert_ptr_nonnull(strstr(r.err, "no 'n_head' and 'vocab' metadata"));
+    gexec(&r, "sample --init_from=%D/o/model.safetensors --num_samples=1 --max_new_tokens=3");
+    ck_assert_msg(r.status == 0, "%s", r.err); /* GPT-2 ids: decoded by GPT-2's BPE */
+    ck_assert_ptr_nonnull(strstr(r.out, "\n---------------\n"));
     grun_done(&r);
 }
 END_TEST
