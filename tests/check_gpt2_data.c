@@ -68,11 +68,54 @@ START_TEST(test_prepare_gpt2_train_and_sample) {
 }
 END_TEST
 
+/* --init_from=PATH of a Hugging Face GPT-2 file (tests/fixtures/hf, made by
+ * tools/ref/gen_hf_fixtures.py: GPT2LMHeadModel names, config.json beside
+ * it): fine-tuned on GPT-2 ids, it keeps GPT-2's tanh GELU in the model it
+ * writes, and samples. */
+START_TEST(test_init_from_hugging_face) {
+    char dir[] = "/tmp/nb-gpt2hf-XXXXXX", p[256], *out = NULL;
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(p, sizeof p, "mkdir -p '%s/ds'", dir);
+    ck_assert_int_eq(system(p), 0);
+    const char *names[2] = {"train.bin", "val.bin"};
+    for (int k = 0; k < 2; k++) { /* ids below the fixture model's vocabulary of 100 */
+        snprintf(p, sizeof p, "%s/ds/%s", dir, names[k]);
+        FILE *f = fopen(p, "wb");
+        ck_assert_ptr_nonnull(f);
+        for (int i = 0; i < 400; i++) fputc((i * 37 + k) % 90, f), fputc(0, f);
+        fclose(f);
+    }
+    ck_assert_msg(gpt(dir, "train --init_from=" NB_SOURCE_DIR "/tests/fixtures/hf/lmhead/"
+                      "model.safetensors --dataset=ds --block_size=8 --batch_size=2 "
+                      "--max_iters=2 --eval_interval=2 --eval_iters=1 --out_dir=h", &out) == 0,
+                  "%s", out);
+    free(out);
+    nb_ctx *c = nb_ctx_new(0);
+    nb_tensor_list sd = {0};
+    const char *k[64], *v[64];
+    int n = 0;
+    snprintf(p, sizeof p, "%s/h/model.safetensors", dir);
+    ck_assert_int_eq(nb_load_safetensors_meta(c, p, &sd, 64, &n, k, v), NB_OK);
+    bool tanh_gelu = false;
+    for (int i = 0; i < n && i < 64; i++) tanh_gelu |= !strcmp(k[i], "gelu") && !strcmp(v[i], "tanh");
+    ck_assert_msg(tanh_gelu, "the model lost GPT-2's GELU");
+    ck_assert_ptr_nonnull(nb_list_get(&sd, "transformer.h.1.attn.c_attn.weight"));
+    nb_list_free(&sd);
+    nb_ctx_free(c);
+    ck_assert_msg(gpt(dir, "sample --out_dir=h --start='!' --num_samples=1 --max_new_tokens=3",
+                      &out) == 0, "%s", out);
+    free(out);
+    snprintf(p, sizeof p, "rm -rf '%s'", dir);
+    ck_assert_int_eq(system(p), 0);
+}
+END_TEST
+
 Suite *suite_gpt2_data(void) {
     Suite *s = suite_create("gpt2_data");
     TCase *tc = tcase_create("gpt2_data");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_prepare_gpt2_train_and_sample);
+    tcase_add_test(tc, test_init_from_hugging_face);
     suite_add_tcase(s, tc);
     return s;
 }

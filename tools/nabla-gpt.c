@@ -129,6 +129,8 @@ static int cmd_sample(const gpt_flags *f) {
             st = gpt_fail(PROG, "%s: %s", path, nb_ctx_error(pctx));
         else if (gpt2 && !(bpe = gpt_bpe_open(pctx, PROG, f->tokenizer_dir)))
             st = GPT_EXIT_USAGE;
+        const char *gelu = meta_get(n, k, v, "gelu"); /* a model started from GPT-2's weights */
+        if (!st && gelu && !strcmp(gelu, "tanh")) gpt.cfg.gelu = NB_GELU_TANH;
     }
     char *start = st ? NULL : unescape(f->start);
     if (!st && !start) st = GPT_EXIT_USAGE; /* FILE: unreadable, said */

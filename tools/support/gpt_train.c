@@ -306,9 +306,19 @@ static int model_from_init(run *r) {
     if (nb_load_safetensors_meta(r->pctx, r->init, &sd, 64, &n_meta, keys, values))
         return gpt_fail(r->prog, "--init_from: %s", nb_ctx_error(r->pctx));
     vocab_from_meta(r, n_meta < 64 ? n_meta : 64, keys, values);
-    nb_status st = nb_gpt_from_state_dict(r->pctx, &r->gpt, &sd, (int)r->f->n_head,
-                                          r->f->dropout, gpt_flags_dtype(r->f), &r->rng_model);
-    nb_list_free(&sd);
+    nb_status st;
+    if (nb_gpt_state_dict_is_hf(&sd)) { /* a Hugging Face GPT-2 file, read again as it streams */
+        nb_list_free(&sd);
+        int heads = gpt_flag_given(r->f, "n_head") ? (int)r->f->n_head : 0; /* 0: config.json */
+        st = nb_gpt_load_hf(r->pctx, &r->gpt, r->init, heads, r->f->dropout,
+                            gpt_flags_dtype(r->f), &r->rng_model);
+    } else {
+        st = nb_gpt_from_state_dict(r->pctx, &r->gpt, &sd, (int)r->f->n_head, r->f->dropout,
+                                    gpt_flags_dtype(r->f), &r->rng_model);
+        for (int i = 0; !st && i < n_meta && i < 64; i++) /* a model started from GPT-2's */
+            if (!strcmp(keys[i], "gelu") && !strcmp(values[i], "tanh")) r->gpt.cfg.gelu = NB_GELU_TANH;
+        nb_list_free(&sd);
+    }
     return st ? gpt_fail(r->prog, "--init_from=%s: %s", r->init, nb_ctx_error(r->pctx)) : 0;
 }
 
@@ -623,6 +633,7 @@ static void meta_fill(run *r, meta *m, bool ckpt) {
     const nb_gpt_config *c = &r->gpt.cfg;
     m->n = 0;
     meta_add(m, "arch", c->arch == NB_GPT_NANOGPT ? "nanogpt" : "gptmodel");
+    if (c->arch == NB_GPT_NANOGPT && c->gelu == NB_GELU_TANH) meta_add(m, "gelu", "tanh"); /* GPT-2's */
     snprintf(m->buf[0], 32, "%d", c->n_head);
     meta_add(m, "n_head", m->buf[0]);
     snprintf(m->buf[1], 32, "%lld", (long long)r->iter);
