@@ -17,6 +17,8 @@
 #include <unistd.h>
 
 #define FIX NB_SOURCE_DIR "/tests/fixtures/"
+/* the config users run, nanoGPT's settings (config/ at the top, as in nanoGPT) */
+#define CONFIG NB_SOURCE_DIR "/config/train_shakespeare_char.py"
 
 typedef struct grun {
     char dir[64];
@@ -519,7 +521,7 @@ START_TEST(test_dataset_and_config) {
     ck_assert_msg(r.status == 0, "%s", r.err);
     ck_assert(!strncmp(r.out, "First", 5));
     /* the config file (nanoGPT's train_shakespeare_char.py), flags after it override it */
-    snprintf(args, sizeof args, "train " FIX "train_shakespeare_char.py --device=cpu --compile=False "
+    snprintf(args, sizeof args, "train " CONFIG " --device=cpu --compile=False "
              "%s --out_dir=c", small);
     gexec(&r, args);
     ck_assert_msg(r.status == 0, "%s", r.err);
@@ -551,7 +553,7 @@ START_TEST(test_dataset_and_config) {
         ck_assert_msg(r.status == 2, "%s: exit %d", bad[i].text, r.status);
         ck_assert_msg(strstr(r.err, bad[i].msg), "%s: '%s' lacks '%s'", bad[i].text, r.err, bad[i].msg);
     }
-    gexec(&r, FIX "train_shakespeare_char.py");
+    gexec(&r, CONFIG);
     ck_assert_int_eq(r.status, 2);
     gexec(&r, "train c.py other.py");
     ck_assert_int_eq(r.status, 2);
