@@ -2,6 +2,7 @@
  * (nabla/optim.h: AdamW groups, nanoGPT's lr schedule, the training step):
  *   - parity: 20 AdamW steps replayed against PyTorch runs of tools/ref/gpt_ref.py
  *     (tests/fixtures/gpt, tools/ref/gen_gpt_fixtures.py), both layouts, f64 and f32;
+ *   - second order: the gradients of the squared gradients against PyTorch's;
  *   - names, shapes and init of both layouts; the tied head;
  *   - the KV cache against the full forward, cached vs uncached generation;
  *   - accumulation = one big batch; the schedule's formula; weight-decay groups;
@@ -162,6 +163,85 @@ START_TEST(test_parity_f64) { run_parity(RUNS[_i], NB_F64, 1e-9, 1e-8); }
 END_TEST
 
 START_TEST(test_parity_f32) { run_parity(RUNS[_i], NB_F32, 1e-5, 5e-4); }
+END_TEST
+
+/* ---- second order against PyTorch -------------------------------------------------
+ * grad2_<model>.safetensors (tools/ref/gen_gpt_fixtures.py): on batch 0, in
+ * float64, loss = the model's loss, grad = d loss / d params with
+ * create_graph, grad2 = d (sum of every grad squared) / d params. nabla does
+ * the same with nb_grad(create_graph) and nb_backward of the sum. */
+
+static const char *const GRAD2_MODELS[] = {"gptmodel_qkv", "gptmodel", "nanogpt_bias",
+                                           "nanogpt_nobias"};
+
+/* max |a - b| / max |b|; a's values from its data, or from its gradient.
+ * The denominator is at least 1e-6: W_key.bias's gradients are zero in exact
+ * arithmetic (see key_bias) and rounding noise (1e-17) in both programs,
+ * so they are compared absolutely. Every other gradient here is over 1e-4. */
+static double rel_err(const nb_tensor *a, bool a_grad, const nb_tensor *b) {
+    ck_assert_uint_eq(a->numel, b->numel);
+    double num = 0, den = 0;
+    for (size_t j = 0; j < a->numel; j++) {
+        double v = a_grad ? nb_grad_get(a, j) : nb_get(a, j);
+        num = fmax(num, fabs(v - nb_get(b, j)));
+        den = fmax(den, fabs(nb_get(b, j)));
+    }
+    return num / fmax(den, 1e-6);
+}
+
+START_TEST(test_second_order_vs_torch) {
+    const char *model = GRAD2_MODELS[_i];
+    nb_ctx *files = nb_ctx_new(0), *pctx = nb_ctx_new(0), *step = nb_ctx_new(0);
+    char path[512];
+    nb_tensor_list want = {0}, init = {0}, batches = {0};
+    snprintf(path, sizeof path, GPT_DIR "grad2_%s.safetensors", model);
+    ck_assert_int_eq(nb_load_safetensors(files, path, &want), NB_OK);
+    snprintf(path, sizeof path, GPT_DIR "init_%s.safetensors", model);
+    ck_assert_int_eq(nb_load_safetensors(files, path, &init), NB_OK);
+    ck_assert_int_eq(nb_load_safetensors(files, GPT_DIR "batches.safetensors", &batches), NB_OK);
+    nb_gpt m;
+    ck_assert_int_eq(nb_gpt_from_state_dict(pctx, &m, &init, 2, 0.0, NB_F64, NULL), NB_OK);
+    replay r = {&m, nb_list_get(&batches, "x"), nb_list_get(&batches, "y"), 0,
+                nb_list_get(&batches, "x")->shape[1]};
+    nb_tensor *loss = micro_loss(step, 0, &r);
+    ck_assert_ptr_nonnull(loss);
+    double wl = nb_get(nb_list_get(&want, "loss"), 0);
+    ck_assert_double_le(fabs(nb_item(loss) - wl), 1e-12 * fabs(wl));
+    int n = m.params.n;
+    nb_tensor **g = calloc((size_t)n, sizeof *g);
+    nb_grad_opts o = {.create_graph = true};
+    ck_assert_msg(nb_grad(step, 1, &loss, NULL, n, m.params.t, &o, g) == NB_OK, "%s: %s", model,
+                  nb_ctx_error(step));
+    nb_tensor *total = NULL;
+    for (int i = 0; i < n; i++) {
+        nb_tensor *sq = nb_sum(step, nb_mul(step, g[i], g[i]));
+        total = total ? nb_add(step, total, sq) : sq;
+    }
+    ck_assert_int_eq(nb_backward(step, total, NULL), NB_OK);
+    double worst1 = 0, worst2 = 0;
+    for (int i = 0; i < n; i++) {
+        char key[160];
+        const char *name = nb_list_name(&m.params, i);
+        snprintf(key, sizeof key, "grad.%s", name);
+        const nb_tensor *w1 = nb_list_get(&want, key);
+        snprintf(key, sizeof key, "grad2.%s", name);
+        const nb_tensor *w2 = nb_list_get(&want, key);
+        ck_assert_msg(w1 && w2, "%s: no %s in the fixture", model, key);
+        nb_tensor *p = nb_list_tensor(&m.params, i);
+        ck_assert_ptr_nonnull(p->grad);
+        double e1 = rel_err(g[i], false, w1), e2 = rel_err(p, true, w2);
+        ck_assert_msg(e1 <= 1e-10 && e2 <= 1e-10, "%s: %s: first order %.3g, second %.3g", model,
+                      name, e1, e2);
+        worst1 = fmax(worst1, e1), worst2 = fmax(worst2, e2);
+    }
+    if (getenv("NB_GPT_PARITY_VERBOSE"))
+        fprintf(stderr, "%s grad2: worst rel err %.2g (first), %.2g (second)\n", model, worst1,
+                worst2);
+    free(g);
+    nb_ctx_free(step);
+    nb_ctx_free(pctx);
+    nb_ctx_free(files);
+}
 END_TEST
 
 /* ---- layout, names, init --------------------------------------------------------- */
@@ -719,6 +799,7 @@ Suite *suite_gpt(void) {
     TCase *tc = tcase_create("parity");
     tcase_add_loop_test(tc, test_parity_f64, 0, 4);
     tcase_add_loop_test(tc, test_parity_f32, 0, 4);
+    tcase_add_loop_test(tc, test_second_order_vs_torch, 0, 4);
     tcase_set_timeout(tc, 60);
     suite_add_tcase(s, tc);
     TCase *tm = tcase_create("model");

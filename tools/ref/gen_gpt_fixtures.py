@@ -32,6 +32,12 @@ Files (safetensors; float tensors of the state_dicts are F64):
                         Metadata: "init" (the init file), "batches", "args":
                         the nabla-gpt train flags of the run (nanoGPT's names,
                         --key=value), "torch" (version).
+  grad2_<model>.safetensors  (F64)
+                        second order on batch 0: loss = model(x[0], y[0]);
+                        grad.<name> = d loss / d param (create_graph=True),
+                        grad2.<name> = d (sum over params of sum(grad^2)) /
+                        d param, for every named parameter (the tied head
+                        once, as transformer.wte.weight). Metadata: "init".
 
 Each iteration (nanoGPT's train.py loop, dropout 0):
     lr = get_lr(it) if decay_lr else learning_rate; set on every group
@@ -139,6 +145,26 @@ def train(model, o, x, y):
     return losses, lrs
 
 
+def second_order(mname, arch, cfg, init, x, y, out):
+    """Gradients and gradients of gradients of one batch's loss (float64)."""
+    model = make_model(arch, cfg).double()
+    with torch.no_grad():
+        own = model.state_dict()
+        for k, v in init:
+            own[k].copy_(v)
+    names = [n for n, _ in model.named_parameters()]
+    params = [p for _, p in model.named_parameters()]
+    _, loss = model(x[0], y[0])
+    grads = torch.autograd.grad(loss, params, create_graph=True)
+    total = sum((g * g).sum() for g in grads)
+    grads2 = torch.autograd.grad(total, params)
+    tensors = [("loss", loss.detach().reshape(1))]
+    tensors += [("grad." + n, g.detach()) for n, g in zip(names, grads)]
+    tensors += [("grad2." + n, g) for n, g in zip(names, grads2)]
+    write_safetensors(os.path.join(out, "grad2_%s.safetensors" % mname), tensors,
+                      {"init": "init_%s.safetensors" % mname, "torch": torch.__version__})
+
+
 def flags(arch, cfg, o, dtype):
     a = ["--arch=%s" % arch, "--n_head=%d" % cfg["n_head"], "--dropout=0.0",
          "--dtype=%s" % dtype, "--max_iters=%d" % ITERS, "--batch_size=%d" % B,
@@ -165,6 +191,7 @@ def main():
         inits[name] = [(k, v.clone()) for k, v in state_dict(model)]
         write_safetensors(os.path.join(out, "init_%s.safetensors" % name), inits[name],
                           {"arch": arch, "n_head": cfg["n_head"]})
+        second_order(name, arch, cfg, inits[name], x, y, out)
     for run, mname, over in RUNS:
         arch, cfg, _ = MODELS[mname]
         o = dict(BASE, **over)
