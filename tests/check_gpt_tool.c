@@ -3,52 +3,13 @@
  * by tools/ref/gen_gpt_fixtures.py) in both layouts, bit-identical --resume,
  * sampling from a trained model, and its errors on bad input.
  * The program is $NB_BUILD_DIR/bin/nabla-gpt (or build/bin/nabla-gpt). */
-#include "check_nabla.h"
+#include "gpt_run.h"
 
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #define GPT_FIXTURES NB_SOURCE_DIR "/tests/fixtures/gpt/"
-
-typedef struct gpt_run {
-    char dir[64];  /* a fresh temporary directory: out_dir and the captured output */
-    int status;
-    char out[16384], err[4096];
-} gpt_run;
-
-static void gpt_run_init(gpt_run *r) {
-    memset(r, 0, sizeof *r);
-    snprintf(r->dir, sizeof r->dir, "/tmp/nb-gpt-XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(r->dir));
-}
-
-static void gpt_run_done(gpt_run *r) {
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", r->dir);
-    ck_assert_int_eq(system(cmd), 0);
-}
-
-/* Runs "nabla-gpt <args>" (a shell word list; "%D" stands for r->dir),
- * capturing stdout and stderr. */
-static void gpt_exec(gpt_run *r, const char *args) {
-    const char *dir = getenv("NB_BUILD_DIR");
-    char prog[4096], cmd[16384], line[8192] = "", *o = line;
-    snprintf(prog, sizeof prog, "%s/bin/nabla-gpt", dir && *dir ? dir : NB_SOURCE_DIR "/build");
-    ck_assert_msg(access(prog, X_OK) == 0, "%s is not there: build it with make", prog);
-    for (const char *a = args; *a; a++) /* expand %D */
-        if (a[0] == '%' && a[1] == 'D') o += sprintf(o, "%s", r->dir), a++;
-        else *o++ = *a;
-    *o = '\0';
-    snprintf(cmd, sizeof cmd, "'%s' %s >'%s/stdout' 2>'%s/stderr'", prog, line, r->dir, r->dir);
-    int st = system(cmd);
-    r->status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-    char p[128];
-    snprintf(p, sizeof p, "%s/stdout", r->dir);
-    nb_test_read_text(p, r->out, sizeof r->out);
-    snprintf(p, sizeof p, "%s/stderr", r->dir);
-    nb_test_read_text(p, r->err, sizeof r->err);
-}
 
 static void write_file(const char *path, const char *data, size_t n) {
     FILE *f = fopen(path, "wb");
@@ -155,17 +116,6 @@ START_TEST(test_parity_f32) { parity_case(RUNS[_i], false); }
 END_TEST
 
 /* ---- text training, resume, sample -------------------------------------------------- */
-/* A few kilobytes of text with multibyte characters. */
-static void write_corpus(const char *dir) {
-    char path[128], text[8192] = "";
-    size_t n = 0;
-    for (int i = 0; n + 80 < sizeof text; i++)
-        n += (size_t)snprintf(text + n, sizeof text - n, "line %d: the caf\xc3\xa9 sells %d "
-                              "cr\xc3\xaapes \xe2\x82\xac%d\n", i, i * 7 % 13, i % 5);
-    snprintf(path, sizeof path, "%s/text.txt", dir);
-    write_file(path, text, n);
-}
-
 #define SMALL "--n_layer=2 --n_head=2 --n_embd=16 --block_size=16 --batch_size=4 " \
               "--eval_interval=4 --eval_iters=2 --dropout=0.1 --warmup_iters=2 --lr_decay_iters=8 " \
               "--data=%D/text.txt"
@@ -173,7 +123,7 @@ static void write_corpus(const char *dir) {
 START_TEST(test_resume_is_bit_identical) {
     gpt_run r;
     gpt_run_init(&r);
-    write_corpus(r.dir);
+    gpt_write_corpus(r.dir);
     gpt_exec(&r, "train " SMALL " --max_iters=8 --out_dir=%D/a");
     ck_assert_msg(r.status == 0, "%s", r.err);
     ck_assert_ptr_nonnull(strstr(r.out, "step 8: train loss"));

@@ -8,7 +8,7 @@
  * made by tools/ref/prepare_char_ref.py, the logic of nanoGPT's
  * data/shakespeare_char/prepare.py); `sample --start=FILE:`.
  * The program is $NB_BUILD_DIR/bin/nabla-gpt (or build/bin/nabla-gpt). */
-#include "check_nabla.h"
+#include "gpt_run.h"
 
 #include <cjson/cJSON.h>
 #include <sys/stat.h>
@@ -19,49 +19,6 @@
 #define FIX NB_SOURCE_DIR "/tests/fixtures/"
 /* the config users run, nanoGPT's settings (config/ at the top, as in nanoGPT) */
 #define CONFIG NB_SOURCE_DIR "/config/train_shakespeare_char.py"
-
-typedef struct grun {
-    char dir[64];
-    int status;
-    char out[16384], err[4096];
-} grun;
-
-static void grun_init(grun *r) {
-    memset(r, 0, sizeof *r);
-    snprintf(r->dir, sizeof r->dir, "/tmp/nb-gtrain-XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(r->dir));
-}
-
-static void grun_done(grun *r) {
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", r->dir);
-    ck_assert_int_eq(system(cmd), 0);
-}
-
-static void expand(const grun *r, const char *in, char *out) {
-    for (const char *a = in; *a; a++)
-        if (a[0] == '%' && a[1] == 'D') out += sprintf(out, "%s", r->dir), a++;
-        else *out++ = *a;
-    *out = '\0';
-}
-
-/* Runs "[env] nabla-gpt <args>" in r->dir ("%D" is r->dir). */
-static void gexec_env(grun *r, const char *env, const char *args) {
-    char prog[4096], cmd[16384], line[8192];
-    snprintf(prog, sizeof prog, "%s/bin/nabla-gpt", nb_test_build_dir());
-    ck_assert_msg(access(prog, X_OK) == 0, "%s is not there: build it with make", prog);
-    expand(r, args, line);
-    snprintf(cmd, sizeof cmd, "cd '%s' && %s '%s' %s >'%s/stdout' 2>'%s/stderr'", r->dir, env, prog,
-             line, r->dir, r->dir);
-    int st = system(cmd);
-    r->status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-    char p[128];
-    snprintf(p, sizeof p, "%s/stdout", r->dir);
-    nb_test_read_text(p, r->out, sizeof r->out);
-    snprintf(p, sizeof p, "%s/stderr", r->dir);
-    nb_test_read_text(p, r->err, sizeof r->err);
-}
-static void gexec(grun *r, const char *args) { gexec_env(r, "", args); }
 
 static char *slurp(const char *path, size_t *len) {
     FILE *f = fopen(path, "rb");
@@ -127,17 +84,6 @@ static void write_text(const char *path, const char *s) {
     fclose(f);
 }
 
-/* Some kilobytes of text with multibyte characters. */
-static void write_corpus(const char *dir) {
-    char path[128], text[8192] = "";
-    size_t n = 0;
-    for (int i = 0; n + 80 < sizeof text; i++)
-        n += (size_t)snprintf(text + n, sizeof text - n, "line %d: the caf\xc3\xa9 sells %d "
-                              "cr\xc3\xaapes \xe2\x82\xac%d\n", i, i * 7 % 13, i % 5);
-    snprintf(path, sizeof path, "%s/text.txt", dir);
-    write_text(path, text);
-}
-
 #define TINY "--n_layer=1 --n_head=2 --n_embd=16 --block_size=16 --batch_size=4 " \
              "--eval_interval=4 --eval_iters=2 --dropout=0.1 --warmup_iters=2 " \
              "--lr_decay_iters=12 --max_iters=12 --data=text.txt"
@@ -146,17 +92,17 @@ static void write_corpus(const char *dir) {
 /* SIGINT during iteration N (the test seam raises it inside the step) at 10
  * points: exit 130, then --init_from=resume equals the uninterrupted run. */
 START_TEST(test_sigint_at_10_points_resumes_bit_identical) {
-    grun r;
-    grun_init(&r);
-    write_corpus(r.dir);
-    gexec(&r, "train " TINY " --out_dir=full");
+    gpt_run r;
+    gpt_run_init(&r);
+    gpt_write_corpus(r.dir);
+    gpt_exec(&r, "train " TINY " --out_dir=full");
     ck_assert_msg(r.status == 0, "%s", r.err);
     const int at[10] = {0, 1, 2, 3, 4, 5, 7, 8, 10, 11};
     for (int i = 0; i < 10; i++) {
         char env[64], args[512], a[160], b[160];
         snprintf(env, sizeof env, "NB_GPT_TEST_SIGNAL=%d", at[i]);
         snprintf(args, sizeof args, "train " TINY " --out_dir=cut%d", i);
-        gexec_env(&r, env, args);
+        gpt_exec_env(&r, env, args);
         ck_assert_msg(r.status == 130, "SIGINT at %d: exit %d: %s", at[i], r.status, r.err);
         char want[200];
         snprintf(want, sizeof want, "SIGINT: stopped after iteration %d; saved cut%d/ckpt.safetensors; "
@@ -166,7 +112,7 @@ START_TEST(test_sigint_at_10_points_resumes_bit_identical) {
         ck_assert_msg(strstr(r.err, want), "%s", r.err);
         /* a bare resume: every setting comes from the checkpoint */
         snprintf(args, sizeof args, "train --out_dir=cut%d %s", i, i % 2 ? "--resume" : "--init_from=resume");
-        gexec(&r, args);
+        gpt_exec(&r, args);
         ck_assert_msg(r.status == (at[i] == 11 ? 2 : 0), "resume after %d: exit %d: %s", at[i],
                       r.status, r.err);
         snprintf(a, sizeof a, "%s/full/model.safetensors", r.dir);
@@ -176,7 +122,7 @@ START_TEST(test_sigint_at_10_points_resumes_bit_identical) {
         snprintf(b, sizeof b, "%s/cut%d/log.jsonl", r.dir, i);
         same_log(a, b);
     }
-    grun_done(&r);
+    gpt_run_done(&r);
 }
 END_TEST
 
@@ -184,9 +130,9 @@ END_TEST
  * exits 143; a second signal during the save ends the process at once and
  * the earlier checkpoint still resumes. */
 START_TEST(test_kill_sigterm_and_second_signal) {
-    grun r;
-    grun_init(&r);
-    write_corpus(r.dir);
+    gpt_run r;
+    gpt_run_init(&r);
+    gpt_write_corpus(r.dir);
     const char *slow = "--n_layer=2 --n_head=2 --n_embd=32 --block_size=16 --batch_size=8 "
                        "--eval_interval=500 --eval_iters=2 --dropout=0.1 --max_iters=3000 "
                        "--lr_decay_iters=3000 --data=text.txt --log_interval=1000";
@@ -201,10 +147,10 @@ START_TEST(test_kill_sigterm_and_second_signal) {
     ck_assert_msg(atoi(out) == 130, "kill -INT: exit %s", out);
     free(out);
     char args[1024], a[160], b[160];
-    gexec(&r, "train --out_dir=k --init_from=resume");
+    gpt_exec(&r, "train --out_dir=k --init_from=resume");
     ck_assert_msg(r.status == 0, "%s", r.err);
     snprintf(args, sizeof args, "train %s --out_dir=full", slow);
-    gexec(&r, args);
+    gpt_exec(&r, args);
     ck_assert_msg(r.status == 0, "%s", r.err);
     snprintf(a, sizeof a, "%s/full/model.safetensors", r.dir);
     snprintf(b, sizeof b, "%s/k/model.safetensors", r.dir);
@@ -223,10 +169,10 @@ START_TEST(test_kill_sigterm_and_second_signal) {
     ck_assert_int_eq(nb_test_run(cmd, &out), 0);
     ck_assert_msg(atoi(out) == 137, "kill -9: exit %s", out);
     free(out);
-    gexec(&r, "train --out_dir=c9 --resume");
+    gpt_exec(&r, "train --out_dir=c9 --resume");
     ck_assert_msg(r.status == 0, "%s", r.err);
     snprintf(args, sizeof args, "train %s --out_dir=c9full", crash);
-    gexec(&r, args);
+    gpt_exec(&r, args);
     ck_assert_msg(r.status == 0, "%s", r.err);
     snprintf(a, sizeof a, "%s/c9full/model.safetensors", r.dir);
     snprintf(b, sizeof b, "%s/c9/model.safetensors", r.dir);
@@ -235,17 +181,17 @@ START_TEST(test_kill_sigterm_and_second_signal) {
     snprintf(b, sizeof b, "%s/c9/log.jsonl", r.dir);
     same_log(a, b);
     /* SIGTERM: 143 */
-    gexec_env(&r, "NB_GPT_TEST_SIGNAL=6:TERM", "train " TINY " --out_dir=term");
+    gpt_exec_env(&r, "NB_GPT_TEST_SIGNAL=6:TERM", "train " TINY " --out_dir=term");
     ck_assert_msg(r.status == 143, "exit %d: %s", r.status, r.err);
     ck_assert_ptr_nonnull(strstr(r.err, "SIGTERM: stopped after iteration 6"));
     /* a second SIGINT while saving: exit at once; the checkpoint of step 4 stays */
-    gexec_env(&r, "NB_GPT_TEST_SIGNAL=6:TWICE", "train " TINY " --out_dir=twice");
+    gpt_exec_env(&r, "NB_GPT_TEST_SIGNAL=6:TWICE", "train " TINY " --out_dir=twice");
     ck_assert_msg(r.status == 130, "exit %d: %s", r.status, r.err);
     ck_assert_ptr_null(strstr(r.err, "stopped after"));
-    gexec(&r, "train --out_dir=twice --resume");
+    gpt_exec(&r, "train --out_dir=twice --resume");
     ck_assert_msg(r.status == 0, "%s", r.err);
     ck_assert_ptr_nonnull(strstr(r.out, "12 iterations from 4"));
-    gexec(&r, "train " TINY " --out_dir=full2");
+    gpt_exec(&r, "train " TINY " --out_dir=full2");
     ck_assert_msg(r.status == 0, "%s", r.err);
     snprintf(a, sizeof a, "%s/full2/model.safetensors", r.dir);
     snprintf(b, sizeof b, "%s/twice/model.safetensors", r.dir);
@@ -254,17 +200,17 @@ START_TEST(test_kill_sigterm_and_second_signal) {
     snprintf(a, sizeof a, "%s/full2/log.jsonl", r.dir);
     snprintf(b, sizeof b, "%s/twice/log.jsonl", r.dir);
     same_log(a, b);
-    grun_done(&r);
+    gpt_run_done(&r);
 }
 END_TEST
 
 /* Checkpoints at evaluations (always, or only when val improved); --force
  * moves an earlier run aside and a resume never joins two runs. */
 START_TEST(test_checkpoints_and_force) {
-    grun r;
-    grun_init(&r);
-    write_corpus(r.dir);
-    gexec_env(&r, "NB_GPT_TEST_SIGNAL=9:TWICE", "train " TINY " --out_dir=o");
+    gpt_run r;
+    gpt_run_init(&r);
+    gpt_write_corpus(r.dir);
+    gpt_exec_env(&r, "NB_GPT_TEST_SIGNAL=9:TWICE", "train " TINY " --out_dir=o");
     ck_assert_int_eq(r.status, 130);
     ck_assert_ptr_nonnull(strstr(r.out, "saving checkpoint to o")); /* steps 4 and 8 */
     char p[256];
@@ -286,10 +232,10 @@ START_TEST(test_checkpoints_and_force) {
     nb_list_free(&l);
     nb_ctx_free(c);
     /* without --force: refused; with it: the old files move to o/old-1/ */
-    gexec(&r, "train " TINY " --out_dir=o");
+    gpt_exec(&r, "train " TINY " --out_dir=o");
     ck_assert_int_eq(r.status, 2);
     ck_assert_ptr_nonnull(strstr(r.err, "exists from an earlier run"));
-    gexec_env(&r, "NB_GPT_TEST_SIGNAL=2", "train " TINY " --out_dir=o --force --seed=7");
+    gpt_exec_env(&r, "NB_GPT_TEST_SIGNAL=2", "train " TINY " --out_dir=o --force --seed=7");
     ck_assert_msg(r.status == 130, "%s", r.err);
     ck_assert_ptr_nonnull(strstr(r.out, "the earlier run's files are now in o/old-1/"));
     const char *moved[] = {"log.jsonl", "model.safetensors", "ckpt.safetensors", "loss.svg"};
@@ -300,11 +246,11 @@ START_TEST(test_checkpoints_and_force) {
     int lines;
     snprintf(p, sizeof p, "%s/o/old-1/log.jsonl", r.dir);
     free(log_canon(p, old_id, &lines));
-    gexec(&r, "train --out_dir=o --resume");
+    gpt_exec(&r, "train --out_dir=o --resume");
     ck_assert_msg(r.status == 0, "%s", r.err);
     ck_assert_ptr_nonnull(strstr(r.out, "12 iterations from 3"));
     /* the resumed log is the new run's alone, and equals a straight run of it */
-    gexec(&r, "train " TINY " --out_dir=straight --seed=7");
+    gpt_exec(&r, "train " TINY " --out_dir=straight --seed=7");
     ck_assert_msg(r.status == 0, "%s", r.err);
     char a[160], b[160];
     snprintf(a, sizeof a, "%s/straight/log.jsonl", r.dir);
@@ -314,18 +260,18 @@ START_TEST(test_checkpoints_and_force) {
     ck_assert_int_eq(lines, 12 + 4); /* 12 steps, evaluations at 0, 4, 8, 12 */
     free(canon);
     /* --always_save_checkpoint=False: a checkpoint only when val improved */
-    gexec(&r, "train " TINY " --out_dir=best --always_save_checkpoint=False --learning_rate=1e-9 --min_lr=0");
+    gpt_exec(&r, "train " TINY " --out_dir=best --always_save_checkpoint=False --learning_rate=1e-9 --min_lr=0");
     ck_assert_msg(r.status == 0, "%s", r.err);
-    grun_done(&r);
+    gpt_run_done(&r);
 }
 END_TEST
 
 /* ---- 2. resume and init ------------------------------------------------------------- */
 START_TEST(test_resume_errors) {
-    grun r;
-    grun_init(&r);
-    write_corpus(r.dir);
-    gexec(&r, "train " TINY " --out_dir=o");
+    gpt_run r;
+    gpt_run_init(&r);
+    gpt_write_corpus(r.dir);
+    gpt_exec(&r, "train " TINY " --out_dir=o");
     ck_assert_msg(r.status == 0, "%s", r.err);
     char p[160];
     snprintf(p, sizeof p, "%s/o/ckpt.safetensors", r.dir);
@@ -351,7 +297,7 @@ START_TEST(test_resume_errors) {
         {"train --out_dir=o --resume --init_from=scratch", "--resume contradicts --init_from=scratch"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
-        gexec(&r, cases[i].args);
+        gpt_exec(&r, cases[i].args);
         ck_assert_msg(r.status == 2, "%s: exit %d", cases[i].args, r.status);
         ck_assert_msg(strstr(r.err, cases[i].msg), "%s: '%s' lacks '%s'", cases[i].args, r.err,
                       cases[i].msg);
@@ -365,23 +311,23 @@ START_TEST(test_resume_errors) {
     ck_assert(!memcmp(ck, ck2, 64));
     free(ck), free(ck2), free(lg), free(lg2);
     /* raising max_iters and lr_decay_iters trains on, with the same flags given again */
-    gexec(&r, "train " TINY " --out_dir=o --resume --max_iters=14 --lr_decay_iters=14");
+    gpt_exec(&r, "train " TINY " --out_dir=o --resume --max_iters=14 --lr_decay_iters=14");
     ck_assert_msg(r.status == 0, "%s", r.err);
     ck_assert_ptr_nonnull(strstr(r.out, "14 iterations from 12"));
     /* --init_from=PATH: a state_dict (here the run's model) */
-    gexec(&r, "train --data=text.txt --init_from=o/model.safetensors --n_head=2 --block_size=16 "
+    gpt_exec(&r, "train --data=text.txt --init_from=o/model.safetensors --n_head=2 --block_size=16 "
               "--batch_size=4 --eval_iters=2 --max_iters=2 --out_dir=i");
     ck_assert_msg(r.status == 0, "%s", r.err);
-    grun_done(&r);
+    gpt_run_done(&r);
 }
 END_TEST
 
 /* ---- 3. bad runs stop clearly ---------------------------------------------------------- */
 START_TEST(test_nan_stops_with_valid_json) {
-    grun r;
-    grun_init(&r);
-    write_corpus(r.dir);
-    gexec(&r, "train " TINY " --learning_rate=1e30 --min_lr=0 --out_dir=n --eval_interval=1");
+    gpt_run r;
+    gpt_run_init(&r);
+    gpt_write_corpus(r.dir);
+    gpt_exec(&r, "train " TINY " --learning_rate=1e30 --min_lr=0 --out_dir=n --eval_interval=1");
     ck_assert_msg(r.status == 1, "exit %d: %s", r.status, r.err);
     ck_assert_msg(strstr(r.err, "nabla-gpt: iter ") || strstr(r.err, "nabla-gpt: step "), "%s", r.err);
     ck_assert_msg(strstr(r.err, "not finite") || strstr(r.err, "the loss is"), "%s", r.err);
@@ -396,21 +342,21 @@ START_TEST(test_nan_stops_with_valid_json) {
     snprintf(p, sizeof p, "%s/n/ckpt.safetensors", r.dir);
     if (access(p, F_OK) == 0) {
         ck_assert_ptr_nonnull(strstr(r.err, "the last good checkpoint, n/ckpt.safetensors"));
-        gexec(&r, "train --out_dir=n --resume");
+        gpt_exec(&r, "train --out_dir=n --resume");
         ck_assert_int_eq(r.status, 1);
     }
     /* anomaly mode names the op and the source line */
-    gexec(&r, "train " TINY " --learning_rate=1e30 --min_lr=0 --out_dir=a --anomaly=True");
+    gpt_exec(&r, "train " TINY " --learning_rate=1e30 --min_lr=0 --out_dir=a --anomaly=True");
     ck_assert_msg(r.status == 1, "exit %d: %s", r.status, r.err);
     ck_assert_msg(strstr(r.err, "anomaly") && strstr(r.err, "created at src/nn/"), "%s", r.err);
-    grun_done(&r);
+    gpt_run_done(&r);
 }
 END_TEST
 
 START_TEST(test_flags_validated) {
-    grun r;
-    grun_init(&r);
-    write_corpus(r.dir);
+    gpt_run r;
+    gpt_run_init(&r);
+    gpt_write_corpus(r.dir);
     const struct {
         const char *args, *msg;
     } cases[] = {
@@ -435,12 +381,12 @@ START_TEST(test_flags_validated) {
     ck_assert_ptr_nonnull(bf);
     fclose(bf);
     ck_assert_int_eq(truncate(big, (off_t)300 << 20), 0); /* sparse: no disk used */
-    gexec(&r, "train --data=big.txt --out_dir=o");
+    gpt_exec(&r, "train --data=big.txt --out_dir=o");
     ck_assert_int_eq(r.status, 2);
     ck_assert_ptr_nonnull(strstr(r.err, "--data=big.txt: 300 MiB of text: over --data's 256 MiB"));
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         time_t t0 = time(NULL);
-        gexec(&r, cases[i].args);
+        gpt_exec(&r, cases[i].args);
         ck_assert_msg(r.status == 2, "%s: exit %d", cases[i].args, r.status);
         ck_assert_msg(strstr(r.err, cases[i].msg), "%s: '%s' lacks '%s'", cases[i].args, r.err,
                       cases[i].msg);
@@ -448,28 +394,28 @@ START_TEST(test_flags_validated) {
     }
     /* notes: --threads above the cores, --compile=True; --out_dir with parents;
      * --log_interval; --eval_only writes nothing */
-    gexec(&r, "train " TINY " --threads=1000 --compile=True --out_dir=a/b/c --log_interval=5");
+    gpt_exec(&r, "train " TINY " --threads=1000 --compile=True --out_dir=a/b/c --log_interval=5");
     ck_assert_msg(r.status == 0, "%s", r.err);
     ck_assert_ptr_nonnull(strstr(r.err, "note: --threads=1000 is more than the"));
     ck_assert_ptr_nonnull(strstr(r.err, "note: --compile=True: nabla has nothing to compile"));
     ck_assert_ptr_nonnull(strstr(r.out, "\niter 5: loss "));
     ck_assert_ptr_null(strstr(r.out, "\niter 4: loss "));
     ck_assert_ptr_nonnull(strstr(r.out, "step 12: train loss "));
-    gexec(&r, "train " TINY " --eval_only=True --out_dir=e");
+    gpt_exec(&r, "train " TINY " --eval_only=True --out_dir=e");
     ck_assert_msg(r.status == 0, "%s", r.err);
     ck_assert_ptr_nonnull(strstr(r.out, "step 0: train loss "));
     char p[128];
     snprintf(p, sizeof p, "%s/e", r.dir);
     ck_assert_int_ne(access(p, F_OK), 0);
-    grun_done(&r);
+    gpt_run_done(&r);
 }
 END_TEST
 
 /* ---- 4. data as nanoGPT has it -------------------------------------------------------- */
 START_TEST(test_prepare_matches_nanogpt) {
-    grun r;
-    grun_init(&r);
-    gexec(&r, "prepare --data=" FIX "prepare/input.txt --out_dir=data/chars");
+    gpt_run r;
+    gpt_run_init(&r);
+    gpt_exec(&r, "prepare --data=" FIX "prepare/input.txt --out_dir=data/chars");
     ck_assert_msg(r.status == 0, "%s", r.err);
     ck_assert_ptr_nonnull(strstr(r.out, "length of dataset in characters: 2610"));
     ck_assert_ptr_nonnull(strstr(r.out, "vocab size: 353"));
@@ -489,13 +435,13 @@ START_TEST(test_prepare_matches_nanogpt) {
         ck_assert_str_eq(out, "353 353 352\n");
         free(out);
     }
-    grun_done(&r);
+    gpt_run_done(&r);
 }
 END_TEST
 
 START_TEST(test_dataset_and_config) {
-    grun r;
-    grun_init(&r);
+    gpt_run r;
+    gpt_run_init(&r);
     /* --dataset=NAME from data/NAME, in nanoGPT's format (the fixtures) */
     char cmd[512], *out = NULL;
     snprintf(cmd, sizeof cmd, "mkdir -p '%s/data' && cp -r " FIX "prepare/ref '%s/data/shakespeare_char'",
@@ -507,29 +453,29 @@ START_TEST(test_dataset_and_config) {
                         "--warmup_iters=2 --log_interval=1";
     char args[1024];
     snprintf(args, sizeof args, "train --dataset=shakespeare_char %s --out_dir=d", small);
-    gexec(&r, args);
+    gpt_exec(&r, args);
     ck_assert_msg(r.status == 0, "%s", r.err);
     ck_assert_ptr_nonnull(strstr(r.out, "vocab 353"));
     /* and a directory path as NAME; then sampling from it */
     snprintf(args, sizeof args, "train --dataset=%%D/data/shakespeare_char %s --out_dir=d2", small);
-    gexec(&r, args);
+    gpt_exec(&r, args);
     ck_assert_msg(r.status == 0, "%s", r.err);
     char p[160];
     snprintf(p, sizeof p, "%s/prompt.txt", r.dir);
     write_text(p, "First");
-    gexec(&r, "sample --out_dir=d --start=FILE:prompt.txt --num_samples=1 --max_new_tokens=5 --seed=3");
+    gpt_exec(&r, "sample --out_dir=d --start=FILE:prompt.txt --num_samples=1 --max_new_tokens=5 --seed=3");
     ck_assert_msg(r.status == 0, "%s", r.err);
     ck_assert(!strncmp(r.out, "First", 5));
     /* the config file (nanoGPT's train_shakespeare_char.py), flags after it override it */
     snprintf(args, sizeof args, "train " CONFIG " --device=cpu --compile=False "
              "%s --out_dir=c", small);
-    gexec(&r, args);
+    gpt_exec(&r, args);
     ck_assert_msg(r.status == 0, "%s", r.err);
     ck_assert_ptr_nonnull(strstr(r.out, "nabla-gpt: nanogpt, "));
     ck_assert_ptr_nonnull(strstr(r.out, "step 3: train loss "));
     ck_assert_ptr_nonnull(strstr(r.out, "iter 5: loss "));
     /* its dropout 0.2 and always_save_checkpoint=False went into the checkpoint */
-    gexec(&r, "train --out_dir=c --resume --dropout=0.1 --max_iters=9");
+    gpt_exec(&r, "train --out_dir=c --resume --dropout=0.1 --max_iters=9");
     ck_assert_int_eq(r.status, 2);
     ck_assert_ptr_nonnull(strstr(r.err, "--dropout=0.10000000000000001 contradicts"));
     ck_assert_ptr_nonnull(strstr(r.err, "has dropout=0.20000000000000001"));
@@ -549,22 +495,22 @@ START_TEST(test_dataset_and_config) {
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         snprintf(p, sizeof p, "%s/c.py", r.dir);
         write_text(p, bad[i].text);
-        gexec(&r, "train c.py --device=cpu");
+        gpt_exec(&r, "train c.py --device=cpu");
         ck_assert_msg(r.status == 2, "%s: exit %d", bad[i].text, r.status);
         ck_assert_msg(strstr(r.err, bad[i].msg), "%s: '%s' lacks '%s'", bad[i].text, r.err, bad[i].msg);
     }
-    gexec(&r, CONFIG);
+    gpt_exec(&r, CONFIG);
     ck_assert_int_eq(r.status, 2);
-    gexec(&r, "train c.py other.py");
+    gpt_exec(&r, "train c.py other.py");
     ck_assert_int_eq(r.status, 2);
-    grun_done(&r);
+    gpt_run_done(&r);
 }
 END_TEST
 
 /* meta.pkl: only the opcodes prepare.py's pickle uses; others are refused */
 START_TEST(test_meta_pkl_refuses_code) {
-    grun r;
-    grun_init(&r);
+    gpt_run r;
+    gpt_run_init(&r);
     char cmd[512], *out = NULL, p[200];
     snprintf(cmd, sizeof cmd, "mkdir -p '%s/ds' && cp " FIX "prepare/ref/*.bin '%s/ds/'", r.dir, r.dir);
     ck_assert_int_eq(nb_test_run(cmd, &out), 0);
@@ -575,22 +521,22 @@ START_TEST(test_meta_pkl_refuses_code) {
     FILE *f = fopen(p, "wb");
     fwrite(evil, 1, sizeof evil - 1, f);
     fclose(f);
-    gexec(&r, "train --dataset=%D/ds --out_dir=o");
+    gpt_exec(&r, "train --dataset=%D/ds --out_dir=o");
     ck_assert_int_eq(r.status, 2);
     ck_assert_msg(strstr(r.err, "opcode 0x63 at byte 2 is not one that meta.pkl uses: refused"),
                   "%s", r.err);
     /* without meta.pkl: GPT-2's ids, nanoGPT's vocab_size 50304 */
     unlink(p);
-    gexec(&r, "train --dataset=%D/ds --out_dir=o --n_layer=1 --n_head=2 --n_embd=8 --block_size=8 "
+    gpt_exec(&r, "train --dataset=%D/ds --out_dir=o --n_layer=1 --n_head=2 --n_embd=8 --block_size=8 "
               "--batch_size=2 --eval_iters=1 --max_iters=2 --warmup_iters=1 --lr_decay_iters=2");
     ck_assert_msg(r.status == 0, "%s", r.err);
     ck_assert_ptr_nonnull(strstr(r.out, "has no meta.pkl: GPT-2 token ids, vocab_size 50304"));
     ck_assert_ptr_nonnull(strstr(r.out, "vocab 50304"));
     /* sample.py's --init_from: a model path */
-    gexec(&r, "sample --init_from=%D/o/model.safetensors --num_samples=1 --max_new_tokens=3");
+    gpt_exec(&r, "sample --init_from=%D/o/model.safetensors --num_samples=1 --max_new_tokens=3");
     ck_assert_msg(r.status == 0, "%s", r.err); /* GPT-2 ids: decoded by GPT-2's BPE */
     ck_assert_ptr_nonnull(strstr(r.out, "\n---------------\n"));
-    grun_done(&r);
+    gpt_run_done(&r);
 }
 END_TEST
 
