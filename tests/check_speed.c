@@ -305,16 +305,25 @@ static void check_vec_set(const nb_vec_kernels *v) {
         v->dropout_bwd(b1, k1, dy, 1.25f, n);
         p->dropout_bwd(b2, k2, dy, 1.25f, n);
         ck_assert(memcmp(b1, b2, n * sizeof(float)) == 0);
-        nb_adam_coef c = {0.999f, 0.9f, 0.1f, 0.999f, 0.001f, 0.3f, 1e-8f, -0.01f};
-        memcpy(a1, y, sizeof a1), memcpy(a2, y, sizeof a2);
-        memcpy(m1, dy, sizeof m1), memcpy(m2, dy, sizeof m2);
-        fill(b1, n, &r, 0, 1);
-        memcpy(b2, b1, sizeof b2);
-        v->adam(a1, x, m1, b1, n, &c);
-        p->adam(a2, x, m2, b2, n, &c);
-        ck_assert(memcmp(a1, a2, n * sizeof(float)) == 0);
-        ck_assert(memcmp(m1, m2, n * sizeof(float)) == 0);
-        ck_assert(memcmp(b1, b2, n * sizeof(float)) == 0);
+        /* plain, then with the training step's clip folded in (g scaled and
+         * stored back) */
+        for (int clip = 0; clip < 2; clip++) {
+            nb_adam_coef c = {0.999f, 0.9f, 0.1f, 0.999f, 0.001f, 0.3f, 1e-8f, -0.01f,
+                              clip ? 0.37f : 1.0f};
+            float g1[sizeof a1 / sizeof *a1], g2[sizeof a1 / sizeof *a1];
+            memcpy(g1, x, n * sizeof(float)), memcpy(g2, x, n * sizeof(float));
+            memcpy(a1, y, sizeof a1), memcpy(a2, y, sizeof a2);
+            memcpy(m1, dy, sizeof m1), memcpy(m2, dy, sizeof m2);
+            fill(b1, n, &r, 0, 1);
+            memcpy(b2, b1, sizeof b2);
+            v->adam(a1, g1, m1, b1, n, &c);
+            p->adam(a2, g2, m2, b2, n, &c);
+            ck_assert(memcmp(a1, a2, n * sizeof(float)) == 0);
+            ck_assert(memcmp(m1, m2, n * sizeof(float)) == 0);
+            ck_assert(memcmp(b1, b2, n * sizeof(float)) == 0);
+            ck_assert(memcmp(g1, g2, n * sizeof(float)) == 0);
+            ck_assert(n == 0 || (clip ? g1[n - 1] == x[n - 1] * 0.37f : g1[n - 1] == x[n - 1]));
+        }
         for (int approx = 0; approx < 2; approx++) {
             fill(a1, n, &r, -12, 12);
             if (n > 5) a1[5] = NAN;

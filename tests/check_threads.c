@@ -108,11 +108,13 @@ START_TEST(test_linear_same_bits_any_thread_count) {
 }
 END_TEST
 
-/* x (37, 300) -> 600 outputs, float32: b packed once and shared by the
- * threads (nb_gemm_float_par) over two 512-column panels (the second 88
- * wide) and two 256-deep blocks of the inner dimension, for the forward
- * and both gradients (whose inner dimension is the 37 rows, or 600). The
- * one-thread result is checked against a plain double loop. */
+/* x (37, 300) -> 600 outputs, float32, over two 512-column panels (the
+ * second 88 wide) and two 256-deep blocks of the inner dimension. The
+ * forward (600 columns, 37 rows) is split over the threads by bands of
+ * columns, each packing its own part of w; the gradients (inner dimension
+ * the 37 rows, or 600) by rows, b packed once and shared
+ * (nb_gemm_float_par). The one-thread result is checked against a plain
+ * double loop. */
 START_TEST(test_linear_wide_same_bits_any_thread_count) {
     nb_ctx *params = nb_ctx_new(0), *step = nb_ctx_new(0);
     nb_tensor *x = rand_leaf(params, NB_F32, NB_SHAPE(37, 300), 11);

@@ -166,9 +166,9 @@ static double peak_rss_mb(void) {
     return ru.ru_maxrss / 1024.0;
 }
 
-/* Tokens per second of generating block_size - 1 tokens from one. */
-static double sample_speed(nb_ctx *err, nb_gpt *gpt, bool cache) {
-    int64_t n = gpt->cfg.block_size, prompt = 0;
+/* Tokens per second of generating n - 1 tokens from one. */
+static double sample_speed(nb_ctx *err, nb_gpt *gpt, int64_t n, bool cache) {
+    int64_t prompt = 0;
     int64_t *out = malloc((size_t)n * sizeof *out);
     nb_gpt_sample_opts o = nb_gpt_sample_defaults();
     o.max_new_tokens = n - 1, o.use_cache = cache;
@@ -179,7 +179,100 @@ static double sample_speed(nb_ctx *err, nb_gpt *gpt, bool cache) {
     return st ? NAN : (double)(n - 1) / dt;
 }
 
-static int cmd_bench(const gpt_flags *f) {
+/* --config=gpt2-124m: GPT-2 124M's shapes at llm.c's CPU batch, B 4 and T 64
+ * in a block of 1024 (llm.c's train_gpt2.c times this step). A flag the
+ * command line gave wins over the preset's value. */
+static int apply_preset(gpt_flags *f) {
+    if (!f->preset[0]) return 0;
+    if (strcmp(f->preset, "gpt2-124m"))
+        return gpt_fail(PROG, "--config: '%s' is not a known config (gpt2-124m)", f->preset);
+    const struct { const char *name; long *field, value; } sets[] = {
+        {"n_layer", &f->n_layer, 12},   {"n_head", &f->n_head, 12},
+        {"n_embd", &f->n_embd, 768},    {"vocab_size", &f->vocab_size, 50257},
+        {"block_size", &f->block_size, 1024}, {"batch_size", &f->batch_size, 4},
+        {"seq_len", &f->seq_len, 64},
+    };
+    for (size_t i = 0; i < sizeof sets / sizeof *sets; i++)
+        if (!gpt_flag_given(f, sets[i].name)) *sets[i].field = sets[i].value;
+    if (!gpt_flag_given(f, "arch")) f->arch = "nanogpt";
+    if (!gpt_flag_given(f, "bias")) f->bias = true;
+    return 0;
+}
+
+/* nabla's float32 matmul at its best on this machine and thread count: a
+ * 1536-square product (7.2 GFLOP), best of 5. The step's GFLOP/s is printed
+ * beside it. 0 when memory runs out. */
+static double sgemm_peak_gflops(void) {
+    const int64_t n = 1536;
+    nb_ctx *ctx = nb_ctx_new(0), *octx = nb_ctx_new(0);
+    nb_tensor *a = nb_empty(ctx, NB_F32, NB_SHAPE(n, n)), *b = nb_empty(ctx, NB_F32, NB_SHAPE(n, n));
+    double best = 0;
+    for (size_t i = 0; a && b && i < a->numel; i++)
+        ((float *)a->data)[i] = (float)(i % 13) * 0.01f, ((float *)b->data)[i] = (float)(i % 7) * 0.02f;
+    for (int k = 0; a && b && k < 6; k++) {
+        nb_ctx_reset(octx); /* the product reuses one buffer */
+        double t0 = now_s();
+        nb_tensor *c = nb_matmul(octx, a, b);
+        double gf = 2.0 * (double)(n * n * n) / (now_s() - t0) / 1e9;
+        if (c && k > 0 && gf > best) best = gf; /* the first is a warm-up */
+    }
+    nb_ctx_free(octx), nb_ctx_free(ctx);
+    return best;
+}
+
+/* FLOPs of one training step, as llm.c and PaLM count them: 6 per matmul
+ * parameter per token (forward 2, backward 4; the position table and an
+ * untied token table are lookups, not matmuls), plus attention's two
+ * (T, T) products per layer, forward and backward, 12 * L * B * T^2 * C. */
+static double step_gflop(const nb_gpt *g, int64_t B, int64_t T) {
+    const nb_gpt_config *c = &g->cfg;
+    double n = (double)nb_gpt_num_params(g, false) - (double)(c->block_size * c->n_embd);
+    if (c->arch == NB_GPT_GPTMODEL) n -= (double)(c->vocab_size * c->n_embd); /* untied tok_emb */
+    double attn = 12.0 * c->n_layer * (double)B * (double)(T * T) * (double)c->n_embd;
+    return (6.0 * n * (double)(B * T) + attn) / 1e9;
+}
+
+static double median_ms(const double *sorted, int n) {
+    return n % 2 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
+}
+
+/* Times `rounds` rounds of max_iters / rounds steps after 3 warm-up steps
+ * and fills sorted[] with each round's ms/step, fastest first. */
+static int time_steps(const gpt_flags *f, nb_ctx *sctx, const nb_train_step *s, double *sorted,
+                      int rounds) {
+    long per = f->max_iters / rounds > 0 ? f->max_iters / rounds : 1;
+    for (long i = 0; i < 3; i++)
+        if (nb_train_step_run(sctx, s, NULL)) return gpt_fail(PROG, "bench: %s", nb_ctx_error(sctx));
+    for (int k = 0; k < rounds; k++) {
+        double t0 = now_s();
+        for (long i = 0; i < per; i++)
+            if (nb_train_step_run(sctx, s, NULL))
+                return gpt_fail(PROG, "bench: %s", nb_ctx_error(sctx));
+        sorted[k] = (now_s() - t0) * 1e3 / (double)per;
+        for (int q = k; q > 0 && sorted[q] < sorted[q - 1]; q--) { /* keep sorted */
+            double tmp = sorted[q];
+            sorted[q] = sorted[q - 1], sorted[q - 1] = tmp;
+        }
+    }
+    return 0;
+}
+
+/* The sampling line: tokens/s with and without the KV cache, and the cached
+ * figure against the memory bandwidth's limit for it. */
+static int bench_sampling(nb_ctx *pctx, nb_gpt *gpt, int64_t n) {
+    double with = sample_speed(pctx, gpt, n, true), without = sample_speed(pctx, gpt, n, false);
+    if (isnan(with) || isnan(without)) return gpt_fail(PROG, "bench: %s", nb_ctx_error(pctx));
+    printf("sample_tok_per_s_kv_cache=%.0f sample_tok_per_s_no_cache=%.0f\n", with, without);
+    return 0;
+}
+
+static int cmd_bench(const gpt_flags *given) {
+    gpt_flags fl = *given, *f = &fl;
+    if (apply_preset(f)) return GPT_EXIT_USAGE;
+    int64_t B = f->batch_size, T = f->seq_len ? f->seq_len : f->block_size;
+    if (T > f->block_size)
+        return gpt_fail(PROG, "--seq_len=%ld is more than --block_size=%ld", f->seq_len,
+                        f->block_size);
     nb_set_num_threads((int)gpt_threads(PROG, f->threads));
     nb_ctx *pctx = nb_ctx_new(0), *sctx = nb_ctx_new(0);
     nb_pcg32 rng;
@@ -190,7 +283,6 @@ static int cmd_bench(const gpt_flags *f) {
     c.bias = f->bias, c.qkv_bias = f->qkv_bias, c.dtype = gpt_flags_dtype(f);
     nb_gpt gpt = {0};
     bench b = {&gpt, NULL, NULL};
-    int64_t B = f->batch_size, T = f->block_size;
     if (!nb_gpt_init(pctx, &gpt, &c, &rng)) {
         b.x = nb_empty(pctx, NB_I64, NB_SHAPE(B, T)), b.y = nb_empty(pctx, NB_I64, NB_SHAPE(B, T));
         for (int64_t i = 0; b.y && i < B * T; i++) {
@@ -203,40 +295,22 @@ static int cmd_bench(const gpt_flags *f) {
     nb_train_step s = {.opt = opt, .params = &gpt.params, .accum_steps = 1, .grad_clip = 1.0,
                        .lr = 1e-3, .loss_fn = bench_loss, .user = &b};
     int st = opt ? 0 : gpt_fail(PROG, "bench: %s", nb_ctx_error(pctx));
-    /* 3 warm-up steps, then max_iters steps in `rounds` rounds (5); the
-     * figure is the median round's time per step, as make bench-compare's
+    /* The figure is the median round's time per step, as make bench-compare's
      * programs and tools/bench/bench_torch_gpt.py take it (a round that another
      * program slowed does not move it). make bench-gpt runs this and
      * PyTorch's timing alternately, a few times, and keeps each side's best. */
     enum { MAX_ROUNDS = 99 };
     double round_ms[MAX_ROUNDS];
     int rounds = f->rounds < MAX_ROUNDS ? (int)f->rounds : MAX_ROUNDS;
-    long per = f->max_iters / rounds > 0 ? f->max_iters / rounds : 1;
-    for (long i = 0; !st && i < 3; i++)
-        if (nb_train_step_run(sctx, &s, NULL)) st = gpt_fail(PROG, "bench: %s", nb_ctx_error(sctx));
-    for (int k = 0; !st && k < rounds; k++) {
-        double t0 = now_s();
-        for (long i = 0; !st && i < per; i++)
-            if (nb_train_step_run(sctx, &s, NULL))
-                st = gpt_fail(PROG, "bench: %s", nb_ctx_error(sctx));
-        round_ms[k] = (now_s() - t0) * 1e3 / (double)per;
-        for (int q = k; q > 0 && round_ms[q] < round_ms[q - 1]; q--) { /* keep sorted */
-            double tmp = round_ms[q];
-            round_ms[q] = round_ms[q - 1], round_ms[q - 1] = tmp;
-        }
-    }
+    if (!st) st = time_steps(f, sctx, &s, round_ms, rounds);
     if (!st) {
-        double ms = rounds % 2 ? round_ms[rounds / 2]
-                               : (round_ms[rounds / 2 - 1] + round_ms[rounds / 2]) / 2;
-        double rss = peak_rss_mb();
-        printf("ms_per_step=%.3f peak_rss_mb=%.1f tok_per_s=%.0f\n", ms, rss,
-               (double)(B * T) / (ms / 1e3));
+        double ms = median_ms(round_ms, rounds), rss = peak_rss_mb(), gf = step_gflop(&gpt, B, T);
+        double peak = sgemm_peak_gflops(), got = gf / (ms / 1e3);
+        printf("ms_per_step=%.3f peak_rss_mb=%.1f tok_per_s=%.0f gflop_per_step=%.2f "
+               "gflops=%.1f sgemm_peak_gflops=%.1f pct_of_peak=%.1f\n", ms, rss,
+               (double)(B * T) / (ms / 1e3), gf, got, peak, peak > 0 ? 100 * got / peak : 0);
     }
-    if (!st && f->sample) {
-        double with = sample_speed(pctx, &gpt, true), without = sample_speed(pctx, &gpt, false);
-        if (isnan(with) || isnan(without)) st = gpt_fail(PROG, "bench: %s", nb_ctx_error(pctx));
-        else printf("sample_tok_per_s_kv_cache=%.0f sample_tok_per_s_no_cache=%.0f\n", with, without);
-    }
+    if (!st && f->sample) st = bench_sampling(pctx, &gpt, T);
     nb_optim_free(opt);
     nb_gpt_free(&gpt);
     nb_ctx_free(sctx), nb_ctx_free(pctx);

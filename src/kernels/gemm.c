@@ -250,6 +250,7 @@ typedef struct gemm_par_job {
 } gemm_par_job;
 
 #define GEMM_PAR_GRAIN 65536 /* multiply-adds worth a thread */
+#define COL_SPLIT_MIN 512 /* c's columns for a split over columns */
 
 static void gemm_par_range(void *arg, int64_t lo, int64_t hi) {
     const gemm_par_job *j = arg;
@@ -264,6 +265,18 @@ static void gemm_par_range(void *arg, int64_t lo, int64_t hi) {
                                    j->cols, add))
         return;
     nb_gemm_float(c, a, j->ars, j->acs, j->b, j->brs, j->bcs, r1 - r0, j->inner, j->cols, add);
+}
+
+/* Columns [lo, hi) units of c (unit columns each): the same product on a
+ * band of b's and c's columns, b packed block by block by the thread that
+ * uses it. */
+static void gemm_col_range(void *arg, int64_t lo, int64_t hi) {
+    const gemm_par_job *j = arg;
+    int64_t c0 = lo * j->unit, c1 = hi * j->unit < j->cols ? hi * j->unit : j->cols;
+    for (int64_t r = 0; j->bias && r < j->rows; r++)
+        memcpy(j->c + r * j->cols + c0, j->bias + c0, sizeof(float) * (size_t)(c1 - c0));
+    nb_gemm_float_ldc(j->c + c0, j->cols, j->a, j->ars, j->acs, j->b + c0 * j->bcs, j->brs,
+                      j->bcs, j->rows, j->inner, c1 - c0, j->add || j->bias);
 }
 
 static void gemm_pack_range(void *arg, int64_t lo, int64_t hi) {
@@ -295,6 +308,17 @@ void nb_gemm_float_par_n(const nb_gemm_desc *d, int n, const nb_task *extra, int
          * of whole slivers keep a's partial sliver to the end */
         if (packed && nb_sgemm_b_in_place(g->brs, g->bcs)) {
             j[i].unit = k->mr;
+        } else if (packed && threads && g->cols >= COL_SPLIT_MIN && g->cols >= g->rows) {
+            /* wide and short (a linear of a few hundred tokens): split over
+             * c's columns, each thread packing only its own band of b, so
+             * nothing is packed twice and no whole copy of b is kept (for
+             * GPT-2's head, 154 MB) */
+            int64_t parts = 2 * nb_parallel_parts(); /* two bands a thread: a's reads stay few */
+            int64_t unit = (g->cols + parts - 1) / parts;
+            j[i].unit = (unit + k->nr - 1) / k->nr * k->nr;
+            run[n_run++] = (nb_task){gemm_col_range, &j[i], (g->cols + j[i].unit - 1) / j[i].unit,
+                                     (double)(j[i].unit * g->inner * g->rows)};
+            continue;
         } else if (packed && threads && macs >= 2 * GEMM_PAR_GRAIN) {
             float *bp = nb_sgemm_whole_buffer(i, nb_sgemm_whole_size(k, g->inner, g->cols));
             if (bp) {

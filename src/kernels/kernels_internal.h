@@ -115,9 +115,11 @@ static inline float nb_sum16_inline(const float *part) {
  * no L2 term; AdamW's decay as p *= shrink, 1 for Adam), the same
  * operations in the same order as the scalar loop in optim/optim.c:
  *   p = p * shrink; m = m b1 + (1-b1) g; v = v b2 + (1-b2) g g;
- *   p = p + neg_step * m / (sqrt(v) / bc2s + eps). */
+ *   p = p + neg_step * m / (sqrt(v) / bc2s + eps).
+ * gscale != 1 first clips: g = g * gscale, stored back (the training step's
+ * clip_grad_norm_ fused into the update: one pass over g instead of two). */
 typedef struct nb_adam_coef {
-    float shrink, b1, one_b1, b2, one_b2, bc2s, eps, neg_step;
+    float shrink, b1, one_b1, b2, one_b2, bc2s, eps, neg_step, gscale;
 } nb_adam_coef;
 
 typedef struct nb_vec_kernels {
@@ -138,8 +140,7 @@ typedef struct nb_vec_kernels {
     /* dx += mask ? dy * s : 0 */
     void (*dropout_bwd)(float *dx, const unsigned char *mask, const float *dy, float s,
                         size_t n);
-    void (*adam)(float *p, const float *g, float *m, float *v, size_t n,
-                 const nb_adam_coef *c);
+    void (*adam)(float *p, float *g, float *m, float *v, size_t n, const nb_adam_coef *c);
     /* nb_pcg32_fill: n draws, the bits of nb_pcg32_next, rng left after them */
     void (*pcg32_fill)(nb_pcg32 *rng, uint32_t *out, size_t n);
     /* keep[c] = (nb_pcg32_next(rng) >> 8) >= threshold for c < n (the fused

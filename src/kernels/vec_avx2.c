@@ -202,16 +202,21 @@ ATTR static void dropout_bwd(float *dx, const unsigned char *mask, const float *
     }
 }
 
-ATTR static void adam(float *p, const float *g, float *m, float *v, size_t n,
-                      const nb_adam_coef *c) {
+ATTR static void adam(float *p, float *g, float *m, float *v, size_t n, const nb_adam_coef *c) {
     __m256 shrink = _mm256_set1_ps(c->shrink), b1 = _mm256_set1_ps(c->b1),
            ob1 = _mm256_set1_ps(c->one_b1), b2 = _mm256_set1_ps(c->b2),
            ob2 = _mm256_set1_ps(c->one_b2), bc2s = _mm256_set1_ps(c->bc2s),
-           eps = _mm256_set1_ps(c->eps), ns = _mm256_set1_ps(c->neg_step);
+           eps = _mm256_set1_ps(c->eps), ns = _mm256_set1_ps(c->neg_step),
+           gs = _mm256_set1_ps(c->gscale);
+    const bool clip = c->gscale != 1.0f;
     size_t i = 0;
     for (; i + 8 <= n; i += 8) {
         __m256 pi = _mm256_mul_ps(_mm256_loadu_ps(p + i), shrink);
         __m256 d = _mm256_loadu_ps(g + i);
+        if (clip) {
+            d = _mm256_mul_ps(d, gs);
+            _mm256_storeu_ps(g + i, d);
+        }
         __m256 mi = _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(m + i), b1), _mm256_mul_ps(ob1, d));
         __m256 vi = _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(v + i), b2),
                                   _mm256_mul_ps(_mm256_mul_ps(ob2, d), d));

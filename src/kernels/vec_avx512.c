@@ -145,16 +145,21 @@ ATTR static void dropout_bwd(float *dx, const unsigned char *mask, const float *
     }
 }
 
-ATTR static void adam(float *p, const float *g, float *m, float *v, size_t n,
-                      const nb_adam_coef *c) {
+ATTR static void adam(float *p, float *g, float *m, float *v, size_t n, const nb_adam_coef *c) {
     __m512 shrink = _mm512_set1_ps(c->shrink), b1 = _mm512_set1_ps(c->b1),
            ob1 = _mm512_set1_ps(c->one_b1), b2 = _mm512_set1_ps(c->b2),
            ob2 = _mm512_set1_ps(c->one_b2), bc2s = _mm512_set1_ps(c->bc2s),
-           eps = _mm512_set1_ps(c->eps), ns = _mm512_set1_ps(c->neg_step);
+           eps = _mm512_set1_ps(c->eps), ns = _mm512_set1_ps(c->neg_step),
+           gs = _mm512_set1_ps(c->gscale);
+    const bool clip = c->gscale != 1.0f;
     for (size_t i = 0; i < n; i += 16) {
         __mmask16 k = tail_mask(n - i);
         __m512 pi = _mm512_mul_ps(_mm512_maskz_loadu_ps(k, p + i), shrink);
         __m512 d = _mm512_maskz_loadu_ps(k, g + i);
+        if (clip) {
+            d = _mm512_mul_ps(d, gs);
+            _mm512_mask_storeu_ps(g + i, k, d);
+        }
         __m512 mi = _mm512_add_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(k, m + i), b1),
                                   _mm512_mul_ps(ob1, d));
         __m512 vi = _mm512_add_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(k, v + i), b2),

@@ -114,9 +114,10 @@ static void dropout_bwd(float *dx, const unsigned char *mask, const float *dy, f
     }
 }
 
-static void adam(float *p, const float *g, float *m, float *v, size_t n, const nb_adam_coef *c) {
+static void adam(float *p, float *g, float *m, float *v, size_t n, const nb_adam_coef *c) {
     for (size_t i = 0; i < n; i++) {
         float pi = p[i] * c->shrink, d = g[i];
+        if (c->gscale != 1.0f) g[i] = d = d * c->gscale;
         float m1 = m[i] * c->b1, m2 = c->one_b1 * d;
         m[i] = m1 + m2;
         float v1 = v[i] * c->b2, v2 = c->one_b2 * d;

@@ -366,36 +366,46 @@ NB_HIDDEN nb_tensor *nb_gpt_linear(nb_ctx *ctx, nb_tensor *x, nb_tensor *w, nb_t
     return y;
 }
 
+/* q, k, v (B, T, C) each -> causal attention over the heads -> c_proj. */
+static nb_tensor *nano_heads(nb_ctx *ctx, nb_gpt *m, nb_gpt_block *blk, nb_tensor **part,
+                             int64_t b, int64_t t) {
+    int64_t C = m->cfg.n_embd, H = m->cfg.n_head, hd = C / H;
+    double p = m->training ? m->cfg.dropout : 0.0;
+    uint64_t seed = 0; /* two draws, high word first (a comma sequences them) */
+    if (p > 0.0) seed = (uint64_t)nb_pcg32_next(m->rng) << 32, seed |= nb_pcg32_next(m->rng);
+    for (int k = 0; k < 3; k++) part[k] = nb_view(ctx, part[k], NB_SHAPE(b, t, H, hd));
+    NB_HERE(ctx);
+    nb_tensor *y = nb_sdpa(ctx, part[0], part[1], part[2], NULL, true, 1.0 / sqrt((double)hd),
+                           p, seed); /* (B, T, C) */
+    return NB_NN_SCOPED(ctx, "c_proj", nb_gpt_linear(ctx, y, blk->c_proj_w, blk->c_proj_b));
+}
+
 /* nanoGPT's CausalSelfAttention: c_attn, split q, k, v, heads, causal
  * softmax(q k^T / sqrt(hd)), attn_dropout, @ v, merge, c_proj, with the
  * middle as one fused nb_sdpa (no (B, H, T, T) weights): q, k, v (B, T, C)
  * read as (B, T, H, hd). In training with dropout > 0 the sdpa dropout seed
  * is two draws of the model's rng, high word first. h (B, T, C). */
 static nb_tensor *nano_attention(nb_ctx *ctx, nb_gpt *m, nb_gpt_block *blk, nb_tensor *h) {
-    int64_t b = h->shape[0], t = h->shape[1], C = m->cfg.n_embd, H = m->cfg.n_head, hd = C / H;
+    int64_t b = h->shape[0], t = h->shape[1], C = m->cfg.n_embd;
     NB_HERE(ctx);
-    /* c_attn's q, k, v rows as three linears: the same dot products as
-     * h @ c_attn_w^T split afterwards, but splitting the (3C, C) weight
-     * copies far less than splitting the (B, T, 3C) output would */
+    /* q, k, v: split the (3C, C) weight for three linears, or the (B, T, 3C)
+     * output of one (the same dot products, the same bits), whichever is
+     * smaller: the weight for the character GPT (768 tokens, 128 channels),
+     * the output for GPT-2 124M at B 4, T 64 (256 tokens, 768 channels). */
     const int64_t thirds[3] = {C, C, C};
     nb_tensor *w3[3] = {NULL, NULL, NULL}, *b3[3] = {NULL, NULL, NULL}, *part[3];
+    if (b * t < C && nb_is_grad_enabled(ctx)) {
+        nb_tensor *qkv = nb_gpt_linear(ctx, h, blk->c_attn_w, blk->c_attn_b);
+        if (nb_split(ctx, qkv, 2, 3, thirds, part)) return NULL;
+        return nano_heads(ctx, m, blk, part, b, t);
+    }
     if (nb_split(ctx, blk->c_attn_w, 0, 3, thirds, w3)) return NULL;
     if (blk->c_attn_b && nb_split(ctx, blk->c_attn_b, 0, 3, thirds, b3)) return NULL;
     if (!nb_is_grad_enabled(ctx) && b * t <= FEW_ROWS) /* sampling: one token a sequence */
         for (int k = 0; k < 3; k++) part[k] = nb_gpt_linear(ctx, h, w3[k], b3[k]);
     else if (nb_linear_n(ctx, h, 3, w3, b3, part)) /* (B, T, C) each, one job */
         return NULL;
-    double p = m->training ? m->cfg.dropout : 0.0;
-    uint64_t seed = 0;
-    if (p > 0.0) {
-        seed = (uint64_t)nb_pcg32_next(m->rng) << 32;
-        seed |= nb_pcg32_next(m->rng);
-    }
-    for (int k = 0; k < 3; k++) part[k] = nb_view(ctx, part[k], NB_SHAPE(b, t, H, hd));
-    NB_HERE(ctx);
-    nb_tensor *y = nb_sdpa(ctx, part[0], part[1], part[2], NULL, true, 1.0 / sqrt((double)hd),
-                           p, seed); /* (B, T, C) */
-    return NB_NN_SCOPED(ctx, "c_proj", nb_gpt_linear(ctx, y, blk->c_proj_w, blk->c_proj_b));
+    return nano_heads(ctx, m, blk, part, b, t);
 }
 
 /* The attention of a block: the one place that picks the attention code. */

@@ -140,6 +140,7 @@ static nb_optim *optim_new(nb_ctx *err, opt_kind kind, const nb_tensor_list *par
         return NULL;
     }
     o->kind = kind;
+    o->grad_scale = 1.0;
     o->st = st;
     o->ctx = ctx;
     o->err_ctx = err;
@@ -260,7 +261,7 @@ typedef struct adam_job {
     bool decoupled;
     nb_tensor *param;
     param_state *ps;
-    double step_size, bias_correction2_sqrt;
+    double step_size, bias_correction2_sqrt, grad_scale;
     const nb_vec_kernels *vk;
 } adam_job;
 
@@ -282,15 +283,15 @@ static void adam_range(void *arg, int64_t lo, int64_t hi) {
             .b1 = (float)ao->beta1, .one_b1 = (float)(1.0 - ao->beta1),
             .b2 = (float)ao->beta2, .one_b2 = (float)(1.0 - ao->beta2),
             .bc2s = (float)j->bias_correction2_sqrt, .eps = (float)ao->eps,
-            .neg_step = (float)(-j->step_size)};
-        j->vk->adam((float *)param->data + lo, (const float *)param->grad + lo,
+            .neg_step = (float)(-j->step_size), .gscale = (float)j->grad_scale};
+        j->vk->adam((float *)param->data + lo, (float *)param->grad + lo,
                     (float *)ps->exp_avg->data + lo, (float *)ps->exp_avg_sq->data + lo, n, &c);
         return;
     }
 #define K(T)                                                                     \
     {                                                                            \
         T *p = (T *)param->data + lo;                                            \
-        const T *g = (const T *)param->grad + lo;                                \
+        T *g = (T *)param->grad + lo;                                            \
         T *m = (T *)ps->exp_avg->data + lo, *v = (T *)ps->exp_avg_sq->data + lo; \
         T *vmax = ao->amsgrad ? (T *)ps->max_exp_avg_sq->data + lo : NULL;       \
         const T shrink = (T)(1.0 - ao->lr * ao->weight_decay);                   \
@@ -298,8 +299,10 @@ static void adam_range(void *arg, int64_t lo, int64_t hi) {
         const T b1 = (T)ao->beta1, one_b1 = (T)(1.0 - ao->beta1);                \
         const T b2 = (T)ao->beta2, one_b2 = (T)(1.0 - ao->beta2);                \
         const T bc2s = (T)j->bias_correction2_sqrt, neg_step = (T)(-j->step_size); \
+        const T gs = (T)j->grad_scale;                                           \
         for (size_t i = 0; i < n; i++) {                                         \
             if (decoupled) p[i] = p[i] * shrink;                                 \
+            if (gs != 1) g[i] = g[i] * gs;                                       \
             T d = ao->maximize ? -g[i] : g[i];                                   \
             if (l2) d = d + wd * p[i];                                           \
             m[i] = m[i] * b1 + one_b1 * d;                                       \
@@ -319,12 +322,12 @@ static void adam_range(void *arg, int64_t lo, int64_t hi) {
 }
 
 static void adam_update(const nb_adam_opts *ao, bool decoupled, nb_tensor *param,
-                        param_state *ps) {
+                        param_state *ps, double grad_scale) {
     const double t = (double)ps->step;
     const double bias_correction1 = 1.0 - pow(ao->beta1, t);
     const double bias_correction2 = 1.0 - pow(ao->beta2, t);
-    adam_job j = {ao, decoupled, param, ps, ao->lr / bias_correction1, sqrt(bias_correction2),
-                  nb_vec()};
+    adam_job j = {ao,     decoupled, param, ps, ao->lr / bias_correction1, sqrt(bias_correction2),
+                  grad_scale, nb_vec()};
     nb_parallel_for((int64_t)param->numel, ADAM_GRAIN, adam_range, &j);
 }
 
@@ -358,11 +361,21 @@ nb_status nb_optim_step_on(nb_ctx *err, nb_optim *o) {
             ps->step++;
             nb_adam_opts ao = o->adam;
             if (o->no_decay && o->no_decay[i]) ao.weight_decay = 0.0;
-            adam_update(&ao, o->kind == OPT_ADAMW, p, ps);
+            adam_update(&ao, o->kind == OPT_ADAMW, p, ps, o->grad_scale);
         }
     }
     o->steps++;
     return NB_OK;
+}
+
+bool nb_optim_fuses_scale(const nb_optim *o, const nb_tensor_list *clipped) {
+    if (o->kind == OPT_SGD || o->adam.amsgrad || o->adam.maximize) return false;
+    if (clipped->n != o->params.n) return false;
+    for (int i = 0; i < o->params.n; i++) {
+        const nb_tensor *t = nb_list_tensor(&o->params, i);
+        if (t != nb_list_tensor(clipped, i) || t->dtype != NB_F32) return false;
+    }
+    return true;
 }
 
 void nb_optim_zero_grad(nb_optim *o) {

@@ -40,6 +40,9 @@ struct nb_optim {
     int64_t steps;         /* nb_optim_step calls */
     bool *no_decay;        /* params.n flags (nb_adamw_new_groups) or NULL: weight_decay 0 */
     nb_ctx *ctx;           /* owns all of the above */
+    double grad_scale;     /* set by the training step for one step: its gradient clip,
+                              applied by the Adam update as it reads each gradient
+                              (nb_optim_fuses_scale); 1 otherwise */
     nb_ctx *err_ctx;       /* the caller's context, given at creation: records every
                               error of a call that has no context argument (step,
                               set_lr, load_state); it outlives the optimizer */
@@ -52,6 +55,17 @@ static inline const char *nb_optim_kname(const nb_optim *o) { return nb_optim_ki
  * `err` instead of o->err_ctx: the training step (step.c) and checkpoint
  * loading (io/checkpoint.c) report on their own context. */
 NB_HIDDEN nb_status nb_optim_step_on(nb_ctx *err, nb_optim *o);
+/* Whether o's step can multiply the gradients of `clipped` by o->grad_scale
+ * as it reads them: Adam or AdamW without amsgrad or maximize, float32
+ * parameters, and `clipped` is exactly o's list (else a gradient outside it
+ * would miss the clip). The same products as clipping first, one pass over
+ * the gradients fewer. */
+NB_HIDDEN bool nb_optim_fuses_scale(const nb_optim *o, const nb_tensor_list *clipped);
+/* The L2 norm of the list's gradients (clip.c), the same bits on any number
+ * of threads; NAN when out of memory. */
+NB_HIDDEN double nb_grad_norm(const nb_tensor_list *params);
+/* g *= coef for every gradient of the list, on every thread. */
+NB_HIDDEN void nb_grad_scale(const nb_tensor_list *params, double coef);
 NB_HIDDEN nb_status nb_optim_load_state_on(nb_ctx *err, nb_optim *o, const nb_tensor_list *state);
 /* Name of parameter i for messages and state keys: its list name, or its
  * index (written into buf) when it has none. */

@@ -4,10 +4,12 @@
 
     /usr/bin/python3 tools/bench/bench_torch_gpt.py --arch=gptmodel --n_layer=4 --n_head=4 \
         --n_embd=128 --block_size=64 --batch_size=12 [--vocab_size=65] [--steps=20]
+        [--bias=1] [--seq_len=T]
 
 A step is nabla-gpt bench's: forward, cross-entropy, backward, clip_grad_norm_
 (1.0), AdamW (nanoGPT's two weight-decay groups, lr 1e-3), on one fixed random
-batch, dropout 0, float32, after 3 warm-up steps; --steps of them in --rounds
+batch, dropout 0, float32, after 3 warm-up steps; the batch is (batch_size, seq_len) tokens
+(seq_len 0: block_size), as GPT-2 124M's step at llm.c's B=4, T=64 in a block of 1024; --steps of them in --rounds
 rounds (5), and the figure is the median round's time per step, as nabla-gpt
 bench's. Each thread mode runs in its
 own process, because OMP_NUM_THREADS and OPENBLAS_NUM_THREADS must be set before
@@ -15,13 +17,17 @@ torch is imported (torch.set_num_threads does not reach Debian's OpenBLAS):
 1 thread, 2 threads, and 2 threads with OMP_WAIT_POLICY=PASSIVE. It prints
 one line per mode and then
 
-    torch_best_ms_per_step=X mode=M
+    torch_best_ms_per_step=X mode=M peak_rss_mb=R
+
+(R: the smallest peak resident set of the three modes' processes, the figure
+least in nabla's favour when make bench-gpt compares memory)
 
 (with --mode=NAME it times that mode only, in this process: what the parent
 runs).
 """
 import argparse
 import os
+import resource
 import subprocess
 import sys
 import time
@@ -39,14 +45,15 @@ def time_one(a):
     torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
     torch.manual_seed(1337)
     cfg = dict(vocab_size=a.vocab_size, block_size=a.block_size, n_layer=a.n_layer,
-               n_head=a.n_head, n_embd=a.n_embd, dropout=0.0, bias=False, qkv_bias=False)
+               n_head=a.n_head, n_embd=a.n_embd, dropout=0.0, bias=bool(a.bias), qkv_bias=False)
     model = make_model(a.arch, cfg).float()
     params = list(model.parameters())
     groups = [{"params": [p for p in params if p.dim() >= 2], "weight_decay": 0.1},
               {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
     opt = torch.optim.AdamW(groups, lr=1e-3, betas=(0.9, 0.99), eps=1e-8)
-    x = torch.randint(0, a.vocab_size, (a.batch_size, a.block_size))
-    y = torch.randint(0, a.vocab_size, (a.batch_size, a.block_size))
+    t = a.seq_len or a.block_size
+    x = torch.randint(0, a.vocab_size, (a.batch_size, t))
+    y = torch.randint(0, a.vocab_size, (a.batch_size, t))
 
     def step():
         _, loss = model(x, y)
@@ -74,25 +81,28 @@ def time_one(a):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     for k, v in (("n_layer", 4), ("n_head", 4), ("n_embd", 128), ("block_size", 64),
-                 ("batch_size", 12), ("vocab_size", 65), ("steps", 20), ("rounds", 5)):
+                 ("batch_size", 12), ("vocab_size", 65), ("steps", 20), ("rounds", 5),
+                 ("bias", 0), ("seq_len", 0)):
         ap.add_argument("--" + k, type=int, default=v)
     ap.add_argument("--arch", default="gptmodel", choices=["gptmodel", "nanogpt"])
     ap.add_argument("--mode", choices=sorted(MODES))
     a = ap.parse_args()
     if a.mode:
-        print("%.3f" % time_one(a))
+        ms = time_one(a)
+        print("%.3f %.1f" % (ms, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024))
         return
-    best = None
+    best, rss = None, None
     for name, env in MODES.items():
         out = subprocess.run([sys.executable, os.path.abspath(__file__), "--mode=" + name] +
                              [arg for arg in sys.argv[1:] if not arg.startswith("--mode")],
                              env=dict(os.environ, **env), check=True, capture_output=True,
                              text=True).stdout
-        ms = float(out.split()[-1])
+        ms, mb = (float(v) for v in out.split()[-2:])
+        rss = mb if rss is None else min(rss, mb)
         print("torch %s thread mode %s: %.3f ms/step" % (a.arch, name, ms))
         if best is None or ms < best[0]:
             best = (ms, name)
-    print("torch_best_ms_per_step=%.3f mode=%s" % best)
+    print("torch_best_ms_per_step=%.3f mode=%s peak_rss_mb=%.1f" % (best + (rss,)))
 
 
 if __name__ == "__main__":

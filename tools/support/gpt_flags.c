@@ -68,6 +68,11 @@ static const flag_def FLAGS[] = {
     {"seed", F_LONG, AT(seed), "1337", S, 0, "PCG32 seed of the token draws"},
     {"dtype", F_STR, AT(dtype), "float32", T | B, 0, "float32 or float64"},
     {"threads", F_LONG, AT(threads), "1", T | S | B, 1, "worker threads"},
+    {"config", F_STR, AT(preset), "", B, 0,
+     "gpt2-124m: GPT-2 124M's shapes at llm.c's CPU batch (nanogpt, 12/12/768, vocab 50257, "
+     "biases, block_size 1024, batch_size 4, seq_len 64); flags given beside it win"},
+    {"seq_len", F_LONG, AT(seq_len), "0", B, 0,
+     "tokens per sequence of the timed batch, <= block_size (0: block_size)"},
     {"rounds", F_LONG, AT(rounds), "5", B, 1,
      "max_iters steps in this many rounds; the median round's ms/step is reported"},
     {"sample", F_BOOL, AT(sample), "True", B, 0, "also time sampling, with and without the KV cache"},

@@ -33,7 +33,8 @@ typedef struct gpt_flags {
         *wandb_project, *wandb_run_name;
     const char *diagnostics; /* --diagnostics=PAGE, "" for none */
     /* bench */
-    long rounds;
+    const char *preset; /* --config=NAME: a named set of shapes (the positional file is `config`) */
+    long rounds, seq_len;
     bool sample;
     /* sampling */
     const char *start, *tokenizer_dir;
