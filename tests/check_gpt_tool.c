@@ -199,6 +199,8 @@ START_TEST(test_bad_input) {
          "outside the vocabulary 0..4"},
         {"sample --out_dir=%D/nowhere", "model.safetensors"},
         {"fly", "unknown command 'fly'"},
+        {"bench --config=gpt2-125m", "--config: 'gpt2-125m' is not a known config (gpt2-124m)"},
+        {"bench --seq_len=100 --block_size=64", "--seq_len=100 is more than --block_size=64"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         gpt_exec(&r, cases[i].args);
@@ -220,6 +222,30 @@ START_TEST(test_bad_input) {
 }
 END_TEST
 
+/* bench --config=gpt2-124m with smaller widths given beside it: the preset
+ * fills the rest (nanogpt, biases, batch 4 of 64 tokens), and the step's
+ * FLOPs are counted as llm.c does. For 1 layer, 48 wide, vocab 65, block 70:
+ * 31488 matmul parameters (34848 less the position table's 3360), so
+ * 6 * 31488 * 256 tokens + 12 * 4 * 64^2 * 48 for attention = 57802752. */
+START_TEST(test_bench_preset_and_flops) {
+    gpt_run r;
+    gpt_run_init(&r);
+    gpt_exec(&r, "bench --config=gpt2-124m --n_layer=1 --n_embd=48 --vocab_size=65 --block_size=70 "
+                 "--max_iters=1 --rounds=1");
+    ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
+    ck_assert_msg(strstr(r.out, "gflop_per_step=0.0578028 "), "%s", r.out);
+    ck_assert_msg(strstr(r.out, "tok_per_s="), "%s", r.out);
+    /* 31488 float32 weights read per sampled token */
+    ck_assert_msg(strstr(r.out, "weight_mb_per_token=0.126 "), "%s", r.out);
+    double pct = -1, bw = -1;
+    const char *p = strstr(r.out, "pct_of_bandwidth="), *q = strstr(r.out, "copy_gb_per_s=");
+    ck_assert_msg(p && q && sscanf(p, "pct_of_bandwidth=%lf", &pct) == 1 &&
+                  sscanf(q, "copy_gb_per_s=%lf", &bw) == 1, "%s", r.out);
+    ck_assert(pct > 0 && bw > 0);
+    gpt_run_done(&r);
+}
+END_TEST
+
 Suite *suite_gpt_tool(void) {
     Suite *s = suite_create("gpt_tool");
     TCase *tc = tcase_create("core");
@@ -227,6 +253,7 @@ Suite *suite_gpt_tool(void) {
     tcase_add_loop_test(tc, test_parity_f32, 0, 4);
     tcase_add_test(tc, test_resume_is_bit_identical);
     tcase_add_test(tc, test_bad_input);
+    tcase_add_test(tc, test_bench_preset_and_flops);
     suite_add_tcase(s, tc);
     return s;
 }

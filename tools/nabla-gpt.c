@@ -10,6 +10,7 @@
  * COMMAND --help` lists each command's flags with their defaults. Exit
  * status: 0 success, 2 bad usage or input, 1 internal failure. */
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -224,10 +225,16 @@ static double sgemm_peak_gflops(void) {
  * parameter per token (forward 2, backward 4; the position table and an
  * untied token table are lookups, not matmuls), plus attention's two
  * (T, T) products per layer, forward and backward, 12 * L * B * T^2 * C. */
-static double step_gflop(const nb_gpt *g, int64_t B, int64_t T) {
+static double matmul_params(const nb_gpt *g) {
     const nb_gpt_config *c = &g->cfg;
     double n = (double)nb_gpt_num_params(g, false) - (double)(c->block_size * c->n_embd);
     if (c->arch == NB_GPT_GPTMODEL) n -= (double)(c->vocab_size * c->n_embd); /* untied tok_emb */
+    return n;
+}
+
+static double step_gflop(const nb_gpt *g, int64_t B, int64_t T) {
+    const nb_gpt_config *c = &g->cfg;
+    double n = matmul_params(g);
     double attn = 12.0 * c->n_layer * (double)B * (double)(T * T) * (double)c->n_embd;
     return (6.0 * n * (double)(B * T) + attn) / 1e9;
 }
@@ -257,12 +264,64 @@ static int time_steps(const gpt_flags *f, nb_ctx *sctx, const nb_train_step *s, 
     return 0;
 }
 
+/* ---- memory bandwidth -------------------------------------------------------
+ * A cached sampling step reads every weight matrix once for one token: the
+ * memory's bandwidth bounds its speed. Measured as a copy of 256 MB (more
+ * than any cache) split over `threads` threads, best of 4, counting the
+ * bytes read and written (STREAM's convention). */
+typedef struct copy_part {
+    char *dst;
+    const char *src;
+    size_t n;
+} copy_part;
+
+static void *copy_run(void *arg) {
+    copy_part *p = arg;
+    memcpy(p->dst, p->src, p->n);
+    return NULL;
+}
+
+static double copy_gb_per_s(int threads) {
+    enum { MAX_THREADS = 64 };
+    const size_t bytes = (size_t)256 << 20;
+    char *src = malloc(bytes), *dst = malloc(bytes);
+    double best = 0;
+    if (threads > MAX_THREADS) threads = MAX_THREADS;
+    if (src && dst) {
+        memset(src, 1, bytes), memset(dst, 2, bytes); /* fault the pages in first */
+        copy_part parts[MAX_THREADS];
+        pthread_t tid[MAX_THREADS];
+        size_t share = bytes / (size_t)threads;
+        for (int r = 0; r < 4; r++) {
+            double t0 = now_s();
+            int started = 0;
+            for (int i = 0; i < threads; i++) {
+                parts[i] = (copy_part){dst + (size_t)i * share, src + (size_t)i * share,
+                                       i == threads - 1 ? bytes - (size_t)i * share : share};
+                if (i > 0 && !pthread_create(&tid[started], NULL, copy_run, &parts[i])) started++;
+                else if (i > 0) copy_run(&parts[i]); /* no thread: copy here */
+            }
+            copy_run(&parts[0]);
+            for (int i = 0; i < started; i++) pthread_join(tid[i], NULL);
+            double gbs = 2.0 * (double)bytes / (now_s() - t0) / 1e9;
+            if (gbs > best) best = gbs;
+        }
+    }
+    free(src), free(dst);
+    return best;
+}
+
 /* The sampling line: tokens/s with and without the KV cache, and the cached
- * figure against the memory bandwidth's limit for it. */
-static int bench_sampling(nb_ctx *pctx, nb_gpt *gpt, int64_t n) {
+ * figure against the bandwidth's limit (weight bytes read per token against
+ * the measured copy bandwidth). */
+static int bench_sampling(nb_ctx *pctx, nb_gpt *gpt, int64_t n, int threads) {
     double with = sample_speed(pctx, gpt, n, true), without = sample_speed(pctx, gpt, n, false);
     if (isnan(with) || isnan(without)) return gpt_fail(PROG, "bench: %s", nb_ctx_error(pctx));
-    printf("sample_tok_per_s_kv_cache=%.0f sample_tok_per_s_no_cache=%.0f\n", with, without);
+    double bytes = matmul_params(gpt) * (gpt->cfg.dtype == NB_F64 ? 8 : 4);
+    double bw = copy_gb_per_s(threads), limit = bw * 1e9 / bytes;
+    printf("sample_tok_per_s_kv_cache=%.0f sample_tok_per_s_no_cache=%.0f weight_mb_per_token=%.4g "
+           "copy_gb_per_s=%.1f bandwidth_limit_tok_per_s=%.0f pct_of_bandwidth=%.1f\n", with,
+           without, bytes / 1e6, bw, limit, limit > 0 ? 100 * with / limit : 0);
     return 0;
 }
 
@@ -273,7 +332,8 @@ static int cmd_bench(const gpt_flags *given) {
     if (T > f->block_size)
         return gpt_fail(PROG, "--seq_len=%ld is more than --block_size=%ld", f->seq_len,
                         f->block_size);
-    nb_set_num_threads((int)gpt_threads(PROG, f->threads));
+    int threads = (int)gpt_threads(PROG, f->threads);
+    nb_set_num_threads(threads);
     nb_ctx *pctx = nb_ctx_new(0), *sctx = nb_ctx_new(0);
     nb_pcg32 rng;
     nb_pcg32_seed(&rng, (uint64_t)f->seed, 1);
@@ -306,11 +366,11 @@ static int cmd_bench(const gpt_flags *given) {
     if (!st) {
         double ms = median_ms(round_ms, rounds), rss = peak_rss_mb(), gf = step_gflop(&gpt, B, T);
         double peak = sgemm_peak_gflops(), got = gf / (ms / 1e3);
-        printf("ms_per_step=%.3f peak_rss_mb=%.1f tok_per_s=%.0f gflop_per_step=%.2f "
+        printf("ms_per_step=%.3f peak_rss_mb=%.1f tok_per_s=%.0f gflop_per_step=%.6g "
                "gflops=%.1f sgemm_peak_gflops=%.1f pct_of_peak=%.1f\n", ms, rss,
                (double)(B * T) / (ms / 1e3), gf, got, peak, peak > 0 ? 100 * got / peak : 0);
     }
-    if (!st && f->sample) st = bench_sampling(pctx, &gpt, T);
+    if (!st && f->sample) st = bench_sampling(pctx, &gpt, T, threads);
     nb_optim_free(opt);
     nb_gpt_free(&gpt);
     nb_ctx_free(sctx), nb_ctx_free(pctx);

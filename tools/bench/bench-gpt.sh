@@ -1,9 +1,15 @@
 #!/bin/sh
 # make bench-gpt: nabla-gpt bench against PyTorch's reference GPT
-# (tools/bench/bench_torch_gpt.py) on two configs, both layouts, each with
-# its target ratio (nabla ms/step over PyTorch's):
+# (tools/bench/bench_torch_gpt.py) on three configs, each with its target
+# ratio (nabla ms/step over PyTorch's):
 #   tiny      n_layer/n_head/n_embd 2/2/32,  block_size 16 x batch_size 8
 #   cpu-baby  4/4/128 (nanoGPT's CPU config), block_size 64 x batch_size 12
+#   gpt2-124m 12/12/768, vocab 50257, biases, block_size 1024, batch 4 x 64
+#             tokens (llm.c's CPU step; nabla-gpt bench --config=gpt2-124m),
+#             nanogpt layout only, one round of 5 steps (a step is half a
+#             second or more: rounds of them are not noise-bound), with two
+#             more targets: peak RSS <= 0.8 x PyTorch's, and the 2-thread step
+#             >= 65% of the 2-thread sgemm peak nabla-gpt bench measures
 # nabla's figure is its best of 1 and 2 threads, PyTorch's its best of 1
 # thread, 2 threads and 2 threads with OMP_WAIT_POLICY=PASSIVE. Prints one
 # line per config and layout, with ms/step vs PyTorch and the target.
@@ -23,24 +29,31 @@ here=$(dirname "$0")
 val() { printf '%s\n' "$1" | tr ' ' '\n' | sed -n "s/^$2=//p" | head -1; }
 # The smaller of two numbers ("" counts as none).
 least() { if [ -z "$1" ]; then echo "$2"; else awk -v a="$1" -v b="$2" 'BEGIN { print (b < a ? b : a) }'; fi; }
-echo "GPT training step (forward, cross-entropy, backward, clip, AdamW), float32, vocab 65, best of $rounds rounds"
-for cfg in "tiny 2 2 32 16 8 0.15 400" "cpu-baby 4 4 128 64 12 0.5 40"; do
+echo "GPT training step (forward, cross-entropy, backward, clip, AdamW), float32, best of $rounds rounds"
+# name n_layer n_head n_embd block_size batch_size target steps vocab seq_len bias archs rounds
+for cfg in "tiny 2 2 32 16 8 0.15 400 65 16 0 gptmodel,nanogpt $rounds" \
+           "cpu-baby 4 4 128 64 12 0.5 40 65 64 0 gptmodel,nanogpt $rounds" \
+           "gpt2-124m 12 12 768 1024 4 0.6 5 50257 64 1 nanogpt 1"; do
     set -- $cfg
     steps=${steps_arg:-$8}
-    name=$1 flags="--n_layer=$2 --n_head=$3 --n_embd=$4 --block_size=$5 --batch_size=$6 --max_iters=$steps"
-    target=$7
-    for arch in gptmodel nanogpt; do
-        a="" b="" t="" rss=0 mode=""
-        for round in $(seq "$rounds"); do
+    name=$1 target=$7 bias=${11}
+    flags="--n_layer=$2 --n_head=$3 --n_embd=$4 --block_size=$5 --batch_size=$6 --max_iters=$steps"
+    flags="$flags --vocab_size=$9 --seq_len=${10} --bias=$([ "$bias" = 1 ] && echo True || echo False)"
+    for arch in $(echo "${12}" | tr , ' '); do
+        a="" b="" t="" rss=0 trss="" mode="" pct=""
+        for round in $(seq "${13}"); do
             n1=$("$bin" bench --arch=$arch $flags --threads=1 --sample=False)
             n2=$("$bin" bench --arch=$arch $flags --threads=2 --sample=False)
             tl=$(/usr/bin/python3 "$here/bench_torch_gpt.py" --arch=$arch --n_layer=$2 --n_head=$3 \
-                --n_embd=$4 --block_size=$5 --batch_size=$6 --steps=$steps | tail -1)
+                --n_embd=$4 --block_size=$5 --batch_size=$6 --steps=$steps --vocab_size=$9 \
+                --seq_len=${10} --bias=$bias | tail -1)
             a=$(least "$a" "$(val "$n1" ms_per_step)") b=$(least "$b" "$(val "$n2" ms_per_step)")
             tv=$(val "$tl" torch_best_ms_per_step)
             if [ -z "$t" ] || [ "$(least "$t" "$tv")" != "$t" ]; then t=$tv mode=$(val "$tl" mode); fi
+            trss=$(least "$trss" "$(val "$tl" peak_rss_mb)")
             rss=$(awk -v r="$rss" -v p="$(val "$n1" peak_rss_mb)" -v q="$(val "$n2" peak_rss_mb)" \
                 'BEGIN { m = r; if (p > m) m = p; if (q > m) m = q; print m }')
+            pct=$(val "$n2" pct_of_peak) peak=$(val "$n2" sgemm_peak_gflops) gf=$(val "$n2" gflops)
         done
         awk -v name="$name" -v arch="$arch" -v target="$target" -v a="$a" -v b="$b" -v t="$t" \
             -v mode="$mode" -v rss="$rss" 'BEGIN {
@@ -48,6 +61,11 @@ for cfg in "tiny 2 2 32 16 8 0.15 400" "cpu-baby 4 4 128 64 12 0.5 40"; do
                 printf "%-9s %-8s nabla %8.3f ms/step (%d thr)  torch %8.3f ms/step (%s)  ratio %.3f (target <= %s)  peak_rss_mb %.1f\n",
                        name, arch, best, thr, t, mode, best / t, target, rss
             }'
+        if [ "$name" = gpt2-124m ]; then awk -v rss="$rss" -v trss="$trss" -v pct="$pct" -v peak="$peak" \
+            -v gf="$gf" -v a="$a" -v b="$b" 'BEGIN {
+                printf "%-9s %-8s 1 thread %.0f ms, 2 threads %.0f ms; peak RSS %.0f MB vs torch %.0f MB: %.2f (target <= 0.8); 2 threads %.0f GFLOP/s = %.1f%% of the %.0f GFLOP/s sgemm peak (target >= 65%%)\n",
+                       "", "", a, b, rss, trss, rss / trss, gf, pct, peak
+            }'; fi
     done
 done
 echo "Sampling (block_size - 1 tokens from one, threads=1), tokens/s with and without the KV cache:"
