@@ -222,6 +222,46 @@ START_TEST(test_bad_input) {
 }
 END_TEST
 
+/* Fine-tuning a Hugging Face GPT-2 checkpoint from the command line:
+ * `train --init_from=model.safetensors` (GPT2LMHeadModel names, Conv1D
+ * weights, config.json beside it) replaying the 20 batches of
+ * tests/fixtures/hf/ref.safetensors in float64, with the AdamW settings
+ * tools/ref/gen_hf_fixtures.py used: the losses must be PyTorch's (the
+ * library's own test, check_gpt_hf.c, runs the same steps in-process). */
+START_TEST(test_hf_finetune_from_the_command_line) {
+    gpt_run r;
+    gpt_run_init(&r);
+    nb_ctx *c = nb_ctx_new(0);
+    nb_tensor_list ref = {0}, batches = {0};
+    ck_assert_msg(nb_load_safetensors(c, NB_SOURCE_DIR "/tests/fixtures/hf/ref.safetensors", &ref) ==
+                      NB_OK, "%s", nb_ctx_error(c));
+    nb_tensor *want = nb_list_get(&ref, "lmhead.loss");
+    ck_assert_ptr_nonnull(want);
+    nb_list_add(&batches, "x", nb_list_get(&ref, "lmhead.x"));
+    nb_list_add(&batches, "y", nb_list_get(&ref, "lmhead.y"));
+    char path[128];
+    snprintf(path, sizeof path, "%s/batches.safetensors", r.dir);
+    ck_assert_int_eq(nb_save_safetensors(c, path, &batches, 0, NULL, NULL), NB_OK);
+    gpt_exec(&r, "train --init_from=" NB_SOURCE_DIR "/tests/fixtures/hf/lmhead/model.safetensors "
+                 "--batches=%D/batches.safetensors --out_dir=%D/out --dtype=float64 "
+                 "--learning_rate=3e-3 --beta2=0.95 --weight_decay=0.1 --decay_lr=False "
+                 "--grad_clip=0 --max_iters=20");
+    ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
+    double loss[64], lr[64];
+    char out[128];
+    snprintf(out, sizeof out, "%s/out", r.dir);
+    int n = read_log(out, loss, lr, 64);
+    ck_assert_int_eq(n, (int)want->numel);
+    for (int i = 0; i < n; i++)
+        ck_assert_msg(fabs(loss[i] - nb_get(want, (size_t)i)) <= 1e-9,
+                      "step %d: loss %.17g, PyTorch %.17g", i, loss[i], nb_get(want, (size_t)i));
+    nb_list_free(&batches);
+    nb_list_free(&ref);
+    nb_ctx_free(c);
+    gpt_run_done(&r);
+}
+END_TEST
+
 /* bench --config=gpt2-124m with smaller widths given beside it: the preset
  * fills the rest (nanogpt, biases, batch 4 of 64 tokens), and the step's
  * FLOPs are counted as llm.c does. For 1 layer, 48 wide, vocab 65, block 70:
@@ -254,6 +294,7 @@ Suite *suite_gpt_tool(void) {
     tcase_add_test(tc, test_resume_is_bit_identical);
     tcase_add_test(tc, test_bad_input);
     tcase_add_test(tc, test_bench_preset_and_flops);
+    tcase_add_test(tc, test_hf_finetune_from_the_command_line);
     suite_add_tcase(s, tc);
     return s;
 }
