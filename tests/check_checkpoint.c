@@ -571,6 +571,48 @@ START_TEST(test_partial_loads) {
 }
 END_TEST
 
+/* Tensors of 64 KB or more stay in the file until the load copies them in
+ * place (io/io_internal.h, nb_load_safetensors_lazy): a (300, 100) weight,
+ * its AdamW moments, and a small bias beside it, loaded into the same
+ * dtype (bit for bit), and float64 into a float32 model (converted). */
+START_TEST(test_big_tensors_load_in_place) {
+    tmpdir td;
+    tmp_make(&td);
+    nb_ctx *ctx = nb_ctx_new(0), *p = nb_ctx_new(0);
+    nb_pcg32 rng;
+    nb_pcg32_seed(&rng, 5, 5);
+    nb_tensor_list l[3] = {{0}, {0}, {0}};
+    nb_dtype dts[3] = {NB_F64, NB_F64, NB_F32};
+    nb_optim *opt[2];
+    for (int k = 0; k < 3; k++) {
+        nb_list_add(&l[k], "w", nb_requires_grad(nb_normal(p, dts[k], NB_SHAPE(300, 100), 0, 1, &rng)));
+        nb_list_add(&l[k], "b", nb_requires_grad(nb_normal(p, dts[k], NB_SHAPE(7), 0, 1, &rng)));
+    }
+    for (int k = 0; k < 2; k++) opt[k] = nb_adamw_new(p, &l[k], nb_adamw_defaults(1e-2));
+    for (int i = 0; i < 2; i++) /* a gradient, a step: live state */
+        for (size_t j = 0; j < l[0].t[i]->numel; j++) ((double *)l[0].t[i]->grad)[j] = 0.01 * (double)(j % 17);
+    ck_assert_int_eq(nb_optim_step(opt[0]), NB_OK);
+    ck_assert_int_eq(nb_save_checkpoint(ctx, td.path, &l[0], opt[0], NULL, 0, NULL, NULL), NB_OK);
+    ck_assert_msg(nb_load_checkpoint(ctx, td.path, &l[1], opt[1], NULL) == NB_OK, "%s", nb_ctx_error(ctx));
+    nb_tensor_list s0 = {0}, s1 = {0};
+    ck_assert_int_eq(nb_optim_state(p, opt[0], &s0), NB_OK);
+    ck_assert_int_eq(nb_optim_state(p, opt[1], &s1), NB_OK);
+    ck_assert_int_eq(s0.n, s1.n);
+    for (int i = 0; i < s0.n; i++)
+        ck_assert_msg(same_bytes(s0.t[i], s1.t[i]), "%s differs", s0.names[i]);
+    for (int i = 0; i < 2; i++) ck_assert(same_bytes(l[0].t[i], l[1].t[i]));
+    ck_assert_int_eq(nb_load_checkpoint(ctx, td.path, &l[2], NULL, NULL), NB_OK);
+    for (int i = 0; i < 2; i++)
+        for (size_t j = 0; j < l[0].t[i]->numel; j++)
+            ck_assert(((float *)l[2].t[i]->data)[j] == (float)((double *)l[0].t[i]->data)[j]);
+    nb_list_free(&s0), nb_list_free(&s1);
+    for (int k = 0; k < 2; k++) nb_optim_free(opt[k]);
+    for (int k = 0; k < 3; k++) nb_list_free(&l[k]);
+    nb_ctx_free(p), nb_ctx_free(ctx);
+    tmp_remove(&td);
+}
+END_TEST
+
 /* ---- saves that fail keep the old file ---------------------------------------------- */
 START_TEST(test_failed_save_keeps_old_file) {
     tmpdir td;
@@ -781,6 +823,7 @@ Suite *suite_checkpoint(void) {
     tcase_add_test(tc, test_save_argument_errors);
     tcase_add_test(tc, test_pcg32_tensor_is_a_view);
     tcase_add_test(tc, test_optim_kind_and_options);
+    tcase_add_test(tc, test_big_tensors_load_in_place);
     tcase_set_timeout(tc, 60);
     suite_add_tcase(s, tc);
     return s;

@@ -137,6 +137,10 @@ NB_HIDDEN void nb_shape_pad(int ndim, const int64_t *shape, int64_t *padded);
 
 /* A tensor header whose data points at `data` (a view); grad separate. */
 NB_HIDDEN nb_tensor *nb_view_of(nb_ctx *ctx, nb_tensor *src, int ndim, const int64_t *shape);
+/* A tensor header in ctx over `data`, which the caller owns (may be NULL:
+ * io/'s lazily loaded tensors, whose bytes are still in their file). */
+NB_HIDDEN nb_tensor *nb_tensor_over(nb_ctx *ctx, nb_dtype dt, int ndim, const int64_t *shape,
+                                    void *data);
 
 /* Lists (core/list.c): is l usable (n within its storage)? And an append
  * with no checks on name (may be NULL) or duplicates: NB_ERR_VALUE for a

@@ -242,6 +242,12 @@ nb_tensor *nb_copy(nb_ctx *ctx, const nb_tensor *t, nb_dtype dt) {
     return c;
 }
 
+nb_tensor *nb_tensor_over(nb_ctx *ctx, nb_dtype dt, int ndim, const int64_t *shape, void *data) {
+    nb_tensor *t = tensor_alloc(ctx, "load", dt, ndim, shape, DATA_NONE);
+    if (t) t->data = data;
+    return t;
+}
+
 nb_tensor *nb_view_of(nb_ctx *ctx, nb_tensor *src, int ndim, const int64_t *shape) {
     nb_tensor *t = tensor_alloc(ctx, "view", src->dtype, ndim, shape, DATA_NONE);
     if (t) t->data = src->data;

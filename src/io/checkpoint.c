@@ -170,7 +170,7 @@ static nb_status save_with(nb_ctx *ctx, nb_ctx *tmp, nb_tensor_list *all, const 
     for (int i = 0; i < params->n && !s; i++)
         s = gather(ctx, path, all, nb_list_name(params, i), nb_list_tensor(params, i));
     if (s) return s;
-    if (opt && nb_optim_state(tmp, opt, all)) return forward_error(ctx, tmp, SAVE);
+    if (opt && nb_optim_state_views(tmp, opt, all)) return forward_error(ctx, tmp, SAVE);
     for (int i = 0; extra && i < extra->n && !s; i++) {
         size_t len = strlen(CK_EXTRA) + strlen(nb_list_name(extra, i)) + 1;
         char *name = nb_ctx_alloc(tmp, len);
@@ -306,6 +306,16 @@ static nb_status load_check(nb_ctx *ctx, const char *path, const nb_tensor_list 
     return NB_OK;
 }
 
+typedef struct lazy_copy {
+    nb_ctx *tmp;
+    const nb_st_lazy *lz;
+} lazy_copy;
+
+static nb_status copy_from_file(void *user, void *dst, const nb_tensor *src) {
+    const lazy_copy *c = user;
+    return nb_st_lazy_copy(c->tmp, c->lz, dst, src->dtype, src);
+}
+
 nb_status nb_load_checkpoint(nb_ctx *ctx, const char *path, const nb_tensor_list *params,
                              nb_optim *opt, const nb_tensor_list *extra) {
     if (!nb_ctx_ok(ctx)) return nb_ctx_status(ctx);
@@ -321,13 +331,14 @@ nb_status nb_load_checkpoint(nb_ctx *ctx, const char *path, const nb_tensor_list
     nb_ctx *tmp = nb_ctx_new(0);
     if (!tmp) return nb_io_fail(ctx, NB_ERR_MEMORY, LOAD, path, "out of memory");
     nb_tensor_list file = {0};
+    nb_st_lazy lz = {0}; /* the big tensors stay in the file until copied in place */
     const char *mk[CK_READ_META], *mv[CK_READ_META];
     const nb_tensor **extra_src = malloc((extra && extra->n ? (size_t)extra->n : 1) *
                                          sizeof *extra_src);
     int n_meta = 0;
     s = extra_src ? NB_OK : nb_io_fail(ctx, NB_ERR_MEMORY, LOAD, path, "out of memory");
     if (s) goto done;
-    s = nb_load_safetensors_meta(tmp, path, &file, CK_READ_META, &n_meta, mk, mv);
+    s = nb_load_safetensors_lazy(tmp, path, &file, CK_READ_META, &n_meta, mk, mv, &lz);
     if (s) {
         s = forward_error(ctx, tmp, LOAD);
         goto done;
@@ -335,25 +346,25 @@ nb_status nb_load_checkpoint(nb_ctx *ctx, const char *path, const nb_tensor_list
     if (n_meta > CK_READ_META) n_meta = CK_READ_META;
     s = load_check(ctx, path, &file, n_meta, mk, mv, params, opt, extra, extra_src);
     if (s) goto done;
-    /* nb_optim_load_state validates before it changes anything; what follows
-     * it cannot fail, as load_check has checked it. */
-    if (opt && (s = nb_optim_load_state_on(tmp, opt, &file))) {
+    /* nb_optim_load_state validates before it changes anything, and
+     * load_check has checked the rest: from here on only a read of a file
+     * that changed since it was validated can fail. */
+    lazy_copy lc = {tmp, &lz};
+    if (opt && (s = nb_optim_load_state_with(tmp, opt, &file, copy_from_file, &lc))) {
         s = nb_io_fail(ctx, s, LOAD, path, "%s", nb_ctx_error(tmp));
         goto done;
     }
-    for (int i = 0; i < params->n; i++) {
+    for (int i = 0; i < params->n && !s; i++) {
         nb_tensor *d = nb_list_tensor(params, i);
-        const nb_tensor *src = nb_list_get(&file, nb_list_name(params, i));
-        if (d->dtype == src->dtype)
-            memcpy(d->data, src->data, d->numel * nb_dtype_size(d->dtype));
-        else
-            for (size_t k = 0; k < d->numel; k++) nb_set(d, k, nb_get(src, k));
+        s = nb_st_lazy_copy(tmp, &lz, d->data, d->dtype, nb_list_get(&file, nb_list_name(params, i)));
     }
-    for (int i = 0; extra && i < extra->n; i++)
-        memcpy(nb_list_tensor(extra, i)->data, extra_src[i]->data,
-               extra_src[i]->numel * nb_dtype_size(extra_src[i]->dtype));
+    for (int i = 0; extra && i < extra->n && !s; i++)
+        s = nb_st_lazy_copy(tmp, &lz, nb_list_tensor(extra, i)->data, extra_src[i]->dtype,
+                            extra_src[i]);
+    if (s) s = nb_io_fail(ctx, s, LOAD, path, "%s", nb_ctx_error(tmp));
 done:
     free(extra_src);
+    nb_st_lazy_free(&lz);
     nb_list_free(&file);
     nb_ctx_free(tmp);
     return s;

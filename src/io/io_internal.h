@@ -47,6 +47,40 @@ NB_HIDDEN bool nb_st_utf8_valid(const char *s);
  * of memory. */
 NB_HIDDEN int nb_st_find_duplicate(const char *const *s, size_t n, const char **dup);
 
+/* ---- loading big files once (safetensors_load.c) ------------------------------
+ * nb_load_safetensors_meta that leaves every tensor of LAZY_MIN bytes or more
+ * (of a dtype stored as it loads, on a little-endian host) in the file: its
+ * tensor has data NULL and its place in the file is recorded here, for
+ * nb_st_lazy_copy to read straight into where it goes. A checkpoint load
+ * then holds the model once, not the model and the file. The file is kept
+ * open (the header was validated against its size) until nb_st_lazy_free. */
+typedef struct nb_st_lazy_ref {
+    const nb_tensor *t;
+    uint64_t offset; /* in the file */
+    size_t bytes;
+} nb_st_lazy_ref;
+
+typedef struct nb_st_lazy {
+    FILE *f;
+    const char *path;
+    nb_st_lazy_ref *refs;
+    int n;
+} nb_st_lazy;
+
+NB_HIDDEN nb_status nb_load_safetensors_lazy(nb_ctx *ctx, const char *path, nb_tensor_list *out,
+                                             int max_meta, int *n_meta, const char **keys,
+                                             const char **values, nb_st_lazy *lz);
+/* dst (dtype dt, src's numel) = src: memmove, a conversion between F32 and
+ * F64, or a read from the file for a lazy src. Errors (a read that fails
+ * because the file changed since the load validated it) on ctx. */
+NB_HIDDEN nb_status nb_st_lazy_copy(nb_ctx *ctx, const nb_st_lazy *lz, void *dst, nb_dtype dt,
+                                    const nb_tensor *src);
+NB_HIDDEN void nb_st_lazy_free(nb_st_lazy *lz);
+
+/* numel little-endian F16 (or, bf16, BF16) values at the start of data
+ * widened to floats in place (safetensors.c). */
+NB_HIDDEN void nb_st_widen_to_f32(void *data, size_t numel, bool bf16);
+
 /* ---- file errors (safetensors.c) -------------------------------------------- */
 /* Records "<op>: <path>: <message>" on ctx (the message printf-formatted;
  * "(NULL path)" for a NULL path) and returns s. Used by safetensors and

@@ -63,12 +63,15 @@ static nb_status queue_all(nb_ctx *ctx, nb_optim *o, const nb_tensor_list *out, 
     return s ? s : queue(ctx, o, out, q, n, STEP_NAME, NULL, (double)o->steps);
 }
 
-/* Copies the queued entries into ctx and appends them; out is unchanged
- * when that fails. */
-static nb_status append_all(nb_ctx *ctx, nb_optim *o, nb_tensor_list *out, pending *q, int n) {
+/* Copies the queued entries into ctx (or, with alias, makes views of the
+ * state tensors there) and appends them; out is unchanged when that fails. */
+static nb_status append_all(nb_ctx *ctx, nb_optim *o, nb_tensor_list *out, pending *q, int n,
+                            bool alias) {
     for (int j = 0; j < n; j++) {
-        q[j].copy = q[j].src ? nb_copy(ctx, q[j].src, q[j].src->dtype)
-                             : nb_scalar(ctx, NB_F64, q[j].step);
+        nb_tensor *src = (nb_tensor *)q[j].src;
+        q[j].copy = !src ? nb_scalar(ctx, NB_F64, q[j].step)
+                    : alias ? nb_view_of(ctx, src, src->ndim, src->shape)
+                            : nb_copy(ctx, src, src->dtype);
         if (!q[j].copy) return nb_ctx_status(ctx);
         q[j].copy->name = q[j].name;
     }
@@ -84,7 +87,7 @@ static nb_status append_all(nb_ctx *ctx, nb_optim *o, nb_tensor_list *out, pendi
     return NB_OK;
 }
 
-nb_status nb_optim_state(nb_ctx *ctx, nb_optim *o, nb_tensor_list *out) {
+static nb_status optim_state(nb_ctx *ctx, nb_optim *o, nb_tensor_list *out, bool alias) {
     if (!nb_ctx_ok(ctx)) return nb_ctx_status(ctx);
     if (!o || !out)
         return nb_ctx_fail(ctx, NB_ERR_NULL, "optim state: %s is NULL",
@@ -97,9 +100,17 @@ nb_status nb_optim_state(nb_ctx *ctx, nb_optim *o, nb_tensor_list *out) {
     if (!q) return nb_ctx_fail(ctx, NB_ERR_MEMORY, "%s state: out of memory", nb_optim_kname(o));
     int n = 0;
     nb_status s = queue_all(ctx, o, out, q, &n);
-    if (!s) s = append_all(ctx, o, out, q, n);
+    if (!s) s = append_all(ctx, o, out, q, n, alias);
     free(q);
     return s;
+}
+
+nb_status nb_optim_state(nb_ctx *ctx, nb_optim *o, nb_tensor_list *out) {
+    return optim_state(ctx, o, out, false);
+}
+
+nb_status nb_optim_state_views(nb_ctx *ctx, nb_optim *o, nb_tensor_list *out) {
+    return optim_state(ctx, o, out, true);
 }
 
 /* A step count: an f64 one-element tensor holding a whole number >= 0. */
@@ -216,7 +227,19 @@ nb_status nb_optim_load_state(nb_optim *o, const nb_tensor_list *state) {
     return o ? nb_optim_load_state_on(o->err_ctx, o, state) : NB_ERR_NULL;
 }
 
+static nb_status copy_in_memory(void *user, void *dst, const nb_tensor *src) {
+    (void)user;
+    memmove(dst, src->data, src->numel * nb_dtype_size(src->dtype));
+    return NB_OK;
+}
+
 nb_status nb_optim_load_state_on(nb_ctx *err, nb_optim *o, const nb_tensor_list *state) {
+    return nb_optim_load_state_with(err, o, state, copy_in_memory, NULL);
+}
+
+nb_status nb_optim_load_state_with(nb_ctx *err, nb_optim *o, const nb_tensor_list *state,
+                                   nb_status (*copy)(void *user, void *dst, const nb_tensor *src),
+                                   void *user) {
     if (!o) return NB_ERR_NULL;
     if (!state)
         return nb_ctx_fail(err, NB_ERR_NULL, "%s load_state: state list is NULL",
@@ -240,10 +263,8 @@ nb_status nb_optim_load_state_on(nb_ctx *err, nb_optim *o, const nb_tensor_list 
         param_state *ps = &o->st[i];
         ps->live = ls[i].live;
         ps->step = ls[i].step;
-        for (int sl = 0; sl < S_COUNT; sl++)
-            if (ls[i].found[sl])
-                memmove((*nb_optim_slot(ps, sl))->data, ls[i].found[sl]->data,
-                        ls[i].found[sl]->numel * nb_dtype_size(ls[i].found[sl]->dtype));
+        for (int sl = 0; sl < S_COUNT && !s; sl++)
+            if (ls[i].found[sl]) s = copy(user, (*nb_optim_slot(ps, sl))->data, ls[i].found[sl]);
     }
     if (!s) o->steps = total_steps;
     free(ls);

@@ -96,3 +96,34 @@ bool nb_io_fault(void) {
     errno = EIO;
     return true;
 }
+
+/* ---- half-precision floats, widened as they load --------------------------------- */
+/* IEEE half -> single, exactly: every half is representable as a float. */
+static uint32_t f16_to_f32_bits(uint16_t h) {
+    uint32_t sign = (uint32_t)(h >> 15) << 31;
+    uint32_t exp = (h >> 10) & 0x1f, mant = h & 0x3ffu;
+    if (exp == 0x1f) return sign | 0x7f800000u | mant << 13; /* inf, NaN (payload kept) */
+    if (exp != 0) return sign | (exp + 112) << 23 | mant << 13; /* rebias 15 -> 127 */
+    if (mant == 0) return sign;                                 /* +-0 */
+    /* Subnormal, mant * 2^-24: shift the leading one up to bit 10 (the
+     * implicit bit); each shift halves the exponent, from 2^-14 (113). */
+    uint32_t e = 113;
+    while (!(mant & 0x400u)) {
+        mant <<= 1;
+        e--;
+    }
+    return sign | e << 23 | (mant & 0x3ffu) << 13;
+}
+
+/* Widens `numel` little-endian F16 or BF16 values at the start of `data` to
+ * floats in place. Goes from the last element down: float i covers halves
+ * 2i and 2i+1, which are read by then. */
+void nb_st_widen_to_f32(void *data, size_t numel, bool bf16) {
+    const unsigned char *src = data;
+    float *dst = data;
+    for (size_t i = numel; i-- > 0;) {
+        uint16_t h = (uint16_t)(src[2 * i] | src[2 * i + 1] << 8);
+        uint32_t bits = bf16 ? (uint32_t)h << 16 : f16_to_f32_bits(h);
+        memcpy(&dst[i], &bits, sizeof bits);
+    }
+}

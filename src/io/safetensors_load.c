@@ -42,36 +42,6 @@ static int64_t json_uint(const cJSON *j) {
     return (int64_t)v;
 }
 
-/* IEEE half -> single, exactly: every half is representable as a float. */
-static uint32_t f16_to_f32_bits(uint16_t h) {
-    uint32_t sign = (uint32_t)(h >> 15) << 31;
-    uint32_t exp = (h >> 10) & 0x1f, mant = h & 0x3ffu;
-    if (exp == 0x1f) return sign | 0x7f800000u | mant << 13; /* inf, NaN (payload kept) */
-    if (exp != 0) return sign | (exp + 112) << 23 | mant << 13; /* rebias 15 -> 127 */
-    if (mant == 0) return sign;                                 /* +-0 */
-    /* Subnormal, mant * 2^-24: shift the leading one up to bit 10 (the
-     * implicit bit); each shift halves the exponent, from 2^-14 (113). */
-    uint32_t e = 113;
-    while (!(mant & 0x400u)) {
-        mant <<= 1;
-        e--;
-    }
-    return sign | e << 23 | (mant & 0x3ffu) << 13;
-}
-
-/* Widens `numel` little-endian F16 or BF16 values at the start of `data` to
- * floats in place. Goes from the last element down: float i covers halves
- * 2i and 2i+1, which are read by then. */
-static void widen_to_f32(void *data, size_t numel, bool bf16) {
-    const unsigned char *src = data;
-    float *dst = data;
-    for (size_t i = numel; i-- > 0;) {
-        uint16_t h = (uint16_t)(src[2 * i] | src[2 * i + 1] << 8);
-        uint32_t bits = bf16 ? (uint32_t)h << 16 : f16_to_f32_bits(h);
-        memcpy(&dst[i], &bits, sizeof bits);
-    }
-}
-
 /* Reads the shape of tensor `name` (the JSON array `shape`) into e and sets
  * *bytes to the size of its data in the file. */
 static nb_status parse_shape(nb_ctx *ctx, const char *path, const char *name, const cJSON *shape,
@@ -236,13 +206,34 @@ static char *arena_strdup(nb_ctx *ctx, const char *s) {
     return p;
 }
 
+#define LAZY_MIN ((uint64_t)1 << 16)
+
+/* Whether a lazy load leaves entry e in the file. */
+static bool stays_in_file(const st_entry *e) {
+    return e->end - e->begin >= LAZY_MIN && nb_st_host_is_little_endian() &&
+           e->dt != NB_ST_F16 && e->dt != NB_ST_BF16 && e->dt != NB_ST_BOOL;
+}
+
 /* Reads the data of the (validated, sorted) entries into new tensors. The
- * file position is at the start of the data region. */
+ * file position is at the start of the data region (`data_at` in the file).
+ * With lz, the entries stays_in_file picks get data NULL and a reference
+ * in lz instead (lz->refs has room for n). */
 static nb_status read_tensors(nb_ctx *ctx, const char *path, FILE *f, const st_entry *e, int n,
-                              nb_tensor **ts) {
+                              nb_tensor **ts, uint64_t data_at, nb_st_lazy *lz) {
     bool little = nb_st_host_is_little_endian();
     for (int i = 0; i < n; i++) {
         const nb_st_dtype *fd = &nb_st_dtypes[e[i].dt];
+        if (lz && stays_in_file(&e[i])) {
+            nb_tensor *t = nb_tensor_over(ctx, fd->loads_as, e[i].ndim, e[i].shape, NULL);
+            char *name = t ? arena_strdup(ctx, e[i].name) : NULL;
+            if (!name) return nb_ctx_status(ctx);
+            t->name = name;
+            lz->refs[lz->n++] = (nb_st_lazy_ref){t, data_at + e[i].begin, (size_t)(e[i].end - e[i].begin)};
+            ts[i] = t;
+            continue;
+        }
+        if (lz && fseeko(f, (off_t)(data_at + e[i].begin), SEEK_SET))
+            return nb_io_fail(ctx, NB_ERR_IO, LOAD, path, "seek failed: %s", strerror(errno));
         nb_tensor *t = nb_empty(ctx, fd->loads_as, e[i].ndim, e[i].shape);
         char *name = t ? arena_strdup(ctx, e[i].name) : NULL;
         if (!name) return nb_ctx_status(ctx);
@@ -256,7 +247,7 @@ static nb_status read_tensors(nb_ctx *ctx, const char *path, FILE *f, const st_e
                               name);
         }
         if (e[i].dt == NB_ST_F16 || e[i].dt == NB_ST_BF16) {
-            widen_to_f32(t->data, t->numel, e[i].dt == NB_ST_BF16);
+            nb_st_widen_to_f32(t->data, t->numel, e[i].dt == NB_ST_BF16);
         } else if (e[i].dt == NB_ST_BOOL) {
             const unsigned char *b = t->data;
             for (size_t k = 0; k < t->numel; k++)
@@ -462,9 +453,9 @@ static nb_status build_entries(st_load *L, const nb_tensor_list *out) {
  * first max_meta pairs; *n_file counts them all), then appends the tensors
  * to `out` (all or none). */
 static nb_status make_results(st_load *L, nb_tensor_list *out, int max_meta, const char **keys,
-                              const char **values, int *n_file) {
+                              const char **values, int *n_file, nb_st_lazy *lz) {
     nb_ctx *ctx = L->ctx;
-    nb_status st = read_tensors(ctx, L->path, L->f, L->entries, L->n, L->ts);
+    nb_status st = read_tensors(ctx, L->path, L->f, L->entries, L->n, L->ts, 8 + L->hlen, lz);
     if (st) return st;
     *n_file = 0;
     const cJSON *m;
@@ -491,12 +482,12 @@ static void load_free(st_load *L) {
     free(L->names);
     cJSON_Delete(L->root);
     free(L->hdr);
-    fclose(L->f);
+    if (L->f) fclose(L->f);
 }
 
-nb_status nb_load_safetensors_meta(nb_ctx *ctx, const char *path, nb_tensor_list *out,
-                                   int max_meta, int *n_meta, const char **keys,
-                                   const char **values) {
+/* The load of both: lz NULL reads everything. */
+static nb_status load_meta(nb_ctx *ctx, const char *path, nb_tensor_list *out, int max_meta,
+                           int *n_meta, const char **keys, const char **values, nb_st_lazy *lz) {
     if (n_meta) *n_meta = 0;
     if (!nb_ctx_ok(ctx)) return nb_ctx_status(ctx);
     nb_status st = load_check_args(ctx, path, out, max_meta, keys, values);
@@ -510,14 +501,28 @@ nb_status nb_load_safetensors_meta(nb_ctx *ctx, const char *path, nb_tensor_list
     if (!st) st = parse_header(&L);
     if (!st) st = check_names(&L, out);
     if (!st) st = build_entries(&L, out);
-    if (!st) st = make_results(&L, out, max_meta, keys, values, &n_file);
+    if (!st && lz && !(lz->refs = malloc(sizeof *lz->refs * (size_t)(L.n ? L.n : 1))))
+        st = nb_io_fail(ctx, NB_ERR_MEMORY, LOAD, path, "out of memory");
+    if (!st) st = make_results(&L, out, max_meta, keys, values, &n_file, lz);
     if (n_meta && !st) *n_meta = n_file;
+    if (!st && lz) lz->f = L.f, lz->path = path, L.f = NULL; /* kept open for the copies */
     load_free(&L);
     return st;
 }
 
-nb_status nb_load_safetensors(nb_ctx *ctx, const char *path, nb_tensor_list *out) {
-    return nb_load_safetensors_meta(ctx, path, out, 0, NULL, NULL, NULL);
+nb_status nb_load_safetensors_meta(nb_ctx *ctx, const char *path, nb_tensor_list *out,
+                                   int max_meta, int *n_meta, const char **keys,
+                                   const char **values) {
+    return load_meta(ctx, path, out, max_meta, n_meta, keys, values, NULL);
+}
+
+nb_status nb_load_safetensors_lazy(nb_ctx *ctx, const char *path, nb_tensor_list *out,
+                                   int max_meta, int *n_meta, const char **keys,
+                                   const char **values, nb_st_lazy *lz) {
+    *lz = (nb_st_lazy){0};
+    nb_status st = load_meta(ctx, path, out, max_meta, n_meta, keys, values, lz);
+    if (st) nb_st_lazy_free(lz);
+    return st;
 }
 
 /* The caller stopped the load with st: its own error, or a generic one. */
@@ -561,7 +566,7 @@ static nb_status call_each(st_load *L, nb_status (*each)(void *, const nb_tensor
     for (int i = 0; !st && i < L->n; i++) {
         nb_ctx_reset(scratch);
         nb_tensor *t = NULL;
-        if ((st = read_tensors(scratch, L->path, L->f, &L->entries[i], 1, &t)))
+        if ((st = read_tensors(scratch, L->path, L->f, &L->entries[i], 1, &t, 0, NULL)))
             nb_ctx_fail(L->ctx, st, "%s", nb_ctx_error(scratch));
         else if ((st = each(user, t)))
             st = stopped(L, st);

@@ -67,6 +67,17 @@ NB_HIDDEN double nb_grad_norm(const nb_tensor_list *params);
 /* g *= coef for every gradient of the list, on every thread. */
 NB_HIDDEN void nb_grad_scale(const nb_tensor_list *params, double coef);
 NB_HIDDEN nb_status nb_optim_load_state_on(nb_ctx *err, nb_optim *o, const nb_tensor_list *state);
+/* The same with each state tensor put in place by copy(user, dst, src) (a
+ * checkpoint load reads them straight from the file); a copy's error stops
+ * it (after the checks, so only a file that changed under the load). */
+NB_HIDDEN nb_status nb_optim_load_state_with(nb_ctx *err, nb_optim *o, const nb_tensor_list *state,
+                                             nb_status (*copy)(void *user, void *dst,
+                                                               const nb_tensor *src),
+                                             void *user);
+/* nb_optim_state with views of the moments instead of copies (io/optim_state.c):
+ * what a checkpoint save writes straight from, so saving adds no second copy
+ * of a 124M model's 1 GB of AdamW state. Valid until the next step. */
+NB_HIDDEN nb_status nb_optim_state_views(nb_ctx *ctx, nb_optim *o, nb_tensor_list *out);
 /* Name of parameter i for messages and state keys: its list name, or its
  * index (written into buf) when it has none. */
 NB_HIDDEN const char *nb_optim_param_name(const nb_tensor_list *l, int i, char *buf, size_t n);

@@ -129,6 +129,7 @@ static void round_trip(const char *label, nb_gpt_config cfg, int64_t want_params
            "load %.2f s; peak RSS during save %.2f x the model's %.0f MB, during load %.2f x\n",
            label, 4.0 * 4 * (double)want_params / 1e9, t_build, t_save, t_load,
            (double)save_peak / (double)own, own / 1024.0, (double)load_peak / (double)own);
+    fflush(stdout);
     ck_assert_msg(own > 0 && save_peak <= 1.2 * own && load_peak <= 1.2 * own,
                   "%s: peak RSS save %ld kB, load %ld kB, model %ld kB", label, save_peak,
                   load_peak, own);
