@@ -9,10 +9,10 @@
  *         for each NR-wide sliver: micro-kernel c (MR, NR) (+)= a @ b
  *
  * Packing b makes every transposition the same contiguous stream, zero-
- * padded at the edge. a is read in place through its strides (both
- * layouts give the kernel cache-friendly broadcasts), except a last sliver
- * of fewer than MR rows, which is packed with zero rows; a partial tile of
- * c goes through a small buffer.
+ * padded at the edge. a is read in place through its strides, except a
+ * last sliver of fewer than MR rows, which is packed with zero rows, and
+ * a transposed a whose columns are far apart (see run_block); a partial
+ * tile of c goes through a small buffer.
  * The packing buffers belong to the calling thread (allocated at its first
  * call, freed when it exits), so no call allocates after the first. */
 #include "kernels/kernels_internal.h"
@@ -122,11 +122,15 @@ static void run_block(const nb_sgemm_kernel *k, float *pa, float *c, int64_t ldc
                       int64_t kc, int64_t nc, bool acc) {
     const int mr = k->mr, nr = k->nr;
     float edge[16 * 32]; /* a partial tile of c, (mr, nr) */
+    /* a^T with its columns 2 KB or more apart (a weight gradient's dy^T): a
+     * sliver read in place would take a new page for every step of the inner
+     * index, so each is packed (read once, used for every sliver of b) */
+    const bool far = ars == 1 && acs >= 512;
     for (int64_t i = 0; i < rows; i += mr) {
         int h = rows - i < mr ? (int)(rows - i) : mr;
         const float *as = a + i * ars;
         int64_t sr = ars, sc = acs;
-        if (h < mr) {
+        if (h < mr || far) {
             pack_a(pa, as, ars, acs, kc, h, mr);
             as = pa, sr = 1, sc = mr;
         }

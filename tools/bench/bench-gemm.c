@@ -9,7 +9,9 @@
  * CPU time (the figures least hurt by other work on the machine), their ratio, and the largest difference of
  * the results relative to the largest |C|. The cases: squares 256..1024 and
  * the products of the large MultiHeadAttention config (B 8, T 256, D 512,
- * 8 heads) in the transpositions forward and backward use. */
+ * 8 heads) and of GPT-2 124M's MLP (256 tokens, 768 wide) in the
+ * transpositions forward and backward use. A last line gives the 2-thread
+ * peak of both on a 1536-square product, in wall time. */
 #include <cblas.h>
 #include <math.h>
 #include <stdio.h>
@@ -40,6 +42,10 @@ static const gemm_case cases[] = {
     {"linear fwd x@W^T", 2048, 512, 512, false, true, 1},
     {"linear dx dy@W", 2048, 512, 512, false, false, 1},
     {"linear dW dy^T@x", 512, 512, 2048, true, false, 1},
+    /* GPT-2 124M's MLP at llm.c's batch: x (256, 768), c_fc (3072, 768) */
+    {"gpt2 c_fc x@W^T", 256, 3072, 768, false, true, 1},
+    {"gpt2 c_fc dx dy@W", 256, 768, 3072, false, false, 1},
+    {"gpt2 c_fc dW dy^T@x", 3072, 768, 256, true, false, 1},
     /* per head: q, k, v (256, 64), scores (256, 256); 64 heads */
     {"scores q@k^T", 256, 256, 64, false, true, 64},
     {"attn w@v", 256, 64, 256, false, false, 64},
@@ -111,6 +117,44 @@ static void best_gflops(const operands *o, double flops, int rounds, double *g_n
     }
 }
 
+static double wall(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* The 2-thread peak: a 1536-square product on both threads (nabla's
+ * nb_gemm_float_par, OpenBLAS with 2 threads), best of `rounds`, in wall
+ * time. nabla-gpt bench --config=gpt2-124m sets its step beside this figure
+ * (nabla's, measured there again in the same way). */
+static void peak_line(int rounds) {
+    const int64_t n = 1536;
+    float *a = malloc(sizeof(float) * (size_t)(n * n)), *b = malloc(sizeof(float) * (size_t)(n * n)),
+          *c = malloc(sizeof(float) * (size_t)(n * n));
+    if (!a || !b || !c) {
+        free(a), free(b), free(c);
+        return;
+    }
+    for (int64_t i = 0; i < n * n; i++) a[i] = (float)(i % 13) * 0.01f, b[i] = (float)(i % 7) * 0.02f;
+    nb_set_num_threads(2);
+    openblas_set_num_threads(2);
+    double best_nb = 0, best_ob = 0, flops = 2.0 * (double)(n * n * n);
+    for (int r = 0; r <= rounds; r++) { /* round 0 warms up */
+        double t0 = wall();
+        nb_gemm_float_par(c, NULL, a, n, 1, b, n, 1, n, n, n, false);
+        double g = flops / (wall() - t0) / 1e9;
+        if (r && g > best_nb) best_nb = g;
+        t0 = wall();
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, (int)n, (int)n, 1.0f, a,
+                    (int)n, b, (int)n, 0.0f, c, (int)n);
+        g = flops / (wall() - t0) / 1e9;
+        if (r && g > best_ob) best_ob = g;
+    }
+    printf("2-thread peak, square 1536: nabla %.1f GF/s, OpenBLAS %.1f GF/s, ratio %.2f\n", best_nb,
+           best_ob, best_nb / best_ob);
+    free(a), free(b), free(c);
+}
+
 static void usage(FILE *f) {
     fprintf(f, "usage: bench-gemm [--rounds N] [FILTER]\n"
                "  nabla's float32 gemm vs OpenBLAS sgemm, one thread each, best of N rounds\n"
@@ -173,5 +217,6 @@ int main(int argc, char **argv) {
                g_nb / g_ob, diff);
         free(o.a), free(o.b), free(o.c_nb), free(o.c_ref);
     }
+    if (!filter) peak_line(rounds);
     return status;
 }
