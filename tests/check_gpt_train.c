@@ -84,6 +84,35 @@ static void write_text(const char *path, const char *s) {
     fclose(f);
 }
 
+/* The run in `got` ended as the one in `want`: the same model bytes, the
+ * same log. */
+static void same_run(const gpt_run *r, const char *want, const char *got) {
+    char a[160], b[160];
+    snprintf(a, sizeof a, "%s/%s/model.safetensors", r->dir, want);
+    snprintf(b, sizeof b, "%s/%s/model.safetensors", r->dir, got);
+    same_bytes(a, b);
+    snprintf(a, sizeof a, "%s/%s/log.jsonl", r->dir, want);
+    snprintf(b, sizeof b, "%s/%s/log.jsonl", r->dir, got);
+    same_log(a, b);
+}
+
+/* Starts `train FLAGS --out_dir=DIR` in the background, sends it `sig`
+ * (INT, KILL, ...) once its log reaches iteration `iter`, and returns its
+ * exit status. */
+static int kill_at(const gpt_run *r, const char *flags, const char *dir, int iter, const char *sig) {
+    char cmd[8192], prog[4096], *out = NULL;
+    snprintf(prog, sizeof prog, "%s/bin/nabla-gpt", nb_test_build_dir());
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && { '%s' train %s --out_dir=%s >%s.out 2>%s.err & p=$!; "
+             "n=0; until grep -q '\"iter\": %d,' %s/log.jsonl 2>/dev/null || [ $n -gt 3000 ]; do "
+             "sleep 0.01; n=$((n+1)); done; kill -%s $p; wait $p; echo $?; } 2>/dev/null", r->dir,
+             prog, flags, dir, dir, dir, iter, dir, sig);
+    ck_assert_int_eq(nb_test_run(cmd, &out), 0);
+    int st = atoi(out);
+    free(out);
+    return st;
+}
+
 #define TINY "--n_layer=1 --n_head=2 --n_embd=16 --block_size=16 --batch_size=4 " \
              "--eval_interval=4 --eval_iters=2 --dropout=0.1 --warmup_iters=2 " \
              "--lr_decay_iters=12 --max_iters=12 --data=text.txt"
@@ -99,7 +128,7 @@ START_TEST(test_sigint_at_10_points_resumes_bit_identical) {
     ck_assert_msg(r.status == 0, "%s", r.err);
     const int at[10] = {0, 1, 2, 3, 4, 5, 7, 8, 10, 11};
     for (int i = 0; i < 10; i++) {
-        char env[64], args[512], a[160], b[160];
+        char env[64], args[512];
         snprintf(env, sizeof env, "NB_GPT_TEST_SIGNAL=%d", at[i]);
         snprintf(args, sizeof args, "train " TINY " --out_dir=cut%d", i);
         gpt_exec_env(&r, env, args);
@@ -115,12 +144,9 @@ START_TEST(test_sigint_at_10_points_resumes_bit_identical) {
         gpt_exec(&r, args);
         ck_assert_msg(r.status == (at[i] == 11 ? 2 : 0), "resume after %d: exit %d: %s", at[i],
                       r.status, r.err);
-        snprintf(a, sizeof a, "%s/full/model.safetensors", r.dir);
-        snprintf(b, sizeof b, "%s/cut%d/model.safetensors", r.dir, i);
-        same_bytes(a, b);
-        snprintf(a, sizeof a, "%s/full/log.jsonl", r.dir);
-        snprintf(b, sizeof b, "%s/cut%d/log.jsonl", r.dir, i);
-        same_log(a, b);
+        char cut[16];
+        snprintf(cut, sizeof cut, "cut%d", i);
+        same_run(&r, "full", cut);
     }
     gpt_run_done(&r);
 }
@@ -136,50 +162,25 @@ START_TEST(test_kill_sigterm_and_second_signal) {
     const char *slow = "--n_layer=2 --n_head=2 --n_embd=32 --block_size=16 --batch_size=8 "
                        "--eval_interval=500 --eval_iters=2 --dropout=0.1 --max_iters=3000 "
                        "--lr_decay_iters=3000 --data=text.txt --log_interval=1000";
-    char cmd[8192], prog[4096], *out = NULL;
-    snprintf(prog, sizeof prog, "%s/bin/nabla-gpt", nb_test_build_dir());
-    snprintf(cmd, sizeof cmd,
-             "cd '%s' && { '%s' train %s --out_dir=k >k.out 2>k.err & p=$!; "
-             "n=0; until grep -q '\"iter\": 20,' k/log.jsonl 2>/dev/null || [ $n -gt 3000 ]; do "
-             "sleep 0.01; n=$((n+1)); done; kill -INT $p; wait $p; echo $?; }", r.dir, prog, slow);
-    int st = nb_test_run(cmd, &out);
-    ck_assert_int_eq(st, 0);
-    ck_assert_msg(atoi(out) == 130, "kill -INT: exit %s", out);
-    free(out);
-    char args[1024], a[160], b[160];
+    ck_assert_int_eq(kill_at(&r, slow, "k", 20, "INT"), 130);
+    char args[1024];
     gpt_exec(&r, "train --out_dir=k --init_from=resume");
     ck_assert_msg(r.status == 0, "%s", r.err);
     snprintf(args, sizeof args, "train %s --out_dir=full", slow);
     gpt_exec(&r, args);
     ck_assert_msg(r.status == 0, "%s", r.err);
-    snprintf(a, sizeof a, "%s/full/model.safetensors", r.dir);
-    snprintf(b, sizeof b, "%s/k/model.safetensors", r.dir);
-    same_bytes(a, b);
-    snprintf(a, sizeof a, "%s/full/log.jsonl", r.dir);
-    snprintf(b, sizeof b, "%s/k/log.jsonl", r.dir);
-    same_log(a, b);
+    same_run(&r, "full", "k");
     /* kill -9 (a crash): the checkpoint of the last evaluation resumes, bit-identically */
     const char *crash = "--n_layer=2 --n_head=2 --n_embd=32 --block_size=16 --batch_size=8 "
                         "--eval_interval=10 --eval_iters=2 --dropout=0.1 --max_iters=600 "
                         "--lr_decay_iters=600 --data=text.txt --log_interval=1000";
-    snprintf(cmd, sizeof cmd,
-             "cd '%s' && { '%s' train %s --out_dir=c9 >c9.out 2>&1 & p=$!; "
-             "n=0; until grep -q '\"iter\": 25,' c9/log.jsonl 2>/dev/null || [ $n -gt 3000 ]; do "
-             "sleep 0.01; n=$((n+1)); done; kill -KILL $p; wait $p; echo $?; } 2>/dev/null", r.dir, prog, crash);
-    ck_assert_int_eq(nb_test_run(cmd, &out), 0);
-    ck_assert_msg(atoi(out) == 137, "kill -9: exit %s", out);
-    free(out);
+    ck_assert_int_eq(kill_at(&r, crash, "c9", 25, "KILL"), 137);
     gpt_exec(&r, "train --out_dir=c9 --resume");
     ck_assert_msg(r.status == 0, "%s", r.err);
     snprintf(args, sizeof args, "train %s --out_dir=c9full", crash);
     gpt_exec(&r, args);
     ck_assert_msg(r.status == 0, "%s", r.err);
-    snprintf(a, sizeof a, "%s/c9full/model.safetensors", r.dir);
-    snprintf(b, sizeof b, "%s/c9/model.safetensors", r.dir);
-    same_bytes(a, b);
-    snprintf(a, sizeof a, "%s/c9full/log.jsonl", r.dir);
-    snprintf(b, sizeof b, "%s/c9/log.jsonl", r.dir);
-    same_log(a, b);
+    same_run(&r, "c9full", "c9");
     /* SIGTERM: 143 */
     gpt_exec_env(&r, "NB_GPT_TEST_SIGNAL=6:TERM", "train " TINY " --out_dir=term");
     ck_assert_msg(r.status == 143, "exit %d: %s", r.status, r.err);
@@ -193,13 +194,8 @@ START_TEST(test_kill_sigterm_and_second_signal) {
     ck_assert_ptr_nonnull(strstr(r.out, "12 iterations from 4"));
     gpt_exec(&r, "train " TINY " --out_dir=full2");
     ck_assert_msg(r.status == 0, "%s", r.err);
-    snprintf(a, sizeof a, "%s/full2/model.safetensors", r.dir);
-    snprintf(b, sizeof b, "%s/twice/model.safetensors", r.dir);
-    same_bytes(a, b);
-    /* the lines of iterations 4..6, after the checkpoint, were dropped on resume */
-    snprintf(a, sizeof a, "%s/full2/log.jsonl", r.dir);
-    snprintf(b, sizeof b, "%s/twice/log.jsonl", r.dir);
-    same_log(a, b);
+    /* the log lines of iterations 4..6, after the checkpoint, were dropped on resume */
+    same_run(&r, "full2", "twice");
     gpt_run_done(&r);
 }
 END_TEST

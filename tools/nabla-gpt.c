@@ -316,10 +316,9 @@ static double copy_gb_per_s(int threads) {
  * token against the copy bandwidth measured right after). */
 static int bench_sampling(nb_ctx *pctx, nb_gpt *gpt, int64_t n, int threads) {
     double with = 0, without = sample_speed(pctx, gpt, n, false);
-    for (int r = 0; r < 3; r++) { /* the best of 3: one run of a short sample is noisy */
+    for (int r = 0; r < 3 && !isnan(with); r++) { /* the best of 3: a short sample is noisy */
         double s = sample_speed(pctx, gpt, n, true);
-        if (isnan(s) || s > with) with = s;
-        if (isnan(s)) break;
+        with = isnan(s) || s > with ? s : with; /* a failed run ends the loop as NaN */
     }
     if (isnan(with) || isnan(without)) return gpt_fail(PROG, "bench: %s", nb_ctx_error(pctx));
     double bytes = matmul_params(gpt) * (gpt->cfg.dtype == NB_F64 ? 8 : 4);
