@@ -458,12 +458,17 @@ END_TEST
 
 /* ---- the packed gemm ------------------------------------------------------------- */
 
-/* c (13, 45) (+)= a (13, 300) @ b (300, 45) in the four transpositions and
+/* c (R, 45) (+)= a (R, 300) @ b (300, 45) in the four transpositions and
  * both modes, against the contract written out: per NB_GEMM_KC block an fmaf
- * chain from zero, stored or added. Bit for bit. */
-static void check_packed(const nb_sgemm_kernel *k) {
-    enum { R = 13, K = 300, C = 45 };
-    static float a[R * K], b[K * C], c[R * C], want[R * C], c0[R * C];
+ * chain from zero, stored or added. Bit for bit. R = 13 is one sliver and a
+ * partial one; R = 603 makes a transposed a's columns 2.4 KB apart, the
+ * weight gradient's case that packs a several slivers at a time, ending in
+ * a partial group and a partial sliver for both kernels. */
+static void check_packed_rows(const nb_sgemm_kernel *k, int R) {
+    enum { K = 300, C = 45, RMAX = 603 };
+    static float a[RMAX * K], b[K * C], c[RMAX * C], want[RMAX * C], c0[RMAX * C];
+    ck_assert_int_le(R, RMAX);
+    const size_t bytes = sizeof(float) * (size_t)(R * C);
     nb_pcg32 r;
     nb_pcg32_seed(&r, 3, 4);
     fill(a, R * K, &r, -1, 1);
@@ -483,23 +488,28 @@ static void check_packed(const nb_sgemm_kernel *k) {
                 }
                 want[i * C + j] = w;
             }
-        memcpy(c, c0, sizeof c);
+        memcpy(c, c0, bytes);
         ck_assert(nb_sgemm_packed(k, c, C, a, ars, acs, b, brs, bcs, R, K, C, add));
-        ck_assert_msg(memcmp(c, want, sizeof c) == 0, "%dx%d kernel: case %d differs", k->mr,
-                      k->nr, t);
+        ck_assert_msg(memcmp(c, want, bytes) == 0, "%dx%d kernel, %d rows: case %d differs", k->mr,
+                      k->nr, R, t);
         /* b packed whole in two ranges of slivers, then two ranges of rows */
         float *bp = nb_sgemm_whole_buffer(0, nb_sgemm_whole_size(k, K, C));
         ck_assert_ptr_nonnull(bp);
         int64_t ns = nb_sgemm_whole_slivers(k, C);
         nb_sgemm_pack_whole(k, bp, b, brs, bcs, K, C, 0, 1);
         nb_sgemm_pack_whole(k, bp, b, brs, bcs, K, C, 1, ns);
-        memcpy(c, c0, sizeof c);
+        memcpy(c, c0, bytes);
         ck_assert(nb_sgemm_prepacked(k, c, a, ars, acs, bp, k->mr, K, C, add));
         ck_assert(nb_sgemm_prepacked(k, c + k->mr * C, a + k->mr * ars, ars, acs, bp,
                                      R - k->mr, K, C, add));
-        ck_assert_msg(memcmp(c, want, sizeof c) == 0, "%dx%d kernel, b packed whole: case %d "
-                      "differs", k->mr, k->nr, t);
+        ck_assert_msg(memcmp(c, want, bytes) == 0, "%dx%d kernel, %d rows, b packed whole: case %d "
+                      "differs", k->mr, k->nr, R, t);
     }
+}
+
+static void check_packed(const nb_sgemm_kernel *k) {
+    check_packed_rows(k, 13);
+    check_packed_rows(k, 603);
 }
 
 /* The kernel this CPU uses, and the AVX2 one when it can run (a CPU with

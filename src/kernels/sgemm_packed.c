@@ -21,6 +21,9 @@
 #include <stdlib.h>
 
 #define GEMM_NC 512
+/* a transposed a far apart is packed this many slivers at a time (see
+ * run_block) */
+#define FAR_SLIVERS 16
 
 typedef struct pack_buffers {
     float *b;     /* (NB_GEMM_KC, GEMM_NC) at most, as slivers */
@@ -50,9 +53,10 @@ static pack_buffers *pack_get(void) {
     if (pb) return pb;
     pb = calloc(1, sizeof *pb);
     if (!pb) return NULL;
-    /* room for the widest sliver (32) and the tallest (16) of any kernel */
+    /* room for the widest sliver (32) and, for a, FAR_SLIVERS of the
+     * tallest (16) of any kernel */
     pb->b = aligned_alloc(64, sizeof(float) * NB_GEMM_KC * (GEMM_NC + 32));
-    pb->a = aligned_alloc(64, sizeof(float) * NB_GEMM_KC * 16);
+    pb->a = aligned_alloc(64, sizeof(float) * NB_GEMM_KC * 16 * FAR_SLIVERS);
     if (!pb->b || !pb->a || pthread_setspecific(pack_key, pb)) {
         pack_free(pb);
         return NULL;
@@ -67,8 +71,14 @@ static void pack_b(float *dst, const float *b0, int64_t brs, int64_t bcs, int64_
         int w = nc - j < nr ? (int)(nc - j) : nr;
         const float *bj = b0 + j * bcs;
         if (bcs == 1 && w == nr) {
-            for (int64_t p = 0; p < kc; p++)
-                memcpy(dst + p * nr, bj + p * brs, sizeof(float) * (size_t)nr);
+            /* a copy of a size known here is a few vector moves, not a call */
+            if (nr == 16)
+                for (int64_t p = 0; p < kc; p++) memcpy(dst + p * 16, bj + p * brs, 16 * 4);
+            else if (nr == 32)
+                for (int64_t p = 0; p < kc; p++) memcpy(dst + p * 32, bj + p * brs, 32 * 4);
+            else
+                for (int64_t p = 0; p < kc; p++)
+                    memcpy(dst + p * nr, bj + p * brs, sizeof(float) * (size_t)nr);
             continue;
         }
         if (brs == 1 && w == nr) {
@@ -107,6 +117,28 @@ static void pack_a(float *dst, const float *a0, int64_t ars, int64_t acs, int64_
     }
 }
 
+/* a^T's rows [0, hc) of a block (kc of them, each contiguous in memory
+ * and acs apart) -> slivers of MR rows, each (kc, MR), the last zero-padded:
+ * every step of the inner index reads one contiguous run of hc floats. */
+static void pack_a_far(float *dst, const float *a0, int64_t acs, int64_t kc, int64_t hc, int mr) {
+    int64_t full = hc / mr, tail = hc - full * mr;
+    for (int64_t p = 0; p < kc; p++) {
+        const float *src = a0 + p * acs;
+        float *d = dst + p * mr;
+        if (mr == 8)
+            for (int64_t s = 0; s < full; s++) memcpy(d + s * kc * 8, src + s * 8, 8 * 4);
+        else if (mr == 6)
+            for (int64_t s = 0; s < full; s++) memcpy(d + s * kc * 6, src + s * 6, 6 * 4);
+        else
+            for (int64_t s = 0; s < full; s++)
+                memcpy(d + s * kc * mr, src + s * mr, sizeof(float) * (size_t)mr);
+        if (tail) {
+            float *dt = d + full * kc * mr;
+            for (int r = 0; r < mr; r++) dt[r] = r < tail ? src[full * mr + r] : 0;
+        }
+    }
+}
+
 /* Where a block's slivers of b are: sliver s (columns s NR ..) at
  * b + s * step, rows ldb apart; a last sliver narrower than NR at tail
  * (packed, zero-padded) when tail is set. */
@@ -115,41 +147,62 @@ typedef struct slivers {
     int64_t ldb, step;
 } slivers;
 
+/* One sliver: c's rows [i, i + h) (+)= the sliver as (h <= MR rows, kc,
+ * strides sr, sc) @ b's block (kc, nc); a partial tile of c goes through
+ * edge. */
+static void run_sliver(const nb_sgemm_kernel *k, float *edge, float *c, int64_t ldc,
+                       const float *as, int64_t sr, int64_t sc, int h, const slivers *bs,
+                       int64_t kc, int64_t nc, bool acc) {
+    const int mr = k->mr, nr = k->nr;
+    for (int64_t j = 0; j < nc; j += nr) {
+        int w = nc - j < nr ? (int)(nc - j) : nr;
+        float *ct = c + j;
+        const float *bj = bs->b + j / nr * bs->step;
+        int64_t ldb = bs->ldb;
+        if (w < nr && bs->tail) bj = bs->tail, ldb = nr;
+        if (h == mr && w == nr) {
+            k->ukr(kc, as, sr, sc, bj, ldb, ct, ldc, acc);
+            continue;
+        }
+        for (int r = 0; acc && r < h; r++)
+            memcpy(edge + r * nr, ct + r * ldc, sizeof(float) * (size_t)w);
+        k->ukr(kc, as, sr, sc, bj, ldb, edge, nr, acc);
+        for (int r = 0; r < h; r++) memcpy(ct + r * ldc, edge + r * nr, sizeof(float) * (size_t)w);
+    }
+}
+
 /* One block: c (rows, nc) (+)= a (rows, kc) @ b's block (kc, nc), c's rows
  * `ldc` apart; a's last sliver of fewer than MR rows goes through pa. */
 static void run_block(const nb_sgemm_kernel *k, float *pa, float *c, int64_t ldc,
                       const float *a, int64_t ars, int64_t acs, const slivers *bs, int64_t rows,
                       int64_t kc, int64_t nc, bool acc) {
-    const int mr = k->mr, nr = k->nr;
+    const int mr = k->mr;
     float edge[16 * 32]; /* a partial tile of c, (mr, nr) */
-    /* a^T with its columns 2 KB or more apart (a weight gradient's dy^T): a
-     * sliver read in place would take a new page for every step of the inner
-     * index, so each is packed (read once, used for every sliver of b) */
-    const bool far = ars == 1 && acs >= 512;
+    if (ars == 1 && acs >= 512) {
+        /* a^T with its columns 2 KB or more apart (a weight gradient's
+         * dy^T): a sliver read in place takes a new page for every step of
+         * the inner index, and packed alone (six or eight floats from each
+         * of kc rows) it cost 5% of an attention step. FAR_SLIVERS slivers
+         * are packed together, reading a longer contiguous run per row,
+         * then each is used for every sliver of b. */
+        for (int64_t i0 = 0; i0 < rows; i0 += (int64_t)FAR_SLIVERS * mr) {
+            int64_t hc = rows - i0 < (int64_t)FAR_SLIVERS * mr ? rows - i0 : FAR_SLIVERS * mr;
+            pack_a_far(pa, a + i0, acs, kc, hc, mr);
+            for (int64_t i = 0; i < hc; i += mr)
+                run_sliver(k, edge, c + (i0 + i) * ldc, ldc, pa + i / mr * kc * mr, 1, mr,
+                           hc - i < mr ? (int)(hc - i) : mr, bs, kc, nc, acc);
+        }
+        return;
+    }
     for (int64_t i = 0; i < rows; i += mr) {
         int h = rows - i < mr ? (int)(rows - i) : mr;
         const float *as = a + i * ars;
         int64_t sr = ars, sc = acs;
-        if (h < mr || far) {
+        if (h < mr) {
             pack_a(pa, as, ars, acs, kc, h, mr);
             as = pa, sr = 1, sc = mr;
         }
-        for (int64_t j = 0; j < nc; j += nr) {
-            int w = nc - j < nr ? (int)(nc - j) : nr;
-            float *ct = c + i * ldc + j;
-            const float *bj = bs->b + j / nr * bs->step;
-            int64_t ldb = bs->ldb;
-            if (w < nr && bs->tail) bj = bs->tail, ldb = nr;
-            if (h == mr && w == nr) {
-                k->ukr(kc, as, sr, sc, bj, ldb, ct, ldc, acc);
-                continue;
-            }
-            for (int r = 0; acc && r < h; r++)
-                memcpy(edge + r * nr, ct + r * ldc, sizeof(float) * (size_t)w);
-            k->ukr(kc, as, sr, sc, bj, ldb, edge, nr, acc);
-            for (int r = 0; r < h; r++)
-                memcpy(ct + r * ldc, edge + r * nr, sizeof(float) * (size_t)w);
-        }
+        run_sliver(k, edge, c + i * ldc, ldc, as, sr, sc, h, bs, kc, nc, acc);
     }
 }
 

@@ -337,14 +337,126 @@ static void exp_affine_rows(float *x, size_t ld, const int64_t *lim, size_t rows
     nb_vec_exp_affine_rows_with(exp_affine_sum, x, ld, lim, rows, n, scale, bias, m, sum);
 }
 
-/* AVX2 has no 64-bit lane multiply: the mask's draws one by one */
-static void pcg32_keep_scalar(nb_pcg32 *rng, uint8_t *keep, size_t n, uint32_t threshold) {
-    for (size_t c = 0; c < n; c++) keep[c] = (nb_pcg32_next(rng) >> 8) >= threshold;
+/* max_affine_rows: lane maxima of x * scale + bias over each row's visible
+ * length (the tail through masked loads, its dead lanes at -inf), a NaN
+ * noted apart as max does, then the largest lane. */
+ATTR static void max_affine_rows(float *mx, const float *x, size_t ld, const int64_t *lim,
+                                 size_t rows, float scale, const float *bias) {
+    const __m256 sv = _mm256_set1_ps(scale), ninf = _mm256_set1_ps(-INFINITY);
+    for (size_t r = 0; r < rows; r++) {
+        const float *xr = x + r * ld;
+        size_t n = (size_t)lim[r], j = 0;
+        __m256 m0 = ninf, m1 = ninf, nan_ = _mm256_setzero_ps();
+        for (; j + 16 <= n; j += 16) {
+            __m256 t0 = _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(xr + j), sv),
+                                      _mm256_loadu_ps(bias + j));
+            __m256 t1 = _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(xr + j + 8), sv),
+                                      _mm256_loadu_ps(bias + j + 8));
+            nan_ = _mm256_or_ps(nan_, _mm256_cmp_ps(t0, t1, _CMP_UNORD_Q));
+            m0 = _mm256_max_ps(m0, t0), m1 = _mm256_max_ps(m1, t1);
+        }
+        for (; j < n; j += 8) {
+            __m256i k = lanes_below(n - j < 8 ? n - j : 8);
+            __m256 t = _mm256_add_ps(_mm256_mul_ps(_mm256_maskload_ps(xr + j, k), sv),
+                                     _mm256_maskload_ps(bias + j, k));
+            t = _mm256_blendv_ps(ninf, t, _mm256_castsi256_ps(k));
+            nan_ = _mm256_or_ps(nan_, _mm256_cmp_ps(t, t, _CMP_UNORD_Q));
+            m0 = _mm256_max_ps(m0, t);
+        }
+        float part[8], best = -INFINITY;
+        _mm256_storeu_ps(part, _mm256_max_ps(m0, m1));
+        for (int l = 0; l < 8; l++) best = part[l] > best ? part[l] : best;
+        mx[r] = _mm256_movemask_ps(nan_) ? NAN : best;
+    }
+}
+
+/* ---- PCG32 in four 64-bit lanes ------------------------------------------------
+ * AVX2 has no 64-bit lane multiply: the low half of a * b is built from
+ * three 32 x 32 -> 64 products (a_lo b_lo + (a_hi b_lo + a_lo b_hi) << 32).
+ * Eight states s_i .. s_i+7 ride in two vectors; both jump eight draws at a
+ * time, s -> A_8 s + C_8, so each lane's bits are nb_pcg32_next's. */
+typedef struct pcg8 {
+    __m256i v0, v1;        /* states of draws i .. i+3 and i+4 .. i+7 */
+    __m256i a, a_hi, c;    /* A_8 (and its high half), C_8 in every lane */
+} pcg8;
+
+ATTR static __m256i mullo64(__m256i x, __m256i a, __m256i a_hi) {
+    __m256i lo = _mm256_mul_epu32(x, a);
+    __m256i cross = _mm256_add_epi64(_mm256_mul_epu32(_mm256_srli_epi64(x, 32), a),
+                                     _mm256_mul_epu32(x, a_hi));
+    return _mm256_add_epi64(lo, _mm256_slli_epi64(cross, 32));
+}
+
+/* The lanes' states from rng's: s_l = A_l s + C_l for l = 0..7. */
+ATTR static pcg8 pcg8_start(const nb_pcg32 *rng) {
+    const uint64_t mult = 6364136223846793005ULL;
+    uint64_t s[8], a = 1, c = 0;
+    for (int l = 0; l < 8; l++) {
+        s[l] = a * rng->state + c;
+        a *= mult, c = c * mult + rng->inc;
+    }
+    pcg8 g;
+    g.v0 = _mm256_loadu_si256((const __m256i *)s);
+    g.v1 = _mm256_loadu_si256((const __m256i *)(s + 4));
+    g.a = _mm256_set1_epi64x((long long)a), g.a_hi = _mm256_set1_epi64x((long long)(a >> 32));
+    g.c = _mm256_set1_epi64x((long long)c);
+    return g;
+}
+
+/* XSH-RR of four states, each output in the low half of its 64-bit lane. */
+ATTR static __m256i pcg_out4(__m256i old) {
+    __m256i x = _mm256_srli_epi64(_mm256_xor_si256(_mm256_srli_epi64(old, 18), old), 27);
+    __m256i rot = _mm256_srli_epi64(old, 59);
+    __m256i back = _mm256_and_si256(_mm256_sub_epi32(_mm256_set1_epi32(32), rot),
+                                    _mm256_set1_epi32(31));
+    return _mm256_or_si256(_mm256_srlv_epi32(x, rot), _mm256_sllv_epi32(x, back));
+}
+
+/* The next eight draws in order, and the states moved eight on. */
+ATTR static __m256i pcg8_next(pcg8 *g) {
+    __m256i o0 = _mm256_shuffle_epi32(pcg_out4(g->v0), 0x88); /* d0 d1 . . | d2 d3 . . */
+    __m256i o1 = _mm256_shuffle_epi32(pcg_out4(g->v1), 0x88); /* d4 d5 . . | d6 d7 . . */
+    g->v0 = _mm256_add_epi64(mullo64(g->v0, g->a, g->a_hi), g->c);
+    g->v1 = _mm256_add_epi64(mullo64(g->v1, g->a, g->a_hi), g->c);
+    return _mm256_permute4x64_epi64(_mm256_blend_epi32(o0, o1, 0xCC), 0xD8);
+}
+
+/* rng moved on by the i draws taken: lane 0's state. */
+ATTR static void pcg8_end(const pcg8 *g, nb_pcg32 *rng) {
+    rng->state = (uint64_t)_mm256_extract_epi64(g->v0, 0);
+}
+
+ATTR static void pcg32_fill(nb_pcg32 *rng, uint32_t *out, size_t n) {
+    size_t i = 0;
+    if (n >= 16) {
+        pcg8 g = pcg8_start(rng);
+        for (; i + 8 <= n; i += 8) _mm256_storeu_si256((__m256i *)(out + i), pcg8_next(&g));
+        pcg8_end(&g, rng);
+    }
+    nb_pcg32_fill(rng, out + i, n - i);
+}
+
+/* The dropout mask: keep = (draw >> 8) >= threshold, eight bytes a step. */
+ATTR static void pcg32_keep(nb_pcg32 *rng, uint8_t *keep, size_t n, uint32_t threshold) {
+    size_t i = 0;
+    if (n >= 16) {
+        pcg8 g = pcg8_start(rng);
+        const __m256i thr = _mm256_set1_epi32((int)threshold), one = _mm256_set1_epi32(1);
+        for (; i + 8 <= n; i += 8) {
+            /* both sides are below 2^24: the signed compare is the unsigned one */
+            __m256i drop = _mm256_cmpgt_epi32(thr, _mm256_srli_epi32(pcg8_next(&g), 8));
+            __m256i k = _mm256_andnot_si256(drop, one);
+            __m128i w = _mm_packs_epi32(_mm256_castsi256_si128(k), _mm256_extracti128_si256(k, 1));
+            _mm_storel_epi64((__m128i *)(keep + i), _mm_packs_epi16(w, w));
+        }
+        pcg8_end(&g, rng);
+    }
+    for (; i < n; i++) keep[i] = (nb_pcg32_next(rng) >> 8) >= threshold;
 }
 
 const nb_vec_kernels nb_vec_avx2 = {"avx2",      max,      exp_sub_sum, scale,
                                     add,         softmax_bwd, dropout, dropout_bwd,
-                                    adam,        nb_pcg32_fill, pcg32_keep_scalar, gelu,
+                                    adam,        pcg32_fill, pcg32_keep, gelu,
                                     gelu_bwd,    gelu_d,      exp_affine_sum, transpose,
-                                    nb_vec_max_affine_rows_portable, exp_affine_rows};
+                                    max_affine_rows, exp_affine_rows};
 #endif
