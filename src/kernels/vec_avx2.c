@@ -373,12 +373,13 @@ ATTR static void max_affine_rows(float *mx, const float *x, size_t ld, const int
 /* ---- PCG32 in four 64-bit lanes ------------------------------------------------
  * AVX2 has no 64-bit lane multiply: the low half of a * b is built from
  * three 32 x 32 -> 64 products (a_lo b_lo + (a_hi b_lo + a_lo b_hi) << 32).
- * Eight states s_i .. s_i+7 ride in two vectors; both jump eight draws at a
- * time, s -> A_8 s + C_8, so each lane's bits are nb_pcg32_next's. */
-typedef struct pcg8 {
-    __m256i v0, v1;        /* states of draws i .. i+3 and i+4 .. i+7 */
-    __m256i a, a_hi, c;    /* A_8 (and its high half), C_8 in every lane */
-} pcg8;
+ * Sixteen states s_i .. s_i+15 ride in four vectors, so four chains of
+ * multiplies overlap; all jump sixteen draws at a time, s -> A_16 s + C_16,
+ * and each lane's bits are nb_pcg32_next's. */
+typedef struct pcg16 {
+    __m256i v[4];       /* states of draws i + 4q .. i + 4q + 3 */
+    __m256i a, a_hi, c; /* A_16 (and its high half), C_16 in every lane */
+} pcg16;
 
 ATTR static __m256i mullo64(__m256i x, __m256i a, __m256i a_hi) {
     __m256i lo = _mm256_mul_epu32(x, a);
@@ -387,17 +388,16 @@ ATTR static __m256i mullo64(__m256i x, __m256i a, __m256i a_hi) {
     return _mm256_add_epi64(lo, _mm256_slli_epi64(cross, 32));
 }
 
-/* The lanes' states from rng's: s_l = A_l s + C_l for l = 0..7. */
-ATTR static pcg8 pcg8_start(const nb_pcg32 *rng) {
+/* The lanes' states from rng's: s_l = A_l s + C_l for l = 0..15. */
+ATTR static pcg16 pcg16_start(const nb_pcg32 *rng) {
     const uint64_t mult = 6364136223846793005ULL;
-    uint64_t s[8], a = 1, c = 0;
-    for (int l = 0; l < 8; l++) {
+    uint64_t s[16], a = 1, c = 0;
+    for (int l = 0; l < 16; l++) {
         s[l] = a * rng->state + c;
         a *= mult, c = c * mult + rng->inc;
     }
-    pcg8 g;
-    g.v0 = _mm256_loadu_si256((const __m256i *)s);
-    g.v1 = _mm256_loadu_si256((const __m256i *)(s + 4));
+    pcg16 g;
+    for (int q = 0; q < 4; q++) g.v[q] = _mm256_loadu_si256((const __m256i *)(s + 4 * q));
     g.a = _mm256_set1_epi64x((long long)a), g.a_hi = _mm256_set1_epi64x((long long)(a >> 32));
     g.c = _mm256_set1_epi64x((long long)c);
     return g;
@@ -412,44 +412,58 @@ ATTR static __m256i pcg_out4(__m256i old) {
     return _mm256_or_si256(_mm256_srlv_epi32(x, rot), _mm256_sllv_epi32(x, back));
 }
 
-/* The next eight draws in order, and the states moved eight on. */
-ATTR static __m256i pcg8_next(pcg8 *g) {
-    __m256i o0 = _mm256_shuffle_epi32(pcg_out4(g->v0), 0x88); /* d0 d1 . . | d2 d3 . . */
-    __m256i o1 = _mm256_shuffle_epi32(pcg_out4(g->v1), 0x88); /* d4 d5 . . | d6 d7 . . */
-    g->v0 = _mm256_add_epi64(mullo64(g->v0, g->a, g->a_hi), g->c);
-    g->v1 = _mm256_add_epi64(mullo64(g->v1, g->a, g->a_hi), g->c);
-    return _mm256_permute4x64_epi64(_mm256_blend_epi32(o0, o1, 0xCC), 0xD8);
+/* Draws 0..7 (lo) and 8..15 (hi) of the next sixteen, in order; the states
+ * moved sixteen on. */
+ATTR static void pcg16_next(pcg16 *g, __m256i *lo, __m256i *hi) {
+    __m256i o[4];
+    for (int q = 0; q < 4; q++) {
+        o[q] = _mm256_shuffle_epi32(pcg_out4(g->v[q]), 0x88); /* d0 d1 . . | d2 d3 . . */
+        g->v[q] = _mm256_add_epi64(mullo64(g->v[q], g->a, g->a_hi), g->c);
+    }
+    *lo = _mm256_permute4x64_epi64(_mm256_blend_epi32(o[0], o[1], 0xCC), 0xD8);
+    *hi = _mm256_permute4x64_epi64(_mm256_blend_epi32(o[2], o[3], 0xCC), 0xD8);
 }
 
-/* rng moved on by the i draws taken: lane 0's state. */
-ATTR static void pcg8_end(const pcg8 *g, nb_pcg32 *rng) {
-    rng->state = (uint64_t)_mm256_extract_epi64(g->v0, 0);
+/* rng moved on by the draws taken: lane 0's state. */
+ATTR static void pcg16_end(const pcg16 *g, nb_pcg32 *rng) {
+    rng->state = (uint64_t)_mm256_extract_epi64(g->v[0], 0);
 }
 
 ATTR static void pcg32_fill(nb_pcg32 *rng, uint32_t *out, size_t n) {
     size_t i = 0;
     if (n >= 16) {
-        pcg8 g = pcg8_start(rng);
-        for (; i + 8 <= n; i += 8) _mm256_storeu_si256((__m256i *)(out + i), pcg8_next(&g));
-        pcg8_end(&g, rng);
+        pcg16 g = pcg16_start(rng);
+        for (; i + 16 <= n; i += 16) {
+            __m256i lo, hi;
+            pcg16_next(&g, &lo, &hi);
+            _mm256_storeu_si256((__m256i *)(out + i), lo);
+            _mm256_storeu_si256((__m256i *)(out + i + 8), hi);
+        }
+        pcg16_end(&g, rng);
     }
     nb_pcg32_fill(rng, out + i, n - i);
 }
 
-/* The dropout mask: keep = (draw >> 8) >= threshold, eight bytes a step. */
+/* The dropout mask: keep = (draw >> 8) >= threshold, sixteen bytes a step. */
 ATTR static void pcg32_keep(nb_pcg32 *rng, uint8_t *keep, size_t n, uint32_t threshold) {
     size_t i = 0;
     if (n >= 16) {
-        pcg8 g = pcg8_start(rng);
+        pcg16 g = pcg16_start(rng);
         const __m256i thr = _mm256_set1_epi32((int)threshold), one = _mm256_set1_epi32(1);
-        for (; i + 8 <= n; i += 8) {
+        for (; i + 16 <= n; i += 16) {
+            __m256i lo, hi;
+            pcg16_next(&g, &lo, &hi);
             /* both sides are below 2^24: the signed compare is the unsigned one */
-            __m256i drop = _mm256_cmpgt_epi32(thr, _mm256_srli_epi32(pcg8_next(&g), 8));
-            __m256i k = _mm256_andnot_si256(drop, one);
-            __m128i w = _mm_packs_epi32(_mm256_castsi256_si128(k), _mm256_extracti128_si256(k, 1));
-            _mm_storel_epi64((__m128i *)(keep + i), _mm_packs_epi16(w, w));
+            __m256i d0 = _mm256_cmpgt_epi32(thr, _mm256_srli_epi32(lo, 8));
+            __m256i d1 = _mm256_cmpgt_epi32(thr, _mm256_srli_epi32(hi, 8));
+            __m256i k0 = _mm256_andnot_si256(d0, one), k1 = _mm256_andnot_si256(d1, one);
+            __m128i w0 = _mm_packs_epi32(_mm256_castsi256_si128(k0),
+                                         _mm256_extracti128_si256(k0, 1)); /* 0-7 */
+            __m128i w1 = _mm_packs_epi32(_mm256_castsi256_si128(k1),
+                                         _mm256_extracti128_si256(k1, 1)); /* 8-15 */
+            _mm_storeu_si128((__m128i *)(keep + i), _mm_packs_epi16(w0, w1));
         }
-        pcg8_end(&g, rng);
+        pcg16_end(&g, rng);
     }
     for (; i < n; i++) keep[i] = (nb_pcg32_next(rng) >> 8) >= threshold;
 }
