@@ -225,6 +225,10 @@ NB_HIDDEN void nb_gelu1(float x, int tanh_approx, float *y, float *d);
 #define NB_GELU_P7 0.2999926375165078f
 #define NB_GELU_P8 -0.0625041885071998f
 
+/* PCG32's jumps for the SIMD generators (vec_portable.c): the state l draws
+ * on is nb_pcg_jump_a[l] * state + nb_pcg_jump_k[l] * inc (mod 2^64), with
+ * A_l = MULT^l and K_l = 1 + MULT + ... + MULT^(l-1), for l = 0..16. */
+NB_HIDDEN extern const uint64_t nb_pcg_jump_a[17], nb_pcg_jump_k[17];
 NB_HIDDEN extern const nb_vec_kernels nb_vec_portable;
 #if NB_X86_KERNELS
 NB_HIDDEN extern const nb_vec_kernels nb_vec_avx512;

@@ -388,18 +388,23 @@ ATTR static __m256i mullo64(__m256i x, __m256i a, __m256i a_hi) {
     return _mm256_add_epi64(lo, _mm256_slli_epi64(cross, 32));
 }
 
-/* The lanes' states from rng's: s_l = A_l s + C_l for l = 0..15. */
+/* The lanes' states from rng's, s_l = A_l s + K_l inc for l = 0..15, from
+ * the jump tables: independent multiplies, not a chain of sixteen (which
+ * cost more than the draws on the short rows of an attention tile). */
 ATTR static pcg16 pcg16_start(const nb_pcg32 *rng) {
-    const uint64_t mult = 6364136223846793005ULL;
-    uint64_t s[16], a = 1, c = 0;
-    for (int l = 0; l < 16; l++) {
-        s[l] = a * rng->state + c;
-        a *= mult, c = c * mult + rng->inc;
-    }
+    const __m256i st = _mm256_set1_epi64x((long long)rng->state);
+    const __m256i st_hi = _mm256_set1_epi64x((long long)(rng->state >> 32));
+    const __m256i inc = _mm256_set1_epi64x((long long)rng->inc);
+    const __m256i inc_hi = _mm256_set1_epi64x((long long)(rng->inc >> 32));
     pcg16 g;
-    for (int q = 0; q < 4; q++) g.v[q] = _mm256_loadu_si256((const __m256i *)(s + 4 * q));
-    g.a = _mm256_set1_epi64x((long long)a), g.a_hi = _mm256_set1_epi64x((long long)(a >> 32));
-    g.c = _mm256_set1_epi64x((long long)c);
+    for (int q = 0; q < 4; q++) {
+        __m256i a = _mm256_loadu_si256((const __m256i *)(nb_pcg_jump_a + 4 * q));
+        __m256i k = _mm256_loadu_si256((const __m256i *)(nb_pcg_jump_k + 4 * q));
+        g.v[q] = _mm256_add_epi64(mullo64(a, st, st_hi), mullo64(k, inc, inc_hi));
+    }
+    uint64_t a16 = nb_pcg_jump_a[16];
+    g.a = _mm256_set1_epi64x((long long)a16), g.a_hi = _mm256_set1_epi64x((long long)(a16 >> 32));
+    g.c = _mm256_set1_epi64x((long long)(nb_pcg_jump_k[16] * rng->inc));
     return g;
 }
 

@@ -218,34 +218,22 @@ __attribute__((target("avx512f,avx512dq"))) static void pcg32_fill(nb_pcg32 *rng
 }
 
 /* The dropout mask of one row, 16 draws at a time as in pcg32_fill, with
- * the lanes' offsets C_l = inc K_l from constant tables (A_l = MULT^l and
- * K_l = 1 + MULT + ... + MULT^(l-1), mod 2^64) instead of a chain of 16
- * multiplies per call; a 16-bit compare mask widened to 16 bytes. */
-static const uint64_t PCG_A[17] = {
-    0x0000000000000001ULL, 0x5851f42d4c957f2dULL, 0x685f98a2018fade9ULL, 0x0b046976f22528f5ULL,
-    0xfb4d3ae39272be11ULL, 0x696d29da565ad7fdULL, 0xf08d02b0115f7a79ULL, 0x798e21c49ff78e45ULL,
-    0xb59dda5f38413d21ULL, 0x5b5fee90a1001dcdULL, 0xc07a0e3e901ef009ULL, 0x1cca61580fc1a895ULL,
-    0x2baa1c4032658d31ULL, 0xbc2bd0ebf66a209dULL, 0x384115c58e369e99ULL, 0x549e870bd354c7e5ULL,
-    0x8d5e2ddc895abe41ULL};
-static const uint64_t PCG_K[17] = {
-    0x0000000000000000ULL, 0x0000000000000001ULL, 0x5851f42d4c957f2eULL, 0xc0b18ccf4e252d17ULL,
-    0xcbb5f646404a560cULL, 0xc7033129d2bd141dULL, 0x30705b042917ec1aULL, 0x20fd5db43a776693ULL,
-    0x9a8b7f78da6ef4d8ULL, 0x502959d812b031f9ULL, 0xab894868b3b04fc6ULL, 0x6c0356a743cf3fcfULL,
-    0x88cdb7ff5390e864ULL, 0xb477d43f85f67595ULL, 0x70a3a52b7c609632ULL, 0xa8e4baf10a9734cbULL,
-    0xfd8341fcddebfcb0ULL};
-
+ * the lanes' states from the jump tables (nb_pcg_jump_a and _k) instead of
+ * a chain of 16 multiplies per call; a 16-bit compare mask widened to 16
+ * bytes. */
 __attribute__((target("avx512f,avx512dq"))) static void pcg32_keep(nb_pcg32 *rng, uint8_t *keep,
                                                                    size_t n, uint32_t threshold) {
     size_t i = 0;
     if (n >= 16) {
         __m512i st = _mm512_set1_epi64((long long)rng->state);
         __m512i inc = _mm512_set1_epi64((long long)rng->inc);
-        __m512i v0 = _mm512_add_epi64(_mm512_mullo_epi64(_mm512_loadu_si512(PCG_A), st),
-                                      _mm512_mullo_epi64(_mm512_loadu_si512(PCG_K), inc));
-        __m512i v1 = _mm512_add_epi64(_mm512_mullo_epi64(_mm512_loadu_si512(PCG_A + 8), st),
-                                      _mm512_mullo_epi64(_mm512_loadu_si512(PCG_K + 8), inc));
-        __m512i a16 = _mm512_set1_epi64((long long)PCG_A[16]);
-        __m512i c16 = _mm512_set1_epi64((long long)(PCG_K[16] * rng->inc));
+        const uint64_t *ja = nb_pcg_jump_a, *jk = nb_pcg_jump_k;
+        __m512i v0 = _mm512_add_epi64(_mm512_mullo_epi64(_mm512_loadu_si512(ja), st),
+                                      _mm512_mullo_epi64(_mm512_loadu_si512(jk), inc));
+        __m512i v1 = _mm512_add_epi64(_mm512_mullo_epi64(_mm512_loadu_si512(ja + 8), st),
+                                      _mm512_mullo_epi64(_mm512_loadu_si512(jk + 8), inc));
+        __m512i a16 = _mm512_set1_epi64((long long)nb_pcg_jump_a[16]);
+        __m512i c16 = _mm512_set1_epi64((long long)(nb_pcg_jump_k[16] * rng->inc));
         __m512i thr = _mm512_set1_epi32((int)threshold);
         for (; i + 16 <= n; i += 16) {
             __m512i o = _mm512_inserti64x4(_mm512_castsi256_si512(pcg_out8(v0)), pcg_out8(v1), 1);

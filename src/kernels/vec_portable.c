@@ -40,6 +40,21 @@ float nb_expf_poly(float x) {
 
 float nb_vec_sum16(const float *part) { return nb_sum16_inline(part); }
 
+/* PCG32's jump tables (kernels_internal.h), for the SIMD generators; the
+ * tests' draws against nb_pcg32_next check every entry. */
+const uint64_t nb_pcg_jump_a[17] = {
+    0x0000000000000001ULL, 0x5851f42d4c957f2dULL, 0x685f98a2018fade9ULL, 0x0b046976f22528f5ULL,
+    0xfb4d3ae39272be11ULL, 0x696d29da565ad7fdULL, 0xf08d02b0115f7a79ULL, 0x798e21c49ff78e45ULL,
+    0xb59dda5f38413d21ULL, 0x5b5fee90a1001dcdULL, 0xc07a0e3e901ef009ULL, 0x1cca61580fc1a895ULL,
+    0x2baa1c4032658d31ULL, 0xbc2bd0ebf66a209dULL, 0x384115c58e369e99ULL, 0x549e870bd354c7e5ULL,
+    0x8d5e2ddc895abe41ULL};
+const uint64_t nb_pcg_jump_k[17] = {
+    0x0000000000000000ULL, 0x0000000000000001ULL, 0x5851f42d4c957f2eULL, 0xc0b18ccf4e252d17ULL,
+    0xcbb5f646404a560cULL, 0xc7033129d2bd141dULL, 0x30705b042917ec1aULL, 0x20fd5db43a776693ULL,
+    0x9a8b7f78da6ef4d8ULL, 0x502959d812b031f9ULL, 0xab894868b3b04fc6ULL, 0x6c0356a743cf3fcfULL,
+    0x88cdb7ff5390e864ULL, 0xb477d43f85f67595ULL, 0x70a3a52b7c609632ULL, 0xa8e4baf10a9734cbULL,
+    0xfd8341fcddebfcb0ULL};
+
 static void pcg32_keep(nb_pcg32 *rng, uint8_t *keep, size_t n, uint32_t threshold) {
     for (size_t c = 0; c < n; c++) keep[c] = (nb_pcg32_next(rng) >> 8) >= threshold;
 }

@@ -203,6 +203,16 @@ static void sdpa_backward(nb_ctx *ctx, nb_node *n) {
 
 /* ---- checks ------------------------------------------------------------------ */
 
+/* The shape error of q, k and v, all three shapes named, then `what`; the
+ * shapes are formatted only here, never on the path that succeeds. */
+static bool sizes_fail(nb_ctx *ctx, const char *op, const nb_tensor *q, const nb_tensor *k,
+                       const nb_tensor *v, const char *what) {
+    char sq[64], sk[64], sv[64];
+    nb_shape_str(q, sq, sizeof sq), nb_shape_str(k, sk, sizeof sk), nb_shape_str(v, sv, sizeof sv);
+    nb_ctx_fail(ctx, NB_ERR_SHAPE, "%s: q %s, k %s, v %s%s", op, sq, sk, sv, what);
+    return false;
+}
+
 static bool check_sizes(nb_ctx *ctx, const char *op, nb_tensor *q, nb_tensor *k, nb_tensor *v) {
     nb_tensor *in[3] = {q, k, v};
     static const char *const names[3] = {"q", "k", "v"};
@@ -213,24 +223,16 @@ static bool check_sizes(nb_ctx *ctx, const char *op, nb_tensor *q, nb_tensor *k,
             return false;
         }
     if (!nb_check_float_inputs(ctx, op, 3, in)) return false;
-    char sq[64], sk[64], sv[64];
-    nb_shape_str(q, sq, sizeof sq), nb_shape_str(k, sk, sizeof sk), nb_shape_str(v, sv, sizeof sv);
-    if (q->ndim != 4 || k->ndim != 4 || v->ndim != 4) {
-        nb_ctx_fail(ctx, NB_ERR_SHAPE,
-                    "%s: q %s, k %s, v %s: expected 4 dims each, (B, T, heads, head_dim) (view "
-                    "a (B, T, heads * head_dim) projection as that)",
-                    op, sq, sk, sv);
-        return false;
-    }
+    if (q->ndim != 4 || k->ndim != 4 || v->ndim != 4)
+        return sizes_fail(ctx, op, q, k, v,
+                          ": expected 4 dims each, (B, T, heads, head_dim) (view a (B, T, heads "
+                          "* head_dim) projection as that)");
     const int64_t *a = q->shape, *b = k->shape, *c = v->shape;
     if (b[0] != a[0] || b[2] != a[2] || b[3] != a[3] || c[0] != a[0] || c[1] != b[1] ||
-        c[2] != a[2]) {
-        nb_ctx_fail(ctx, NB_ERR_SHAPE,
-                    "%s: q %s, k %s, v %s do not fit: expected q (B, Tq, H, hd), k (B, Tk, H, "
-                    "hd), v (B, Tk, H, hdv)",
-                    op, sq, sk, sv);
-        return false;
-    }
+        c[2] != a[2])
+        return sizes_fail(ctx, op, q, k, v,
+                          " do not fit: expected q (B, Tq, H, hd), k (B, Tk, H, hd), v (B, Tk, "
+                          "H, hdv)");
     return true;
 }
 
