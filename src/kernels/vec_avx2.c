@@ -331,10 +331,41 @@ static void transpose(float *dst, const float *src, size_t ld, size_t rows, size
     nb_vec_transpose_tiled(transpose8, 8, dst, src, ld, rows, cols);
 }
 
-/* row by row through exp_affine_sum */
-static void exp_affine_rows(float *x, size_t ld, const int64_t *lim, size_t rows, size_t n,
-                            float scale, const float *bias, const float *m, float *sum) {
-    nb_vec_exp_affine_rows_with(exp_affine_sum, x, ld, lim, rows, n, scale, bias, m, sum);
+/* exp_affine_sum's lanes and tree per row, eight elements a step (element j
+ * adds to part j % 16: the first eight of every sixteen to a0, the next to
+ * a1); the lanes past lim are zeroed in the vector, so a step with room up
+ * to n is one whole store and the zeros after lim come in the same pass.
+ * Adding those zeros leaves a sum's bits as exp_sum's blend does (the parts
+ * are never -0). One inline loop for the tile, not a call per row: short
+ * causal rows are mostly this overhead. */
+ATTR static void exp_affine_rows(float *x, size_t ld, const int64_t *lim, size_t rows, size_t n,
+                                 float scale, const float *bias, const float *m, float *sum) {
+    const __m256 sv = _mm256_set1_ps(scale), zero = _mm256_setzero_ps();
+    for (size_t r = 0; r < rows; r++) {
+        float *xr = x + r * ld;
+        size_t vis = (size_t)lim[r], j = 0;
+        __m256 part[2] = {zero, zero}, mv = _mm256_set1_ps(m[r]);
+        for (; j < vis; j += 8) {
+            __m256 t, b, e;
+            if (vis - j >= 8) {
+                t = _mm256_loadu_ps(xr + j), b = _mm256_loadu_ps(bias + j);
+                e = exp8(_mm256_sub_ps(_mm256_add_ps(_mm256_mul_ps(t, sv), b), mv));
+            } else {
+                __m256i on = lanes_below(vis - j);
+                t = _mm256_maskload_ps(xr + j, on), b = _mm256_maskload_ps(bias + j, on);
+                e = exp8(_mm256_sub_ps(_mm256_add_ps(_mm256_mul_ps(t, sv), b), mv));
+                e = _mm256_and_ps(e, _mm256_castsi256_ps(on));
+            }
+            if (j + 8 <= n) _mm256_storeu_ps(xr + j, e);
+            else _mm256_maskstore_ps(xr + j, lanes_below(n - j), e);
+            part[j / 8 % 2] = _mm256_add_ps(part[j / 8 % 2], e);
+        }
+        for (; j < n; j += 8) {
+            if (j + 8 <= n) _mm256_storeu_ps(xr + j, zero);
+            else _mm256_maskstore_ps(xr + j, lanes_below(n - j), zero);
+        }
+        if (sum) sum[r] = sum16(part[0], part[1]);
+    }
 }
 
 /* max_affine_rows: lane maxima of x * scale + bias over each row's visible
