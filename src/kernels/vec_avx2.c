@@ -346,16 +346,12 @@ ATTR static void exp_affine_rows(float *x, size_t ld, const int64_t *lim, size_t
         size_t vis = (size_t)lim[r], j = 0;
         __m256 part[2] = {zero, zero}, mv = _mm256_set1_ps(m[r]);
         for (; j < vis; j += 8) {
-            __m256 t, b, e;
-            if (vis - j >= 8) {
-                t = _mm256_loadu_ps(xr + j), b = _mm256_loadu_ps(bias + j);
-                e = exp8(_mm256_sub_ps(_mm256_add_ps(_mm256_mul_ps(t, sv), b), mv));
-            } else {
-                __m256i on = lanes_below(vis - j);
-                t = _mm256_maskload_ps(xr + j, on), b = _mm256_maskload_ps(bias + j, on);
-                e = exp8(_mm256_sub_ps(_mm256_add_ps(_mm256_mul_ps(t, sv), b), mv));
-                e = _mm256_and_ps(e, _mm256_castsi256_ps(on));
-            }
+            bool whole = vis - j >= 8;
+            __m256i on = lanes_below(whole ? 8 : vis - j);
+            __m256 t = whole ? _mm256_loadu_ps(xr + j) : _mm256_maskload_ps(xr + j, on);
+            __m256 b = whole ? _mm256_loadu_ps(bias + j) : _mm256_maskload_ps(bias + j, on);
+            __m256 e = exp8(_mm256_sub_ps(_mm256_add_ps(_mm256_mul_ps(t, sv), b), mv));
+            if (!whole) e = _mm256_and_ps(e, _mm256_castsi256_ps(on));
             if (j + 8 <= n) _mm256_storeu_ps(xr + j, e);
             else _mm256_maskstore_ps(xr + j, lanes_below(n - j), e);
             part[j / 8 % 2] = _mm256_add_ps(part[j / 8 % 2], e);

@@ -101,12 +101,15 @@ ATTR static float exp_affine_sum(float *y, const float *x, float scale, const fl
     return exp_sum(y, x, scale, bias, m, n);
 }
 
+INLINE void scale16(float *y, __m512 sv, size_t j, __mmask16 k, bool full) {
+    st16(y + j, k, full, _mm512_mul_ps(ld16(y + j, k, full), sv));
+}
+
 ATTR static void scale(float *y, float s, size_t n) {
     __m512 sv = _mm512_set1_ps(s);
     size_t j = 0;
-    for (; j + 16 <= n; j += 16) _mm512_storeu_ps(y + j, _mm512_mul_ps(_mm512_loadu_ps(y + j), sv));
-    __mmask16 k = tail_mask(n - j);
-    if (j < n) _mm512_mask_storeu_ps(y + j, k, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, y + j), sv));
+    for (; j + 16 <= n; j += 16) scale16(y, sv, j, 0xffff, true);
+    if (j < n) scale16(y, sv, j, tail_mask(n - j), false);
 }
 
 INLINE void add16(float *y, const float *x, size_t j, __mmask16 k, bool full) {
@@ -174,8 +177,7 @@ ATTR static void dropout_bwd(float *dx, const unsigned char *mask, const float *
         __mmask16 keep = _mm512_mask_cmpneq_epi32_mask(k, mb, _mm512_setzero_si512());
         __m512 t = _mm512_mul_ps(_mm512_maskz_loadu_ps(k, dy + j), sv);
         __m512 d = _mm512_maskz_loadu_ps(k, dx + j);
-        if (n - j >= 16) _mm512_storeu_ps(dx + j, _mm512_mask_add_ps(d, keep, d, t));
-        else _mm512_mask_storeu_ps(dx + j, k, _mm512_mask_add_ps(d, keep, d, t));
+        st16(dx + j, k, n - j >= 16, _mm512_mask_add_ps(d, keep, d, t));
     }
 }
 
@@ -209,12 +211,31 @@ ATTR static void adam(float *p, float *g, float *m, float *v, size_t n, const nb
     if (i < n) adam16(p, g, m, v, i, tail_mask(n - i), false, c);
 }
 
-/* PCG32 16 draws at a time: lane l of (s0, s1) holds the state l steps on
- * (A_l s + C_l, see nb_pcg32_fill), and every lane jumps 16 steps per
- * round; the output permutation in 64-bit lanes, then narrowed to 32. */
-#define PCG_MULT 6364136223846793005ULL
+/* PCG32 16 draws at a time: lane l of (v0, v1) holds the state l steps on,
+ * A_l s + K_l inc from the jump tables (nb_pcg_jump_a and _k: independent
+ * multiplies, not a chain of 16 per call), and every lane jumps 16 steps
+ * per round; the output permutation in 64-bit lanes, then narrowed to 32. */
+#define PCG_ATTR __attribute__((target("avx512f,avx512dq")))
 
-__attribute__((target("avx512f,avx512dq"))) static __m256i pcg_out8(__m512i old) {
+typedef struct pcg16 {
+    __m512i v0, v1, a16, c16; /* states of draws i .. i+7, i+8 .. i+15; the jump */
+} pcg16;
+
+PCG_ATTR static pcg16 pcg16_start(const nb_pcg32 *rng) {
+    __m512i st = _mm512_set1_epi64((long long)rng->state);
+    __m512i inc = _mm512_set1_epi64((long long)rng->inc);
+    const uint64_t *ja = nb_pcg_jump_a, *jk = nb_pcg_jump_k;
+    pcg16 g;
+    g.v0 = _mm512_add_epi64(_mm512_mullo_epi64(_mm512_loadu_si512(ja), st),
+                            _mm512_mullo_epi64(_mm512_loadu_si512(jk), inc));
+    g.v1 = _mm512_add_epi64(_mm512_mullo_epi64(_mm512_loadu_si512(ja + 8), st),
+                            _mm512_mullo_epi64(_mm512_loadu_si512(jk + 8), inc));
+    g.a16 = _mm512_set1_epi64((long long)ja[16]);
+    g.c16 = _mm512_set1_epi64((long long)(jk[16] * rng->inc));
+    return g;
+}
+
+PCG_ATTR static __m256i pcg_out8(__m512i old) {
     __m512i x = _mm512_srli_epi64(_mm512_xor_si512(_mm512_srli_epi64(old, 18), old), 27);
     __m256i xs = _mm512_cvtepi64_epi32(x);
     __m256i rot = _mm512_cvtepi64_epi32(_mm512_srli_epi64(old, 59));
@@ -223,66 +244,45 @@ __attribute__((target("avx512f,avx512dq"))) static __m256i pcg_out8(__m512i old)
     return _mm256_or_si256(_mm256_srlv_epi32(xs, rot), _mm256_sllv_epi32(xs, back));
 }
 
-__attribute__((target("avx512f,avx512dq"))) static void pcg32_fill(nb_pcg32 *rng, uint32_t *out,
-                                                                   size_t n) {
-    if (n < 16) {
-        nb_pcg32_fill(rng, out, n);
-        return;
-    }
-    uint64_t a[17], c[17]; /* A_l, C_l for l = 0..16 */
-    a[0] = 1, c[0] = 0;
-    for (int l = 1; l <= 16; l++) {
-        a[l] = a[l - 1] * PCG_MULT;
-        c[l] = c[l - 1] * PCG_MULT + rng->inc;
-    }
-    uint64_t st = rng->state, s0[8], s1[8];
-    for (int l = 0; l < 8; l++) {
-        s0[l] = a[l] * st + c[l];
-        s1[l] = a[l + 8] * st + c[l + 8];
-    }
-    __m512i v0 = _mm512_loadu_si512(s0), v1 = _mm512_loadu_si512(s1);
-    __m512i a16 = _mm512_set1_epi64((long long)a[16]), c16 = _mm512_set1_epi64((long long)c[16]);
+/* The next 16 draws in order; the states moved 16 on. */
+PCG_ATTR static __m512i pcg16_next(pcg16 *g) {
+    __m512i o = _mm512_inserti64x4(_mm512_castsi256_si512(pcg_out8(g->v0)), pcg_out8(g->v1), 1);
+    g->v0 = _mm512_add_epi64(_mm512_mullo_epi64(g->v0, g->a16), g->c16);
+    g->v1 = _mm512_add_epi64(_mm512_mullo_epi64(g->v1, g->a16), g->c16);
+    return o;
+}
+
+/* rng moved on by the draws taken: lane 0's state. */
+PCG_ATTR static void pcg16_end(const pcg16 *g, nb_pcg32 *rng) {
+    uint64_t s0[8];
+    _mm512_storeu_si512(s0, g->v0);
+    rng->state = s0[0];
+}
+
+PCG_ATTR static void pcg32_fill(nb_pcg32 *rng, uint32_t *out, size_t n) {
     size_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-        _mm256_storeu_si256((__m256i *)(out + i), pcg_out8(v0));
-        _mm256_storeu_si256((__m256i *)(out + i + 8), pcg_out8(v1));
-        v0 = _mm512_add_epi64(_mm512_mullo_epi64(v0, a16), c16);
-        v1 = _mm512_add_epi64(_mm512_mullo_epi64(v1, a16), c16);
+    if (n >= 16) {
+        pcg16 g = pcg16_start(rng);
+        for (; i + 16 <= n; i += 16) _mm512_storeu_si512(out + i, pcg16_next(&g));
+        pcg16_end(&g, rng);
     }
-    _mm512_storeu_si512(s0, v0);
-    rng->state = s0[0]; /* lane 0 is the state after i draws */
     nb_pcg32_fill(rng, out + i, n - i);
 }
 
-/* The dropout mask of one row, 16 draws at a time as in pcg32_fill, with
- * the lanes' states from the jump tables (nb_pcg_jump_a and _k) instead of
- * a chain of 16 multiplies per call; a 16-bit compare mask widened to 16
- * bytes. */
-__attribute__((target("avx512f,avx512dq"))) static void pcg32_keep(nb_pcg32 *rng, uint8_t *keep,
-                                                                   size_t n, uint32_t threshold) {
+/* The dropout mask of one row, 16 draws at a time; a 16-bit compare mask
+ * widened to 16 bytes. */
+PCG_ATTR static void pcg32_keep(nb_pcg32 *rng, uint8_t *keep, size_t n, uint32_t threshold) {
     size_t i = 0;
     if (n >= 16) {
-        __m512i st = _mm512_set1_epi64((long long)rng->state);
-        __m512i inc = _mm512_set1_epi64((long long)rng->inc);
-        const uint64_t *ja = nb_pcg_jump_a, *jk = nb_pcg_jump_k;
-        __m512i v0 = _mm512_add_epi64(_mm512_mullo_epi64(_mm512_loadu_si512(ja), st),
-                                      _mm512_mullo_epi64(_mm512_loadu_si512(jk), inc));
-        __m512i v1 = _mm512_add_epi64(_mm512_mullo_epi64(_mm512_loadu_si512(ja + 8), st),
-                                      _mm512_mullo_epi64(_mm512_loadu_si512(jk + 8), inc));
-        __m512i a16 = _mm512_set1_epi64((long long)nb_pcg_jump_a[16]);
-        __m512i c16 = _mm512_set1_epi64((long long)(nb_pcg_jump_k[16] * rng->inc));
+        pcg16 g = pcg16_start(rng);
         __m512i thr = _mm512_set1_epi32((int)threshold);
         for (; i + 16 <= n; i += 16) {
-            __m512i o = _mm512_inserti64x4(_mm512_castsi256_si512(pcg_out8(v0)), pcg_out8(v1), 1);
+            __m512i o = pcg16_next(&g);
             __mmask16 k = _mm512_cmp_epu32_mask(_mm512_srli_epi32(o, 8), thr, _MM_CMPINT_NLT);
             _mm_storeu_si128((__m128i *)(keep + i),
                              _mm512_cvtepi32_epi8(_mm512_maskz_set1_epi32(k, 1)));
-            v0 = _mm512_add_epi64(_mm512_mullo_epi64(v0, a16), c16);
-            v1 = _mm512_add_epi64(_mm512_mullo_epi64(v1, a16), c16);
         }
-        uint64_t s0[8];
-        _mm512_storeu_si512(s0, v0);
-        rng->state = s0[0]; /* lane 0 is the state after i draws */
+        pcg16_end(&g, rng);
     }
     for (; i < n; i++) keep[i] = (nb_pcg32_next(rng) >> 8) >= threshold;
 }
