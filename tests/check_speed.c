@@ -507,9 +507,11 @@ static void check_packed_rows(const nb_sgemm_kernel *k, int R) {
     }
 }
 
+/* Row counts whose last sliver has every height from 1 to 5 for the
+ * 6-row AVX2 kernel (its ukr_rows), and none. */
 static void check_packed(const nb_sgemm_kernel *k) {
-    check_packed_rows(k, 13);
-    check_packed_rows(k, 603);
+    static const int rows[] = {13, 16, 17, 20, 24, 603};
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) check_packed_rows(k, rows[i]);
 }
 
 /* The kernel this CPU uses, and the AVX2 one when it can run (a CPU with
@@ -518,8 +520,15 @@ START_TEST(test_packed_gemm_is_the_fma_chain) {
     const nb_sgemm_kernel *k = nb_sgemm_kernel_best();
     if (k) check_packed(k);
 #if NB_X86_KERNELS
-    static const nb_sgemm_kernel avx2 = {NB_SGEMM_AVX2_MR, NB_SGEMM_AVX2_NR, nb_sgemm_ukr_avx2};
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) check_packed(&avx2);
+    static const nb_sgemm_kernel avx2 = {NB_SGEMM_AVX2_MR, NB_SGEMM_AVX2_NR, nb_sgemm_ukr_avx2,
+                                         nb_sgemm_ukr_avx2_rows};
+    /* and with a partial sliver packed with zero rows, as without ukr_rows */
+    static const nb_sgemm_kernel avx2_packed = {NB_SGEMM_AVX2_MR, NB_SGEMM_AVX2_NR,
+                                                nb_sgemm_ukr_avx2, NULL};
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+        check_packed(&avx2);
+        check_packed(&avx2_packed);
+    }
 #endif
 }
 END_TEST

@@ -29,9 +29,14 @@ NB_HIDDEN const nb_cpu_features *nb_cpu(void);
 typedef void (*nb_sgemm_ukr)(int64_t kc, const float *a, int64_t ars, int64_t acs,
                              const float *b, int64_t ldb, float *c, int64_t ldc, bool add);
 
+/* The same tile for 0 < h < MR rows (c's and a's first h rows only). */
+typedef void (*nb_sgemm_ukr_rows)(int h, int64_t kc, const float *a, int64_t ars, int64_t acs,
+                                  const float *b, int64_t ldb, float *c, int64_t ldc, bool add);
+
 typedef struct nb_sgemm_kernel {
     int mr, nr;
     nb_sgemm_ukr ukr;
+    nb_sgemm_ukr_rows ukr_rows; /* NULL: a partial sliver is packed with zero rows */
 } nb_sgemm_kernel;
 
 #if NB_X86_KERNELS
@@ -45,6 +50,9 @@ NB_HIDDEN void nb_sgemm_ukr_avx512(int64_t kc, const float *a, int64_t ars, int6
 NB_HIDDEN void nb_sgemm_ukr_avx2(int64_t kc, const float *a, int64_t ars, int64_t acs,
                                  const float *b, int64_t ldb, float *c, int64_t ldc,
                                  bool add);
+NB_HIDDEN void nb_sgemm_ukr_avx2_rows(int h, int64_t kc, const float *a, int64_t ars,
+                                      int64_t acs, const float *b, int64_t ldb, float *c,
+                                      int64_t ldc, bool add);
 #endif
 
 /* The kernel for this CPU (AVX-512, else AVX2 + FMA), or NULL when it has

@@ -10,9 +10,9 @@
  *
  * Packing b makes every transposition the same contiguous stream, zero-
  * padded at the edge. a is read in place through its strides, except a
- * last sliver of fewer than MR rows, which is packed with zero rows, and
- * a transposed a whose columns are far apart (see run_block); a partial
- * tile of c goes through a small buffer.
+ * last sliver of fewer than MR rows when the kernel has no ukr_rows for it
+ * (then packed with zero rows), and a transposed a whose columns are far
+ * apart (see run_block); a partial tile of c goes through a small buffer.
  * The packing buffers belong to the calling thread (allocated at its first
  * call, freed when it exits), so no call allocates after the first. */
 #include "kernels/kernels_internal.h"
@@ -149,7 +149,8 @@ typedef struct slivers {
 
 /* One sliver: c's rows [i, i + h) (+)= the sliver as (h <= MR rows, kc,
  * strides sr, sc) @ b's block (kc, nc); a partial tile of c goes through
- * edge. */
+ * edge. h < MR rows: the kernel's ukr_rows where it has one, else as
+ * holds MR rows, the last zero. */
 static void run_sliver(const nb_sgemm_kernel *k, float *edge, float *c, int64_t ldc,
                        const float *as, int64_t sr, int64_t sc, int h, const slivers *bs,
                        int64_t kc, int64_t nc, bool acc) {
@@ -160,19 +161,23 @@ static void run_sliver(const nb_sgemm_kernel *k, float *edge, float *c, int64_t 
         const float *bj = bs->b + j / nr * bs->step;
         int64_t ldb = bs->ldb;
         if (w < nr && bs->tail) bj = bs->tail, ldb = nr;
-        if (h == mr && w == nr) {
-            k->ukr(kc, as, sr, sc, bj, ldb, ct, ldc, acc);
+        bool rows = h < mr && k->ukr_rows; /* h rows only, a read as it is */
+        if (w == nr && (h == mr || rows)) {
+            if (rows) k->ukr_rows(h, kc, as, sr, sc, bj, ldb, ct, ldc, acc);
+            else k->ukr(kc, as, sr, sc, bj, ldb, ct, ldc, acc);
             continue;
         }
         for (int r = 0; acc && r < h; r++)
             memcpy(edge + r * nr, ct + r * ldc, sizeof(float) * (size_t)w);
-        k->ukr(kc, as, sr, sc, bj, ldb, edge, nr, acc);
+        if (rows) k->ukr_rows(h, kc, as, sr, sc, bj, ldb, edge, nr, acc);
+        else k->ukr(kc, as, sr, sc, bj, ldb, edge, nr, acc);
         for (int r = 0; r < h; r++) memcpy(ct + r * ldc, edge + r * nr, sizeof(float) * (size_t)w);
     }
 }
 
 /* One block: c (rows, nc) (+)= a (rows, kc) @ b's block (kc, nc), c's rows
- * `ldc` apart; a's last sliver of fewer than MR rows goes through pa. */
+ * `ldc` apart; a's last sliver of fewer than MR rows goes through pa,
+ * unless the kernel has ukr_rows. */
 static void run_block(const nb_sgemm_kernel *k, float *pa, float *c, int64_t ldc,
                       const float *a, int64_t ars, int64_t acs, const slivers *bs, int64_t rows,
                       int64_t kc, int64_t nc, bool acc) {
@@ -198,7 +203,7 @@ static void run_block(const nb_sgemm_kernel *k, float *pa, float *c, int64_t ldc
         int h = rows - i < mr ? (int)(rows - i) : mr;
         const float *as = a + i * ars;
         int64_t sr = ars, sc = acs;
-        if (h < mr) {
+        if (h < mr && !k->ukr_rows) {
             pack_a(pa, as, ars, acs, kc, h, mr);
             as = pa, sr = 1, sc = mr;
         }
@@ -306,8 +311,9 @@ bool nb_sgemm_prepacked(const nb_sgemm_kernel *k, float *c, const float *a, int6
 const nb_sgemm_kernel *nb_sgemm_kernel_best(void) {
 #if NB_X86_KERNELS
     static const nb_sgemm_kernel avx512 = {NB_SGEMM_AVX512_MR, NB_SGEMM_AVX512_NR,
-                                           nb_sgemm_ukr_avx512};
-    static const nb_sgemm_kernel avx2 = {NB_SGEMM_AVX2_MR, NB_SGEMM_AVX2_NR, nb_sgemm_ukr_avx2};
+                                           nb_sgemm_ukr_avx512, NULL};
+    static const nb_sgemm_kernel avx2 = {NB_SGEMM_AVX2_MR, NB_SGEMM_AVX2_NR, nb_sgemm_ukr_avx2,
+                                         nb_sgemm_ukr_avx2_rows};
     if (nb_cpu()->avx512f) return &avx512;
     if (nb_cpu()->avx2_fma) return &avx2;
 #endif
