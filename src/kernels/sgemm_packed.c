@@ -10,9 +10,10 @@
  *
  * Packing b makes every transposition the same contiguous stream, zero-
  * padded at the edge. a is read in place through its strides, except a
- * last sliver of fewer than MR rows when the kernel has no ukr_rows for it
- * (then packed with zero rows), and a transposed a whose columns are far
- * apart (see run_block); a partial tile of c goes through a small buffer.
+ * last sliver of fewer than MR rows that the kernel's ukr_rows does not
+ * take (then packed with zero rows, see run_block), and a transposed a
+ * whose columns are far apart; a partial tile of c goes through a small
+ * buffer.
  * The packing buffers belong to the calling thread (allocated at its first
  * call, freed when it exits), so no call allocates after the first. */
 #include "kernels/kernels_internal.h"
@@ -149,11 +150,11 @@ typedef struct slivers {
 
 /* One sliver: c's rows [i, i + h) (+)= the sliver as (h <= MR rows, kc,
  * strides sr, sc) @ b's block (kc, nc); a partial tile of c goes through
- * edge. h < MR rows: the kernel's ukr_rows where it has one, else as
- * holds MR rows, the last zero. */
+ * edge. h < MR: padded, as holds MR rows, those past h zero (packed), and
+ * the full kernel runs; else the kernel's ukr_rows on the h rows. */
 static void run_sliver(const nb_sgemm_kernel *k, float *edge, float *c, int64_t ldc,
-                       const float *as, int64_t sr, int64_t sc, int h, const slivers *bs,
-                       int64_t kc, int64_t nc, bool acc) {
+                       const float *as, int64_t sr, int64_t sc, int h, bool padded,
+                       const slivers *bs, int64_t kc, int64_t nc, bool acc) {
     const int mr = k->mr, nr = k->nr;
     for (int64_t j = 0; j < nc; j += nr) {
         int w = nc - j < nr ? (int)(nc - j) : nr;
@@ -161,7 +162,7 @@ static void run_sliver(const nb_sgemm_kernel *k, float *edge, float *c, int64_t 
         const float *bj = bs->b + j / nr * bs->step;
         int64_t ldb = bs->ldb;
         if (w < nr && bs->tail) bj = bs->tail, ldb = nr;
-        bool rows = h < mr && k->ukr_rows; /* h rows only, a read as it is */
+        bool rows = h < mr && !padded; /* h rows only */
         if (w == nr && (h == mr || rows)) {
             if (rows) k->ukr_rows(h, kc, as, sr, sc, bj, ldb, ct, ldc, acc);
             else k->ukr(kc, as, sr, sc, bj, ldb, ct, ldc, acc);
@@ -176,8 +177,12 @@ static void run_sliver(const nb_sgemm_kernel *k, float *edge, float *c, int64_t 
 }
 
 /* One block: c (rows, nc) (+)= a (rows, kc) @ b's block (kc, nc), c's rows
- * `ldc` apart; a's last sliver of fewer than MR rows goes through pa,
- * unless the kernel has ukr_rows. */
+ * `ldc` apart. a's last sliver of fewer than MR rows is read in place by
+ * the kernel's ukr_rows when a's rows are contiguous (the fused
+ * attention's groups of 16 rows end in one of 4), else packed through pa
+ * with zero rows: a transposed a's partial sliver read in place made the
+ * 256-row attention products of bench-gemm (dv, dk) 20% slower on Zen 5,
+ * the time going to the full slivers' kernel, not to ukr_rows. */
 static void run_block(const nb_sgemm_kernel *k, float *pa, float *c, int64_t ldc,
                       const float *a, int64_t ars, int64_t acs, const slivers *bs, int64_t rows,
                       int64_t kc, int64_t nc, bool acc) {
@@ -195,7 +200,7 @@ static void run_block(const nb_sgemm_kernel *k, float *pa, float *c, int64_t ldc
             pack_a_far(pa, a + i0, acs, kc, hc, mr);
             for (int64_t i = 0; i < hc; i += mr)
                 run_sliver(k, edge, c + (i0 + i) * ldc, ldc, pa + i / mr * kc * mr, 1, mr,
-                           hc - i < mr ? (int)(hc - i) : mr, bs, kc, nc, acc);
+                           hc - i < mr ? (int)(hc - i) : mr, true, bs, kc, nc, acc);
         }
         return;
     }
@@ -203,11 +208,12 @@ static void run_block(const nb_sgemm_kernel *k, float *pa, float *c, int64_t ldc
         int h = rows - i < mr ? (int)(rows - i) : mr;
         const float *as = a + i * ars;
         int64_t sr = ars, sc = acs;
-        if (h < mr && !k->ukr_rows) {
+        bool padded = h < mr && (!k->ukr_rows || ars == 1);
+        if (padded) {
             pack_a(pa, as, ars, acs, kc, h, mr);
             as = pa, sr = 1, sc = mr;
         }
-        run_sliver(k, edge, c + i * ldc, ldc, as, sr, sc, h, bs, kc, nc, acc);
+        run_sliver(k, edge, c + i * ldc, ldc, as, sr, sc, h, padded, bs, kc, nc, acc);
     }
 }
 
