@@ -156,13 +156,13 @@ static void run_sliver(const nb_sgemm_kernel *k, float *edge, float *c, int64_t 
                        const float *as, int64_t sr, int64_t sc, int h, bool padded,
                        const slivers *bs, int64_t kc, int64_t nc, bool acc) {
     const int mr = k->mr, nr = k->nr;
+    const bool rows = h < mr && !padded; /* h rows only */
     for (int64_t j = 0; j < nc; j += nr) {
         int w = nc - j < nr ? (int)(nc - j) : nr;
         float *ct = c + j;
         const float *bj = bs->b + j / nr * bs->step;
         int64_t ldb = bs->ldb;
         if (w < nr && bs->tail) bj = bs->tail, ldb = nr;
-        bool rows = h < mr && !padded; /* h rows only */
         if (w == nr && (h == mr || rows)) {
             if (rows) k->ukr_rows(h, kc, as, sr, sc, bj, ldb, ct, ldc, acc);
             else k->ukr(kc, as, sr, sc, bj, ldb, ct, ldc, acc);

@@ -497,7 +497,7 @@ ATTR static void pcg32_keep(nb_pcg32 *rng, uint8_t *keep, size_t n, uint32_t thr
         }
         pcg16_end(&g, rng);
     }
-    for (; i < n; i++) keep[i] = (nb_pcg32_next(rng) >> 8) >= threshold;
+    nb_vec_portable.pcg32_keep(rng, keep + i, n - i, threshold);
 }
 
 const nb_vec_kernels nb_vec_avx2 = {"avx2",      max,      exp_sub_sum, scale,

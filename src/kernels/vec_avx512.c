@@ -284,7 +284,7 @@ PCG_ATTR static void pcg32_keep(nb_pcg32 *rng, uint8_t *keep, size_t n, uint32_t
         }
         pcg16_end(&g, rng);
     }
-    for (; i < n; i++) keep[i] = (nb_pcg32_next(rng) >> 8) >= threshold;
+    nb_vec_portable.pcg32_keep(rng, keep + i, n - i, threshold);
 }
 
 /* nb_gelu1 on 16 lanes: y and dy/dx. */
