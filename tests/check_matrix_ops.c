@@ -12,8 +12,10 @@
  * tools/test/matrix_coverage.py (run by `make test`) lists the public functions
  * and fails for any that no tests/check_matrix*.c file calls: a NEW PUBLIC
  * FUNCTION needs at least one case calling it (`nb_name(`) in one of these
- * files. Add a row to the op table below for a new op (it then gets the whole
- * battery), or a START_TEST in the file of its header's area:
+ * files, or in the call of its NB_OP row in nabla/ops.def. A new op's row
+ * gives it the whole battery below (an NB_OP_HAND op needs its w_<name> and
+ * a row of hand_ops here); another function gets a START_TEST in the file of
+ * its header's area:
  *   check_matrix_ops.c   nabla/ops.h
  *   check_matrix_core.c  nabla/core.h, nabla/random.h
  *   check_matrix_misc.c  nabla/nn.h, nabla/optim.h, nabla/io.h, nabla/gradcheck.h
@@ -21,7 +23,7 @@
  *   check_matrix_teach.c nabla/teach.h, print options, fused attention
  * (or a new tests/check_matrix_<area>.c: the script reads them all).
  *
- * Here every op of the table gets the same battery: a valid call works; NULL
+ * Here every op of the list gets the same battery: a valid call works; NULL
  * ctx gives NULL; each NULL tensor gives NB_ERR_NULL; an I64 input where a
  * float is needed and mixed f32/f64 give NB_ERR_DTYPE; a second input of the
  * wrong shape gives an error naming the op; NaN/Inf data never crash (and
@@ -31,6 +33,7 @@
 #include "check_nabla.h"
 
 #include "matrix_util.h"
+#include "op_rows.h"
 
 /* ---- the op table ---------------------------------------------------------- */
 static nb_pcg32 g_rng;
@@ -44,65 +47,20 @@ typedef nb_tensor *(*op2_fn)(nb_ctx *ctx, nb_tensor *a, nb_tensor *b);
 
 typedef struct op_case {
     const char *name; /* the op named in errors */
-    op2_fn fn;
+    op2_fn fn;        /* a hand-written case's call, or NULL for a row's */
     int n_in; /* 1: only a; 2: a and b */
     int a_nd;
-    int64_t a_shape[4];
+    int64_t a_shape[NB_MAX_DIMS];
     int b_nd;
-    int64_t b_shape[4];
+    int64_t b_shape[NB_MAX_DIMS];
     nb_dtype b_dt;
     unsigned flags;
+    nb_gradcheck_fn row; /* an NB_OP row's call (op_rows.h) */
 } op_case;
 
-static nb_tensor *w_add(nb_ctx *c, nb_tensor *a, nb_tensor *b) { return nb_add(c, a, b); }
-static nb_tensor *w_sub(nb_ctx *c, nb_tensor *a, nb_tensor *b) { return nb_sub(c, a, b); }
-static nb_tensor *w_mul(nb_ctx *c, nb_tensor *a, nb_tensor *b) { return nb_mul(c, a, b); }
-static nb_tensor *w_div(nb_ctx *c, nb_tensor *a, nb_tensor *b) { return nb_div(c, a, b); }
-static nb_tensor *w_mse(nb_ctx *c, nb_tensor *a, nb_tensor *b) { return nb_mse_loss(c, a, b); }
-static nb_tensor *w_matmul(nb_ctx *c, nb_tensor *a, nb_tensor *b) { return nb_matmul(c, a, b); }
-static nb_tensor *w_neg(nb_ctx *c, nb_tensor *a, nb_tensor *b) {
-    (void)b;
-    return nb_neg(c, a);
-}
-static nb_tensor *w_scale(nb_ctx *c, nb_tensor *a, nb_tensor *b) {
-    (void)b;
-    return nb_scale(c, a, 2);
-}
-static nb_tensor *w_add_scalar(nb_ctx *c, nb_tensor *a, nb_tensor *b) {
-    (void)b;
-    return nb_add_scalar(c, a, 2);
-}
-static nb_tensor *w_exp(nb_ctx *c, nb_tensor *a, nb_tensor *b) {
-    (void)b;
-    return nb_exp(c, a);
-}
-static nb_tensor *w_log(nb_ctx *c, nb_tensor *a, nb_tensor *b) {
-    (void)b;
-    return nb_log(c, a);
-}
-static nb_tensor *w_sqrt(nb_ctx *c, nb_tensor *a, nb_tensor *b) {
-    (void)b;
-    return nb_sqrt(c, a);
-}
 static nb_tensor *w_pow(nb_ctx *c, nb_tensor *a, nb_tensor *b) {
     (void)b;
     return nb_pow(c, a, 3);
-}
-static nb_tensor *w_tanh(nb_ctx *c, nb_tensor *a, nb_tensor *b) {
-    (void)b;
-    return nb_tanh(c, a);
-}
-static nb_tensor *w_sigmoid(nb_ctx *c, nb_tensor *a, nb_tensor *b) {
-    (void)b;
-    return nb_sigmoid(c, a);
-}
-static nb_tensor *w_relu(nb_ctx *c, nb_tensor *a, nb_tensor *b) {
-    (void)b;
-    return nb_relu(c, a);
-}
-static nb_tensor *w_erf(nb_ctx *c, nb_tensor *a, nb_tensor *b) {
-    (void)b;
-    return nb_erf(c, a);
 }
 static nb_tensor *w_gelu(nb_ctx *c, nb_tensor *a, nb_tensor *b) {
     (void)b;
@@ -111,14 +69,6 @@ static nb_tensor *w_gelu(nb_ctx *c, nb_tensor *a, nb_tensor *b) {
 static nb_tensor *w_gelu_tanh(nb_ctx *c, nb_tensor *a, nb_tensor *b) {
     (void)b;
     return nb_gelu(c, a, NB_GELU_TANH);
-}
-static nb_tensor *w_sum(nb_ctx *c, nb_tensor *a, nb_tensor *b) {
-    (void)b;
-    return nb_sum(c, a);
-}
-static nb_tensor *w_mean(nb_ctx *c, nb_tensor *a, nb_tensor *b) {
-    (void)b;
-    return nb_mean(c, a);
 }
 static nb_tensor *w_sum_dim(nb_ctx *c, nb_tensor *a, nb_tensor *b) {
     (void)b;
@@ -144,21 +94,9 @@ static nb_tensor *w_reshape(nb_ctx *c, nb_tensor *a, nb_tensor *b) {
     (void)b;
     return nb_reshape(c, a, NB_SHAPE(3, 2));
 }
-static nb_tensor *w_contiguous(nb_ctx *c, nb_tensor *a, nb_tensor *b) {
-    (void)b;
-    return nb_contiguous(c, a);
-}
 static nb_tensor *w_causal_fill(nb_ctx *c, nb_tensor *a, nb_tensor *b) {
     (void)b;
     return nb_causal_fill(c, a, -INFINITY);
-}
-static nb_tensor *w_softmax(nb_ctx *c, nb_tensor *a, nb_tensor *b) {
-    (void)b;
-    return nb_softmax(c, a);
-}
-static nb_tensor *w_log_softmax(nb_ctx *c, nb_tensor *a, nb_tensor *b) {
-    (void)b;
-    return nb_log_softmax(c, a);
 }
 static nb_tensor *w_dropout(nb_ctx *c, nb_tensor *a, nb_tensor *b) {
     (void)b;
@@ -188,6 +126,9 @@ static nb_tensor *w_embedding(nb_ctx *c, nb_tensor *a, nb_tensor *b) {
 static nb_tensor *w_layer_norm(nb_ctx *c, nb_tensor *a, nb_tensor *b) {
     return nb_layer_norm(c, a, b, b, 1e-5);
 }
+static nb_tensor *w_sdpa(nb_ctx *c, nb_tensor *a, nb_tensor *b) {
+    return nb_sdpa(c, a, b, b, NULL, true, 0.5, 0.0, 0);
+}
 
 #define S2(x, y)                                                                                   \
     2, { x, y, 1, 1 }
@@ -195,48 +136,71 @@ static nb_tensor *w_layer_norm(nb_ctx *c, nb_tensor *a, nb_tensor *b) {
     1, { x, 1, 1, 1 }
 #define NONE                                                                                       \
     0, { 1, 1, 1, 1 }
-static const op_case ops[] = {
-    {"add", w_add, 2, S2(2, 3), S2(2, 3), NB_F32, ELEMWISE | B_FLOAT},
-    {"sub", w_sub, 2, S2(2, 3), S2(2, 3), NB_F32, ELEMWISE | B_FLOAT},
-    {"mul", w_mul, 2, S2(2, 3), S2(2, 3), NB_F32, ELEMWISE | B_FLOAT},
-    {"div", w_div, 2, S2(2, 3), S2(2, 3), NB_F32, ELEMWISE | B_FLOAT},
-    {"mse_loss", w_mse, 2, S2(2, 3), S2(2, 3), NB_F32, ELEMWISE | B_FLOAT},
-    {"matmul", w_matmul, 2, S2(2, 3), S2(3, 4), NB_F32, ELEMWISE | B_FLOAT},
+/* The hand-written cases, for the NB_OP_HAND ops of the list (their row
+ * field is left out: NULL). */
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+static const op_case hand_ops[] = {
+    {"sdpa", w_sdpa, 2, 4, {1, 3, 2, 4}, 4, {1, 3, 2, 4}, NB_F32, ELEMWISE | B_FLOAT},
     {"concat", w_concat, 2, S2(2, 3), S2(2, 3), NB_F32, ELEMWISE | B_FLOAT},
     {"linear", w_linear, 2, S2(2, 3), S2(4, 3), NB_F32, ELEMWISE | B_FLOAT},
     {"layer_norm", w_layer_norm, 2, S2(2, 3), S1(3), NB_F32, ELEMWISE | B_FLOAT | B_OPT},
     {"masked_fill", w_masked_fill, 2, S2(2, 3), S2(2, 3), NB_BOOL, 0},
     {"cross_entropy", w_cross_entropy, 2, S2(2, 3), S1(2), NB_I64, ELEMWISE},
     {"embedding", w_embedding, 2, S2(5, 3), S2(2, 2), NB_I64, B_ANYSHAPE},
-    {"neg", w_neg, 1, S2(2, 3), NONE, NB_F32, ELEMWISE},
-    {"scale", w_scale, 1, S2(2, 3), NONE, NB_F32, ELEMWISE},
-    {"add_scalar", w_add_scalar, 1, S2(2, 3), NONE, NB_F32, ELEMWISE},
-    {"exp", w_exp, 1, S2(2, 3), NONE, NB_F32, ELEMWISE},
-    {"log", w_log, 1, S2(2, 3), NONE, NB_F32, ELEMWISE},
-    {"sqrt", w_sqrt, 1, S2(2, 3), NONE, NB_F32, ELEMWISE},
     {"pow", w_pow, 1, S2(2, 3), NONE, NB_F32, ELEMWISE},
-    {"tanh", w_tanh, 1, S2(2, 3), NONE, NB_F32, ELEMWISE},
-    {"sigmoid", w_sigmoid, 1, S2(2, 3), NONE, NB_F32, ELEMWISE},
-    {"relu", w_relu, 1, S2(2, 3), NONE, NB_F32, ELEMWISE},
-    {"erf", w_erf, 1, S2(2, 3), NONE, NB_F32, ELEMWISE},
     {"gelu", w_gelu, 1, S2(2, 3), NONE, NB_F32, ELEMWISE},
     {"gelu", w_gelu_tanh, 1, S2(2, 3), NONE, NB_F32, ELEMWISE},
-    {"sum", w_sum, 1, S2(2, 3), NONE, NB_F32, ELEMWISE},
-    {"mean", w_mean, 1, S2(2, 3), NONE, NB_F32, ELEMWISE},
     {"sum_dim", w_sum_dim, 1, S2(2, 3), NONE, NB_F32, ELEMWISE},
     {"mean_dim", w_mean_dim, 1, S2(2, 3), NONE, NB_F32, ELEMWISE},
     {"max_dim", w_max_dim, 1, S2(2, 3), NONE, NB_F32, 0},
     {"transpose", w_transpose, 1, S2(2, 3), NONE, NB_F32, ELEMWISE},
     {"permute", w_permute, 1, S2(2, 3), NONE, NB_F32, ELEMWISE},
     {"reshape", w_reshape, 1, S2(2, 3), NONE, NB_F32, ELEMWISE},
-    {"contiguous", w_contiguous, 1, S2(2, 3), NONE, NB_F32, ELEMWISE},
     {"causal_fill", w_causal_fill, 1, S2(3, 3), NONE, NB_F32, ELEMWISE},
-    {"softmax", w_softmax, 1, S2(2, 3), NONE, NB_F32, ELEMWISE},
-    {"log_softmax", w_log_softmax, 1, S2(2, 3), NONE, NB_F32, ELEMWISE},
     {"split", w_split, 1, S2(2, 3), NONE, NB_F32, 0},
     {"dropout", w_dropout, 1, S2(2, 3), NONE, NB_F32, 0},
 };
-#define N_OPS (int)(sizeof ops / sizeof ops[0])
+
+/* Every NB_OP_HAND op of the list has its w_<name> above (a missing one
+ * stops the build here, naming it) and a row of hand_ops (the test
+ * test_every_op_has_a_case). */
+static const op2_fn hand_fns[] = {
+#define NB_OP(id, name, n_in, formula, ...)
+#define NB_OP_HAND(id, name, n_in, formula) w_##name,
+#include "nabla/ops.def"
+#undef NB_OP
+#undef NB_OP_HAND
+};
+
+/* The battery's cases: the list's NB_OP rows (their first input as a, the
+ * second as b), then hand_ops; filled when the suite is made. */
+#define MAX_OPS 128
+static op_case ops[MAX_OPS];
+static int N_OPS;
+
+static void make_cases(void) {
+    N_OPS = 0;
+    for (int i = 0; i < NB_N_ROW_CASES && N_OPS < MAX_OPS; i++) {
+        const nb_row_case *r = &nb_row_cases[i];
+        op_case *o = &ops[N_OPS++];
+        *o = (op_case){r->name, NULL, r->n_in, r->in[0].ndim, {0}, 0, {0}, NB_F32,
+                       ELEMWISE | (r->n_in > 1 ? B_FLOAT : 0u), r->fn};
+        memcpy(o->a_shape, r->in[0].shape, sizeof o->a_shape);
+        if (r->n_in > 1) {
+            o->b_nd = r->in[1].ndim;
+            memcpy(o->b_shape, r->in[1].shape, sizeof o->b_shape);
+        }
+    }
+    for (size_t i = 0; i < sizeof hand_ops / sizeof hand_ops[0] && N_OPS < MAX_OPS; i++)
+        ops[N_OPS++] = hand_ops[i];
+}
+
+/* The op under test on a (and b): the hand-written call or the row's. */
+static nb_tensor *call(const op_case *o, nb_ctx *ctx, nb_tensor *a, nb_tensor *b) {
+    if (o->fn) return o->fn(ctx, a, b);
+    nb_tensor *const x[2] = {a, b};
+    return o->row(ctx, x, NULL);
+}
 
 /* a (values 0.1, 0.2, ... of dtype dt) and b (the case's dtype; ids 0/1). */
 static nb_tensor *make_a(nb_ctx *ctx, const op_case *o, nb_dtype dt) {
@@ -260,7 +224,7 @@ START_TEST(test_op_valid) {
     nb_ctx *ctx = nb_ctx_new(0);
     nb_tensor *a = nb_requires_grad(make_a(ctx, o, NB_F32));
     nb_tensor *b = make_b(ctx, o, o->b_dt, o->b_nd, o->b_shape);
-    nb_tensor *y = o->fn(ctx, a, b);
+    nb_tensor *y = call(o, ctx, a, b);
     ck_assert_msg(y, "%s: %s", o->name, nb_ctx_error(ctx));
     ck_assert_int_eq(nb_backward(ctx, nb_sum(ctx, y), NULL), NB_OK);
     nb_ctx_free(ctx);
@@ -272,10 +236,10 @@ START_TEST(test_op_null) {
     nb_ctx *ctx = nb_ctx_new(0);
     nb_tensor *a = make_a(ctx, o, NB_F32);
     nb_tensor *b = make_b(ctx, o, o->b_dt, o->b_nd, o->b_shape);
-    ck_assert_ptr_null(o->fn(NULL, a, b));
-    expect_fail(ctx, o->fn(ctx, NULL, b) == NULL, NB_ERR_NULL, o->name);
+    ck_assert_ptr_null(call(o, NULL, a, b));
+    expect_fail(ctx, call(o, ctx, NULL, b) == NULL, NB_ERR_NULL, o->name);
     if (o->n_in == 2 && !(o->flags & B_OPT))
-        expect_fail(ctx, o->fn(ctx, a, NULL) == NULL, NB_ERR_NULL, o->name);
+        expect_fail(ctx, call(o, ctx, a, NULL) == NULL, NB_ERR_NULL, o->name);
     nb_ctx_free(ctx);
 }
 END_TEST
@@ -284,13 +248,13 @@ START_TEST(test_op_dtype) {
     const op_case *o = &ops[_i];
     nb_ctx *ctx = nb_ctx_new(0);
     nb_tensor *b = make_b(ctx, o, o->b_dt, o->b_nd, o->b_shape);
-    expect_fail(ctx, o->fn(ctx, make_a(ctx, o, NB_I64), b) == NULL, NB_ERR_DTYPE, o->name);
-    expect_fail(ctx, o->fn(ctx, make_a(ctx, o, NB_BOOL), b) == NULL, NB_ERR_DTYPE, o->name);
+    expect_fail(ctx, call(o, ctx, make_a(ctx, o, NB_I64), b) == NULL, NB_ERR_DTYPE, o->name);
+    expect_fail(ctx, call(o, ctx, make_a(ctx, o, NB_BOOL), b) == NULL, NB_ERR_DTYPE, o->name);
     if (o->flags & B_FLOAT) {
         nb_tensor *a64 = make_a(ctx, o, NB_F64);
-        expect_fail(ctx, o->fn(ctx, a64, b) == NULL, NB_ERR_DTYPE, o->name);
+        expect_fail(ctx, call(o, ctx, a64, b) == NULL, NB_ERR_DTYPE, o->name);
         nb_tensor *bi = make_b(ctx, o, NB_I64, o->b_nd, o->b_shape);
-        expect_fail(ctx, o->fn(ctx, make_a(ctx, o, NB_F32), bi) == NULL, NB_ERR_DTYPE, o->name);
+        expect_fail(ctx, call(o, ctx, make_a(ctx, o, NB_F32), bi) == NULL, NB_ERR_DTYPE, o->name);
     }
     nb_ctx_free(ctx);
 }
@@ -303,7 +267,7 @@ START_TEST(test_op_shape) {
     nb_ctx *ctx = nb_ctx_new(0);
     nb_tensor *a = make_a(ctx, o, NB_F32);
     nb_tensor *b = make_b(ctx, o, o->b_dt, 3, (const int64_t[]){5, 7, 2});
-    nb_tensor *y = o->fn(ctx, a, b);
+    nb_tensor *y = call(o, ctx, a, b);
     ck_assert_msg(!y, "%s accepted a (5, 7, 2) second input", o->name);
     ck_assert_int_ne(nb_ctx_status(ctx), NB_OK);
     ck_assert_error_has(ctx, o->name);
@@ -319,7 +283,7 @@ START_TEST(test_op_nan_inf) {
     nb_set(a, 1, INFINITY);
     nb_set(a, a->numel - 1, -INFINITY);
     nb_tensor *b = make_b(ctx, o, o->b_dt, o->b_nd, o->b_shape);
-    nb_tensor *y = o->fn(ctx, a, b);
+    nb_tensor *y = call(o, ctx, a, b);
     ck_assert_msg(y, "%s refused NaN/Inf data: %s", o->name, nb_ctx_error(ctx));
     if (o->flags & ELEMWISE)
         ck_assert_msg(isnan(nb_get(y, 0)), "%s lost the NaN", o->name);
@@ -334,12 +298,12 @@ START_TEST(test_op_sticky_and_no_grad) {
     nb_tensor *a = nb_requires_grad(make_a(ctx, o, NB_F32));
     nb_tensor *b = make_b(ctx, o, o->b_dt, o->b_nd, o->b_shape);
     nb_ctx_fail(ctx, NB_ERR_STATE, "earlier failure");
-    ck_assert_ptr_null(o->fn(ctx, a, b));
+    ck_assert_ptr_null(call(o, ctx, a, b));
     ck_assert_str_eq(nb_ctx_error(ctx), "earlier failure");
     nb_ctx_clear_error(ctx);
     nb_set_grad_enabled(ctx, false);
     int len = nb_tape_len(ctx);
-    nb_tensor *y = o->fn(ctx, a, b);
+    nb_tensor *y = call(o, ctx, a, b);
     ck_assert_ptr_nonnull(y);
     ck_assert_int_eq(nb_tape_len(ctx), len);
     ck_assert_ptr_null(y->node);
@@ -473,9 +437,27 @@ START_TEST(test_empty_inputs) {
 }
 END_TEST
 
+START_TEST(test_every_op_has_a_case) {
+    ck_assert_int_le(N_OPS, MAX_OPS - 1);
+    for (size_t k = 0; k < sizeof hand_fns / sizeof hand_fns[0]; k++) {
+        bool used = false;
+        for (size_t i = 0; i < sizeof hand_ops / sizeof hand_ops[0]; i++)
+            used = used || hand_ops[i].fn == hand_fns[k];
+        ck_assert_msg(used, "a w_<name> of an NB_OP_HAND op has no row in hand_ops");
+    }
+    for (int op = 0; op < NB_OP_CUSTOM; op++) {
+        bool found = false;
+        for (int i = 0; i < N_OPS; i++) found = found || !strcmp(ops[i].name, nb_op_name(op));
+        ck_assert_msg(found, "op %s has no case in the battery", nb_op_name(op));
+    }
+}
+END_TEST
+
 Suite *suite_matrix_ops(void) {
+    make_cases();
     Suite *s = suite_create("matrix_ops");
     TCase *tc = tcase_create("battery");
+    tcase_add_test(tc, test_every_op_has_a_case);
     tcase_add_loop_test(tc, test_op_valid, 0, N_OPS);
     tcase_add_loop_test(tc, test_op_null, 0, N_OPS);
     tcase_add_loop_test(tc, test_op_dtype, 0, N_OPS);

@@ -2,8 +2,10 @@
  * header, compiled the way a contributor or a user would meet them:
  *   - a copy of the headers whose list lacks layer_norm's row: the op's own
  *     file no longer compiles, and the compiler's message names the op;
- *   - a copy whose list gains a row with no code behind it: the gradcheck
- *     and parity tools no longer compile, naming the case each lacks;
+ *   - a copy whose list gains a hand-written row (NB_OP_HAND) with no code
+ *     behind it: the gradcheck and parity tools and the bad-input matrix no
+ *     longer compile, naming the case each lacks (tests/check_add_op.c
+ *     adds a whole NB_OP row the way docs/contributing.md says);
  *   - include/nabla.h compiles as C11 (pedantic) and as C++17.
  * The compilers are NB_CC (default cc) and NB_CXX (default c++). */
 #include "check_nabla.h"
@@ -62,7 +64,7 @@ static bool log_has(const char *log, const char *part) {
 
 START_TEST(test_missing_row_fails_naming_the_op) {
     char dir[64], inc[128], log[128];
-    copy_headers(dir, sizeof dir, "/^NB_OP(LAYER_NORM,/,+2d");
+    copy_headers(dir, sizeof dir, "/^NB_OP_HAND(LAYER_NORM,/,+2d");
     snprintf(inc, sizeof inc, "%s/include", dir);
     snprintf(log, sizeof log, "%s/cc.log", dir);
     /* the copy really lacks the row, and the rest of the list still compiles */
@@ -75,13 +77,19 @@ END_TEST
 
 START_TEST(test_new_row_without_cases_fails_naming_them) {
     char dir[64], inc[128], log[128];
-    copy_headers(dir, sizeof dir, "$a NB_OP(CUBE, cube, 1, \"dx = 3 x² dout\")");
+    copy_headers(dir, sizeof dir, "/^#ifdef NB_OP_HAND_DEFAULT_/i NB_OP_HAND(CUBE, cube, 1, \"dx = 3 x² dout\")");
     snprintf(inc, sizeof inc, "%s/include", dir);
     snprintf(log, sizeof log, "%s/cc.log", dir);
     ck_assert_int_ne(compile(cc(), inc, "-fsyntax-only tools/nabla-gradcheck.c", log), 0);
     ck_assert_msg(log_has(log, "f_cube"), "nabla-gradcheck's error does not name f_cube");
     ck_assert_int_ne(compile(cc(), inc, "-fsyntax-only tools/test/parity.c", log), 0);
     ck_assert_msg(log_has(log, "op_cube"), "parity's error does not name op_cube");
+    ck_assert_int_ne(compile(cc(), inc,
+                             "-Itests $(pkg-config --cflags check) -fsyntax-only "
+                             "tests/check_matrix_ops.c",
+                             log),
+                     0);
+    ck_assert_msg(log_has(log, "w_cube"), "the matrix's error does not name w_cube");
     /* the library's own tables take the row: name, arity and formula */
     ck_assert_int_eq(compile(cc(), inc, "-fsyntax-only src/tape/op_table.c", log), 0);
     ck_assert_int_eq(compile(cc(), inc, "-fsyntax-only src/teach/op_formula.c", log), 0);

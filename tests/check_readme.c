@@ -82,7 +82,7 @@ static void write_file(const char *path, const char *text) {
 }
 
 static bool known_lang(const char *lang) {
-    static const char *const known[] = {"c", "text", "python", "sh", ""};
+    static const char *const known[] = {"c", "text", "python", "sh", "diff", ""};
     for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
         if (!strcmp(lang, known[i])) return true;
     return false;
@@ -137,7 +137,7 @@ static int parse_doc(const char *doc, block *out, int max) {
             memset(cur, 0, sizeof *cur);
             snprintf(cur->lang, sizeof cur->lang, "%s", line + 3);
             ck_assert_msg(known_lang(cur->lang),
-                          "%s:%d: ```%s: a fence is labelled c, text, python, sh or nothing",
+                          "%s:%d: ```%s: a fence is labelled c, text, python, sh, diff or nothing",
                           doc, lineno, line + 3);
             cur->line = lineno;
             cur->not_run = prev_not_run;

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "nabla.h"
+#include "op_rows.h"
 
 /* The case tables below leave trailing fields out where they are zero. */
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
@@ -53,42 +54,21 @@ typedef struct gc_case {
         return expr;                                                              \
     }
 
-F1(f_add, nb_add(c, in[0], in[1]))
-F1(f_sub, nb_sub(c, in[0], in[1]))
-F1(f_mul, nb_mul(c, in[0], in[1]))
-F1(f_div, nb_div(c, in[0], in[1]))
-F1(f_neg, nb_neg(c, in[0]))
-F1(f_scale, nb_scale(c, in[0], -1.7))
-F1(f_add_scalar, nb_add_scalar(c, in[0], 0.3))
-F1(f_exp, nb_exp(c, in[0]))
-F1(f_log, nb_log(c, in[0]))
-F1(f_sqrt, nb_sqrt(c, in[0]))
 F1(f_pow, nb_pow(c, in[0], 2.5))
-F1(f_tanh, nb_tanh(c, in[0]))
-F1(f_sigmoid, nb_sigmoid(c, in[0]))
-F1(f_relu, nb_relu(c, in[0]))
-F1(f_erf, nb_erf(c, in[0]))
 F1(f_gelu, nb_gelu(c, in[0], NB_GELU_NONE))
 F1(f_gelu_tanh, nb_gelu(c, in[0], NB_GELU_TANH))
-F1(f_sum, nb_sum(c, in[0]))
-F1(f_mean, nb_mean(c, in[0]))
 F1(f_sum_dim, nb_sum_dim(c, in[0], 1, false))
 F1(f_sum_dim_keep, nb_sum_dim(c, in[0], -1, true))
 F1(f_mean_dim, nb_mean_dim(c, in[0], 0, true))
 F1(f_max_dim, nb_max_dim(c, in[0], -1, false, NULL))
-F1(f_matmul, nb_matmul(c, in[0], in[1]))
 F1(f_transpose, nb_transpose(c, in[0], 1, 2))
 F1(f_permute, nb_permute(c, in[0], (const int[]){2, 0, 3, 1}))
 F1(f_permute_6d, nb_permute(c, in[0], (const int[]){5, 0, 3, 1, 4, 2}))
 F1(f_reshape, nb_reshape(c, in[0], NB_SHAPE(3, -1)))
-F1(f_contiguous, nb_contiguous(c, in[0]))
 F1(f_concat, nb_concat(c, 3, in, 1))
 F1(f_masked_fill, nb_masked_fill(c, in[0], in[1], -2.0))
 F1(f_causal_fill, nb_softmax(c, nb_causal_fill(c, in[0], -INFINITY)))
-F1(f_softmax, nb_softmax(c, in[0]))
-F1(f_log_softmax, nb_log_softmax(c, in[0]))
 F1(f_cross_entropy, nb_cross_entropy(c, in[0], in[1]))
-F1(f_mse_loss, nb_mse_loss(c, in[0], in[1]))
 F1(f_linear, nb_linear(c, in[0], in[1], in[2]))
 F1(f_linear_nobias, nb_linear(c, in[0], in[1], NULL))
 F1(f_embedding, nb_embedding(c, in[0], in[1]))
@@ -114,47 +94,26 @@ static nb_tensor *f_dropout(nb_ctx *c, nb_tensor *const *in, void *u) {
 }
 
 static const gc_case cases[] = {
-    {"add", "(2,3) + (3) broadcast", f_add, 2, {{IN_UNIFORM, S2(2, 3)}, {IN_UNIFORM, S1(3)}}},
-    {"sub", "(2,1,3) - (4,1) broadcast", f_sub, 2, {{IN_UNIFORM, S3(2, 1, 3)}, {IN_UNIFORM, S2(4, 1)}}},
-    {"mul", "(2,3,1,2) * (3,4,1) broadcast", f_mul, 2, {{IN_UNIFORM, S4(2, 3, 1, 2)}, {IN_UNIFORM, S3(3, 4, 1)}}},
-    {"mul", "(2,1,3,1,2) * (2,1,2,1) 5-D", f_mul, 2, {{IN_UNIFORM, S5(2, 1, 3, 1, 2)}, {IN_UNIFORM, S4(2, 1, 2, 1)}}},
-    {"div", "(3,4) / (3,1) broadcast", f_div, 2, {{IN_UNIFORM, S2(3, 4)}, {IN_AWAY, S2(3, 1)}}},
-    {"neg", "(2,3)", f_neg, 1, {{IN_UNIFORM, S2(2, 3)}}},
-    {"scale", "(2,3) * -1.7", f_scale, 1, {{IN_UNIFORM, S2(2, 3)}}},
-    {"add_scalar", "(2,3) + 0.3", f_add_scalar, 1, {{IN_UNIFORM, S2(2, 3)}}},
-    {"exp", "(2,3)", f_exp, 1, {{IN_UNIFORM, S2(2, 3)}}},
-    {"log", "(2,3) positive", f_log, 1, {{IN_POSITIVE, S2(2, 3)}}},
-    {"sqrt", "(2,3) positive", f_sqrt, 1, {{IN_POSITIVE, S2(2, 3)}}},
+    {"mul", "(2,1,3,1,2) * (2,1,2,1) 5-D", nb_row_mul, 2, {{IN_UNIFORM, S5(2, 1, 3, 1, 2)}, {IN_UNIFORM, S4(2, 1, 2, 1)}}},
     {"pow", "(2,3) ** 2.5", f_pow, 1, {{IN_POSITIVE, S2(2, 3)}}},
-    {"tanh", "(2,3)", f_tanh, 1, {{IN_UNIFORM, S2(2, 3)}}},
-    {"sigmoid", "(2,3)", f_sigmoid, 1, {{IN_UNIFORM, S2(2, 3)}}},
-    {"relu", "(2,3) away from 0", f_relu, 1, {{IN_AWAY, S2(2, 3)}}},
-    {"erf", "(2,3)", f_erf, 1, {{IN_UNIFORM, S2(2, 3)}}},
     {"gelu", "(2,3) approximate=none", f_gelu, 1, {{IN_UNIFORM, S2(2, 3)}}},
     {"gelu", "(2,3) approximate=tanh", f_gelu_tanh, 1, {{IN_UNIFORM, S2(2, 3)}}},
-    {"sum", "(2,3,4) all", f_sum, 1, {{IN_UNIFORM, S3(2, 3, 4)}}},
-    {"mean", "(2,3,4) all", f_mean, 1, {{IN_UNIFORM, S3(2, 3, 4)}}},
     {"sum_dim", "(2,3,4) dim 1", f_sum_dim, 1, {{IN_UNIFORM, S3(2, 3, 4)}}},
     {"sum_dim", "(2,3,4) dim -1 keepdim", f_sum_dim_keep, 1, {{IN_UNIFORM, S3(2, 3, 4)}}},
     {"mean_dim", "(3,4) dim 0 keepdim", f_mean_dim, 1, {{IN_UNIFORM, S2(3, 4)}}},
     {"max_dim", "(3,5) dim -1", f_max_dim, 1, {{IN_UNIFORM, S2(3, 5)}}},
-    {"matmul", "(4,3) @ (3,5)", f_matmul, 2, {{IN_UNIFORM, S2(4, 3)}, {IN_UNIFORM, S2(3, 5)}}},
-    {"matmul", "(2,3,4,3) @ (3,5) batched", f_matmul, 2, {{IN_UNIFORM, S4(2, 3, 4, 3)}, {IN_UNIFORM, S2(3, 5)}}},
-    {"matmul", "(2,1,3,4) @ (3,4,2) broadcast", f_matmul, 2, {{IN_UNIFORM, S4(2, 1, 3, 4)}, {IN_UNIFORM, S3(3, 4, 2)}}},
-    {"matmul", "(2,1,2,2,3) @ (2,1,3,2) 5-D", f_matmul, 2, {{IN_UNIFORM, S5(2, 1, 2, 2, 3)}, {IN_UNIFORM, S4(2, 1, 3, 2)}}},
+    {"matmul", "(2,3,4,3) @ (3,5) batched", nb_row_matmul, 2, {{IN_UNIFORM, S4(2, 3, 4, 3)}, {IN_UNIFORM, S2(3, 5)}}},
+    {"matmul", "(2,1,3,4) @ (3,4,2) broadcast", nb_row_matmul, 2, {{IN_UNIFORM, S4(2, 1, 3, 4)}, {IN_UNIFORM, S3(3, 4, 2)}}},
+    {"matmul", "(2,1,2,2,3) @ (2,1,3,2) 5-D", nb_row_matmul, 2, {{IN_UNIFORM, S5(2, 1, 2, 2, 3)}, {IN_UNIFORM, S4(2, 1, 3, 2)}}},
     {"transpose", "(2,3,4) dims 1,2", f_transpose, 1, {{IN_UNIFORM, S3(2, 3, 4)}}},
     {"permute", "(2,3,4,5) to (2,0,3,1)", f_permute, 1, {{IN_UNIFORM, S4(2, 3, 4, 5)}}, true},
     {"permute", "(2,1,3,2,1,2) 6-D", f_permute_6d, 1, {{IN_UNIFORM, S6(2, 1, 3, 2, 1, 2)}}},
     {"reshape", "(2,3,2) to (3,-1)", f_reshape, 1, {{IN_UNIFORM, S3(2, 3, 2)}}},
-    {"contiguous", "(2,3)", f_contiguous, 1, {{IN_UNIFORM, S2(2, 3)}}},
     {"concat", "3 x (2,k,3) dim 1", f_concat, 3, {{IN_UNIFORM, S3(2, 1, 3)}, {IN_UNIFORM, S3(2, 2, 3)}, {IN_UNIFORM, S3(2, 3, 3)}}},
     {"split", "(2,6) into 1,3,2", f_split, 1, {{IN_UNIFORM, S2(2, 6)}}},
     {"masked_fill", "(2,3,4) mask (3,4)", f_masked_fill, 2, {{IN_UNIFORM, S3(2, 3, 4)}, {IN_MASK, S2(3, 4)}}},
     {"causal_fill", "(2,4,4) -inf then softmax", f_causal_fill, 1, {{IN_UNIFORM, S3(2, 4, 4)}}},
-    {"softmax", "(2,3,5) last dim", f_softmax, 1, {{IN_UNIFORM, S3(2, 3, 5)}}},
-    {"log_softmax", "(3,5) last dim", f_log_softmax, 1, {{IN_UNIFORM, S2(3, 5)}}},
     {"cross_entropy", "(4,5) targets (4)", f_cross_entropy, 2, {{IN_UNIFORM, S2(4, 5)}, {IN_CLASSES, S1(4), 5}}},
-    {"mse_loss", "(3,4)", f_mse_loss, 2, {{IN_UNIFORM, S2(3, 4)}, {IN_UNIFORM, S2(3, 4)}}},
     {"linear", "(2,3,4) W(5,4) b(5)", f_linear, 3, {{IN_UNIFORM, S3(2, 3, 4)}, {IN_UNIFORM, S2(5, 4)}, {IN_UNIFORM, S1(5)}}},
     {"linear", "(3,4) W(2,4) no bias", f_linear_nobias, 2, {{IN_UNIFORM, S2(3, 4)}, {IN_UNIFORM, S2(2, 4)}}},
     {"dropout", "(4,5) p=0.4 fixed mask", f_dropout, 1, {{IN_UNIFORM, S2(4, 5)}}},
@@ -167,21 +126,24 @@ static const gc_case cases[] = {
 };
 
 
-/* Each op of the list (nabla/ops.def) has a case function f_<name> (an op
+/* The ops of the list (nabla/ops.def) with an NB_OP row get their case from
+ * it (op_rows.h); an NB_OP_HAND op has a case function f_<name> (an op
  * without one stops the build here, naming it), and main checks that it
  * heads a case in the table above. */
-static const nb_gradcheck_fn op_fn[NB_OP_CUSTOM] = {
-#define NB_OP(id, name, n_in, formula) [NB_OP_##id] = f_##name,
+static const nb_gradcheck_fn hand_fn[NB_OP_CUSTOM] = {
+#define NB_OP(id, name, n_in, formula, ...)
+#define NB_OP_HAND(id, name, n_in, formula) [NB_OP_##id] = f_##name,
 #include "nabla/ops.def"
 #undef NB_OP
+#undef NB_OP_HAND
 };
 
-/* The first op of the list without a case in cases[], or -1. */
+/* The first hand-written op of the list without a case in cases[], or -1. */
 static int op_without_case(void) {
     for (int op = 0; op < NB_OP_CUSTOM; op++) {
-        bool found = false;
+        bool found = !hand_fn[op];
         for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++)
-            found = found || (cases[k].fn == op_fn[op] && !strcmp(cases[k].op, nb_op_name(op)));
+            found = found || (cases[k].fn == hand_fn[op] && !strcmp(cases[k].op, nb_op_name(op)));
         if (!found) return op;
     }
     return -1;
@@ -412,6 +374,35 @@ static nb_tensor *draw(nb_ctx *ctx, const in_spec *s, nb_pcg32 *rng) {
     return t;
 }
 
+/* A row's input as the tool draws it: REAL uniform in [-1, 1]. */
+static in_spec row_input(const nb_row_input *r) {
+    in_spec s = {r->domain == NB_ROW_AWAY       ? IN_AWAY
+                 : r->domain == NB_ROW_POSITIVE ? IN_POSITIVE
+                                                : IN_UNIFORM,
+                 r->ndim, {0}, 0};
+    memcpy(s.shape, r->shape, sizeof s.shape);
+    return s;
+}
+
+/* Gradcheck and gradgradcheck of one op case, reported on one line;
+ * returns whether both passed. */
+static bool check_op(const gc_case *c, nb_pcg32 *rng) {
+    nb_ctx *ctx = nb_ctx_new(0);
+    nb_tensor *in[4] = {0};
+    for (int i = 0; i < c->n_in; i++) in[i] = draw(ctx, &c->in[i], rng);
+    nb_gradcheck_opts o = nb_gradcheck_defaults();
+    o.fast = c->fast;
+    nb_gradcheck_result r1, r2;
+    const char *bad_in = nb_ctx_error(ctx);
+    nb_ctx *c1 = nb_ctx_new(0), *c2 = nb_ctx_new(0); /* each check records on its own */
+    bool ok1 = !bad_in && nb_gradcheck(c1, c->fn, NULL, c->n_in, in, &o, &r1) == NB_OK;
+    bool ok2 = !bad_in && nb_gradgradcheck(c2, c->fn, NULL, c->n_in, in, &o, &r2) == NB_OK;
+    report(c->op, c->what, ok1, &r1, ok2, &r2, bad_in);
+    nb_ctx_free(c1), nb_ctx_free(c2);
+    nb_ctx_free(ctx);
+    return ok1 && ok2;
+}
+
 static void usage(FILE *f) {
     fputs("usage: nabla-gradcheck [OP]\n"
           "Checks every differentiable op and module (or only OP, e.g. matmul or\n"
@@ -448,23 +439,20 @@ int main(int argc, char **argv) {
     int passed = 0, failed = 0;
     printf("%-17s %-34s %-12s %-6s %-12s %s\n", "op", "case", "1st order", "", "2nd order",
            "result");
-    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
-        const gc_case *c = &cases[k];
-        if (only && strcmp(only, c->op) != 0) continue;
-        nb_ctx *ctx = nb_ctx_new(0);
-        nb_tensor *in[4] = {0};
-        for (int i = 0; i < c->n_in; i++) in[i] = draw(ctx, &c->in[i], &rng);
-        nb_gradcheck_opts o = nb_gradcheck_defaults();
-        o.fast = c->fast;
-        nb_gradcheck_result r1, r2;
-        const char *bad_in = nb_ctx_error(ctx);
-        nb_ctx *c1 = nb_ctx_new(0), *c2 = nb_ctx_new(0); /* each check records on its own */
-        bool ok1 = !bad_in && nb_gradcheck(c1, c->fn, NULL, c->n_in, in, &o, &r1) == NB_OK;
-        bool ok2 = !bad_in && nb_gradgradcheck(c2, c->fn, NULL, c->n_in, in, &o, &r2) == NB_OK;
-        report(c->op, c->what, ok1, &r1, ok2, &r2, bad_in);
-        ok1 && ok2 ? passed++ : failed++;
-        nb_ctx_free(c1), nb_ctx_free(c2);
-        nb_ctx_free(ctx);
+    /* the ops in the list's order: each op's row case, then its hand-written ones */
+    for (int op = 0; op < NB_OP_CUSTOM; op++) {
+        if (only && strcmp(only, nb_op_name(op)) != 0) continue;
+        const nb_row_case *row = nb_row_case_of(op);
+        if (row) {
+            gc_case c = {row->name, NULL, row->fn, row->n_in, {{0}}, false};
+            for (int i = 0; i < row->n_in; i++) c.in[i] = row_input(&row->in[i]);
+            char shapes[48], what[64];
+            snprintf(what, sizeof what, "%s op list", nb_row_shapes(row, shapes, sizeof shapes));
+            c.what = what;
+            check_op(&c, &rng) ? passed++ : failed++;
+        }
+        for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++)
+            if (!strcmp(cases[k].op, nb_op_name(op))) check_op(&cases[k], &rng) ? passed++ : failed++;
     }
     for (size_t k = 0; k < sizeof modules / sizeof modules[0]; k++) {
         const mod_case *c = &modules[k];

@@ -21,7 +21,7 @@ extern "C" {
 /* Op identifiers: NB_OP_<ID> for each row of ops.def, in its order, then
  * NB_OP_CUSTOM (ops recorded by nb_record) and the count. */
 typedef enum nb_op {
-#define NB_OP(id, name, n_in, formula) NB_OP_##id,
+#define NB_OP(id, name, n_in, formula, ...) NB_OP_##id,
 #include "ops.def"
 #undef NB_OP
     NB_OP_CUSTOM,

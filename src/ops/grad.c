@@ -27,7 +27,7 @@
 
 /* The graph backward of every built-in op, from the op list. */
 static const nb_graph_backward_fn graph_backward[NB_OP_COUNT] = {
-#define NB_OP(id, name, n_in, formula) [NB_OP_##id] = nb_graph_backward_##name,
+#define NB_OP(id, name, n_in, formula, ...) [NB_OP_##id] = nb_graph_backward_##name,
 #include "nabla/ops.def"
 #undef NB_OP
 };

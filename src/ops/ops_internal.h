@@ -18,7 +18,7 @@ NB_HIDDEN int nb_linear_n(nb_ctx *ctx, nb_tensor *x, int n, nb_tensor *const *w,
  * output's shape) it sets din[i] to input i's gradient, or leaves it NULL
  * (no gradient, or the input needs none). One for every row of ops.def: a
  * missing one stops the link, naming it. */
-#define NB_OP(id, name, n_in, formula)                                                  \
+#define NB_OP(id, name, n_in, formula, ...)                                                \
     NB_HIDDEN void nb_graph_backward_##name(nb_ctx *ctx, nb_node *n, nb_tensor *dout, \
                                             nb_tensor **din);
 #include "nabla/ops.def"

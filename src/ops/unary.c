@@ -1,12 +1,14 @@
-/* ops/unary.c - elementwise ops of one tensor: neg, scale, add_scalar, exp,
- * log, sqrt, pow, tanh, sigmoid, relu, gelu.
+/* ops/unary.c - the elementwise ops of one tensor (their rows in
+ * nabla/ops.def say which).
  *
  * Every op here maps x (any shape) to y (the same shape), element by element,
  * so one driver does the checks, the output and the recording, and each op is
  * one UNARY_OP line giving its forward formula and its derivative dy/dx side
- * by side. The backward is always dx += g * dy/dx. The derivative may read x
- * (the input), y (the saved output) and p (the op's scalar, node->f[0]); where
- * y is the cheaper source (exp, sqrt, tanh, sigmoid, relu) it reuses y.
+ * by side, then its public function, then its graph backward (the same
+ * derivative written with recorded ops, for second order). The backward is
+ * always dx += g * dy/dx. The derivative may read x (the input), y (the
+ * saved output) and p (the op's scalar, node->f[0]); where y is the cheaper
+ * source (exp, sqrt, tanh, sigmoid, relu) it reuses y.
  *
  * Kernels are written once over T and use <tgmath.h>, so exp, tanh, erf, ...
  * run in float for f32 tensors and in double for f64, as PyTorch's CPU kernels
@@ -118,16 +120,30 @@ nb_tensor *nb_neg(nb_ctx *ctx, nb_tensor *a) {
     return unary(ctx, NB_OP_NEG, a, 0, neg_forward, neg_backward, NULL);
 }
 
+void nb_graph_backward_neg(nb_ctx *ctx, nb_node *n, nb_tensor *dout, nb_tensor **din) {
+    NB_UNUSED(n);
+    din[0] = nb_neg(ctx, dout);
+}
+
 /* ---- scale: y = x * s;  dy/dx = s ------------------------------------------ */
 UNARY_OP(scale, y = x * p, d = p)
 nb_tensor *nb_scale(nb_ctx *ctx, nb_tensor *a, double s) {
     return unary(ctx, NB_OP_SCALE, a, s, scale_forward, scale_backward, NULL);
 }
 
+void nb_graph_backward_scale(nb_ctx *ctx, nb_node *n, nb_tensor *dout, nb_tensor **din) {
+    din[0] = nb_scale(ctx, dout, n->f[0]);
+}
+
 /* ---- add_scalar: y = x + s;  dy/dx = 1 ------------------------------------- */
 UNARY_OP(add_scalar, y = x + p, d = 1)
 nb_tensor *nb_add_scalar(nb_ctx *ctx, nb_tensor *a, double s) {
     return unary(ctx, NB_OP_ADD_SCALAR, a, s, add_scalar_forward, add_scalar_backward, NULL);
+}
+
+void nb_graph_backward_add_scalar(nb_ctx *ctx, nb_node *n, nb_tensor *dout, nb_tensor **din) {
+    NB_UNUSED(ctx), NB_UNUSED(n);
+    din[0] = dout;
 }
 
 /* ---- exp: y = e^x;  dy/dx = e^x = y (reuses the saved output) --------------- */
@@ -159,10 +175,18 @@ nb_tensor *nb_exp(nb_ctx *ctx, nb_tensor *a) {
     return unary(ctx, NB_OP_EXP, a, 0, exp_forward_fast, exp_backward, NULL);
 }
 
+void nb_graph_backward_exp(nb_ctx *ctx, nb_node *n, nb_tensor *dout, nb_tensor **din) {
+    din[0] = nb_mul(ctx, dout, n->out); /* dout e^x */
+}
+
 /* ---- log: y = ln x;  dy/dx = 1 / x (reuses the input) ----------------------- */
 UNARY_OP(log, y = log(x), d = 1 / x)
 nb_tensor *nb_log(nb_ctx *ctx, nb_tensor *a) {
     return unary(ctx, NB_OP_LOG, a, 0, log_forward, log_backward, NULL);
+}
+
+void nb_graph_backward_log(nb_ctx *ctx, nb_node *n, nb_tensor *dout, nb_tensor **din) {
+    din[0] = nb_div(ctx, dout, n->in[0]); /* dout / x */
 }
 
 /* ---- sqrt: y = x^(1/2);  dy/dx = 1 / (2 sqrt x) = 0.5 / y (reuses the output;
@@ -172,11 +196,21 @@ nb_tensor *nb_sqrt(nb_ctx *ctx, nb_tensor *a) {
     return unary(ctx, NB_OP_SQRT, a, 0, sqrt_forward, sqrt_backward, NULL);
 }
 
+void nb_graph_backward_sqrt(nb_ctx *ctx, nb_node *n, nb_tensor *dout, nb_tensor **din) {
+    din[0] = nb_div(ctx, nb_scale(ctx, dout, 0.5), n->out); /* dout / (2 sqrt x) */
+}
+
 /* ---- pow: y = x^p;  dy/dx = p x^(p-1) (reuses the input). For p == 0 the
  * derivative is 0 everywhere, as in PyTorch (0 * 0^-1 would give NaN at 0). */
 UNARY_OP(pow, y = pow(x, p), d = p == 0 ? 0 : p * pow(x, p - 1))
 nb_tensor *nb_pow(nb_ctx *ctx, nb_tensor *a, double p) {
     return unary(ctx, NB_OP_POW, a, p, pow_forward, pow_backward, NULL);
+}
+
+void nb_graph_backward_pow(nb_ctx *ctx, nb_node *n, nb_tensor *dout, nb_tensor **din) {
+    double p = n->f[0]; /* dout p x^(p-1); 0 for p == 0 */
+    din[0] = p == 0 ? nb_scale(ctx, dout, 0.0)
+                    : nb_mul(ctx, dout, nb_scale(ctx, nb_pow(ctx, n->in[0], p - 1), p));
 }
 
 /* ---- tanh: y = tanh x;  dy/dx = 1 - tanh^2 x = 1 - y^2 (reuses the output) -- */
@@ -185,18 +219,35 @@ nb_tensor *nb_tanh(nb_ctx *ctx, nb_tensor *a) {
     return unary(ctx, NB_OP_TANH, a, 0, tanh_forward, tanh_backward, NULL);
 }
 
+void nb_graph_backward_tanh(nb_ctx *ctx, nb_node *n, nb_tensor *dout, nb_tensor **din) {
+    nb_tensor *y = n->out; /* dout (1 - y^2) */
+    din[0] = nb_mul(ctx, dout, nb_add_scalar(ctx, nb_neg(ctx, nb_mul(ctx, y, y)), 1.0));
+}
+
 /* ---- sigmoid: y = 1 / (1 + e^-x);  dy/dx = y (1 - y) (reuses the output) ---- */
 UNARY_OP(sigmoid, y = 1 / (1 + exp(-x)), d = y * (1 - y))
 nb_tensor *nb_sigmoid(nb_ctx *ctx, nb_tensor *a) {
     return unary(ctx, NB_OP_SIGMOID, a, 0, sigmoid_forward, sigmoid_backward, NULL);
 }
 
+void nb_graph_backward_sigmoid(nb_ctx *ctx, nb_node *n, nb_tensor *dout, nb_tensor **din) {
+    nb_tensor *y = n->out; /* dout y (1 - y) */
+    din[0] = nb_mul(ctx, dout, nb_mul(ctx, y, nb_add_scalar(ctx, nb_neg(ctx, y), 1.0)));
+}
+
 /* ---- erf: y = erf x;  dy/dx = 2/sqrt(pi) e^(-x^2) (reuses the input). It
  * is the error function GELU's exact form is built on, and an op so that
  * GELU's derivative can be recorded: its gradient is made of ops too. */
-UNARY_OP(erf, y = erf(x), d = (T)1.1283791670955126 * exp(-x * x))
+#define NB_2_SQRTPI 1.12837916709551257390 /* 2 / sqrt(pi) */
+UNARY_OP(erf, y = erf(x), d = (T)NB_2_SQRTPI * exp(-x * x))
 nb_tensor *nb_erf(nb_ctx *ctx, nb_tensor *a) {
     return unary(ctx, NB_OP_ERF, a, 0, erf_forward, erf_backward, NULL);
+}
+
+void nb_graph_backward_erf(nb_ctx *ctx, nb_node *n, nb_tensor *dout, nb_tensor **din) {
+    nb_tensor *x = n->in[0]; /* dout 2/sqrt(pi) e^(-x^2) */
+    nb_tensor *e = nb_exp(ctx, nb_neg(ctx, nb_mul(ctx, x, x)));
+    din[0] = nb_mul(ctx, dout, nb_scale(ctx, e, NB_2_SQRTPI));
 }
 
 /* ---- relu: y = max(x, 0);  dy/dx = 1 where y > 0, else 0 (reuses the output).
@@ -204,6 +255,17 @@ nb_tensor *nb_erf(nb_ctx *ctx, nb_tensor *a) {
 UNARY_OP(relu, y = x < 0 ? 0 : x, d = y <= 0 ? 0 : 1)
 nb_tensor *nb_relu(nb_ctx *ctx, nb_tensor *a) {
     return unary(ctx, NB_OP_RELU, a, 0, relu_forward, relu_backward, NULL);
+}
+
+/* relu's derivative, the step [x > 0], is a constant: its own derivative is
+ * 0 wherever it is defined. */
+void nb_graph_backward_relu(nb_ctx *ctx, nb_node *n, nb_tensor *dout, nb_tensor **din) {
+    nb_tensor *x = n->in[0];
+    nb_tensor *step = nb_zeros(ctx, x->dtype, x->ndim, x->shape);
+    if (!step) return;
+    for (size_t i = 0; i < x->numel; i++)
+        if (nb_get(x, i) > 0) nb_set(step, i, 1.0);
+    din[0] = nb_mul(ctx, dout, step);
 }
 
 /* ---- gelu ------------------------------------------------------------------ */
@@ -362,75 +424,15 @@ nb_tensor *nb_gelu(nb_ctx *ctx, nb_tensor *a, nb_gelu_approx approx) {
     return out;
 }
 
-/* ---- graph backwards: each rule above from recorded ops ------------------- */
-void nb_graph_backward_neg(nb_ctx *ctx, nb_node *n, nb_tensor *dout, nb_tensor **din) {
-    NB_UNUSED(n);
-    din[0] = nb_neg(ctx, dout);
-}
-
-void nb_graph_backward_scale(nb_ctx *ctx, nb_node *n, nb_tensor *dout, nb_tensor **din) {
-    din[0] = nb_scale(ctx, dout, n->f[0]);
-}
-
-void nb_graph_backward_add_scalar(nb_ctx *ctx, nb_node *n, nb_tensor *dout, nb_tensor **din) {
-    NB_UNUSED(ctx), NB_UNUSED(n);
-    din[0] = dout;
-}
-
-void nb_graph_backward_exp(nb_ctx *ctx, nb_node *n, nb_tensor *dout, nb_tensor **din) {
-    din[0] = nb_mul(ctx, dout, n->out); /* dout e^x */
-}
-
-void nb_graph_backward_log(nb_ctx *ctx, nb_node *n, nb_tensor *dout, nb_tensor **din) {
-    din[0] = nb_div(ctx, dout, n->in[0]); /* dout / x */
-}
-
-void nb_graph_backward_sqrt(nb_ctx *ctx, nb_node *n, nb_tensor *dout, nb_tensor **din) {
-    din[0] = nb_div(ctx, nb_scale(ctx, dout, 0.5), n->out); /* dout / (2 sqrt x) */
-}
-
-void nb_graph_backward_pow(nb_ctx *ctx, nb_node *n, nb_tensor *dout, nb_tensor **din) {
-    double p = n->f[0]; /* dout p x^(p-1); 0 for p == 0 */
-    din[0] = p == 0 ? nb_scale(ctx, dout, 0.0)
-                    : nb_mul(ctx, dout, nb_scale(ctx, nb_pow(ctx, n->in[0], p - 1), p));
-}
-
-void nb_graph_backward_tanh(nb_ctx *ctx, nb_node *n, nb_tensor *dout, nb_tensor **din) {
-    nb_tensor *y = n->out; /* dout (1 - y^2) */
-    din[0] = nb_mul(ctx, dout, nb_add_scalar(ctx, nb_neg(ctx, nb_mul(ctx, y, y)), 1.0));
-}
-
-void nb_graph_backward_sigmoid(nb_ctx *ctx, nb_node *n, nb_tensor *dout, nb_tensor **din) {
-    nb_tensor *y = n->out; /* dout y (1 - y) */
-    din[0] = nb_mul(ctx, dout, nb_mul(ctx, y, nb_add_scalar(ctx, nb_neg(ctx, y), 1.0)));
-}
-
-void nb_graph_backward_erf(nb_ctx *ctx, nb_node *n, nb_tensor *dout, nb_tensor **din) {
-    nb_tensor *x = n->in[0]; /* dout 2/sqrt(pi) e^(-x^2) */
-    nb_tensor *e = nb_exp(ctx, nb_neg(ctx, nb_mul(ctx, x, x)));
-    din[0] = nb_mul(ctx, dout, nb_scale(ctx, e, 1.1283791670955126));
-}
-
-/* relu's derivative, the step [x > 0], is a constant: its own derivative is
- * 0 wherever it is defined. */
-void nb_graph_backward_relu(nb_ctx *ctx, nb_node *n, nb_tensor *dout, nb_tensor **din) {
-    nb_tensor *x = n->in[0];
-    nb_tensor *step = nb_zeros(ctx, x->dtype, x->ndim, x->shape);
-    if (!step) return;
-    for (size_t i = 0; i < x->numel; i++)
-        if (nb_get(x, i) > 0) nb_set(step, i, 1.0);
-    din[0] = nb_mul(ctx, dout, step);
-}
-
 /* GELU's derivative written with ops: erf's form
  *   d = Phi(x) + x phi(x),  Phi(x) = (1 + erf(x / sqrt 2)) / 2,
  *   phi(x) = e^(-x^2/2) / sqrt(2 pi);
- * the tanh form, with u = c (x + k x^3), t = tanh u,
+ * the tanh form, with u = c (x + k x^3), t = tanh u, c = sqrt(2 / pi),
  *   d = (1 + t) / 2 + x (1 - t^2) c (1 + 3 k x^2) / 2. */
 void nb_graph_backward_gelu(nb_ctx *ctx, nb_node *n, nb_tensor *dout, nb_tensor **din) {
     nb_tensor *x = n->in[0], *d;
     if ((int)n->i[0] == NB_GELU_TANH) {
-        const double c = 0.7978845608028654, k = 0.044715;
+        const double c = NB_SQRT_2_PI, k = NB_GELU_KAPPA;
         nb_tensor *x2 = nb_mul(ctx, x, x);
         nb_tensor *u = nb_scale(ctx, nb_add(ctx, x, nb_scale(ctx, nb_mul(ctx, x2, x), k)), c);
         nb_tensor *t = nb_tanh(ctx, u);
@@ -439,9 +441,10 @@ void nb_graph_backward_gelu(nb_ctx *ctx, nb_node *n, nb_tensor *dout, nb_tensor 
         nb_tensor *du = nb_scale(ctx, nb_add_scalar(ctx, nb_scale(ctx, x2, 3 * k), 1.0), 0.5 * c);
         d = nb_add(ctx, half_1pt, nb_mul(ctx, x, nb_mul(ctx, sech2, du)));
     } else {
-        nb_tensor *cdf = nb_scale(ctx, nb_add_scalar(ctx, nb_erf(ctx, nb_scale(ctx, x, 0.7071067811865476)), 1.0), 0.5);
+        nb_tensor *erf = nb_erf(ctx, nb_scale(ctx, x, NB_SQRT1_2));
+        nb_tensor *cdf = nb_scale(ctx, nb_add_scalar(ctx, erf, 1.0), 0.5);
         nb_tensor *pdf = nb_scale(ctx, nb_exp(ctx, nb_scale(ctx, nb_mul(ctx, x, x), -0.5)),
-                                  0.3989422804014327);
+                                  NB_INV_SQRT_2PI);
         d = nb_add(ctx, cdf, nb_mul(ctx, x, pdf));
     }
     din[0] = nb_mul(ctx, dout, d);

@@ -8,7 +8,7 @@ typedef struct op_info {
 } op_info;
 
 static const op_info op_table[NB_OP_COUNT] = {
-#define NB_OP(id, name, n_in, formula) [NB_OP_##id] = {#name, n_in},
+#define NB_OP(id, name, n_in, formula, ...) [NB_OP_##id] = {#name, n_in},
 #include "nabla/ops.def"
 #undef NB_OP
     [NB_OP_CUSTOM] = {"custom", -1},

@@ -4,7 +4,7 @@
 #include "tape/tape_internal.h"
 
 static const char *const formulas[NB_OP_COUNT] = {
-#define NB_OP(id, name, n_in, formula) [NB_OP_##id] = formula,
+#define NB_OP(id, name, n_in, formula, ...) [NB_OP_##id] = formula,
 #include "nabla/ops.def"
 #undef NB_OP
     [NB_OP_CUSTOM] = "the user's backward function (nb_record)",

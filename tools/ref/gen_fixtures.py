@@ -8,7 +8,13 @@ only reads the committed files):
     /usr/bin/python3 tools/ref/gen_fixtures.py
 
 It deletes the *.safetensors files in that directory first, so a case that
-was removed here does not linger.
+was removed here does not linger. With three arguments,
+
+    /usr/bin/python3 tools/ref/gen_fixtures.py OPS_DEF OP OUT_DIR
+
+it writes only the case of op OP's NB_OP row in the op list OPS_DEF (a copy
+of the tree with the op added, as tools/ref/gen_add_op_fixture.sh makes)
+into OUT_DIR.
 
 Every case is written twice, <case>.f64.safetensors and
 <case>.f32.safetensors. The inputs are drawn once in float64 and rounded to
@@ -46,18 +52,21 @@ of 8, then the tensors' bytes.
 """
 import math
 import os
+import sys
 import zlib
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from op_list import read_rows
 from torchref import (CausalAttention, MultiHeadAttention, MultiHeadAttentionWrapper,
                       SelfAttention_v1, SelfAttention_v2, write_safetensors)
 
 DTYPES = (("f64", torch.float64), ("f32", torch.float32))
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 OUT_DIR = os.path.join(ROOT, "tests", "fixtures", "parity")
+EMITTED_OPS = set()  # the ops some case was written for
 
 
 # ---- random inputs -----------------------------------------------------------
@@ -105,6 +114,8 @@ def cast(t, dt):
 
 def emit(case, dtn, kind, what, args, tensors):
     key = {"op": "op", "module": "module", "trajectory": "optim"}[kind]
+    if kind == "op":
+        EMITTED_OPS.add(what)
     meta = {"kind": kind, "case": case, "dtype": dtn, key: what,
             "torch": torch.__version__}
     meta.update({k: fmt(v) for k, v in args.items()})
@@ -171,52 +182,82 @@ def op_case(case, op, inputs, fn, args=None):
         emit(case, dtn, "op", op, args, tensors)
 
 
+# ---- the op list's rows ------------------------------------------------------------
+# An NB_OP row of include/nabla/ops.def gives its op's inputs (domain and
+# shape) and its PyTorch expression over the list x of inputs; its fixture is
+# the case named after the op. Further cases of the same op reuse the row's
+# expression with other inputs (row_case).
+
+DOMAINS = {"REAL": Draw.normal, "AWAY": Draw.away, "POSITIVE": Draw.positive}
+
+
+def row_fn(row):
+    return lambda *x: eval(row.torch, {"torch": torch, "F": F, "math": math}, {"x": x})
+
+
+def row_case(rows, case, op, make_inputs=None):
+    """The case `case` of row op: its expression on make_inputs(Draw(case)),
+    or on the row's own inputs."""
+    row = rows[op]
+    d = Draw(case)
+    inputs = (make_inputs(d) if make_inputs else
+              [DOMAINS[dom](d, *shape) for dom, shape in row.inputs])
+    op_case(case, op, inputs, row_fn(row))
+
+
+def check_hand_ops(rows):
+    """Every NB_OP_HAND op of the list needs a case written above."""
+    missing = [r.name for r in rows if r.hand and r.name not in EMITTED_OPS]
+    if missing:
+        raise SystemExit("gen_fixtures.py: op %s is NB_OP_HAND in ops.def but has no case "
+                         "in op_cases()" % ", ".join(missing))
+
+
 def causal_mask(t1, t2):
     return torch.triu(torch.ones(t1, t2), diagonal=1).bool()
 
 
 def op_cases():
+    rows = {row.name: row for row in read_rows()}
+
     def c(case, op, make_inputs, fn, args=None):
         op_case(case, op, make_inputs(Draw(case)), fn, args)
 
+    def r(case, op, make_inputs):
+        row_case(rows, case, op, make_inputs)
+
+    # every NB_OP row's own case, named after the op
+    for row in rows.values():
+        if not row.hand:
+            row_case(rows, row.name, row.name)
+
     # elementwise binary, with broadcasting
-    c("add_same", "add", lambda d: [d.normal(2, 3, 4), d.normal(2, 3, 4)], torch.add)
-    c("add_bcast_row", "add", lambda d: [d.normal(2, 3, 4), d.normal(4)], torch.add)
-    c("add_bcast_both", "add", lambda d: [d.normal(2, 1, 4), d.normal(3, 1)], torch.add)
-    c("add_scalar_tensor", "add", lambda d: [d.normal(2, 3), d.normal()], torch.add)
-    c("sub_same", "sub", lambda d: [d.normal(2, 3, 4), d.normal(2, 3, 4)], torch.sub)
-    c("sub_bcast", "sub", lambda d: [d.normal(3, 1), d.normal(2, 3, 4)], torch.sub)
-    c("mul_same", "mul", lambda d: [d.normal(2, 3, 4), d.normal(2, 3, 4)], torch.mul)
-    c("mul_bcast", "mul", lambda d: [d.normal(2, 3, 4), d.normal(1, 3, 1)], torch.mul)
-    c("div_same", "div", lambda d: [d.normal(2, 3, 4), d.away(2, 3, 4)], torch.div)
-    c("div_bcast", "div", lambda d: [d.away(3, 4), d.away(2, 1, 4)], torch.div)
+    r("add_same", "add", lambda d: [d.normal(2, 3, 4), d.normal(2, 3, 4)])
+    r("add_bcast_row", "add", lambda d: [d.normal(2, 3, 4), d.normal(4)])
+    r("add_bcast_both", "add", lambda d: [d.normal(2, 1, 4), d.normal(3, 1)])
+    r("add_scalar_tensor", "add", lambda d: [d.normal(2, 3), d.normal()])
+    r("sub_same", "sub", lambda d: [d.normal(2, 3, 4), d.normal(2, 3, 4)])
+    r("sub_bcast", "sub", lambda d: [d.normal(3, 1), d.normal(2, 3, 4)])
+    r("mul_same", "mul", lambda d: [d.normal(2, 3, 4), d.normal(2, 3, 4)])
+    r("mul_bcast", "mul", lambda d: [d.normal(2, 3, 4), d.normal(1, 3, 1)])
+    r("div_same", "div", lambda d: [d.normal(2, 3, 4), d.away(2, 3, 4)])
+    r("div_bcast", "div", lambda d: [d.away(3, 4), d.away(2, 1, 4)])
 
     # elementwise unary
-    c("neg", "neg", lambda d: [d.normal(2, 3, 4)], torch.neg)
-    c("scale", "scale", lambda d: [d.normal(2, 3, 4)], lambda x: x * -1.7, {"s": -1.7})
-    c("add_scalar", "add_scalar", lambda d: [d.normal(2, 3, 4)], lambda x: x + 0.3,
-      {"s": 0.3})
-    c("exp", "exp", lambda d: [d.normal(2, 3, 4)], torch.exp)
-    c("log", "log", lambda d: [d.positive(2, 3, 4)], torch.log)
-    c("sqrt", "sqrt", lambda d: [d.positive(2, 3, 4)], torch.sqrt)
     c("pow_2.5", "pow", lambda d: [d.positive(2, 3, 4)], lambda x: x ** 2.5, {"p": 2.5})
     c("pow_3_signed", "pow", lambda d: [d.normal(2, 3, 4)], lambda x: x ** 3.0, {"p": 3.0})
     c("pow_-1.5", "pow", lambda d: [d.positive(2, 3, 4)], lambda x: x ** -1.5, {"p": -1.5})
     c("pow_0", "pow", lambda d: [torch.tensor([[0.0, -1.5, 2.0], [0.0, 0.5, 3.0]])],
       lambda x: x ** 0.0, {"p": 0.0})  # gradient 0 everywhere, 0 included
-    c("tanh", "tanh", lambda d: [d.normal(2, 3, 4)], torch.tanh)
-    c("sigmoid", "sigmoid", lambda d: [d.normal(2, 3, 4) * 2], torch.sigmoid)
 
     def extreme(d):  # saturated tails, where exp over- or underflows
         return [torch.tensor([[-200.0, -40.0, -12.0, 0.0], [12.0, 40.0, 200.0, 1e-3]])]
-    c("sigmoid_extreme", "sigmoid", extreme, torch.sigmoid)
-    c("tanh_extreme", "tanh", extreme, torch.tanh)
-    c("exp_extreme", "exp", lambda d: [torch.tensor([[-200.0, -40.0, -12.0], [12.0, 40.0, 80.0]])],
-      torch.exp)
-    c("relu", "relu", lambda d: [d.away(2, 3, 4)], torch.relu)
-    c("erf", "erf", lambda d: [d.normal(2, 3, 4) * 1.5], torch.erf)
-    c("relu_at_zero", "relu", lambda d: [torch.tensor([[0.0, -1.5, 2.0], [0.0, 0.5, -0.0]])],
-      torch.relu)  # gradient 0 at 0, as PyTorch's threshold_backward
+    r("sigmoid_extreme", "sigmoid", extreme)
+    r("tanh_extreme", "tanh", extreme)
+    r("exp_extreme", "exp",
+      lambda d: [torch.tensor([[-200.0, -40.0, -12.0], [12.0, 40.0, 80.0]])])
+    # gradient 0 at 0, as PyTorch's threshold_backward
+    r("relu_at_zero", "relu", lambda d: [torch.tensor([[0.0, -1.5, 2.0], [0.0, 0.5, -0.0]])])
     c("gelu_none", "gelu", lambda d: [d.normal(2, 3, 4) * 2],
       lambda x: F.gelu(x, approximate="none"), {"approximate": "none"})
     c("gelu_tanh", "gelu", lambda d: [d.normal(2, 3, 4) * 2],
@@ -227,8 +268,6 @@ def op_cases():
       {"approximate": "tanh"})
 
     # reductions
-    c("sum", "sum", lambda d: [d.normal(2, 3, 4)], torch.sum)
-    c("mean", "mean", lambda d: [d.normal(2, 3, 4)], torch.mean)
     c("sum_dim1", "sum_dim", lambda d: [d.normal(2, 3, 4)],
       lambda x: x.sum(1), {"dim": 1, "keepdim": False})
     c("sum_dim-1_keepdim", "sum_dim", lambda d: [d.normal(2, 3, 4)],
@@ -253,15 +292,12 @@ def op_cases():
       {"dim": -1, "keepdim": False})
 
     # matrix product
-    c("matmul_2d", "matmul", lambda d: [d.normal(3, 4), d.normal(4, 5)], torch.matmul)
-    c("matmul_batched", "matmul", lambda d: [d.normal(2, 3, 4), d.normal(2, 4, 5)],
-      torch.matmul)
-    c("matmul_bcast_b", "matmul", lambda d: [d.normal(2, 3, 4), d.normal(4, 5)], torch.matmul)
-    c("matmul_bcast_a", "matmul", lambda d: [d.normal(3, 4), d.normal(2, 4, 5)], torch.matmul)
-    c("matmul_4d", "matmul", lambda d: [d.normal(2, 2, 3, 4), d.normal(2, 2, 4, 3)],
-      torch.matmul)
-    c("matmul_4d_bcast", "matmul", lambda d: [d.normal(2, 1, 3, 4), d.normal(1, 3, 4, 2)],
-      torch.matmul)
+    r("matmul_2d", "matmul", lambda d: [d.normal(3, 4), d.normal(4, 5)])
+    r("matmul_batched", "matmul", lambda d: [d.normal(2, 3, 4), d.normal(2, 4, 5)])
+    r("matmul_bcast_b", "matmul", lambda d: [d.normal(2, 3, 4), d.normal(4, 5)])
+    r("matmul_bcast_a", "matmul", lambda d: [d.normal(3, 4), d.normal(2, 4, 5)])
+    r("matmul_4d", "matmul", lambda d: [d.normal(2, 2, 3, 4), d.normal(2, 2, 4, 3)])
+    r("matmul_4d_bcast", "matmul", lambda d: [d.normal(2, 1, 3, 4), d.normal(1, 3, 4, 2)])
 
     # shape ops
     c("transpose_12", "transpose", lambda d: [d.normal(2, 3, 4)],
@@ -276,7 +312,6 @@ def op_cases():
       lambda x: x.reshape(4, -1), {"shape": [4, -1]})
     c("reshape_4d", "reshape", lambda d: [d.normal(2, 12)],
       lambda x: x.reshape(2, 3, 2, 2), {"shape": [2, 3, 2, 2]})
-    c("contiguous", "contiguous", lambda d: [d.normal(2, 3, 4)], lambda x: x.contiguous())
     c("concat_dim1", "concat", lambda d: [d.normal(2, 1, 4), d.normal(2, 2, 4), d.normal(2, 3, 4)],
       lambda *xs: torch.cat(xs, 1), {"dim": 1})
     c("concat_last", "concat", lambda d: [d.normal(2, 3), d.normal(2, 2)],
@@ -301,13 +336,8 @@ def op_cases():
     c("causal_fill_softmax", "causal_fill_softmax", lambda d: [d.normal(2, 2, 4, 4)],
       lambda x: torch.softmax(x.masked_fill(causal_mask(4, 4), -math.inf), -1),
       {"value": -math.inf})
-    c("softmax", "softmax", lambda d: [d.normal(2, 3, 4)], lambda x: torch.softmax(x, -1))
-    c("softmax_large", "softmax", lambda d: [d.normal(2, 3, 4) * 40],
-      lambda x: torch.softmax(x, -1))
-    c("log_softmax", "log_softmax", lambda d: [d.normal(2, 3, 4)],
-      lambda x: torch.log_softmax(x, -1))
-    c("log_softmax_large", "log_softmax", lambda d: [d.normal(2, 3, 4) * 40],
-      lambda x: torch.log_softmax(x, -1))
+    r("softmax_large", "softmax", lambda d: [d.normal(2, 3, 4) * 40])
+    r("log_softmax_large", "log_softmax", lambda d: [d.normal(2, 3, 4) * 40])
 
     # losses
     c("cross_entropy_2d", "cross_entropy", lambda d: [d.normal(5, 4), d.ints(4, 5)],
@@ -318,7 +348,6 @@ def op_cases():
       F.cross_entropy)
     c("cross_entropy_large", "cross_entropy", lambda d: [d.normal(5, 4) * 50, d.ints(4, 5)],
       F.cross_entropy)
-    c("mse_loss", "mse_loss", lambda d: [d.normal(2, 3, 4), d.normal(2, 3, 4)], F.mse_loss)
 
     # neural-network ops
     c("linear_bias", "linear", lambda d: [d.normal(2, 3, 4), d.normal(5, 4), d.normal(5)],
@@ -364,9 +393,8 @@ def op_cases():
       sdpa(False, 0.7), {"causal": False, "scale": 0.7})
 
     # five and six dims: broadcasting, reductions, permute, the batched product
-    c("add_5d_bcast", "add", lambda d: [d.normal(2, 1, 3, 1, 2), d.normal(2, 1, 4, 1)], torch.add)
-    c("mul_6d_bcast", "mul", lambda d: [d.normal(2, 1, 2, 1, 3, 2), d.normal(1, 2, 1, 2, 1, 2)],
-      torch.mul)
+    r("add_5d_bcast", "add", lambda d: [d.normal(2, 1, 3, 1, 2), d.normal(2, 1, 4, 1)])
+    r("mul_6d_bcast", "mul", lambda d: [d.normal(2, 1, 2, 1, 3, 2), d.normal(1, 2, 1, 2, 1, 2)])
     c("masked_fill_5d", "masked_fill", lambda d: [d.normal(2, 2, 1, 3, 2), d.mask(2, 1, 1, 3, 1)],
       lambda x, m: x.masked_fill(m, -1.5), {"value": -1.5})
     c("sum_dim_5d", "sum_dim", lambda d: [d.normal(2, 3, 2, 2, 3)],
@@ -379,10 +407,8 @@ def op_cases():
       lambda x: x.permute(4, 1, 3, 0, 2), {"perm": [4, 1, 3, 0, 2]})
     c("permute_6d", "permute", lambda d: [d.normal(2, 1, 3, 2, 2, 3)],
       lambda x: x.permute(5, 0, 3, 1, 4, 2), {"perm": [5, 0, 3, 1, 4, 2]})
-    c("matmul_5d_bcast", "matmul", lambda d: [d.normal(2, 1, 2, 3, 4), d.normal(3, 1, 4, 2)],
-      torch.matmul)
-    c("matmul_6d", "matmul", lambda d: [d.normal(2, 1, 2, 1, 2, 3), d.normal(1, 2, 1, 2, 3, 2)],
-      torch.matmul)
+    r("matmul_5d_bcast", "matmul", lambda d: [d.normal(2, 1, 2, 3, 4), d.normal(3, 1, 4, 2)])
+    r("matmul_6d", "matmul", lambda d: [d.normal(2, 1, 2, 1, 2, 3), d.normal(1, 2, 1, 2, 3, 2)])
 
 
 # ---- modules ---------------------------------------------------------------------
@@ -562,8 +588,25 @@ def trajectory_cases():
             emit(case, dtn, "trajectory", oname, dict(margs, **oargs), tensors)
 
 
+def only_row(ops_def, op, out_dir):
+    """The fixtures of one NB_OP row of another op list (a tree with an op
+    added) into out_dir, leaving the files there alone."""
+    global OUT_DIR
+    rows = {row.name: row for row in read_rows(ops_def)}
+    if op not in rows or rows[op].hand:
+        raise SystemExit("gen_fixtures.py: %s has no NB_OP row in %s" % (op, ops_def))
+    OUT_DIR = out_dir
+    os.makedirs(out_dir, exist_ok=True)
+    row_case(rows, op, op)
+    print("wrote %s.f64.safetensors and %s.f32.safetensors to %s" % (op, op, out_dir))
+
+
 def main():
     torch.set_num_threads(1)
+    if len(sys.argv) > 1:
+        if len(sys.argv) != 4:
+            raise SystemExit("usage: gen_fixtures.py [OPS_DEF OP OUT_DIR]")
+        return only_row(*sys.argv[1:])
     os.makedirs(OUT_DIR, exist_ok=True)
     for f in os.listdir(OUT_DIR):
         if f.endswith(".safetensors"):
@@ -571,6 +614,7 @@ def main():
     op_cases()
     module_cases()
     trajectory_cases()
+    check_hand_ops(read_rows())
     files = sorted(f for f in os.listdir(OUT_DIR) if f.endswith(".safetensors"))
     total = sum(os.path.getsize(os.path.join(OUT_DIR, f)) for f in files)
     print("wrote %d files, %d bytes, to %s" % (len(files), total, OUT_DIR))

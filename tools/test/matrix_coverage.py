@@ -4,7 +4,9 @@
 Lists every function declared in include/nabla.h and include/nabla/*.h
 (comments and preprocessor lines removed; a name counts as declared when
 `nb_<name>(` follows a return type at the top level) and looks for a call
-`nb_<name>(` in tests/check_matrix*.c. Prints the coverage and, one a line,
+`nb_<name>(` in tests/check_matrix*.c or in the call of an NB_OP row of
+include/nabla/ops.def (tests/check_matrix_ops.c runs its battery on every
+such row, through tools/support/op_rows.h). Prints the coverage and, one a line,
 the functions that have no case; exits 1 if there are any.
 
     python3 tools/test/matrix_coverage.py [REPO_DIR]
@@ -52,6 +54,10 @@ def main():
     for t in files:
         with open(t, encoding="utf-8") as f:
             tests += strip(f.read())
+    # the NB_OP rows' calls: every nb_<name>( of ops.def outside its strings
+    with open(os.path.join(root, "include", "nabla", "ops.def"), encoding="utf-8") as f:
+        rows = re.sub(r'"(?:[^"\\]|\\.)*"', '""', strip(f.read()))
+    tests += rows
     funcs = public_functions(root)
     missing = [(n, h) for n, h in funcs if not re.search(r"\b%s\s*\(" % re.escape(n), tests)]
     covered = len(funcs) - len(missing)

@@ -11,8 +11,9 @@
  * relative error (see tools/test/parity.h). Failures are listed
  * after the tables, with the tensor and element. With --by-op, one row per
  * op or module (the worst of its cases in each dtype) instead of one per
- * case: the README's table. Exit status 1 if any fixture fails or none is
- * found. */
+ * case: the README's table. An op of the list (nabla/ops.def) with no
+ * fixture in either dtype is a failure too, listed with the others. Exit
+ * status 1 if any fixture fails, an op has none, or none is found. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,6 +73,26 @@ static void by_op(int n) {
                num(e[0][1], b, sizeof b), num(e[1][0], c, sizeof c), num(e[1][1], d, sizeof d),
                ok ? "" : " **FAIL**");
     }
+}
+
+/* Names every op of the list that lacks a fixture in f64 or in f32 (on
+ * stderr, as failures); returns how many do. */
+static int ops_without_fixture(int n) {
+    int bare = 0;
+    for (int op = 0; op < NB_OP_CUSTOM; op++)
+        for (int d = 0; d < 2; d++) {
+            nb_dtype dt = d ? NB_F32 : NB_F64;
+            bool found = false;
+            for (int i = 0; i < n && !found; i++)
+                found = !strcmp(results[i].kind, "op") && results[i].dtype == dt &&
+                        !strcmp(results[i].what, nb_op_name((nb_op)op));
+            if (!found) {
+                fprintf(stderr, "FAIL op %s has no %s fixture (tools/ref/gen_fixtures.py)\n",
+                        nb_op_name((nb_op)op), nb_dtype_name(dt));
+                bare++;
+            }
+        }
+    return bare;
 }
 
 static const char usage[] =
@@ -153,7 +174,9 @@ int main(int argc, char **argv) {
            num(worst[0][0], c, sizeof c), num(worst[0][1], d, sizeof d));
     printf("Tolerances: ops and modules f64 1e-10, f32 1e-5; trajectories f64 1e-9, "
            "f32 1e-3. %d of %d fixtures within them.\n", n - failed, n);
+    int bare = ops_without_fixture(n);
+    if (bare) printf("%d op fixture%s missing (see the FAIL lines).\n", bare, bare == 1 ? "" : "s");
     for (int i = 0; i < n; i++)
         if (!results[i].passed) fprintf(stderr, "FAIL %s\n", results[i].message);
-    return failed ? 1 : 0;
+    return failed || bare ? 1 : 0;
 }

@@ -8,6 +8,8 @@
  * else (loading, the backward, the comparisons) is shared. */
 #include "parity.h"
 
+#include "op_rows.h"
+
 #include <dirent.h>
 #include <math.h>
 #include <stdarg.h>
@@ -149,23 +151,13 @@ static nb_gelu_approx arg_gelu(run *R) {
 }
 
 /* ---- ops ------------------------------------------------------------------------ */
-/* Each reads its arguments from the metadata and puts nabla's outputs. A
- * false return (or an error on R->ctx) fails the case. */
+/* An op with an NB_OP row in the op list is replayed through the row's call
+ * (op_rows.h) and needs nothing here. An NB_OP_HAND op has its op_<name>
+ * below: each reads its arguments from the metadata and puts nabla's
+ * outputs. A false return (or an error on R->ctx) fails the case. */
 
 typedef bool (*op_fn)(run *R, nb_tensor *const *in, int n_in, outs *o);
 
-#define OP_BINARY(name)                                                        \
-    static bool op_##name(run *R, nb_tensor *const *in, int n_in, outs *o) {   \
-        (void)n_in;                                                            \
-        put(o, "out", nb_##name(R->ctx, in[0], in[1]));                        \
-        return true;                                                           \
-    }
-#define OP_UNARY(name)                                                         \
-    static bool op_##name(run *R, nb_tensor *const *in, int n_in, outs *o) {   \
-        (void)n_in;                                                            \
-        put(o, "out", nb_##name(R->ctx, in[0]));                               \
-        return true;                                                           \
-    }
 /* One float argument `key`, read before the call. */
 #define OP_UNARY_ARG(name, key)                                                \
     static bool op_##name(run *R, nb_tensor *const *in, int n_in, outs *o) {   \
@@ -176,27 +168,6 @@ typedef bool (*op_fn)(run *R, nb_tensor *const *in, int n_in, outs *o);
         return true;                                                           \
     }
 
-OP_BINARY(add)
-OP_BINARY(sub)
-OP_BINARY(mul)
-OP_BINARY(div)
-OP_BINARY(matmul)
-OP_BINARY(mse_loss)
-OP_UNARY(neg)
-OP_UNARY(exp)
-OP_UNARY(log)
-OP_UNARY(sqrt)
-OP_UNARY(tanh)
-OP_UNARY(sigmoid)
-OP_UNARY(relu)
-OP_UNARY(erf)
-OP_UNARY(sum)
-OP_UNARY(mean)
-OP_UNARY(contiguous)
-OP_UNARY(softmax)
-OP_UNARY(log_softmax)
-OP_UNARY_ARG(scale, "s")
-OP_UNARY_ARG(add_scalar, "s")
 OP_UNARY_ARG(pow, "p")
 OP_UNARY_ARG(causal_fill, "value")
 
@@ -356,20 +327,31 @@ static bool op_sdpa(run *R, nb_tensor *const *in, int n_in, outs *o) {
 }
 
 /* Fixture op name, input count, the call: one row per op of the list
- * (nabla/ops.def), each calling its op_<name> above (an op without one
- * stops the build, naming it), then the composite causal_fill_softmax. */
+ * (nabla/ops.def), an NB_OP row through its row case, an NB_OP_HAND row
+ * through its op_<name> above (an op without one stops the build, naming
+ * it), then the composite causal_fill_softmax. */
 typedef struct op_row {
     const char *name;
     int n_in; /* -1: 1 to MAX_IN */
     op_fn fn;
+    nb_gradcheck_fn row_fn; /* the row's call, when fn is NULL */
 } op_row;
 
 static const op_row OPS[] = {
-#define NB_OP(id, name, n_in, formula) {#name, n_in, op_##name},
+#define NB_OP(id, name, n_in, formula, ...) {#name, n_in, NULL, nb_row_##name},
+#define NB_OP_HAND(id, name, n_in, formula) {#name, n_in, op_##name, NULL},
 #include "nabla/ops.def"
 #undef NB_OP
-    {"causal_fill_softmax", 1, op_causal_fill_softmax},
+#undef NB_OP_HAND
+    {"causal_fill_softmax", 1, op_causal_fill_softmax, NULL},
 };
+
+/* Runs op on the fixture's inputs, putting its outputs. */
+static bool op_call(run *R, const op_row *op, nb_tensor *const *in, int n_in, outs *o) {
+    if (op->fn) return op->fn(R, in, n_in, o);
+    put(o, "out", op->row_fn(R->ctx, in, NULL));
+    return true;
+}
 
 /* Where a fixture's inputs differ from the op's differentiable inputs (the
  * list's count): optional ones (linear's bias, layer_norm's weight and
@@ -894,7 +876,7 @@ static bool run_op_or_module(run *R, bool module) {
             if (strcmp(OPS[i].name, what) == 0) {
                 found = true;
                 op_inputs(&OPS[i], &min_in, &max_in);
-                if (n_in >= min_in && n_in <= max_in) ok = OPS[i].fn(R, in, n_in, &o);
+                if (n_in >= min_in && n_in <= max_in) ok = op_call(R, &OPS[i], in, n_in, &o);
             }
     }
     if (!found) return fail(R, "unknown %s '%s'", module ? "module" : "op", what);
