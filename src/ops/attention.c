@@ -27,8 +27,6 @@
  * order, so results are the same bits on any thread count. */
 #include "ops/ops_internal.h"
 
-#include "ops/ops_internal.h"
-
 #define SDPA_BQ 64 /* query rows per tile */
 #define SDPA_BK 64 /* keys per tile */
 /* Rows per group in a tile's products: under the causal mask, a group of
@@ -173,34 +171,6 @@ static void job_init(sdpa_job *J, const nb_tensor *q, const nb_tensor *k, const 
     set_dropout(J, p, seed);
 }
 
-/* ---- backward ---------------------------------------------------------------
- * Gradients of q, k and v (those that require them); reuses the output O,
- * the saved lse (node->saved), the saved copy of the padding mask
- * (saved_t), and the parameters: f[0] scale, f[1] p, i[0] causal, i[1]
- * seed. */
-static void sdpa_backward(nb_ctx *ctx, nb_node *n) {
-    nb_tensor *q = n->in[0], *k = n->in[1], *v = n->in[2];
-    sdpa_job J;
-    job_init(&J, q, k, v, n->saved_t, n->i[0] != 0, n->f[0], n->f[1], (uint64_t)n->i[1]);
-    J.o = n->out->data;
-    J.dout = n->out->grad;
-    J.lse = n->saved;
-    /* q, k and v may be one tensor: the first asked gets a fresh buffer,
-     * the others add to it, and each head writes its slice of gq, then
-     * gk, then gv */
-    J.gq = nb_grad_buffer_fresh(ctx, q, &J.fresh[0]);
-    J.gk = nb_grad_buffer_fresh(ctx, k, &J.fresh[1]);
-    J.gv = nb_grad_buffer_fresh(ctx, v, &J.fresh[2]);
-    if (!J.gq && !J.gk && !J.gv) return;
-    size_t per_head = (size_t)(J.Tq * J.hd + 2 * J.Tk * J.hd + 2 * J.Tk * J.hdv);
-    size_t acc_bytes = (size_t)(J.B * J.H) * per_head * nb_dtype_size(q->dtype);
-    J.acc = nb_ctx_scratch(ctx, acc_bytes);
-    if (!J.acc) return;
-    nb_parallel_for(J.B * J.H, min_items(J.Tq * J.Tk * (2 * J.hd + 3 * J.hdv)), backward_range,
-                    &J);
-    nb_ctx_give_back(ctx, J.acc, acc_bytes);
-}
-
 /* ---- checks ------------------------------------------------------------------ */
 
 /* The shape error of q, k and v, all three shapes named, then `what`; the
@@ -265,6 +235,7 @@ static bool check_options(nb_ctx *ctx, const char *op, const nb_tensor *q, const
 }
 
 /* ---- forward ------------------------------------------------------------------ */
+static void sdpa_backward(nb_ctx *ctx, nb_node *n); /* below, after the forward */
 static nb_tensor *sdpa_composed(nb_ctx *ctx, nb_tensor *q, nb_tensor *k, nb_tensor *v,
                                 const nb_tensor *mask, bool causal, double scale, double p,
                                 uint64_t seed); /* below */
@@ -332,6 +303,34 @@ nb_tensor *nb_sdpa_dropout_mask(nb_ctx *ctx, int64_t batch, int64_t heads, int64
                         memset(m + j0, 1, (size_t)bk);
                 }
     return mask;
+}
+
+/* ---- backward ---------------------------------------------------------------
+ * Gradients of q, k and v (those that require them); reuses the output O,
+ * the saved lse (node->saved), the saved copy of the padding mask
+ * (saved_t), and the parameters: f[0] scale, f[1] p, i[0] causal, i[1]
+ * seed. */
+static void sdpa_backward(nb_ctx *ctx, nb_node *n) {
+    nb_tensor *q = n->in[0], *k = n->in[1], *v = n->in[2];
+    sdpa_job J;
+    job_init(&J, q, k, v, n->saved_t, n->i[0] != 0, n->f[0], n->f[1], (uint64_t)n->i[1]);
+    J.o = n->out->data;
+    J.dout = n->out->grad;
+    J.lse = n->saved;
+    /* q, k and v may be one tensor: the first asked gets a fresh buffer,
+     * the others add to it, and each head writes its slice of gq, then
+     * gk, then gv */
+    J.gq = nb_grad_buffer_fresh(ctx, q, &J.fresh[0]);
+    J.gk = nb_grad_buffer_fresh(ctx, k, &J.fresh[1]);
+    J.gv = nb_grad_buffer_fresh(ctx, v, &J.fresh[2]);
+    if (!J.gq && !J.gk && !J.gv) return;
+    size_t per_head = (size_t)(J.Tq * J.hd + 2 * J.Tk * J.hd + 2 * J.Tk * J.hdv);
+    size_t acc_bytes = (size_t)(J.B * J.H) * per_head * nb_dtype_size(q->dtype);
+    J.acc = nb_ctx_scratch(ctx, acc_bytes);
+    if (!J.acc) return;
+    nb_parallel_for(J.B * J.H, min_items(J.Tq * J.Tk * (2 * J.hd + 3 * J.hdv)), backward_range,
+                    &J);
+    nb_ctx_give_back(ctx, J.acc, acc_bytes);
 }
 
 /* ---- the composed form ------------------------------------------------------

@@ -184,10 +184,22 @@ nb_tensor *nb_add(nb_ctx *ctx, nb_tensor *a, nb_tensor *b) {
     return binary(ctx, NB_OP_ADD, a, b, add_forward_fast, add_backward_fast);
 }
 
+/* Each op's graph backward, after it, is its rule written with recorded
+ * ops; a broadcast input's share is summed back to its shape (nb_sum_to). */
+void nb_graph_backward_add(nb_ctx *ctx, nb_node *n, nb_tensor *dout, nb_tensor **din) {
+    din[0] = nb_sum_to(ctx, dout, n->in[0]);
+    din[1] = nb_sum_to(ctx, dout, n->in[1]);
+}
+
 /* ---- sub: z = x - y;  dz/dx = 1, dz/dy = -1 --------------------------------- */
 BINARY_OP(sub, x - y, g, -g)
 nb_tensor *nb_sub(nb_ctx *ctx, nb_tensor *a, nb_tensor *b) {
     return binary(ctx, NB_OP_SUB, a, b, sub_forward, sub_backward);
+}
+
+void nb_graph_backward_sub(nb_ctx *ctx, nb_node *n, nb_tensor *dout, nb_tensor **din) {
+    din[0] = nb_sum_to(ctx, dout, n->in[0]);
+    din[1] = nb_sum_to(ctx, nb_neg(ctx, dout), n->in[1]);
 }
 
 /* ---- mul: z = x y;  dz/dx = y, dz/dy = x (reuses both inputs) --------------- */
@@ -196,28 +208,16 @@ nb_tensor *nb_mul(nb_ctx *ctx, nb_tensor *a, nb_tensor *b) {
     return binary(ctx, NB_OP_MUL, a, b, mul_forward, mul_backward);
 }
 
-/* ---- div: z = x / y;  dz/dx = 1 / y, dz/dy = -x / y^2 (reuses both inputs) -- */
-BINARY_OP(div, x / y, g / y, -(g * x / (y * y)))
-nb_tensor *nb_div(nb_ctx *ctx, nb_tensor *a, nb_tensor *b) {
-    return binary(ctx, NB_OP_DIV, a, b, div_forward, div_backward);
-}
-
-/* ---- graph backwards: each rule above from recorded ops; a broadcast
- * input's share is summed back to its shape (nb_sum_to) ------------------- */
-void nb_graph_backward_add(nb_ctx *ctx, nb_node *n, nb_tensor *dout, nb_tensor **din) {
-    din[0] = nb_sum_to(ctx, dout, n->in[0]);
-    din[1] = nb_sum_to(ctx, dout, n->in[1]);
-}
-
-void nb_graph_backward_sub(nb_ctx *ctx, nb_node *n, nb_tensor *dout, nb_tensor **din) {
-    din[0] = nb_sum_to(ctx, dout, n->in[0]);
-    din[1] = nb_sum_to(ctx, nb_neg(ctx, dout), n->in[1]);
-}
-
 void nb_graph_backward_mul(nb_ctx *ctx, nb_node *n, nb_tensor *dout, nb_tensor **din) {
     nb_tensor *a = n->in[0], *b = n->in[1];
     if (a->requires_grad) din[0] = nb_sum_to(ctx, nb_mul(ctx, dout, b), a);
     if (b->requires_grad) din[1] = nb_sum_to(ctx, nb_mul(ctx, dout, a), b);
+}
+
+/* ---- div: z = x / y;  dz/dx = 1 / y, dz/dy = -x / y^2 (reuses both inputs) -- */
+BINARY_OP(div, x / y, g / y, -(g * x / (y * y)))
+nb_tensor *nb_div(nb_ctx *ctx, nb_tensor *a, nb_tensor *b) {
+    return binary(ctx, NB_OP_DIV, a, b, div_forward, div_backward);
 }
 
 void nb_graph_backward_div(nb_ctx *ctx, nb_node *n, nb_tensor *dout, nb_tensor **din) {

@@ -203,6 +203,20 @@ nb_tensor *nb_cross_entropy(nb_ctx *ctx, nb_tensor *logits, const nb_tensor *tar
     return out;
 }
 
+/* cross_entropy: dlogits = dout (softmax(logits) - onehot(target)) / N, the
+ * one-hot a constant built from the saved targets. */
+void nb_graph_backward_cross_entropy(nb_ctx *ctx, nb_node *n, nb_tensor *dout,
+                                     nb_tensor **din) {
+    nb_tensor *logits = n->in[0];
+    const ce_row *rows = n->saved;
+    size_t cols = (size_t)logits->shape[logits->ndim - 1], nrows = logits->numel / cols;
+    nb_tensor *hot = nb_zeros(ctx, logits->dtype, logits->ndim, logits->shape);
+    if (!hot || !rows) return;
+    for (size_t r = 0; r < nrows; r++) nb_set(hot, r * cols + (size_t)rows[r].target, 1.0);
+    nb_tensor *p = nb_sub(ctx, nb_softmax(ctx, logits), hot);
+    din[0] = nb_mul(ctx, p, nb_scale(ctx, dout, 1.0 / (double)nrows));
+}
+
 /* ---- mse_loss: loss = mean((a - b)^2); a, b same shape, loss () ----------------
  * Backward: da += 2 g (a - b) / N, db -= the same. Reuses both inputs. */
 static void mse_loss_backward(nb_ctx *ctx, nb_node *n) {
@@ -248,21 +262,6 @@ nb_tensor *nb_mse_loss(nb_ctx *ctx, nb_tensor *a, nb_tensor *b) {
 #undef K
     nb_record_op(ctx, NB_OP_MSE_LOSS, out, 2, in, mse_loss_backward);
     return out;
-}
-
-/* ---- graph backwards: each rule above from recorded ops ------------------- */
-/* cross_entropy: dlogits = dout (softmax(logits) - onehot(target)) / N, the
- * one-hot a constant built from the saved targets. */
-void nb_graph_backward_cross_entropy(nb_ctx *ctx, nb_node *n, nb_tensor *dout,
-                                     nb_tensor **din) {
-    nb_tensor *logits = n->in[0];
-    const ce_row *rows = n->saved;
-    size_t cols = (size_t)logits->shape[logits->ndim - 1], nrows = logits->numel / cols;
-    nb_tensor *hot = nb_zeros(ctx, logits->dtype, logits->ndim, logits->shape);
-    if (!hot || !rows) return;
-    for (size_t r = 0; r < nrows; r++) nb_set(hot, r * cols + (size_t)rows[r].target, 1.0);
-    nb_tensor *p = nb_sub(ctx, nb_softmax(ctx, logits), hot);
-    din[0] = nb_mul(ctx, p, nb_scale(ctx, dout, 1.0 / (double)nrows));
 }
 
 void nb_graph_backward_mse_loss(nb_ctx *ctx, nb_node *n, nb_tensor *dout, nb_tensor **din) {

@@ -94,6 +94,10 @@ nb_tensor *nb_masked_fill(nb_ctx *ctx, nb_tensor *a, const nb_tensor *mask, doub
     return out;
 }
 
+void nb_graph_backward_masked_fill(nb_ctx *ctx, nb_node *n, nb_tensor *dout, nb_tensor **din) {
+    din[0] = nb_masked_fill(ctx, dout, n->saved_t, 0.0); /* 0 where the mask filled */
+}
+
 /* ---- causal_fill: out[..., i, j] = j > i ? value : a[..., i, j] ----------------
  * a is (..., T1, T2); the strict upper triangle of each matrix is filled. */
 
@@ -174,11 +178,6 @@ nb_tensor *nb_causal_fill(nb_ctx *ctx, nb_tensor *a, double value) {
     nb_node *n = nb_record_op(ctx, NB_OP_CAUSAL_FILL, out, 1, &a, causal_fill_backward);
     if (n) n->f[0] = value;
     return out;
-}
-
-/* ---- graph backwards: each rule above from recorded ops ------------------- */
-void nb_graph_backward_masked_fill(nb_ctx *ctx, nb_node *n, nb_tensor *dout, nb_tensor **din) {
-    din[0] = nb_masked_fill(ctx, dout, n->saved_t, 0.0); /* 0 where the mask filled */
 }
 
 void nb_graph_backward_causal_fill(nb_ctx *ctx, nb_node *n, nb_tensor *dout, nb_tensor **din) {

@@ -117,9 +117,31 @@ nb_tensor *nb_sum(nb_ctx *ctx, nb_tensor *a) {
     return sum_common(ctx, NB_OP_SUM, a, RED_ALL, false, false);
 }
 
+/* sum, mean, sum_dim, mean_dim: dout, with the reduced dim put back as 1,
+ * broadcast over it and divided by div. */
+static void sum_graph_backward(nb_ctx *ctx, nb_node *n, nb_tensor *dout, nb_tensor **din) {
+    nb_tensor *a = n->in[0], *g = dout;
+    int d = (int)n->i[0];
+    if (d != RED_ALL && !n->i[1] && a->ndim > 0) {
+        int64_t shape[NB_MAX_DIMS];
+        for (int i = 0; i < a->ndim; i++) shape[i] = i == d ? 1 : a->shape[i];
+        g = nb_reshape(ctx, g, a->ndim, shape);
+    }
+    if (n->f[0] != 1.0) g = nb_scale(ctx, g, 1.0 / n->f[0]);
+    din[0] = nb_expand_as(ctx, g, a);
+}
+
+void nb_graph_backward_sum(nb_ctx *ctx, nb_node *n, nb_tensor *dout, nb_tensor **din) {
+    sum_graph_backward(ctx, n, dout, din);
+}
+
 nb_tensor *nb_mean(nb_ctx *ctx, nb_tensor *a) {
     if (!nb_check_float_inputs(ctx, "mean", 1, &a)) return NULL;
     return sum_common(ctx, NB_OP_MEAN, a, RED_ALL, false, true);
+}
+
+void nb_graph_backward_mean(nb_ctx *ctx, nb_node *n, nb_tensor *dout, nb_tensor **din) {
+    sum_graph_backward(ctx, n, dout, din);
 }
 
 nb_tensor *nb_sum_dim(nb_ctx *ctx, nb_tensor *a, int dim, bool keepdim) {
@@ -128,10 +150,18 @@ nb_tensor *nb_sum_dim(nb_ctx *ctx, nb_tensor *a, int dim, bool keepdim) {
     return d < 0 ? NULL : sum_common(ctx, NB_OP_SUM_DIM, a, d, keepdim, false);
 }
 
+void nb_graph_backward_sum_dim(nb_ctx *ctx, nb_node *n, nb_tensor *dout, nb_tensor **din) {
+    sum_graph_backward(ctx, n, dout, din);
+}
+
 nb_tensor *nb_mean_dim(nb_ctx *ctx, nb_tensor *a, int dim, bool keepdim) {
     if (!nb_check_float_inputs(ctx, "mean_dim", 1, &a)) return NULL;
     int d = red_dim(ctx, NB_OP_MEAN_DIM, a, dim);
     return d < 0 ? NULL : sum_common(ctx, NB_OP_MEAN_DIM, a, d, keepdim, true);
+}
+
+void nb_graph_backward_mean_dim(nb_ctx *ctx, nb_node *n, nb_tensor *dout, nb_tensor **din) {
+    sum_graph_backward(ctx, n, dout, din);
 }
 
 /* ---- max_dim --------------------------------------------------------------------
@@ -211,34 +241,6 @@ nb_tensor *nb_max_dim(nb_ctx *ctx, nb_tensor *a, int dim, bool keepdim, nb_tenso
         n->saved = am;
     }
     return out;
-}
-
-/* ---- graph backwards: each rule above from recorded ops ------------------- */
-/* sum, mean, sum_dim, mean_dim: dout, with the reduced dim put back as 1,
- * broadcast over it and divided by div. */
-static void sum_graph_backward(nb_ctx *ctx, nb_node *n, nb_tensor *dout, nb_tensor **din) {
-    nb_tensor *a = n->in[0], *g = dout;
-    int d = (int)n->i[0];
-    if (d != RED_ALL && !n->i[1] && a->ndim > 0) {
-        int64_t shape[NB_MAX_DIMS];
-        for (int i = 0; i < a->ndim; i++) shape[i] = i == d ? 1 : a->shape[i];
-        g = nb_reshape(ctx, g, a->ndim, shape);
-    }
-    if (n->f[0] != 1.0) g = nb_scale(ctx, g, 1.0 / n->f[0]);
-    din[0] = nb_expand_as(ctx, g, a);
-}
-
-void nb_graph_backward_sum(nb_ctx *ctx, nb_node *n, nb_tensor *dout, nb_tensor **din) {
-    sum_graph_backward(ctx, n, dout, din);
-}
-void nb_graph_backward_mean(nb_ctx *ctx, nb_node *n, nb_tensor *dout, nb_tensor **din) {
-    sum_graph_backward(ctx, n, dout, din);
-}
-void nb_graph_backward_sum_dim(nb_ctx *ctx, nb_node *n, nb_tensor *dout, nb_tensor **din) {
-    sum_graph_backward(ctx, n, dout, din);
-}
-void nb_graph_backward_mean_dim(nb_ctx *ctx, nb_node *n, nb_tensor *dout, nb_tensor **din) {
-    sum_graph_backward(ctx, n, dout, din);
 }
 
 /* max_dim: dout broadcast back, times the constant one-hot of the saved

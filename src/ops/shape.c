@@ -128,6 +128,16 @@ nb_tensor *nb_permute(nb_ctx *ctx, nb_tensor *a, const int *perm) {
     return permute_op(ctx, NB_OP_PERMUTE, a, p);
 }
 
+static void permute_graph_backward(nb_ctx *ctx, nb_node *n, nb_tensor *dout, nb_tensor **din) {
+    int inv[NB_MAX_DIMS];
+    for (int d = 0; d < n->in[0]->ndim; d++) inv[n->i[d]] = d;
+    din[0] = nb_permute(ctx, dout, inv);
+}
+
+void nb_graph_backward_permute(nb_ctx *ctx, nb_node *n, nb_tensor *dout, nb_tensor **din) {
+    permute_graph_backward(ctx, n, dout, din);
+}
+
 nb_tensor *nb_transpose(nb_ctx *ctx, nb_tensor *a, int dim0, int dim1) {
     if (!nb_check_float_inputs(ctx, "transpose", 1, &a)) return NULL;
     int d0 = nb_norm_dim(ctx, "transpose", a, dim0);
@@ -138,6 +148,10 @@ nb_tensor *nb_transpose(nb_ctx *ctx, nb_tensor *a, int dim0, int dim1) {
     p[d0] = d1;
     p[d1] = d0;
     return permute_op(ctx, NB_OP_TRANSPOSE, a, p);
+}
+
+void nb_graph_backward_transpose(nb_ctx *ctx, nb_node *n, nb_tensor *dout, nb_tensor **din) {
+    permute_graph_backward(ctx, n, dout, din);
 }
 
 /* ---- reshape: a view; contiguous: a copy --------------------------------------------- */
@@ -228,6 +242,10 @@ nb_tensor *nb_reshape(nb_ctx *ctx, nb_tensor *a, int ndim, const int64_t *shape)
     return out;
 }
 
+void nb_graph_backward_reshape(nb_ctx *ctx, nb_node *n, nb_tensor *dout, nb_tensor **din) {
+    din[0] = nb_reshape(ctx, dout, n->in[0]->ndim, n->in[0]->shape);
+}
+
 nb_tensor *nb_contiguous(nb_ctx *ctx, nb_tensor *a) {
     if (!nb_check_float_inputs(ctx, "contiguous", 1, &a)) return NULL;
     nb_tensor *out = nb_empty(ctx, a->dtype, a->ndim, a->shape);
@@ -235,6 +253,11 @@ nb_tensor *nb_contiguous(nb_ctx *ctx, nb_tensor *a) {
     memcpy(out->data, a->data, a->numel * nb_dtype_size(a->dtype));
     nb_record_op(ctx, NB_OP_CONTIGUOUS, out, 1, &a, same_order_backward);
     return out;
+}
+
+void nb_graph_backward_contiguous(nb_ctx *ctx, nb_node *n, nb_tensor *dout, nb_tensor **din) {
+    NB_UNUSED(ctx), NB_UNUSED(n);
+    din[0] = dout;
 }
 
 /* ---- slabs along one dim (concat and split) ------------------------------------------- */
@@ -335,6 +358,15 @@ nb_tensor *nb_concat(nb_ctx *ctx, int n, nb_tensor *const *ts, int dim) {
     return out;
 }
 
+/* concat: each input gets its piece of dout (split at the inputs' sizes). */
+void nb_graph_backward_concat(nb_ctx *ctx, nb_node *n, nb_tensor *dout, nb_tensor **din) {
+    int dim = (int)n->i[0];
+    int64_t *sizes = nb_ctx_alloc(ctx, (size_t)n->n_in * sizeof *sizes);
+    if (!sizes) return;
+    for (int i = 0; i < n->n_in; i++) sizes[i] = n->in[i]->shape[dim];
+    nb_split(ctx, dout, dim, n->n_in, sizes, din);
+}
+
 /* ---- split: out_j = the j-th piece of a along dim ------------------------------------ */
 /* a (..., sum s_j, ...) -> out_j (..., s_j, ...), each its own node with
  * dim in node->i[0] and the piece's offset along dim in node->i[1].
@@ -401,39 +433,6 @@ nb_status nb_split(nb_ctx *ctx, nb_tensor *a, int dim, int n, const int64_t *siz
         off += sizes[j];
     }
     return NB_OK;
-}
-
-/* ---- graph backwards: each rule above from recorded ops ------------------- */
-static void permute_graph_backward(nb_ctx *ctx, nb_node *n, nb_tensor *dout, nb_tensor **din) {
-    int inv[NB_MAX_DIMS];
-    for (int d = 0; d < n->in[0]->ndim; d++) inv[n->i[d]] = d;
-    din[0] = nb_permute(ctx, dout, inv);
-}
-
-void nb_graph_backward_transpose(nb_ctx *ctx, nb_node *n, nb_tensor *dout, nb_tensor **din) {
-    permute_graph_backward(ctx, n, dout, din);
-}
-
-void nb_graph_backward_permute(nb_ctx *ctx, nb_node *n, nb_tensor *dout, nb_tensor **din) {
-    permute_graph_backward(ctx, n, dout, din);
-}
-
-void nb_graph_backward_reshape(nb_ctx *ctx, nb_node *n, nb_tensor *dout, nb_tensor **din) {
-    din[0] = nb_reshape(ctx, dout, n->in[0]->ndim, n->in[0]->shape);
-}
-
-void nb_graph_backward_contiguous(nb_ctx *ctx, nb_node *n, nb_tensor *dout, nb_tensor **din) {
-    NB_UNUSED(ctx), NB_UNUSED(n);
-    din[0] = dout;
-}
-
-/* concat: each input gets its piece of dout (split at the inputs' sizes). */
-void nb_graph_backward_concat(nb_ctx *ctx, nb_node *n, nb_tensor *dout, nb_tensor **din) {
-    int dim = (int)n->i[0];
-    int64_t *sizes = nb_ctx_alloc(ctx, (size_t)n->n_in * sizeof *sizes);
-    if (!sizes) return;
-    for (int i = 0; i < n->n_in; i++) sizes[i] = n->in[i]->shape[dim];
-    nb_split(ctx, dout, dim, n->n_in, sizes, din);
 }
 
 /* split: the piece's gradient padded with zeros to the input's size. */

@@ -150,6 +150,12 @@ nb_tensor *nb_softmax(nb_ctx *ctx, nb_tensor *a) {
     return softmax_op(ctx, NB_OP_SOFTMAX, a, softmax_backward);
 }
 
+void nb_graph_backward_softmax(nb_ctx *ctx, nb_node *n, nb_tensor *dout, nb_tensor **din) {
+    nb_tensor *y = n->out; /* y (dout - sum_k dout_k y_k) */
+    nb_tensor *s = nb_sum_dim(ctx, nb_mul(ctx, dout, y), -1, true);
+    din[0] = nb_mul(ctx, y, nb_sub(ctx, dout, s));
+}
+
 /* ---- log_softmax: y = log(softmax(a)) over the last dim; a, y (..., C) ---------
  * Backward: dx_j += dy_j - exp(y_j) * sum_k dy_k. Reuses the saved output y,
  * whose exp is the softmax. A fully masked row (every y_j = -inf) gets no
@@ -181,13 +187,6 @@ static void log_softmax_backward(nb_ctx *ctx, nb_node *n) {
 
 nb_tensor *nb_log_softmax(nb_ctx *ctx, nb_tensor *a) {
     return softmax_op(ctx, NB_OP_LOG_SOFTMAX, a, log_softmax_backward);
-}
-
-/* ---- graph backwards: each rule above from recorded ops ------------------- */
-void nb_graph_backward_softmax(nb_ctx *ctx, nb_node *n, nb_tensor *dout, nb_tensor **din) {
-    nb_tensor *y = n->out; /* y (dout - sum_k dout_k y_k) */
-    nb_tensor *s = nb_sum_dim(ctx, nb_mul(ctx, dout, y), -1, true);
-    din[0] = nb_mul(ctx, y, nb_sub(ctx, dout, s));
 }
 
 void nb_graph_backward_log_softmax(nb_ctx *ctx, nb_node *n, nb_tensor *dout, nb_tensor **din) {
