@@ -27,6 +27,17 @@ extern "C" {
 
 #define NB_MAX_DIMS 8 /* tensors have 0..8 dimensions */
 
+/* NB_PRINTF_LIKE(fmt, args) after a declaration: the function formats like
+ * printf, its format string is parameter `fmt` and the values start at
+ * parameter `args` (1-based), so gcc and clang check each call's format
+ * against its arguments (-Wformat). Nothing on other compilers. The one
+ * spelling of this attribute for the library, its tools and yours. */
+#if defined(__GNUC__)
+#define NB_PRINTF_LIKE(fmt, args) __attribute__((format(printf, fmt, args)))
+#else
+#define NB_PRINTF_LIKE(fmt, args)
+#endif
+
 /* Element types. Floating tensors (F32, F64) take part in autograd; I64 holds
  * class indices and token ids (PyTorch's long); BOOL holds masks (one byte,
  * 0 or 1). */
@@ -104,11 +115,7 @@ void nb_ctx_clear_error(nb_ctx *ctx);
 /* Records an error (if none is recorded yet) and returns `s`. For custom ops
  * and wrappers; the message is printf-formatted. A NULL fmt records the
  * status with a generic message; a NULL ctx records nothing. */
-nb_status nb_ctx_fail(nb_ctx *ctx, nb_status s, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 3, 4)))
-#endif
-    ;
+nb_status nb_ctx_fail(nb_ctx *ctx, nb_status s, const char *fmt, ...) NB_PRINTF_LIKE(3, 4);
 
 /* Gradient recording. With it off (PyTorch's torch.no_grad()) ops compute
  * values but record nothing. Returns the previous setting. */

@@ -106,11 +106,7 @@ static const char *jnum(char *buf, double v) {
 }
 
 /* Appends one whole line (one write) to log.jsonl. */
-static int log_line(run *r, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 2, 3)))
-#endif
-    ;
+static int log_line(run *r, const char *fmt, ...) NB_PRINTF_LIKE(2, 3);
 static int log_line(run *r, const char *fmt, ...) {
     if (r->log_fd < 0) return 0;
     char line[1024];
