@@ -351,7 +351,7 @@ void nb_list_free(nb_tensor_list *l);
 
 /* Backward from `out`. With grad_out NULL, `out` must have one element and
  * its gradient is taken as 1 (a scalar loss). Otherwise grad_out must have
- * out's shape and dtype. Gradients accumulate (+=) into every tensor that
+ * out's shape (else NB_ERR_SHAPE) and dtype (else NB_ERR_DTYPE). Gradients accumulate (+=) into every tensor that
  * requires grad; leaves keep theirs until nb_zero_grad. Intermediate
  * gradients stay readable until the context is reset.
  *
@@ -383,11 +383,13 @@ typedef struct nb_grad_opts {
  * The .grad buffers are not touched. opts NULL: both false.
  * The outputs must be recorded on ctx's tape (or be inputs themselves);
  * the walk goes only through the ops between the inputs and the outputs.
- * Errors (the status, and the message on ctx): an output that does not
- * require grad, a grad_output of another shape or dtype, an input the
- * outputs do not reach (unless allow_unused), and, with create_graph, a
- * custom op that declared no graph backward (nb_node_set_graph_backward),
- * named. grads[j] are NULL on error. */
+ * Errors (the status, and the message on ctx): an input or output that
+ * does not require grad (NB_ERR_STATE), a grad_output of another shape
+ * (NB_ERR_SHAPE) or dtype (NB_ERR_DTYPE), an input the outputs do not reach
+ * (NB_ERR_VALUE, unless allow_unused), and, with create_graph, a custom op
+ * that declared no graph backward (nb_node_set_graph_backward): NB_ERR_STATE,
+ * the op named, the same status nb_hvp, nb_jvp and nb_gradgradcheck give
+ * for it. grads[j] are NULL on error. */
 nb_status nb_grad(nb_ctx *ctx, int n_out, nb_tensor *const *outputs, nb_tensor *const *grad_outputs,
                   int n_in, nb_tensor *const *inputs, const nb_grad_opts *opts, nb_tensor **grads);
 /* Hessian-vector product of a scalar y of the inputs: hv[j] = sum_i
@@ -395,7 +397,9 @@ nb_status nb_grad(nb_ctx *ctx, int n_out, nb_tensor *const *outputs, nb_tensor *
  * torch.autograd.functional.hvp(f, inputs, v) (y = f(inputs), built
  * already). The gradient of <nb_grad(y, inputs, create_graph), v>; an input
  * the product does not reach gets zeros. opts: create_graph to record the
- * product too (allow_unused is implied). */
+ * product too (allow_unused is implied). v[j] must have inputs[j]'s shape
+ * (else NB_ERR_SHAPE) and dtype (else NB_ERR_DTYPE); other errors as for
+ * nb_grad. */
 nb_status nb_hvp(nb_ctx *ctx, nb_tensor *y, int n_in, nb_tensor *const *inputs,
                  nb_tensor *const *v, const nb_grad_opts *opts, nb_tensor **hv);
 /* Jacobian-vector product (forward mode) of the outputs: ju[i] = sum_j
@@ -404,7 +408,7 @@ nb_status nb_hvp(nb_ctx *ctx, nb_tensor *y, int n_in, nb_tensor *const *inputs,
  * trick: with w a zero tensor of each output's shape that requires grad,
  * g = nb_grad(outputs, inputs, w, create_graph) = J^T w, and J u is the
  * gradient of <g, u> with respect to w. Zeros where no input reaches an
- * output. opts as for nb_hvp. */
+ * output. opts and errors as for nb_hvp (u[j] against inputs[j]). */
 nb_status nb_jvp(nb_ctx *ctx, int n_out, nb_tensor *const *outputs, int n_in,
                  nb_tensor *const *inputs, nb_tensor *const *u, const nb_grad_opts *opts,
                  nb_tensor **ju);
