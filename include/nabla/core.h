@@ -49,7 +49,7 @@ typedef enum nb_status {
     NB_ERR_NULL,   /* a NULL context, tensor or pointer where one is required */
     NB_ERR_SHAPE,  /* shapes do not fit the op's rules */
     NB_ERR_DTYPE,  /* wrong or mixed element types */
-    NB_ERR_SIZE,   /* zero-size dims, too many dims, overflowing element counts */
+    NB_ERR_SIZE,   /* negative dims, too many dims, overflowing element counts */
     NB_ERR_VALUE,  /* an argument out of range (dim, p, index, NaN where not allowed) */
     NB_ERR_MEMORY, /* an allocation failed */
     NB_ERR_STATE,  /* the call does not fit the current state (e.g. a tensor recorded twice) */
@@ -192,8 +192,9 @@ typedef struct nb_node nb_node;
 typedef struct nb_tensor {
     nb_dtype dtype;
     int ndim;                   /* 0..NB_MAX_DIMS; 0 is a scalar */
-    int64_t shape[NB_MAX_DIMS]; /* shape[i] >= 1 for i < ndim; unused entries are 1 */
-    size_t numel;               /* product of shape (1 for a scalar) */
+    int64_t shape[NB_MAX_DIMS]; /* shape[i] >= 0 for i < ndim (a 0 makes an empty tensor,
+                                 * as in PyTorch); unused entries are 1 */
+    size_t numel;               /* product of shape (1 for a scalar, 0 when a dim is 0) */
     void *data;                 /* numel elements of dtype */
     void *grad;                 /* same dtype and numel, or NULL until a backward reaches it */
     bool requires_grad;         /* a leaf the user marked, or the result of such */
