@@ -343,10 +343,10 @@ bench-attention: $(B)/bin/nabla-bench-attention
 # nabla's float32 gemm against OpenBLAS sgemm (the yardstick only: the
 # library never links OpenBLAS).
 OPENBLAS_INC := /usr/include/x86_64-linux-gnu/openblas-pthread
-$(B)/bench/bench-gemm: tools/bench/bench-gemm.c $(LIB_A) $(HDR)
+$(B)/bench/bench-gemm: tools/bench/bench-gemm.c tools/support/now.h $(LIB_A) $(HDR)
 	@sh tools/install-deps.sh libopenblas-dev
 	@mkdir -p $(dir $@)
-	$(CC) $(NB_CFLAGS) -Isrc -I$(OPENBLAS_INC) $(CPPFLAGS) $(CFLAGS) $< -o $@ $(LDFLAGS) \
+	$(CC) $(NB_CFLAGS) -Isrc -Itools/support -I$(OPENBLAS_INC) $(CPPFLAGS) $(CFLAGS) $< -o $@ $(LDFLAGS) \
 	  $(LIB_A) -lopenblas $(CJSON_LIBS) $(NB_LIBS)
 bench-gemm: $(B)/bench/bench-gemm
 	$(B)/bench/bench-gemm
@@ -468,9 +468,9 @@ $(B)/bin/nabla-gpt-mpi: tools/nabla-gpt.c $(MPI_SRC) $(MPI_HDR) $(LIB_A) $(SUPPO
 	$(MPICC) $(NB_CFLAGS) -DNB_GPT_MPI $(SUPPORT_INC) -Itools/mpi $(CPPFLAGS) $(CFLAGS) \
 	  tools/nabla-gpt.c $(MPI_SRC) -o $@ $(LDFLAGS) $(SUPPORT_OBJ) $(LIB_A) $(CJSON_LIBS) $(NB_LIBS)
 
-$(B)/mpi/mpi_unit: tests/mpi/mpi_unit.c tools/mpi/dp.c tools/mpi/dp.h $(LIB_A) $(HDR) | $(MPI_DEPS)
+$(B)/mpi/mpi_unit: tests/mpi/mpi_unit.c tools/mpi/dp.c tools/mpi/dp.h tools/support/now.h $(LIB_A) $(HDR) | $(MPI_DEPS)
 	@mkdir -p $(dir $@)
-	$(MPICC) $(NB_CFLAGS) -Itools/mpi $(CPPFLAGS) $(CFLAGS) tests/mpi/mpi_unit.c tools/mpi/dp.c \
+	$(MPICC) $(NB_CFLAGS) -Itools/mpi -Itools/support $(CPPFLAGS) $(CFLAGS) tests/mpi/mpi_unit.c tools/mpi/dp.c \
 	  -o $@ $(LDFLAGS) $(LIB_A) $(CJSON_LIBS) $(NB_LIBS)
 
 $(B)/mpi/st_compare: tests/mpi/st_compare.c $(LIB_A) $(HDR)

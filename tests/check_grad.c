@@ -179,6 +179,52 @@ START_TEST(test_gradgradcheck_names_a_wrong_second_order_rule) {
 }
 END_TEST
 
+/* One status for one cause, whichever call meets it: a custom op without a
+ * second-order rule is NB_ERR_STATE from nb_grad, nb_hvp and
+ * nb_gradgradcheck alike; a vector of the right shape but another dtype is
+ * NB_ERR_DTYPE, one of another shape NB_ERR_SHAPE. */
+START_TEST(test_one_status_for_one_cause) {
+    nb_ctx *c = nb_ctx_new(0), *k = nb_ctx_new(0);
+    nb_tensor *x = vec(c, 4, (double[]){0.3, -0.7, 0.9, 0.1}), *g[1], *hv[1];
+    cube_graph = NULL;
+    nb_tensor *y = f_cube_sum(c, &x, NULL);
+    nb_tensor *v = vec(c, 4, (double[]){1, 0, 0, 0});
+    ck_assert_int_eq(nb_grad(c, 1, &y, NULL, 1, &x, &(nb_grad_opts){.create_graph = true}, g),
+                     NB_ERR_STATE);
+    nb_ctx_clear_error(c);
+    ck_assert_int_eq(nb_hvp(c, y, 1, &x, &v, NULL, hv), NB_ERR_STATE);
+    ck_assert_error_has(c, "custom op 'cube' (#");
+    ck_assert_ptr_null(hv[0]);
+    nb_ctx_clear_error(c);
+    nb_gradcheck_result r;
+    ck_assert_int_eq(nb_gradgradcheck(k, f_cube_sum, NULL, 1, &x, NULL, &r), NB_ERR_STATE);
+    ck_assert_error_has(k, "custom op 'cube' (#");
+    ck_assert(!r.passed);
+    cube_graph = cube_graph_right;
+
+    /* v against x: f32 against f64 is a dtype error, (3) against (4) a shape error */
+    nb_tensor *v32 = nb_ones(c, NB_F32, NB_SHAPE(4)), *v3 = nb_ones(c, NB_F64, NB_SHAPE(3));
+    nb_tensor *s = nb_sum(c, nb_mul(c, x, x));
+    ck_assert_int_eq(nb_hvp(c, s, 1, &x, &v32, NULL, hv), NB_ERR_DTYPE);
+    ck_assert_error_has(c, "hvp: vector 0 (4) f32 does not match (4) f64");
+    nb_ctx_clear_error(c);
+    ck_assert_int_eq(nb_hvp(c, s, 1, &x, &v3, NULL, hv), NB_ERR_SHAPE);
+    nb_ctx_clear_error(c);
+    nb_tensor *e = nb_exp(c, x);
+    ck_assert_int_eq(nb_jvp(c, 1, &e, 1, &x, &v32, NULL, hv), NB_ERR_DTYPE);
+    nb_ctx_clear_error(c);
+    ck_assert_int_eq(nb_grad(c, 1, &e, &v32, 1, &x, NULL, g), NB_ERR_DTYPE);
+    ck_assert_error_has(c, "grad_outputs[0] (4) f32 does not match output (4) f64");
+    nb_ctx_clear_error(c);
+    ck_assert_int_eq(nb_grad(c, 1, &e, &v3, 1, &x, NULL, g), NB_ERR_SHAPE);
+    nb_ctx_clear_error(c);
+    ck_assert_int_eq(nb_backward(c, e, v32), NB_ERR_DTYPE);
+    nb_ctx_clear_error(c);
+    ck_assert_int_eq(nb_backward(c, e, v3), NB_ERR_SHAPE);
+    nb_ctx_free(c), nb_ctx_free(k);
+}
+END_TEST
+
 /* A gradient penalty: loss = (|d critic / dx| - 1)^2, differentiated
  * with nb_backward into the critic's weight. For critic(x) = sum(tanh(w x))
  * the closed form is checked against central differences of the penalty. */
@@ -285,6 +331,7 @@ Suite *suite_grad(void) {
     tcase_add_test(tc, test_grad_outputs_and_intermediate_inputs);
     tcase_add_test(tc, test_allow_unused_and_errors);
     tcase_add_test(tc, test_gradgradcheck_names_a_wrong_second_order_rule);
+    tcase_add_test(tc, test_one_status_for_one_cause);
     tcase_add_test(tc, test_gradient_penalty_backward);
     tcase_add_test(tc, test_hessian_from_hvp_matches_pytorch);
     tcase_add_test(tc, test_jvp);

@@ -1,6 +1,7 @@
 /* check_matmul.c - the matrix product: values (hand-computed, from the
  * seed embeddings, and against a naive triple loop), batching and batch
- * broadcasting, gradients (by hand and by nb_gradcheck), errors. */
+ * broadcasting, vectors as torch.matmul takes them, gradients (by hand,
+ * by nb_gradcheck and nb_gradgradcheck), errors. */
 #include "check_nabla.h"
 
 /* c (n, m) = a (n, k) @ b (k, m), the textbook triple loop in double. */
@@ -385,6 +386,139 @@ START_TEST(test_matmul_steady_state_no_malloc) {
 }
 END_TEST
 
+/* ---- vectors, as torch.matmul takes them ------------------------------------------- */
+
+/* v (3) @ M (3, 2) -> (2); M (2, 3) @ v (3) -> (2); v (3) @ w (3) -> () */
+START_TEST(test_matmul_vector_values) {
+    for (int dt = NB_F32; dt <= NB_F64; dt++) {
+        nb_ctx *ctx = nb_ctx_new(0);
+        nb_tensor *v = nb_from_doubles(ctx, dt, NB_SHAPE(3), (double[]){1, 2, 3});
+        nb_tensor *w = nb_from_doubles(ctx, dt, NB_SHAPE(3), (double[]){4, 5, -6});
+        nb_tensor *m32 = nb_from_doubles(ctx, dt, NB_SHAPE(3, 2), (double[]){1, 2, 3, 4, 5, 6});
+        nb_tensor *m23 = nb_from_doubles(ctx, dt, NB_SHAPE(2, 3), (double[]){1, 2, 3, 4, 5, 6});
+        nb_tensor *vm = nb_matmul(ctx, v, m32), *mv = nb_matmul(ctx, m23, w);
+        nb_tensor *dot = nb_matmul(ctx, v, w);
+        ck_assert_int_eq(vm->ndim, 1);
+        ck_assert_int_eq(vm->shape[0], 2);
+        ck_assert_tensor_near(vm, ((double[]){22, 28}), 2, 1e-6);
+        ck_assert_int_eq(mv->ndim, 1);
+        ck_assert_int_eq(mv->shape[0], 2);
+        ck_assert_tensor_near(mv, ((double[]){-4, 5}), 2, 1e-6);
+        ck_assert_int_eq(dot->ndim, 0);
+        ck_assert_int_eq(dot->numel, 1);
+        ck_assert_double_eq_tol(nb_item(dot), 4 + 10 - 18, 1e-6);
+        ck_assert_int_eq(nb_ctx_status(ctx), NB_OK);
+        nb_ctx_free(ctx);
+    }
+}
+END_TEST
+
+/* A vector beside a batch: (3) @ (2, 3, 2) -> (2, 2), (2, 2, 3) @ (3) ->
+ * (2, 2), (3) @ (2, 1, 3, 4) -> (2, 1, 4), each against the naive product
+ * of each batch entry. */
+START_TEST(test_matmul_vector_batched) {
+    nb_ctx *ctx = nb_ctx_new(0);
+    nb_pcg32 rng;
+    nb_pcg32_seed(&rng, 5, 9);
+    nb_tensor *v = nb_uniform(ctx, NB_F64, NB_SHAPE(3), -1, 1, &rng);
+    nb_tensor *bl = nb_uniform(ctx, NB_F64, NB_SHAPE(2, 3, 2), -1, 1, &rng);
+    nb_tensor *br = nb_uniform(ctx, NB_F64, NB_SHAPE(2, 2, 3), -1, 1, &rng);
+    nb_tensor *b4 = nb_uniform(ctx, NB_F64, NB_SHAPE(2, 1, 3, 4), -1, 1, &rng);
+    nb_tensor *left = nb_matmul(ctx, v, bl), *right = nb_matmul(ctx, br, v);
+    nb_tensor *left4 = nb_matmul(ctx, v, b4);
+    ck_assert_int_eq(left->ndim, 2);
+    ck_assert_int_eq(left->shape[0], 2);
+    ck_assert_int_eq(left->shape[1], 2);
+    ck_assert_int_eq(right->ndim, 2);
+    ck_assert_int_eq(left4->ndim, 3);
+    ck_assert_int_eq(left4->shape[0], 2);
+    ck_assert_int_eq(left4->shape[1], 1);
+    ck_assert_int_eq(left4->shape[2], 4);
+    const double *vs = v->data;
+    double want[8];
+    for (int e = 0; e < 2; e++) {
+        naive_mm(want + 2 * e, vs, (const double *)bl->data + 6 * e, 1, 3, 2);
+        assert_close((const double *)left->data + 2 * e, want + 2 * e, 2, 1e-14, "v @ b");
+        naive_mm(want + 2 * e, (const double *)br->data + 6 * e, vs, 2, 3, 1);
+        assert_close((const double *)right->data + 2 * e, want + 2 * e, 2, 1e-14, "b @ v");
+        naive_mm(want, vs, (const double *)b4->data + 12 * e, 1, 3, 4);
+        assert_close((const double *)left4->data + 4 * e, want, 4, 1e-14, "v @ b4");
+    }
+    nb_ctx_free(ctx);
+}
+END_TEST
+
+/* Gradients by hand: for y = sum(v @ M), dv = M's row sums and dM[p][j] =
+ * v[p]; for the dot d = v . w, dv = w and dw = v. */
+START_TEST(test_matmul_vector_grad_by_hand) {
+    for (int dt = NB_F32; dt <= NB_F64; dt++) {
+        nb_ctx *ctx = nb_ctx_new(0);
+        nb_tensor *v = nb_requires_grad(nb_from_doubles(ctx, dt, NB_SHAPE(3), (double[]){1, 2, 3}));
+        nb_tensor *m = nb_requires_grad(
+            nb_from_doubles(ctx, dt, NB_SHAPE(3, 2), (double[]){1, 2, 3, 4, 5, 6}));
+        ck_assert_int_eq(nb_backward(ctx, nb_sum(ctx, nb_matmul(ctx, v, m)), NULL), NB_OK);
+        ck_assert_grad_near(v, ((double[]){3, 7, 11}), 3, 1e-6);
+        ck_assert_grad_near(m, ((double[]){1, 1, 2, 2, 3, 3}), 6, 1e-6);
+        nb_zero_grad(v), nb_zero_grad(m);
+        nb_tensor *w = nb_requires_grad(nb_from_doubles(ctx, dt, NB_SHAPE(3), (double[]){4, 5, -6}));
+        ck_assert_int_eq(nb_backward(ctx, nb_matmul(ctx, v, w), NULL), NB_OK);
+        ck_assert_grad_near(v, ((double[]){4, 5, -6}), 3, 1e-6);
+        ck_assert_grad_near(w, ((double[]){1, 2, 3}), 3, 1e-6);
+        /* M @ v with an output gradient g: dM[i][p] = g[i] v[p], dv = M^T g */
+        nb_tensor *m23 = nb_requires_grad(
+            nb_from_doubles(ctx, dt, NB_SHAPE(2, 3), (double[]){1, 2, 3, 4, 5, 6}));
+        nb_zero_grad(v);
+        ck_assert_int_eq(nb_backward(ctx, nb_matmul(ctx, m23, v),
+                                     nb_from_doubles(ctx, dt, NB_SHAPE(2), (double[]){1, -2})),
+                         NB_OK);
+        ck_assert_grad_near(m23, ((double[]){1, 2, 3, -2, -4, -6}), 6, 1e-6);
+        ck_assert_grad_near(v, ((double[]){-7, -8, -9}), 3, 1e-6);
+        nb_ctx_free(ctx);
+    }
+}
+END_TEST
+
+/* gradcheck and gradgradcheck (the graph backward, second order) on every
+ * vector form: vector @ matrix, matrix @ vector, the dot, and a vector
+ * beside a batch on either side. */
+START_TEST(test_matmul_vector_gradcheck_and_second_order) {
+    struct { int na; int64_t sa[4]; int nb; int64_t sb[4]; } cases[] = {
+        {1, {4}, 2, {4, 3}},       {2, {3, 4}, 1, {4}},       {1, {4}, 1, {4}},
+        {1, {3}, 3, {2, 3, 2}},    {3, {2, 2, 3}, 1, {3}},    {1, {3}, 4, {2, 1, 3, 2}},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        nb_ctx *ctx = nb_ctx_new(0);
+        nb_pcg32 rng;
+        nb_pcg32_seed(&rng, 3, i);
+        nb_tensor *in[2] = {
+            nb_requires_grad(nb_uniform(ctx, NB_F64, cases[i].na, cases[i].sa, -1, 1, &rng)),
+            nb_requires_grad(nb_uniform(ctx, NB_F64, cases[i].nb, cases[i].sb, -1, 1, &rng))};
+        nb_gradcheck_result r;
+        ck_assert_int_eq(nb_gradcheck(ctx, f_matmul, NULL, 2, in, NULL, &r), NB_OK);
+        ck_assert_msg(r.passed && r.max_abs_err < 1e-7, "case %zu: %s", i, r.message);
+        ck_assert_int_eq(nb_gradgradcheck(ctx, f_matmul, NULL, 2, in, NULL, &r), NB_OK);
+        ck_assert_msg(r.passed && r.max_abs_err < 1e-7, "case %zu second order: %s", i, r.message);
+        nb_ctx_free(ctx);
+    }
+}
+END_TEST
+
+/* Second order by hand: for d = v . w, d/dw <d(d)/dv, u> = u. */
+START_TEST(test_matmul_dot_hvp) {
+    nb_ctx *ctx = nb_ctx_new(0);
+    nb_tensor *v = nb_requires_grad(nb_from_doubles(ctx, NB_F64, NB_SHAPE(3), (double[]){1, 2, 3}));
+    nb_tensor *w = nb_requires_grad(nb_from_doubles(ctx, NB_F64, NB_SHAPE(3), (double[]){4, 5, 6}));
+    nb_tensor *d = nb_matmul(ctx, v, w);
+    nb_tensor *in[2] = {v, w}, *hv[2];
+    nb_tensor *u[2] = {nb_from_doubles(ctx, NB_F64, NB_SHAPE(3), (double[]){0.5, -1, 2}),
+                       nb_from_doubles(ctx, NB_F64, NB_SHAPE(3), (double[]){3, 0, -2})};
+    ck_assert_int_eq(nb_hvp(ctx, d, 2, in, u, NULL, hv), NB_OK);
+    ck_assert_tensor_near(hv[0], ((double[]){3, 0, -2}), 3, 1e-15);  /* H = [[0, I], [I, 0]] */
+    ck_assert_tensor_near(hv[1], ((double[]){0.5, -1, 2}), 3, 1e-15);
+    nb_ctx_free(ctx);
+}
+END_TEST
+
 /* ---- errors ------------------------------------------------------------------------- */
 
 START_TEST(test_matmul_error_inner_dims) {
@@ -393,25 +527,26 @@ START_TEST(test_matmul_error_inner_dims) {
     nb_tensor *b = nb_ones(ctx, NB_F32, NB_SHAPE(2, 3));
     ck_assert_ptr_null(nb_matmul(ctx, a, b));
     ck_assert_int_eq(nb_ctx_status(ctx), NB_ERR_SHAPE);
-    ck_assert_error_has(ctx, "matmul: (6, 3) @ (2, 3): inner dims 3 and 2 differ, expected a "
-                             "(..., n, k) @ (..., k, m) pair");
+    ck_assert_error_has(ctx, "matmul: (6, 3) @ (2, 3): inner dims 3 and 2 differ, expected "
+                             "(..., n, k) @ (..., k, m), where either may be a vector (k)");
     /* sticky: a valid product now returns NULL too */
     ck_assert_ptr_null(nb_matmul(ctx, a, nb_transpose(ctx, b, 0, 1)));
+    nb_ctx_clear_error(ctx);
+    ck_assert_ptr_null(nb_matmul(ctx, a, nb_ones(ctx, NB_F32, NB_SHAPE(2))));
+    ck_assert_error_has(ctx, "matmul: (6, 3) @ (2): inner dims 3 and 2 differ");
     nb_ctx_free(ctx);
 }
 END_TEST
 
-START_TEST(test_matmul_error_vector_operand) {
+START_TEST(test_matmul_error_scalar_operand) {
     nb_ctx *ctx = nb_ctx_new(0);
-    nb_tensor *v = nb_ones(ctx, NB_F64, NB_SHAPE(3));
     nb_tensor *m = nb_ones(ctx, NB_F64, NB_SHAPE(3, 2));
-    ck_assert_ptr_null(nb_matmul(ctx, v, m));
-    ck_assert_int_eq(nb_ctx_status(ctx), NB_ERR_SHAPE);
-    ck_assert_error_has(ctx, "matmul: (3) @ (3, 2): input 1 has 1 dim, expected 2 to 8");
-    ck_assert_error_has(ctx, "reshape a vector to (1, k) or (k, 1) first");
-    nb_ctx_clear_error(ctx);
     ck_assert_ptr_null(nb_matmul(ctx, m, nb_scalar(ctx, NB_F64, 2)));
-    ck_assert_error_has(ctx, "matmul: (3, 2) @ (): input 2 has 0 dims");
+    ck_assert_int_eq(nb_ctx_status(ctx), NB_ERR_SHAPE);
+    ck_assert_error_has(ctx, "matmul: (3, 2) @ (): input 2 has 0 dims, expected 1 to 8");
+    nb_ctx_clear_error(ctx);
+    ck_assert_ptr_null(nb_matmul(ctx, nb_scalar(ctx, NB_F64, 2), nb_ones(ctx, NB_F64, NB_SHAPE(2))));
+    ck_assert_error_has(ctx, "matmul: () @ (2): input 1 has 0 dims");
     nb_ctx_free(ctx);
 }
 END_TEST
@@ -477,9 +612,17 @@ Suite *suite_matmul(void) {
     tcase_add_test(tc, test_matmul_steady_state_no_malloc);
     suite_add_tcase(s, tc);
 
+    tc = tcase_create("vectors");
+    tcase_add_test(tc, test_matmul_vector_values);
+    tcase_add_test(tc, test_matmul_vector_batched);
+    tcase_add_test(tc, test_matmul_vector_grad_by_hand);
+    tcase_add_test(tc, test_matmul_vector_gradcheck_and_second_order);
+    tcase_add_test(tc, test_matmul_dot_hvp);
+    suite_add_tcase(s, tc);
+
     tc = tcase_create("errors");
     tcase_add_test(tc, test_matmul_error_inner_dims);
-    tcase_add_test(tc, test_matmul_error_vector_operand);
+    tcase_add_test(tc, test_matmul_error_scalar_operand);
     tcase_add_test(tc, test_matmul_error_batch_dims);
     tcase_add_test(tc, test_matmul_error_inputs);
     suite_add_tcase(s, tc);

@@ -6,6 +6,7 @@
 #include "check_nabla.h"
 
 #include "nabla/random.h"
+#include "core/platform.h" /* NB_ASAN */
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -316,15 +317,7 @@ END_TEST
 #endif
 
 /* ---- 10. ASan sees an op writing past its tensor (make test-asan) ------------- */
-#if defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define NB_TEST_ASAN 1
-#endif
-#endif
-#if defined(__SANITIZE_ADDRESS__)
-#define NB_TEST_ASAN 1
-#endif
-#ifdef NB_TEST_ASAN
+#if NB_ASAN
 #include <sys/wait.h>
 
 /* A custom op whose forward writes one element past its output, as a buggy
@@ -381,7 +374,7 @@ Suite *suite_reliability(void) {
 #ifdef NB_DEBUG
     tcase_add_test(tc, test_debug_use_after_reset);
 #endif
-#ifdef NB_TEST_ASAN
+#if NB_ASAN
     tcase_add_test(tc, test_asan_sees_arena_overflow);
 #endif
     suite_add_tcase(s, tc);

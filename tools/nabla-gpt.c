@@ -20,6 +20,7 @@
 #include "gpt_bpe.h"
 #include "gpt_flags.h"
 #include "gpt_train.h"
+#include "now.h"
 
 /* `make mpi` compiles this file again with NB_GPT_MPI into nabla-gpt-mpi:
  * the same flags, with train data-parallel over MPI ranks (tools/mpi/). */
@@ -49,12 +50,6 @@ static const char USAGE[] =
     "\n"
     "'" PROG " COMMAND --help' lists a command's flags and their defaults.\n"
     "Exit status: 0 success, 2 bad usage or input, 1 internal failure.\n";
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
 
 /* ---- sample ---------------------------------------------------------------- */
 /* The prompt with "\n" written as two characters turned into a newline;

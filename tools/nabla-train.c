@@ -62,9 +62,7 @@ static const char USAGE[] =
     "Exit status: 0 success, 2 bad usage or input, 1 internal failure.\n";
 
 /* Prints "nabla-train: <message>" and returns the usage exit status. */
-#if defined(__GNUC__)
-__attribute__((format(printf, 1, 2)))
-#endif
+static int fail(const char *fmt, ...) NB_PRINTF_LIKE(1, 2);
 static int fail(const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);

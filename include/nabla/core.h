@@ -27,6 +27,17 @@ extern "C" {
 
 #define NB_MAX_DIMS 8 /* tensors have 0..8 dimensions */
 
+/* NB_PRINTF_LIKE(fmt, args) after a declaration: the function formats like
+ * printf, its format string is parameter `fmt` and the values start at
+ * parameter `args` (1-based), so gcc and clang check each call's format
+ * against its arguments (-Wformat). Nothing on other compilers. The one
+ * spelling of this attribute for the library, its tools and yours. */
+#if defined(__GNUC__)
+#define NB_PRINTF_LIKE(fmt, args) __attribute__((format(printf, fmt, args)))
+#else
+#define NB_PRINTF_LIKE(fmt, args)
+#endif
+
 /* Element types. Floating tensors (F32, F64) take part in autograd; I64 holds
  * class indices and token ids (PyTorch's long); BOOL holds masks (one byte,
  * 0 or 1). */
@@ -38,7 +49,7 @@ typedef enum nb_status {
     NB_ERR_NULL,   /* a NULL context, tensor or pointer where one is required */
     NB_ERR_SHAPE,  /* shapes do not fit the op's rules */
     NB_ERR_DTYPE,  /* wrong or mixed element types */
-    NB_ERR_SIZE,   /* zero-size dims, too many dims, overflowing element counts */
+    NB_ERR_SIZE,   /* negative dims, too many dims, overflowing element counts */
     NB_ERR_VALUE,  /* an argument out of range (dim, p, index, NaN where not allowed) */
     NB_ERR_MEMORY, /* an allocation failed */
     NB_ERR_STATE,  /* the call does not fit the current state (e.g. a tensor recorded twice) */
@@ -104,11 +115,7 @@ void nb_ctx_clear_error(nb_ctx *ctx);
 /* Records an error (if none is recorded yet) and returns `s`. For custom ops
  * and wrappers; the message is printf-formatted. A NULL fmt records the
  * status with a generic message; a NULL ctx records nothing. */
-nb_status nb_ctx_fail(nb_ctx *ctx, nb_status s, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 3, 4)))
-#endif
-    ;
+nb_status nb_ctx_fail(nb_ctx *ctx, nb_status s, const char *fmt, ...) NB_PRINTF_LIKE(3, 4);
 
 /* Gradient recording. With it off (PyTorch's torch.no_grad()) ops compute
  * values but record nothing. Returns the previous setting. */
@@ -185,8 +192,9 @@ typedef struct nb_node nb_node;
 typedef struct nb_tensor {
     nb_dtype dtype;
     int ndim;                   /* 0..NB_MAX_DIMS; 0 is a scalar */
-    int64_t shape[NB_MAX_DIMS]; /* shape[i] >= 1 for i < ndim; unused entries are 1 */
-    size_t numel;               /* product of shape (1 for a scalar) */
+    int64_t shape[NB_MAX_DIMS]; /* shape[i] >= 0 for i < ndim (a 0 makes an empty tensor,
+                                 * as in PyTorch); unused entries are 1 */
+    size_t numel;               /* product of shape (1 for a scalar, 0 when a dim is 0) */
     void *data;                 /* numel elements of dtype */
     void *grad;                 /* same dtype and numel, or NULL until a backward reaches it */
     bool requires_grad;         /* a leaf the user marked, or the result of such */
@@ -344,7 +352,7 @@ void nb_list_free(nb_tensor_list *l);
 
 /* Backward from `out`. With grad_out NULL, `out` must have one element and
  * its gradient is taken as 1 (a scalar loss). Otherwise grad_out must have
- * out's shape and dtype. Gradients accumulate (+=) into every tensor that
+ * out's shape (else NB_ERR_SHAPE) and dtype (else NB_ERR_DTYPE). Gradients accumulate (+=) into every tensor that
  * requires grad; leaves keep theirs until nb_zero_grad. Intermediate
  * gradients stay readable until the context is reset.
  *
@@ -376,11 +384,13 @@ typedef struct nb_grad_opts {
  * The .grad buffers are not touched. opts NULL: both false.
  * The outputs must be recorded on ctx's tape (or be inputs themselves);
  * the walk goes only through the ops between the inputs and the outputs.
- * Errors (the status, and the message on ctx): an output that does not
- * require grad, a grad_output of another shape or dtype, an input the
- * outputs do not reach (unless allow_unused), and, with create_graph, a
- * custom op that declared no graph backward (nb_node_set_graph_backward),
- * named. grads[j] are NULL on error. */
+ * Errors (the status, and the message on ctx): an input or output that
+ * does not require grad (NB_ERR_STATE), a grad_output of another shape
+ * (NB_ERR_SHAPE) or dtype (NB_ERR_DTYPE), an input the outputs do not reach
+ * (NB_ERR_VALUE, unless allow_unused), and, with create_graph, a custom op
+ * that declared no graph backward (nb_node_set_graph_backward): NB_ERR_STATE,
+ * the op named, the same status nb_hvp, nb_jvp and nb_gradgradcheck give
+ * for it. grads[j] are NULL on error. */
 nb_status nb_grad(nb_ctx *ctx, int n_out, nb_tensor *const *outputs, nb_tensor *const *grad_outputs,
                   int n_in, nb_tensor *const *inputs, const nb_grad_opts *opts, nb_tensor **grads);
 /* Hessian-vector product of a scalar y of the inputs: hv[j] = sum_i
@@ -388,7 +398,9 @@ nb_status nb_grad(nb_ctx *ctx, int n_out, nb_tensor *const *outputs, nb_tensor *
  * torch.autograd.functional.hvp(f, inputs, v) (y = f(inputs), built
  * already). The gradient of <nb_grad(y, inputs, create_graph), v>; an input
  * the product does not reach gets zeros. opts: create_graph to record the
- * product too (allow_unused is implied). */
+ * product too (allow_unused is implied). v[j] must have inputs[j]'s shape
+ * (else NB_ERR_SHAPE) and dtype (else NB_ERR_DTYPE); other errors as for
+ * nb_grad. */
 nb_status nb_hvp(nb_ctx *ctx, nb_tensor *y, int n_in, nb_tensor *const *inputs,
                  nb_tensor *const *v, const nb_grad_opts *opts, nb_tensor **hv);
 /* Jacobian-vector product (forward mode) of the outputs: ju[i] = sum_j
@@ -397,7 +409,7 @@ nb_status nb_hvp(nb_ctx *ctx, nb_tensor *y, int n_in, nb_tensor *const *inputs,
  * trick: with w a zero tensor of each output's shape that requires grad,
  * g = nb_grad(outputs, inputs, w, create_graph) = J^T w, and J u is the
  * gradient of <g, u> with respect to w. Zeros where no input reaches an
- * output. opts as for nb_hvp. */
+ * output. opts and errors as for nb_hvp (u[j] against inputs[j]). */
 nb_status nb_jvp(nb_ctx *ctx, int n_out, nb_tensor *const *outputs, int n_in,
                  nb_tensor *const *inputs, nb_tensor *const *u, const nb_grad_opts *opts,
                  nb_tensor **ju);

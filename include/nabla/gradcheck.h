@@ -142,7 +142,9 @@ nb_status nb_gradcheck_params(nb_ctx *ctx, nb_gradcheck_fn f, void *user,
  * that, every op of f's tape runs its recorded backward beside its ordinary
  * one on a random output gradient: an op whose two disagree fails the check
  * and is named in the blame fields and the message ("the graph backward of
- * op #3 'cube' ... its second-order rule is wrong"). */
+ * op #3 'cube' ... its second-order rule is wrong"), with NB_ERR_VALUE; a
+ * custom op that declared no graph backward (nb_node_set_graph_backward)
+ * is named too, with NB_ERR_STATE, as nb_grad's create_graph gives. */
 nb_status nb_gradgradcheck(nb_ctx *ctx, nb_gradcheck_fn f, void *user, int n_in,
                            nb_tensor *const *in, const nb_gradcheck_opts *opts,
                            nb_gradcheck_result *res);

@@ -73,9 +73,12 @@ nb_tensor *nb_mean_dim(nb_ctx *ctx, nb_tensor *a, int dim, bool keepdim);
 nb_tensor *nb_max_dim(nb_ctx *ctx, nb_tensor *a, int dim, bool keepdim, nb_tensor **indices);
 
 /* ---- matrix product -------------------------------------------------------- */
-/* (n,k) @ (k,m) -> (n,m). With 3 to 8 dims, the last two are the matrices
- * and the leading (batch) dims broadcast: (B,H,T,D) @ (B,H,D,T), or
- * (B,T,C) @ (C,K). A 1-D operand is not supported (use reshape). */
+/* torch.matmul. (n,k) @ (k,m) -> (n,m). With 3 to 8 dims, the last two
+ * are the matrices and the leading (batch) dims broadcast: (B,H,T,D) @
+ * (B,H,D,T), or (B,T,C) @ (C,K). A 1-D operand is a vector: on the left
+ * (k) @ (..., k, m) -> (..., m), a row (1, k) whose dim is then dropped; on
+ * the right (..., n, k) @ (k) -> (..., n), a column (k, 1), likewise; (k) @
+ * (k) is their dot product, a 0-dim tensor. A 0-dim operand is an error. */
 nb_tensor *nb_matmul(nb_ctx *ctx, nb_tensor *a, nb_tensor *b);
 
 /* ---- shape ops -------------------------------------------------------------- */

@@ -6,7 +6,7 @@
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdlib.h>
-#if defined(__linux__)
+#if NB_HUGE_PAGES
 #include <sys/mman.h>
 #endif
 
@@ -18,15 +18,7 @@
  * so an op that reads or writes past its tensor is reported like a heap
  * overflow. Memory is unpoisoned when it is handed out and poisoned again
  * by reset. */
-#if defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define NB_ARENA_ASAN 1
-#endif
-#endif
-#if defined(__SANITIZE_ADDRESS__)
-#define NB_ARENA_ASAN 1
-#endif
-#ifdef NB_ARENA_ASAN
+#if NB_ASAN
 #include <sanitizer/asan_interface.h>
 #define NB_REDZONE NB_ALIGN
 #define POISON(p, n) ASAN_POISON_MEMORY_REGION((p), (n))
@@ -67,7 +59,7 @@ static nb_chunk *chunk_new_as(nb_ctx *ctx, size_t size, bool huge) {
     if (size > SIZE_MAX - sizeof(nb_chunk) - NB_ALIGN - HUGE_PAGE) return NULL;
     nb_chunk *c;
     size_t bytes = sizeof(nb_chunk) + size + NB_ALIGN;
-#if defined(MADV_HUGEPAGE)
+#if NB_HUGE_PAGES
     if (huge && size >= HUGE_CHUNK) {
         bytes = (bytes + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1);
         c = aligned_alloc(HUGE_PAGE, bytes);

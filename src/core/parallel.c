@@ -34,11 +34,6 @@
 #define POOL_SPIN 4000        /* polls before a waiting thread sleeps or yields */
 #define POOL_MIN_CHUNKS_PER_SHARE 16
 
-#if defined(__x86_64__) || defined(__i386__)
-#define cpu_relax() __builtin_ia32_pause()
-#else
-#define cpu_relax() ((void)0)
-#endif
 
 /* A ticket: generation in the top 24 bits, an index in the low 40. The
  * pool's `job` ticket announces a job (its index unused); each thread's
@@ -142,7 +137,7 @@ static unsigned wait_job(pool *P, unsigned seen) {
     for (int i = 0; i < POOL_SPIN; i++) {
         unsigned g = ticket_gen(atomic_load(&P->job));
         if (g != seen || atomic_load(&P->quit)) return g;
-        cpu_relax();
+        NB_CPU_RELAX();
     }
     pthread_mutex_lock(&P->lock);
     atomic_fetch_add(&P->sleepers, 1);
@@ -244,7 +239,7 @@ void nb_guest_serve(int slot, const nb_atomic_int *go) {
             seen = g;
             run_job(P, self, g, go);
         } else {
-            cpu_relax();
+            NB_CPU_RELAX();
         }
     }
 }
@@ -317,7 +312,7 @@ static void run_tasks(const nb_task *t, int nt, int64_t n, double total, int64_t
     }
     run_job(P, 0, gen, NULL);
     for (long spins = 0; atomic_load(&P->done) < n; spins++) {
-        if (spins < POOL_SPIN) cpu_relax();
+        if (spins < POOL_SPIN) NB_CPU_RELAX();
         else sched_yield();
     }
     atomic_flag_clear(&P->busy);

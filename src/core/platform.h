@@ -1,6 +1,13 @@
 /* core/platform.h - every platform and compiler condition the library
  * tests, spelled once (as Lua's luaconf.h does): the rest of the sources
- * use these names, never the compiler's own macros. */
+ * use these names, never the compiler's own macros. These are compile-time
+ * facts; what the CPU the program runs on can execute is asked at run
+ * time, once, by kernels/cpu.c.
+ *
+ * One condition lives in a public header instead: the printf-format
+ * attribute NB_PRINTF_LIKE(fmt, args) is in nabla/core.h, because a public
+ * declaration (nb_ctx_fail) uses it and the installed headers cannot
+ * include this file; the library and the tools use that one macro. */
 #ifndef NB_PLATFORM_H
 #define NB_PLATFORM_H
 
@@ -21,6 +28,59 @@
 #define NB_X86_KERNELS 0
 #endif
 
+/* NB_ASAN: built under AddressSanitizer (clang says so with __has_feature,
+ * gcc with __SANITIZE_ADDRESS__); the arena then poisons its free space
+ * (core/context.c). NB_SANITIZED: under any sanitizer nabla's builds use
+ * (address, thread, memory). */
+#if defined(__SANITIZE_ADDRESS__)
+#define NB_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define NB_ASAN 1
+#endif
+#endif
+#ifndef NB_ASAN
+#define NB_ASAN 0
+#endif
+#if NB_ASAN || defined(__SANITIZE_THREAD__)
+#define NB_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer) || __has_feature(memory_sanitizer)
+#define NB_SANITIZED 1
+#endif
+#endif
+#ifndef NB_SANITIZED
+#define NB_SANITIZED 0
+#endif
+
+/* NB_UNROLL(n) before a loop: unroll it n times. gcc needs it for the gemm
+ * tiles' accumulators to live in registers (it does not unroll them by
+ * itself at -O2); clang unrolls them unasked and reads "GCC unroll" as an
+ * unknown pragma, so there it is empty. */
+#define NB_PRAGMA(text) _Pragma(#text)
+#if defined(__GNUC__) && !defined(__clang__)
+#define NB_UNROLL(n) NB_PRAGMA(GCC unroll n)
+#else
+#define NB_UNROLL(n)
+#endif
+
+/* NB_CPU_RELAX(): the hint in a spin-wait loop that the thread is polling
+ * (x86's pause: it yields the core to its hyperthread twin and saves the
+ * pipeline flush when the awaited value arrives); nothing elsewhere. */
+#if defined(__x86_64__) || defined(__i386__)
+#define NB_CPU_RELAX() __builtin_ia32_pause()
+#else
+#define NB_CPU_RELAX() ((void)0)
+#endif
+
+/* NB_HUGE_PAGES: madvise(MADV_HUGEPAGE) exists (Linux), so the arena's big
+ * chunks can ask for transparent huge pages (core/context.c, which defines
+ * _DEFAULT_SOURCE for it). */
+#if defined(__linux__)
+#define NB_HUGE_PAGES 1
+#else
+#define NB_HUGE_PAGES 0
+#endif
 
 /* NB_HOT marks the plain-C row loops that dominate a step outside the gemm
  * (layer_norm's rows and columns, the fused attention's tiles): the
@@ -32,19 +92,9 @@
  * every sum keeps the partial sums its source spells out. Off with
  * -DNB_NO_AVX2, off the x86-64 glibc targets, and under the sanitizers,
  * whose start-up runs after the loader resolves ifuncs. */
-#if NB_X86_KERNELS && defined(__GLIBC__) && !defined(__SANITIZE_ADDRESS__) && \
-    !defined(__SANITIZE_THREAD__)
-#if defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || \
-    __has_feature(memory_sanitizer)
-#define NB_HOT_OFF 1
-#endif
-#endif
-#ifndef NB_HOT_OFF
+#if NB_X86_KERNELS && defined(__GLIBC__) && !NB_SANITIZED
 #define NB_HOT __attribute__((target_clones("arch=x86-64-v4", "default")))
-#endif
-#endif
-#ifndef NB_HOT
+#else
 #define NB_HOT
 #endif
 

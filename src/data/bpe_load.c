@@ -31,7 +31,7 @@ static const char PATTERN[] = "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^"
 
 /* Records "bpe_load: PATH: <message>" with status s; returns s. */
 static nb_status file_fail(nb_ctx *ctx, nb_status s, const char *path, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
+    NB_PRINTF_LIKE(4, 5);
 static nb_status file_fail(nb_ctx *ctx, nb_status s, const char *path, const char *fmt, ...) {
     char msg[NB_ERRMSG];
     va_list ap;

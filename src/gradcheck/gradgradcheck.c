@@ -126,12 +126,14 @@ static double node_disagrees(agree *a, nb_node *n, int *which) {
 }
 
 /* Names the latest node of f's tape at x whose graph backward disagrees
- * with its local rule; fills res's blame fields and message. true when one
- * was found. */
-static bool blame_graph(const gg *c, nb_tensor *const *x, const nb_tensor_list *params,
+ * with its local rule; fills res's blame fields and message. NB_OK when
+ * every rule agrees, NB_ERR_VALUE when one does not, and the error's own
+ * status when a rule could not run (NB_ERR_STATE for a custom op without a
+ * graph backward, as nb_grad gives). */
+static nb_status blame_graph(const gg *c, nb_tensor *const *x, const nb_tensor_list *params,
                         const nb_gradcheck_opts *o, nb_gradcheck_result *res) {
     agree a = {.ctx = nb_ctx_new(0), .atol = o->atol, .rtol = o->rtol};
-    if (!a.ctx) return false;
+    if (!a.ctx) return NB_OK; /* blame is extra: the check itself still runs */
     nb_pcg32_seed(&a.rng, o->seed, 77);
     int n_all = c->n_x + c->n_par;
     nb_tensor **xs = nb_ctx_alloc(a.ctx, (size_t)(n_all ? n_all : 1) * sizeof *xs);
@@ -161,14 +163,15 @@ static bool blame_graph(const gg *c, nb_tensor *const *x, const nb_tensor_list *
                  "its second-order rule is wrong",
                  n->index, n->name, n->file ? n->file : "?", n->line, which, err);
     }
+    nb_status st = found ? NB_ERR_VALUE : NB_OK;
     if (!nb_ctx_ok(a.ctx) && !found) {
         res->passed = false;
         snprintf(res->message, sizeof res->message, "gradgradcheck: %.480s",
                  nb_ctx_error(a.ctx));
-        found = true;
+        st = nb_ctx_status(a.ctx);
     }
     nb_ctx_free(a.ctx);
-    return found;
+    return st;
 }
 
 /* ---- the check ------------------------------------------------------------ */
@@ -215,9 +218,10 @@ static nb_status gradgradcheck_all(nb_gradcheck_fn f, void *user, const nb_tenso
         nb_ctx_free(ctx);
         return NB_ERR_VALUE;
     }
-    if (blame_graph(&c, x, params, &o, res)) {
+    nb_status blamed = blame_graph(&c, x, params, &o, res);
+    if (blamed) {
         nb_ctx_free(ctx);
-        return NB_ERR_VALUE;
+        return blamed;
     }
     nb_pcg32 rng;
     nb_pcg32_seed(&rng, o.seed, 5);

@@ -86,11 +86,7 @@ NB_HIDDEN void nb_st_widen_to_f32(void *data, size_t numel, bool bf16);
  * "(NULL path)" for a NULL path) and returns s. Used by safetensors and
  * checkpoint I/O. */
 NB_HIDDEN nb_status nb_io_fail(nb_ctx *ctx, nb_status s, const char *op, const char *path,
-                               const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 5, 6)))
-#endif
-    ;
+                               const char *fmt, ...) NB_PRINTF_LIKE(5, 6);
 
 /* Failure injection for the file writer (tests/check_io_faults.c): every
  * fwrite, fflush, fsync, fclose and rename a save makes, and the directory

@@ -35,12 +35,8 @@
 #define MM_KC NB_GEMM_KC /* inner-dimension block: a strip of B is at most MM_KC x NR */
 
 /* The tile's row loop must be unrolled for its accumulators to live in
- * registers; gcc does not do it by itself at -O2. */
-#if defined(__GNUC__) && !defined(__clang__)
-#define MM_UNROLL _Pragma("GCC unroll 8")
-#else
-#define MM_UNROLL
-#endif
+ * registers (see NB_UNROLL). */
+#define MM_UNROLL NB_UNROLL(8)
 
 /* acc + x * y: plain, or fused (one rounding) where the ISA has FMA. */
 #define MM_MADD_PLAIN(acc, x, y) ((acc) + (x) * (y))

@@ -70,11 +70,7 @@ typedef struct builder {
 } builder;
 
 /* A name printed into pctx. */
-static const char *name_of(builder *b, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 2, 3)))
-#endif
-    ;
+static const char *name_of(builder *b, const char *fmt, ...) NB_PRINTF_LIKE(2, 3);
 static const char *name_of(builder *b, const char *fmt, ...) {
     char buf[160];
     va_list ap;

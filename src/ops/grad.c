@@ -219,7 +219,7 @@ static void graph_step(walk *w, nb_node *n, nb_tensor *dout) {
         if (!din[k] || !in->requires_grad) continue;
         if (!nb_same_shape(din[k], in) || din[k]->dtype != in->dtype) {
             char s1[64], s2[64];
-            nb_ctx_fail(ctx, NB_ERR_SHAPE,
+            nb_ctx_fail(ctx, nb_same_shape(din[k], in) ? NB_ERR_DTYPE : NB_ERR_SHAPE,
                         "grad: the graph backward of op #%d '%s' gave input %d a gradient %s %s, "
                         "expected %s %s",
                         n->index, n->name, k, nb_shape_str(din[k], s1, sizeof s1),
@@ -297,7 +297,7 @@ static nb_status check_args(nb_ctx *ctx, int n_out, nb_tensor *const *outputs,
                                "grad: output %d %s is not a scalar, pass grad_outputs", i,
                                nb_shape_str(y, s1, sizeof s1));
         if (grad_outputs && (!g || !nb_same_shape(g, y) || g->dtype != y->dtype))
-            return nb_ctx_fail(ctx, NB_ERR_SHAPE,
+            return nb_ctx_fail(ctx, g && nb_same_shape(g, y) ? NB_ERR_DTYPE : NB_ERR_SHAPE,
                                "grad: grad_outputs[%d] %s %s does not match output %s %s", i,
                                nb_shape_str(g, s2, sizeof s2), g ? nb_dtype_name(g->dtype) : "",
                                nb_shape_str(y, s1, sizeof s1), nb_dtype_name(y->dtype));
@@ -395,7 +395,8 @@ static bool check_vectors(nb_ctx *ctx, const char *op, int n, nb_tensor *const *
             return false;
         }
         if (!nb_same_shape(of[j], v[j]) || of[j]->dtype != v[j]->dtype) {
-            nb_ctx_fail(ctx, NB_ERR_SHAPE, "%s: vector %d %s %s does not match %s %s", op, j,
+            nb_ctx_fail(ctx, nb_same_shape(of[j], v[j]) ? NB_ERR_DTYPE : NB_ERR_SHAPE,
+                        "%s: vector %d %s %s does not match %s %s", op, j,
                         nb_shape_str(v[j], s1, sizeof s1), nb_dtype_name(v[j]->dtype),
                         nb_shape_str(of[j], s2, sizeof s2), nb_dtype_name(of[j]->dtype));
             return false;

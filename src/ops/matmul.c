@@ -1,17 +1,23 @@
-/* ops/matmul.c - the matrix product, batched with broadcasting:
+/* ops/matmul.c - the matrix product, batched with broadcasting, with
+ * torch.matmul's rules for vectors:
  *
  *   forward   C   = A  @ B
  *   backward  dA += dC @ B^T,  dB += A^T @ dC
  *
- * Every product runs on the gemm engine (kernels/gemm.c), which reads a
- * transposed operand through its strides, so no transpose is materialised.
- * The (broadcast) batch of products is split over the worker pool. */
+ * A 1-D operand is a matrix of one row (on the left, (k) as (1, k)) or of
+ * one column (on the right, (k) as (k, 1)) whose dim is dropped from the
+ * result; its data is laid out as that matrix's already, so the kernels
+ * see matrices only. Every product runs on the gemm engine
+ * (kernels/gemm.c), which reads a transposed operand through its strides,
+ * so no transpose is materialised. The (broadcast) batch of products is
+ * split over the worker pool. */
 #include "ops/ops_internal.h"
 
 /* ---- shapes ------------------------------------------------------------------ */
 
 /* a (..., n, k) @ b (..., k, m) with the batch dims padded on the left to
- * MM_NB (the most a tensor can have besides its matrix dims). */
+ * MM_NB (the most a tensor can have besides its matrix dims); a 1-D a is
+ * n = 1 and a 1-D b is m = 1, neither with batch dims. */
 #define MM_NB (NB_MAX_DIMS - 2)
 typedef struct mm_dims {
     int64_t n, k, m;
@@ -28,27 +34,29 @@ static bool mm_shapes(nb_ctx *ctx, const nb_tensor *a, const nb_tensor *b, mm_di
 #define SHAPES nb_shape_str(a, sa, sizeof sa), nb_shape_str(b, sb, sizeof sb)
     const nb_tensor *in[2] = {a, b};
     for (int i = 0; i < 2; i++) {
-        if (in[i]->ndim < 2) {
+        if (in[i]->ndim < 1) {
             nb_ctx_fail(ctx, NB_ERR_SHAPE,
-                        "matmul: %s @ %s: input %d has %d dim%s, expected 2 to 8 (a (..., n, k) "
-                        "@ (..., k, m) pair); reshape a vector to (1, k) or (k, 1) first",
-                        SHAPES, i + 1, in[i]->ndim, in[i]->ndim == 1 ? "" : "s");
+                        "matmul: %s @ %s: input %d has 0 dims, expected 1 to 8 (a vector (k), "
+                        "or a (..., n, k) @ (..., k, m) pair)",
+                        SHAPES, i + 1);
             return false;
         }
     }
-    d->n = a->shape[a->ndim - 2];
+    bool va = a->ndim == 1, vb = b->ndim == 1;
+    d->n = va ? 1 : a->shape[a->ndim - 2];
     d->k = a->shape[a->ndim - 1];
-    d->m = b->shape[b->ndim - 1];
-    if (b->shape[b->ndim - 2] != d->k) {
+    d->m = vb ? 1 : b->shape[b->ndim - 1];
+    int64_t kb = vb ? b->shape[0] : b->shape[b->ndim - 2];
+    if (kb != d->k) {
         nb_ctx_fail(ctx, NB_ERR_SHAPE,
-                    "matmul: %s @ %s: inner dims %lld and %lld differ, expected a (..., n, k) @ "
-                    "(..., k, m) pair",
-                    SHAPES, (long long)d->k, (long long)b->shape[b->ndim - 2]);
+                    "matmul: %s @ %s: inner dims %lld and %lld differ, expected (..., n, k) @ "
+                    "(..., k, m), where either may be a vector (k)",
+                    SHAPES, (long long)d->k, (long long)kb);
         return false;
     }
     /* batch dims, padded to MM_NB on the left */
     int64_t ba[MM_NB], bb[MM_NB];
-    int na = a->ndim - 2, nbt = b->ndim - 2;
+    int na = va ? 0 : a->ndim - 2, nbt = vb ? 0 : b->ndim - 2;
     for (int i = 0; i < MM_NB; i++) ba[i] = bb[i] = 1;
     for (int i = 0; i < na; i++) ba[MM_NB - na + i] = a->shape[i];
     for (int i = 0; i < nbt; i++) bb[MM_NB - nbt + i] = b->shape[i];
@@ -72,11 +80,11 @@ static bool mm_shapes(nb_ctx *ctx, const nb_tensor *a, const nb_tensor *b, mm_di
         step_b *= bb[i];
     }
 
-    int nd = a->ndim > b->ndim ? a->ndim : b->ndim;
-    int nbatch = nd - 2;
-    for (int i = 0; i < nbatch; i++) shape[i] = d->batch[MM_NB - nbatch + i];
-    shape[nd - 2] = d->n;
-    shape[nd - 1] = d->m;
+    /* (batch..., n, m), without n for a vector a and without m for a vector b */
+    int nd = na > nbt ? na : nbt;
+    for (int i = 0; i < nd; i++) shape[i] = d->batch[MM_NB - nd + i];
+    if (!va) shape[nd++] = d->n;
+    if (!vb) shape[nd++] = d->m;
     *ndim = nd;
     return true;
 #undef SHAPES
@@ -207,7 +215,8 @@ static void mm_run(mm_job *j, bool b_is_2d) {
 }
 
 /* ---- matmul: C = A @ B ------------------------------------------------------ */
-/* A (..., n, k), B (..., k, m), C (..., n, m).
+/* A (..., n, k), B (..., k, m), C (..., n, m); A (k) is read as (1, k) and
+ * B (k) as (k, 1), with their gradients written in the same layout.
  * dA += dC @ B^T  (n, m) @ (m, k), summed over the batch entries sharing A;
  * dB += A^T @ dC  (k, n) @ (n, m), summed over those sharing B.
  * Reuses the saved inputs A and B (and dC). */
@@ -221,12 +230,12 @@ static void matmul_backward(nb_ctx *ctx, nb_node *node) {
     if (ga) {
         j.mode = MM_GRAD_A;
         j.C = ga;
-        mm_run(&j, b->ndim == 2);
+        mm_run(&j, b->ndim <= 2);
     }
     if (gb) {
         j.mode = MM_GRAD_B;
         j.C = gb;
-        mm_run(&j, b->ndim == 2);
+        mm_run(&j, b->ndim <= 2);
     }
 }
 
@@ -242,19 +251,41 @@ nb_tensor *nb_matmul(nb_ctx *ctx, nb_tensor *a, nb_tensor *b) {
     if (!out) return NULL;
     mm_job j = {.d = d, .mode = MM_FORWARD, .dt = a->dtype, .A = a->data, .B = b->data,
                 .C = out->data};
-    if (d.k && out->numel) mm_run(&j, b->ndim == 2);
+    if (d.k && out->numel) mm_run(&j, b->ndim <= 2);
     nb_record_op(ctx, NB_OP_MATMUL, out, 2, in, matmul_backward);
     return out;
 }
 
 /* ---- graph backward: dA = dC @ B^T, dB = A^T @ dC from recorded ops, each
- * summed back over the batch dims its operand was broadcast along ------- */
+ * summed back over the batch dims its operand was broadcast along; vectors
+ * are viewed as the matrices the forward read (A (1, k), B (k, 1), dC with
+ * the dims they dropped) and the gradients viewed back ------------------ */
 static nb_tensor *last_two_swapped(nb_ctx *ctx, nb_tensor *t) {
     return nb_transpose(ctx, t, t->ndim - 2, t->ndim - 1);
 }
 
+static nb_tensor *as_shape_of(nb_ctx *ctx, nb_tensor *t, const nb_tensor *like) {
+    return t && t->ndim != like->ndim ? nb_reshape(ctx, t, like->ndim, like->shape) : t;
+}
+
 void nb_graph_backward_matmul(nb_ctx *ctx, nb_node *n, nb_tensor *dout, nb_tensor **din) {
-    nb_tensor *a = n->in[0], *b = n->in[1];
-    if (a->requires_grad) din[0] = nb_sum_to(ctx, nb_matmul(ctx, dout, last_two_swapped(ctx, b)), a);
-    if (b->requires_grad) din[1] = nb_sum_to(ctx, nb_matmul(ctx, last_two_swapped(ctx, a), dout), b);
+    nb_tensor *a = n->in[0], *b = n->in[1], *g = dout;
+    bool va = a->ndim == 1, vb = b->ndim == 1;
+    if (va) a = nb_reshape(ctx, a, 2, (int64_t[]){1, a->shape[0]});
+    if (vb) b = nb_reshape(ctx, b, 2, (int64_t[]){b->shape[0], 1});
+    if (va || vb) {
+        int64_t shape[NB_MAX_DIMS];
+        int nd = dout->ndim - !va - !vb; /* dout's batch dims */
+        for (int i = 0; i < nd; i++) shape[i] = dout->shape[i];
+        shape[nd] = va ? 1 : dout->shape[nd];
+        shape[nd + 1] = vb ? 1 : dout->shape[dout->ndim - 1];
+        g = nb_reshape(ctx, dout, nd + 2, shape);
+    }
+    if (!a || !b || !g) return;
+    if (a->requires_grad)
+        din[0] = as_shape_of(ctx, nb_sum_to(ctx, nb_matmul(ctx, g, last_two_swapped(ctx, b)), a),
+                             n->in[0]);
+    if (b->requires_grad)
+        din[1] = as_shape_of(ctx, nb_sum_to(ctx, nb_matmul(ctx, last_two_swapped(ctx, a), g), b),
+                             n->in[1]);
 }

@@ -242,7 +242,7 @@ nb_status nb_backward(nb_ctx *ctx, nb_tensor *out, const nb_tensor *grad_out) {
                            "backward: output %s is not a scalar, pass grad_out of that shape",
                            nb_shape_str(out, s, sizeof s));
     if (grad_out && (!nb_same_shape(out, grad_out) || grad_out->dtype != out->dtype))
-        return nb_ctx_fail(ctx, NB_ERR_SHAPE,
+        return nb_ctx_fail(ctx, nb_same_shape(out, grad_out) ? NB_ERR_DTYPE : NB_ERR_SHAPE,
                            "backward: grad_out %s %s does not match output %s %s",
                            nb_shape_str(grad_out, s2, sizeof s2),
                            nb_dtype_name(grad_out->dtype), nb_shape_str(out, s, sizeof s),

@@ -20,6 +20,7 @@
 #include <time.h>
 
 #include "ops/ops_internal.h"
+#include "now.h"
 
 void openblas_set_num_threads(int n);
 
@@ -58,7 +59,7 @@ static const gemm_case cases[] = {
 /* The calling thread's CPU time: both gemms run on it alone, and time the
  * thread spends descheduled (other programs on a shared machine) does not
  * count against either. */
-static double now(void) {
+static double thread_cpu_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
@@ -93,11 +94,11 @@ static void run_openblas(const operands *o) {
 /* GFLOP/s of one round of about 0.05 s. */
 static double round_gflops(void (*fn)(const operands *), const operands *o, double flops) {
     long reps = 0;
-    double t0 = now(), t;
+    double t0 = thread_cpu_s(), t;
     do {
         fn(o);
         reps++;
-        t = now();
+        t = thread_cpu_s();
     } while (t - t0 < 0.05);
     return flops * (double)reps / (t - t0) * 1e-9;
 }
@@ -117,12 +118,6 @@ static void best_gflops(const operands *o, double flops, int rounds, double *g_n
     }
 }
 
-static double wall(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* The 2-thread peak: a 1536-square product on both threads (nabla's
  * nb_gemm_float_par, OpenBLAS with 2 threads), best of `rounds`, in wall
  * time. nabla-gpt bench --config=gpt2-124m sets its step beside this figure
@@ -140,14 +135,14 @@ static void peak_line(int rounds) {
     openblas_set_num_threads(2);
     double best_nb = 0, best_ob = 0, flops = 2.0 * (double)(n * n * n);
     for (int r = 0; r <= rounds; r++) { /* round 0 warms up */
-        double t0 = wall();
+        double t0 = now_s();
         nb_gemm_float_par(c, NULL, a, n, 1, b, n, 1, n, n, n, false);
-        double g = flops / (wall() - t0) / 1e9;
+        double g = flops / (now_s() - t0) / 1e9;
         if (r && g > best_nb) best_nb = g;
-        t0 = wall();
+        t0 = now_s();
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, (int)n, (int)n, 1.0f, a,
                     (int)n, b, (int)n, 0.0f, c, (int)n);
-        g = flops / (wall() - t0) / 1e9;
+        g = flops / (now_s() - t0) / 1e9;
         if (r && g > best_ob) best_ob = g;
     }
     printf("2-thread peak, square 1536: nabla %.1f GF/s, OpenBLAS %.1f GF/s, ratio %.2f\n", best_nb,

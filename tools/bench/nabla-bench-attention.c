@@ -28,6 +28,7 @@
 #include <time.h>
 
 #include "nabla.h"
+#include "now.h"
 
 typedef struct config {
     const char *name;
@@ -57,13 +58,12 @@ static void usage(FILE *f) {
             "  --help         this text\n");
 }
 
-static double clock_s(clockid_t id) {
+/* The process's CPU time, all threads together. */
+static double cpu_now(void) {
     struct timespec ts;
-    clock_gettime(id, &ts);
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
-static double now(void) { return clock_s(CLOCK_MONOTONIC); }
-static double cpu_now(void) { return clock_s(CLOCK_PROCESS_CPUTIME_ID); }
 
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
@@ -125,11 +125,11 @@ static bool run_once(bench *b, bool mha_step, bool fused) {
 static double round_time(bench *b, bool mha_step, bool fused, double seconds, double *cpu,
                          bool *ok) {
     int n = 0;
-    double t0 = now(), c0 = cpu_now(), t;
+    double t0 = now_s(), c0 = cpu_now(), t;
     do {
         if (!(*ok = run_once(b, mha_step, fused))) return 0;
         n++;
-        t = now() - t0;
+        t = now_s() - t0;
     } while (t < seconds);
     *cpu = (cpu_now() - c0) / n;
     return t / n;

@@ -18,6 +18,7 @@
 #include <time.h>
 
 #include "nabla.h"
+#include "now.h"
 
 #define MAX_ROUNDS 99
 
@@ -30,12 +31,6 @@ static void usage(FILE *f) {
                "  --merges FILE  vocab.bpe or merges.txt\n"
                "  --rounds R     timed rounds, 1..99 (5)\n"
                "  --help         this text\n");
-}
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 static int cmp_double(const void *a, const void *b) {
@@ -105,16 +100,16 @@ int main(int argc, char **argv) {
         return 1;
     }
     nb_ctx *ctx = nb_ctx_new(0);
-    double t0 = now();
+    double t0 = now_s();
     nb_bpe *bpe = nb_bpe_load(ctx, vocab, merges);
-    double load_ms = 1e3 * (now() - t0);
+    double load_ms = 1e3 * (now_s() - t0);
     double ms[MAX_ROUNDS + 1];
     nb_tensor *ids = NULL;
     for (int r = 0; bpe && r <= rounds; r++) {
         nb_ctx_reset(ctx);
-        t0 = now();
+        t0 = now_s();
         ids = nb_bpe_encode(ctx, bpe, text, len, false);
-        ms[r] = 1e3 * (now() - t0);
+        ms[r] = 1e3 * (now_s() - t0);
         if (!ids) break;
     }
     if (!ids) {

@@ -20,12 +20,7 @@
 #include <time.h>
 
 #include "nabla.h"
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
+#include "now.h"
 
 typedef struct critic {
     nb_tensor *w[3], *b[3];
@@ -69,12 +64,12 @@ static double time_steps(nb_ctx *c, const critic *m, nb_tensor *const *data, boo
     double best = INFINITY;
     for (int round = 0; round < 5; round++) {
         int n = 0;
-        double t0 = now(), t;
+        double t0 = now_s(), t;
         do {
             nb_ctx_reset(c);
             if (step(c, m, data[0], data[1], data[2], gp)) return NAN;
             n++;
-        } while ((t = now()) - t0 < seconds || n < 2);
+        } while ((t = now_s()) - t0 < seconds || n < 2);
         double ms = (t - t0) / n * 1e3;
         if (ms < best) best = ms;
     }

@@ -25,6 +25,7 @@
 #include <time.h>
 
 #include "nabla.h"
+#include "now.h"
 
 typedef struct mha_config {
     const char *name;
@@ -52,12 +53,6 @@ static void usage(FILE *f) {
             "  --seconds S     time per measured round (0.25; %d rounds per count)\n"
             "  --help          this text\n",
             ROUNDS);
-}
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 static long minor_faults(void) {
@@ -133,11 +128,11 @@ static const char *bench_error(const bench *b) {
 /* Steps until `seconds` have passed (at least 2); seconds per step, or -1. */
 static double round_time(bench *b, double seconds, long *steps_out) {
     long steps = 0;
-    double t0 = now(), t = t0;
+    double t0 = now_s(), t = t0;
     while (steps < 2 || t - t0 < seconds) {
         if (bench_step(b)) return -1;
         steps++;
-        t = now();
+        t = now_s();
     }
     *steps_out = steps;
     return (t - t0) / (double)steps;

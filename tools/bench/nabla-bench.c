@@ -29,6 +29,7 @@
 #include <time.h>
 
 #include "nabla.h"
+#include "now.h"
 #include "reverse_model.h" /* examples/: the demo's model */
 
 #define BENCH_MAX_IN 4
@@ -100,25 +101,19 @@ static const bench_case cases[] = {
 
 /* ---- timing ------------------------------------------------------------------------ */
 
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* Runs `reps` steps; returns the seconds taken, or -1 on an error. With
  * `seed` (ones of the output's shape, made once) each step also runs the
  * backward. */
 static double run(const bench_case *c, nb_ctx *step, nb_tensor *const *in,
                   const nb_tensor *seed, long reps) {
-    double t0 = now();
+    double t0 = now_s();
     for (long r = 0; r < reps; r++) {
         nb_ctx_reset(step);
         nb_tensor *out = c->forward(step, in);
         if (!out) return -1;
         if (seed && nb_backward(step, out, seed) != NB_OK) return -1;
     }
-    return now() - t0;
+    return now_s() - t0;
 }
 
 /* Seconds per call, with the repetitions grown until they fill BENCH_SECONDS. */
@@ -233,11 +228,11 @@ static double ew_time(ew_fn fn, ew_state *s) {
     if (fn(s)) return -1; /* warm-up */
     for (int k = 0; k < 5; k++) {
         long reps = 0;
-        double t0 = now(), t;
+        double t0 = now_s(), t;
         do {
             if (fn(s)) return -1;
             reps++;
-            t = now();
+            t = now_s();
         } while (t - t0 < 0.1);
         r[k] = (t - t0) / (double)reps;
         for (int j = k; j > 0 && r[j] < r[j - 1]; j--) {
@@ -361,11 +356,11 @@ static int bench_demo_step(void) {
         for (int i = 0; i < 20 && !st; i++) st = demo_step(step, &m, opt, &data);
         for (int k = 0; k < DEMO_ROUNDS && !st; k++) {
             long steps = 0;
-            double t0 = now(), t = t0;
+            double t0 = now_s(), t = t0;
             while (!st && t - t0 < BENCH_SECONDS) {
                 st = demo_step(step, &m, opt, &data);
                 steps++;
-                t = now();
+                t = now_s();
             }
             per_step[k] = (t - t0) / (double)steps;
             for (int j = k; j > 0 && per_step[j] < per_step[j - 1]; j--) { /* keep sorted */
@@ -403,12 +398,12 @@ static double gpt_tok_per_s(nb_ctx *ctx, nb_gpt *m, bool cache, int64_t new_toke
     nb_gpt_sample_opts o = nb_gpt_sample_defaults();
     o.max_new_tokens = new_tokens, o.top_k = 10, o.use_cache = cache;
     long tokens = 0;
-    double t0 = now(), t = t0;
+    double t0 = now_s(), t = t0;
     while (!*st && (t - t0 < BENCH_SECONDS || tokens == 0)) {
         *st = nb_gpt_generate(ctx, m, &prompt, 1, &o, out, &n_out);
         tokens += (long)(n_out - 1);
         o.seed++;
-        t = now();
+        t = now_s();
     }
     return (double)tokens / (t - t0);
 }

@@ -4,6 +4,7 @@
 #define _GNU_SOURCE /* sched_setaffinity, syscall */
 #endif
 #include "dp.h"
+#include "now.h"
 
 #include <limits.h>
 #include <stdatomic.h>
@@ -50,18 +51,12 @@ static void futex_wake(_Atomic int *a) {
     syscall(SYS_futex, (int *)a, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
 }
 
-static double now_ns(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec * 1e9 + (double)t.tv_nsec;
-}
-
 /* Spins up to spin_ns while *a == v; true when it changed. */
 static bool spin_until_changed(_Atomic int *a, int v, double spin_ns) {
-    double end = now_ns() + spin_ns;
+    double end = now_s() + spin_ns * 1e-9;
     for (int i = 0;; i++) {
         if (atomic_load(a) != v) return true;
-        if ((i & 63) == 63 && now_ns() > end) return false;
+        if ((i & 63) == 63 && now_s() > end) return false;
 #if defined(__x86_64__) || defined(__i386__)
         __builtin_ia32_pause();
 #endif
@@ -187,9 +182,9 @@ static void lend_stop(dp_comm *m) {
 static int host_barrier(dp_comm *m) {
 #if DP_CAN_LEND
     if (m->ctl) {
-        double t0 = now_ns();
+        double t0 = now_s();
         lend_wait(m);
-        m->waited_s += (now_ns() - t0) * 1e-9;
+        m->waited_s += now_s() - t0;
         m->meets++;
         return 0;
     }

@@ -80,11 +80,7 @@ nb_gpt_arch gpt_flags_arch(const gpt_flags *f);
 nb_dtype gpt_flags_dtype(const gpt_flags *f);
 
 /* Prints "<prog>: <message>" to stderr; returns GPT_EXIT_USAGE. */
-int gpt_fail(const char *prog, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 2, 3)))
-#endif
-    ;
+int gpt_fail(const char *prog, const char *fmt, ...) NB_PRINTF_LIKE(2, 3);
 
 /* The message of the last gpt_fail (empty before the first). */
 const char *gpt_last_error(void);

@@ -24,6 +24,7 @@
 #include "gpt_data.h"
 #include "gpt_train.h"
 #include "gpt_svg.h"
+#include "now.h"
 
 #define EXIT_INTERNAL 1
 #define PATH_LEN 4096
@@ -106,11 +107,7 @@ static const char *jnum(char *buf, double v) {
 }
 
 /* Appends one whole line (one write) to log.jsonl. */
-static int log_line(run *r, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 2, 3)))
-#endif
-    ;
+static int log_line(run *r, const char *fmt, ...) NB_PRINTF_LIKE(2, 3);
 static int log_line(run *r, const char *fmt, ...) {
     if (r->log_fd < 0) return 0;
     char line[1024];
@@ -123,12 +120,6 @@ static int log_line(run *r, const char *fmt, ...) {
     if (write(r->log_fd, line, (size_t)n) != n)
         return gpt_fail(r->prog, "%s: write failed: %s", r->path_log, strerror(errno));
     return 0;
-}
-
-static double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
 /* ---- data: text --------------------------------------------------------- */
@@ -512,7 +503,7 @@ static int train_steps(run *r, nb_diag **diag) {
         if (!r->bx && r->iter % f->eval_interval == 0 && (st = evaluate(r, false))) return st;
         step.lr = nb_lr_at(&r->sched, r->iter);
         nb_gpt_train(&r->gpt, true);
-        double t0 = now_ms();
+        double t0 = now_s();
         nb_step_result res = {0};
         r->bad_loss = 0, r->bad_param = NULL;
         nb_status s = nb_train_step_run(r->sctx, &step, &res);
@@ -526,7 +517,7 @@ static int train_steps(run *r, nb_diag **diag) {
         if (d && ((r->iter + 1) % f->eval_interval == 0 || r->iter + 1 == r->max_iters) &&
             d->drift(d, &r->gpt.params, (long)r->iter))
             return GPT_EXIT_USAGE;
-        double ms = now_ms() - t0;
+        double ms = 1e3 * (now_s() - t0);
         if (diagnostics(r, diag, res.loss, false)) return GPT_EXIT_USAGE;
         if (r->hooks.rank == 0) {
             if (r->iter % f->log_interval == 0) {

@@ -1,10 +1,16 @@
 #!/usr/bin/python3
-"""layout_check.py - fails when a file or a function is too long to walk.
+"""layout_check.py - fails when a file or a function is too long to walk, or
+when a layer of src/ reaches into a layer above it.
 
 The limits: no source file in src/ over 600 lines, and no function (or
 multi-line macro) in the .c and .h files of src/, tools/ and examples/ over
 80 lines unless the comment block just above it gives a reason, a sentence
 starting with "Long:".
+
+The layers: a file in src/F/ may include a header of src/X/ (written
+"X/name.h", as in #include "X/X_internal.h") only when X is F itself or a
+layer below F in LAYERS. Layers on one level are peers and may not include
+each other's headers.
 
 A function runs from the first line of its header to its closing brace.
 Functions are found with a small C scanner: comments, strings and character
@@ -28,6 +34,20 @@ MAX_FUNC_LINES = 80
 FILE_DIRS = ("src",)
 FUNC_DIRS = ("src", "tools", "examples")
 REASON = "Long:"
+
+# The layer order of src/, lowest first; the folders on one level are peers.
+# io sits above optim because a checkpoint saves an optimizer's state
+# (io/checkpoint.c, io/optim_state.c read optim/optim_internal.h).
+LAYERS = (
+    ("core",),
+    ("kernels",),
+    ("tape",),
+    ("ops",),
+    ("nn", "optim", "teach", "gradcheck", "data"),
+    ("io",),
+)
+LEVEL = {name: level for level, names in enumerate(LAYERS) for name in names}
+INCLUDE = re.compile(r'^\s*#\s*include\s*"(?:\.\./)*(\w+)/[^"]*"')
 
 
 def blank_comments_and_strings(text):
@@ -223,6 +243,41 @@ def source_files(root, dirs):
                     yield os.path.join(base, name)
 
 
+def layer_offenders(root):
+    """path:line messages for each include in src/F/ of a header of another
+    folder of src/ that is not below F (a folder missing from LAYERS counts
+    as an offence too, so a new layer has to be placed). Public headers
+    ("nabla/...", from include/) are open to every layer."""
+    found = []
+    for path in source_files(root, FILE_DIRS):
+        rel = os.path.relpath(path, root).split(os.sep)
+        if len(rel) < 3:
+            continue
+        here = rel[1]
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            for no, line in enumerate(fh, 1):
+                m = INCLUDE.match(line)
+                if not m or m.group(1) == here:
+                    continue
+                there = m.group(1)
+                if there not in LEVEL and not os.path.isdir(os.path.join(root, "src", there)):
+                    continue
+                if here not in LEVEL or there not in LEVEL:
+                    unknown = here if here not in LEVEL else there
+                    found.append("%s:%d: includes \"%s\" but src/%s is not in the layer order"
+                                 % ("/".join(rel), no, line.split('"')[1], unknown))
+                elif LEVEL[there] >= LEVEL[here]:
+                    found.append("%s:%d: includes \"%s\": %s may include only its own headers "
+                                 "and those of the layers below it (%s)"
+                                 % ("/".join(rel), no, line.split('"')[1], here, order()))
+    return found
+
+
+def order():
+    """The layer order as one line: core < kernels < ... ."""
+    return " < ".join(", ".join(names) for names in LAYERS)
+
+
 def main():
     here = os.path.dirname(os.path.abspath(__file__))
     root = os.path.normpath(sys.argv[1] if len(sys.argv) > 1 else os.path.join(here, "..", ".."))
@@ -243,10 +298,12 @@ def main():
                 offenders.append("%s:%d: %s is %d lines (over %d, and no \"%s\" comment above it)"
                                  % (os.path.relpath(path, root), first, name, length,
                                     MAX_FUNC_LINES, REASON))
-    for o in offenders:
+    layers = layer_offenders(root)
+    for o in offenders + layers:
         print(o)
-    print("layout: %d files, %d functions checked, %d over the limits"
-          % (n_files, n_funcs, len(offenders)))
+    print("layout: %d files, %d functions checked, %d over the limits, %d includes across layers"
+          % (n_files, n_funcs, len(offenders), len(layers)))
+    offenders += layers
     return 1 if offenders else 0
 
 

@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "nabla.h"
+#include "now.h"
 
 #define N     8 /* digits per sequence; the input is 2N tokens */
 #define T     (2 * N)
@@ -57,12 +58,6 @@ static void usage(FILE *f) {
                "uninterrupted, and with a checkpoint save/load/resume every K steps (1000).\n"
                "Checks RSS growth < 1 MB and steps/s within 10%% after W warm-up steps\n"
                "(2000), and bit-identical resumption. Prints PASS or FAIL.\n");
-}
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 static long rss_kb(void) {
@@ -170,11 +165,11 @@ static uint64_t params_hash(const trainer *t) {
 }
 
 static double timed_block(trainer *t) {
-    double t0 = now();
+    double t0 = now_s();
     for (int i = 0; i < BLOCK; i++)
         if (train_step(t))
             return 1e30;
-    return now() - t0;
+    return now_s() - t0;
 }
 
 /* Best block times of the long-run model and of a fresh one, alternated. */
@@ -200,7 +195,7 @@ static int run_plain(const opts *o, uint64_t *hashes) {
     if (trainer_init(&t, 7))
         return fprintf(stderr, "nabla-soak: init failed\n"), 1;
     long rss_warm = 0;
-    double best_early = 1e30, best_late = 1e30, block_start = now(), t0 = now();
+    double best_early = 1e30, best_late = 1e30, block_start = now_s(), t0 = now_s();
     int late_from = o->steps - o->steps / 5;
     for (int s = 1; s <= o->steps; s++) {
         if (train_step(&t)) {
@@ -213,15 +208,15 @@ static int run_plain(const opts *o, uint64_t *hashes) {
         if (s == o->warmup)
             rss_warm = rss_kb();
         if (s % BLOCK == 0) {
-            double dt = now() - block_start;
+            double dt = now_s() - block_start;
             if (s > o->warmup && s <= o->warmup + o->steps / 5 && dt < best_early)
                 best_early = dt;
             if (s > late_from && dt < best_late)
                 best_late = dt;
-            block_start = now();
+            block_start = now_s();
         }
     }
-    double total = now() - t0;
+    double total = now_s() - t0;
     long rss_end = rss_kb(), grow = rss_end - rss_warm;
     double early = BLOCK / best_early, late = BLOCK / best_late,
            drift = 100 * (late - early) / early;

@@ -52,11 +52,7 @@ static void put(outs *o, const char *name, nb_tensor *t) {
 }
 
 /* Marks the case failed; the first message (prefixed by the file) is kept. */
-static bool fail(run *R, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 2, 3)))
-#endif
-    ;
+static bool fail(run *R, const char *fmt, ...) NB_PRINTF_LIKE(2, 3);
 static bool fail(run *R, const char *fmt, ...) {
     nb_parity_result *r = R->r;
     r->passed = false;
