@@ -526,12 +526,13 @@ static int diagnostics(run *r, nb_diag **d, double loss, bool end) {
     if (f && fclose(f) && !st) st = NB_ERR_IO;
     if (g && fclose(g) && !st) st = NB_ERR_IO;
     if (!st && (rename(tj, jsonl) || rename(tp, page))) st = NB_ERR_IO;
-    int err = errno;
+    int err = st ? errno : 0;
     unlink(tp), unlink(tj), tp[0] = tj[0] = '\0';
     nb_diag_free(*d);
     *d = NULL;
     return st ? gpt_fail(r->prog, "--diagnostics: cannot write %s or %s: %s (the model and the "
-                         "checkpoint were saved)", page, jsonl, strerror(err)) : 0;
+                         "checkpoint were saved)", page, jsonl, err ? strerror(err)
+                         : nb_ctx_error(r->sctx) ? nb_ctx_error(r->sctx) : "write failed") : 0;
 }
 
 /* After a step whose loss or a gradient was not finite: the message, a log
