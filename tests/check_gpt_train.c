@@ -379,6 +379,7 @@ START_TEST(test_flags_validated) {
         {"train --data=text.txt --wandb_log=True", "--wandb_log=True: nabla has no Weights & Biases"},
         {"train --data=text.txt --dataset=x", "--data, --dataset and --batches exclude each other"},
         {"train --data=text.txt --dtype=bfloat16", "--dtype: 'bfloat16' is not float32 or float64"},
+        {"train --data=text.txt --dropout=1", "--dropout: 1 is not in [0, 1): at 1 every activation"},
         {"train --init=a --init_from=b", "give one of them"},
         {"train --log_interval=0", "--log_interval: '0' is not an integer >= 1"},
         {"sample --out_dir=x --device=mps", "--device: 'mps' is not available"},

@@ -110,7 +110,7 @@ static int draw_samples(const gpt_flags *f, nb_ctx *pctx, nb_gpt *gpt, const nb_
 }
 
 static int cmd_sample(const gpt_flags *f) {
-    nb_set_num_threads((int)gpt_threads(PROG, f->threads));
+    nb_set_num_threads((int)gpt_threads(PROG, f->threads, 1));
     char path[4200];
     if (strcmp(f->init_from, "resume")) snprintf(path, sizeof path, "%s", f->init_from);
     else snprintf(path, sizeof path, "%s/model.safetensors", f->out_dir);
@@ -343,7 +343,7 @@ static int cmd_bench(const gpt_flags *given) {
     if (T > f->block_size)
         return gpt_fail(PROG, "--seq_len=%ld is more than --block_size=%ld", f->seq_len,
                         f->block_size);
-    int threads = (int)gpt_threads(PROG, f->threads);
+    int threads = (int)gpt_threads(PROG, f->threads, 1);
     nb_set_num_threads(threads);
     nb_ctx *pctx = nb_ctx_new(0), *sctx = nb_ctx_new(0);
     nb_pcg32 rng;

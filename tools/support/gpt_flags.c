@@ -77,7 +77,8 @@ static const flag_def FLAGS[] = {
     {"seed", F_LONG, AT(seed), "1337", I, 0, "PCG32 seed of the weights (nanoGPT's init)"},
     {"dtype", F_STR, AT(dtype), "float32", T | B | I, 0, "float32 or float64"},
     {"threads", F_LONG, AT(threads), "0", T | S | B, 0,
-     "worker threads; 0: $NB_NUM_THREADS, else $OMP_NUM_THREADS, else every core online"},
+     "worker threads; 0: $NB_NUM_THREADS, else $OMP_NUM_THREADS, else every core online "
+     "(1 a rank under MPI)"},
     {"config", F_STR, AT(preset), "", B, 0,
      "gpt2-124m: GPT-2 124M's shapes at llm.c's CPU batch (nanogpt, 12/12/768, vocab 50257, "
      "biases, block_size 1024, batch_size 4, seq_len 64); flags given beside it win"},
@@ -256,7 +257,8 @@ static int check_choices(const gpt_flags *f, const char *prog, gpt_cmd cmd) {
             return gpt_fail(prog, "--dtype: '%s' is not float32 or float64 (nanoGPT's bfloat16 "
                             "and float16 are GPU types)", f->dtype);
         if (f->dropout >= 1)
-            return gpt_fail(prog, "--dropout: %g is not in [0, 1)", f->dropout);
+            return gpt_fail(prog, "--dropout: %g is not in [0, 1): at 1 every activation is "
+                            "dropped and nothing can be learned", f->dropout);
         if (f->n_embd % f->n_head)
             return gpt_fail(prog, "--n_embd=%ld is not divisible by --n_head=%ld", f->n_embd,
                             f->n_head);
@@ -455,11 +457,12 @@ static long env_threads(const char *name) {
     return v >= 1 && (!*end || *end == ',') ? v : 0;
 }
 
-long gpt_threads(const char *prog, long want) {
+long gpt_threads(const char *prog, long want, int procs) {
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     const char *from = "--threads";
     if (want == 0 && (want = env_threads("NB_NUM_THREADS"))) from = "NB_NUM_THREADS";
     else if (want == 0 && (want = env_threads("OMP_NUM_THREADS"))) from = "OMP_NUM_THREADS";
+    else if (want == 0 && procs > 1) return 1; /* one thread a rank, as torchrun sets it */
     else if (want == 0) return cores >= 1 ? (cores < 64 ? cores : 64) : 1; /* PyTorch's default */
     if (cores >= 1 && want > cores) {
         fprintf(stderr, "%s: note: %s=%ld is more than the %ld cores available; using %ld\n",

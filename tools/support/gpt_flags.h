@@ -75,9 +75,10 @@ int gpt_flags_adopt(gpt_flags *f, const char *prog, const char *name, const char
 void gpt_flags_note_schedule(const gpt_flags *f, const char *prog, long max_iters);
 
 /* The thread count: want, or with want 0 $NB_NUM_THREADS, else
- * $OMP_NUM_THREADS, else the cores online (at most 64, the pool's limit);
- * lowered to the cores online with a note when more. */
-long gpt_threads(const char *prog, long want);
+ * $OMP_NUM_THREADS, else the cores online (at most 64, the pool's limit),
+ * or 1 for each of procs > 1 processes (MPI ranks: torchrun likewise sets
+ * OMP_NUM_THREADS=1); lowered to the cores online with a note when more. */
+long gpt_threads(const char *prog, long want, int procs);
 
 /* nb_gpt_arch / nb_dtype of the flags (valid after a successful parse). */
 nb_gpt_arch gpt_flags_arch(const gpt_flags *f);

@@ -1111,7 +1111,7 @@ int gpt_train_run(const gpt_flags *f, const char *prog, const gpt_train_hooks *h
     r->hooks = hooks ? *hooks : (gpt_train_hooks){.world = 1};
     if (r->hooks.dist) r->hooks.rank = r->hooks.dist->rank, r->hooks.world = r->hooks.dist->world;
     if (r->hooks.world < 1) r->hooks.world = 1;
-    nb_set_num_threads((int)gpt_threads(prog, f->threads));
+    nb_set_num_threads((int)gpt_threads(prog, f->threads, r->hooks.world));
     r->pctx = nb_ctx_new(0), r->sctx = nb_ctx_new(0);
     if (f->anomaly && r->sctx) nb_set_detect_anomaly(r->sctx, true);
     int st = r->pctx && r->sctx ? setup(r) : gpt_fail(prog, "out of memory");
