@@ -7,7 +7,9 @@
  *   - 20 AdamW fine-tuning steps (nanoGPT's decay groups), float64 losses
  *     within 1e-9;
  *   - KV-cache sampling on a loaded model; the GELU choice; config.json;
- *     the standard head table; bad inputs naming the tensor. */
+ *     the standard head table; bad inputs naming the tensor;
+ *   - nb_gpt_save_hf writing a loaded model back: it loads again to the
+ *     same tensors and logits. */
 #include "check_nabla.h"
 
 #include <unistd.h>
@@ -404,6 +406,64 @@ START_TEST(test_hf_stream_order) {
 }
 END_TEST
 
+/* nb_gpt_save_hf: the lmhead checkpoint (float64) written back and loaded
+ * again, with n_head from the written config.json (width 32 is not in
+ * GPT-2's table): every tensor the same bits, the same logits; the
+ * course's layout and a model without biases are refused. */
+START_TEST(test_hf_save_round_trip) {
+    nb_ctx *files = nb_ctx_new(0), *p = nb_ctx_new(0);
+    nb_tensor_list ref = {0};
+    load_ref(files, &ref);
+    nb_gpt a, b;
+    load(p, &a, 0, NB_F64);
+    char dir[] = "/tmp/nb-hf-save-XXXXXX", path[128];
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    ck_assert_msg(nb_gpt_save_hf(p, &a, path) == NB_OK, "%s", nb_ctx_error(p));
+    nb_tensor_list raw = {0}; /* Hugging Face's names and Conv1D's (in, out) */
+    ck_assert_int_eq(nb_load_safetensors(files, path, &raw), NB_OK);
+    nb_tensor *w = nb_list_get(&raw, "h.1.mlp.c_fc.weight");
+    ck_assert_ptr_nonnull(w);
+    ck_assert(w->shape[0] == 32 && w->shape[1] == 128);
+    ck_assert_double_eq(nb_get(w, 5 * 128 + 7), nb_get(a.blocks[1].fc_w, 7 * 32 + 5));
+    ck_assert_ptr_null(nb_list_get(&raw, "lm_head.weight"));
+    ck_assert_msg(nb_gpt_load_hf(p, &b, path, 0, 0.0, NB_F64, NULL) == NB_OK, "%s",
+                  nb_ctx_error(p));
+    ck_assert(b.cfg.n_head == 4 && b.cfg.n_layer == 2 && b.cfg.vocab_size == 100 &&
+              b.cfg.block_size == 16 && b.cfg.gelu == NB_GELU_TANH);
+    ck_assert_int_eq(a.state_dict.n, b.state_dict.n);
+    for (int i = 0; i < a.state_dict.n; i++) {
+        const nb_tensor *x = nb_list_tensor(&a.state_dict, i), *y = nb_list_tensor(&b.state_dict, i);
+        ck_assert_str_eq(nb_list_name(&a.state_dict, i), nb_list_name(&b.state_dict, i));
+        ck_assert_uint_eq(x->numel, y->numel);
+        ck_assert_msg(!memcmp(x->data, y->data, x->numel * 8), "%s differs",
+                      nb_list_name(&a.state_dict, i));
+    }
+    ck_assert_double_le(logits_err(&b, &ref, "lmhead"), 1e-10);
+    /* the course's layout, and a nanoGPT model without biases, are not GPT-2's */
+    nb_gpt_config c = nb_gpt_config_default(NB_GPT_GPTMODEL);
+    c.vocab_size = 10, c.block_size = 8, c.n_layer = 1, c.n_head = 2, c.n_embd = 8, c.dropout = 0;
+    nb_gpt g;
+    ck_assert_msg(nb_gpt_init(p, &g, &c, NULL) == NB_OK, "%s", nb_ctx_error(p));
+    ck_assert_int_eq(nb_gpt_save_hf(p, &g, path), NB_ERR_VALUE);
+    ck_assert_error_has(p, "gpt_save_hf: the model is the course's GPTModel");
+    nb_ctx_clear_error(p);
+    nb_gpt_free(&g);
+    c = nb_gpt_config_default(NB_GPT_NANOGPT);
+    c.vocab_size = 10, c.block_size = 8, c.n_layer = 1, c.n_head = 2, c.n_embd = 8, c.dropout = 0;
+    c.bias = false;
+    ck_assert_msg(nb_gpt_init(p, &g, &c, NULL) == NB_OK, "%s", nb_ctx_error(p));
+    ck_assert_int_eq(nb_gpt_save_hf(p, &g, path), NB_ERR_VALUE);
+    ck_assert_error_has(p, "the model has no biases");
+    nb_ctx_clear_error(p);
+    nb_gpt_free(&g);
+    remove_dir(dir);
+    nb_gpt_free(&a), nb_gpt_free(&b);
+    nb_list_free(&raw), nb_list_free(&ref);
+    nb_ctx_free(p), nb_ctx_free(files);
+}
+END_TEST
+
 Suite *suite_gpt_hf(void) {
     Suite *s = suite_create("gpt_hf");
     TCase *tc = tcase_create("parity");
@@ -417,6 +477,7 @@ Suite *suite_gpt_hf(void) {
     tcase_add_test(tm, test_hf_config_json);
     tcase_add_test(tm, test_hf_errors);
     tcase_add_test(tm, test_hf_stream_order);
+    tcase_add_test(tm, test_hf_save_round_trip);
     suite_add_tcase(s, tm);
     return s;
 }

@@ -1,7 +1,8 @@
 /* check_gpt_tool.c - runs the nabla-gpt program: `train --init --batches`
  * against PyTorch's own runs of the same models (tests/fixtures/gpt, written
  * by tools/ref/gen_gpt_fixtures.py) in both layouts, bit-identical --resume,
- * sampling from a trained model, and its errors on bad input.
+ * sampling from a trained model, and its errors on bad input; `init` and
+ * docs/gpt.md's GPT-2 fine-tune, run as the page writes it.
  * The program is $NB_BUILD_DIR/bin/nabla-gpt (or build/bin/nabla-gpt). */
 #include "gpt_run.h"
 
@@ -286,6 +287,116 @@ START_TEST(test_bench_preset_and_flops) {
 }
 END_TEST
 
+/* The commands of the block after the marker line in docs/gpt.md, one a
+ * line (continuations joined), into cmds; returns how many. */
+static int doc_commands(const char *marker, char cmds[][1024], int max) {
+    char *text = NULL, *out = NULL;
+    ck_assert_int_eq(nb_test_run("cat " NB_SOURCE_DIR "/docs/gpt.md", &text), 0);
+    char *at = strstr(text, marker);
+    ck_assert_msg(at != NULL, "docs/gpt.md lacks '%s'", marker);
+    at = strstr(at, "```sh\n");
+    ck_assert_ptr_nonnull(at);
+    at += 6;
+    char *end = strstr(at, "```");
+    ck_assert_ptr_nonnull(end);
+    *end = '\0';
+    int n = 0;
+    size_t len = 0;
+    for (char *l = strtok(at, "\n"); l && n < max; l = strtok(NULL, "\n")) {
+        while (*l == ' ') l++;
+        size_t k = strlen(l);
+        bool more = k && l[k - 1] == '\\';
+        len += (size_t)snprintf(cmds[n] + len, 1024 - len, "%.*s%s", (int)(k - more), l,
+                                more ? " " : "");
+        if (!more) n++, len = 0;
+    }
+    free(text), free(out);
+    return n;
+}
+
+/* docs/gpt.md's fine-tune, as written there: prepare --tokenizer=gpt2,
+ * init, train --init_from, sample (the download replaced by a short text). */
+START_TEST(test_docs_finetune_walkthrough) {
+    gpt_run r;
+    gpt_run_init(&r);
+    static char cmds[16][1024];
+    int n = doc_commands("<!-- tests/check_gpt_tool.c runs the commands of the next block -->",
+                         cmds, 16);
+    ck_assert_int_eq(n, 5);
+    char prog[512], cmd[4096], *out = NULL;
+    snprintf(prog, sizeof prog, "%s/bin/nabla-gpt", nb_test_build_dir());
+    for (int i = 0; i < n; i++) {
+        if (!strncmp(cmds[i], "curl ", 5)) { /* the Shakespeare text: a shorter one here */
+            ck_assert_ptr_nonnull(strstr(cmds[i], "/tinyshakespeare/input.txt"));
+            snprintf(cmd, sizeof cmd, "cd '%s' && for i in 1 2 3 4 5 6; do cat "
+                     NB_SOURCE_DIR "/tests/fixtures/prepare/input.txt; done >input.txt", r.dir);
+        } else {
+            const char *bin = "build/bin/nabla-gpt";
+            ck_assert_msg(!strncmp(cmds[i], bin, strlen(bin)), "%s", cmds[i]);
+            snprintf(cmd, sizeof cmd, "cd '%s' && '%s'%s 2>&1", r.dir, prog, cmds[i] + strlen(bin));
+        }
+        int st = nb_test_run(cmd, &out);
+        ck_assert_msg(st == 0, "%s: exit %d: %s", cmds[i], st, out);
+        if (i == 2) ck_assert_msg(strstr(out, "nabla-gpt: wrote gpt2-tiny/model.safetensors and "
+                                         "gpt2-tiny/config.json: GPT-2 layout, 2 layers, 2 heads, "
+                                         "n_embd 32, vocab 50257"), "%s", out);
+        if (i == 3) {
+            ck_assert_msg(strstr(out, "nanogpt, ") && strstr(out, "vocab 50257, 10 iterations"),
+                          "%s", out);
+            ck_assert_msg(strstr(out, "step 10: train loss "), "%s", out);
+        }
+        if (i == 4) {
+            ck_assert_msg(!strncmp(out, "ROMEO:", 6), "%s", out);
+            ck_assert_ptr_nonnull(strstr(out, "\n---------------\n"));
+        }
+        free(out);
+    }
+    /* init refuses to replace the model without --force, and needs --out */
+    gpt_exec(&r, "init --n_layer=1 --n_head=2 --n_embd=8 --block_size=8 --out=gpt2-tiny");
+    ck_assert_int_eq(r.status, 2);
+    ck_assert_ptr_nonnull(strstr(r.err, "init: gpt2-tiny/model.safetensors exists: pass --force"));
+    gpt_exec(&r, "init --n_layer=1");
+    ck_assert_int_eq(r.status, 2);
+    ck_assert_ptr_nonnull(strstr(r.err, "init needs --out=DIR"));
+    gpt_run_done(&r);
+}
+END_TEST
+
+/* A model whose vocabulary is smaller than the data's ids (the HF fixture,
+ * vocab 100, on ids up to 150): refused before the first step, exit 2,
+ * nothing written. */
+START_TEST(test_dataset_ids_against_vocab) {
+    gpt_run r;
+    gpt_run_init(&r);
+    char p[256];
+    uint16_t ids[400];
+    for (int i = 0; i < 400; i++) ids[i] = (uint16_t)(i % 97);
+    ids[333] = 149;
+    snprintf(p, sizeof p, "%s/ds", r.dir);
+    ck_assert_int_eq(mkdir(p, 0777), 0);
+    snprintf(p, sizeof p, "%s/ds/train.bin", r.dir);
+    write_file(p, (const char *)ids, 300 * 2);
+    snprintf(p, sizeof p, "%s/ds/val.bin", r.dir);
+    write_file(p, (const char *)(ids + 300), 100 * 2);
+    gpt_exec(&r, "train --init_from=" NB_SOURCE_DIR "/tests/fixtures/hf/lmhead/model.safetensors "
+                 "--dataset=ds --out_dir=o --block_size=16 --max_iters=2");
+    ck_assert_int_eq(r.status, 2);
+    ck_assert_msg(strstr(r.err, "--dataset=ds: val.bin holds token id 149 (at index 33), but the "
+                         "model's vocabulary is 100 (ids 0..99)"), "%s", r.err);
+    ck_assert_ptr_nonnull(strstr(r.err, "Nothing was written."));
+    snprintf(p, sizeof p, "%s/o", r.dir);
+    ck_assert_int_ne(access(p, F_OK), 0);
+    /* ids below 100 train */
+    ids[333] = 5;
+    snprintf(p, sizeof p, "%s/ds/val.bin", r.dir);
+    write_file(p, (const char *)(ids + 300), 100 * 2);
+    gpt_exec(&r, "train --init_from=" NB_SOURCE_DIR "/tests/fixtures/hf/lmhead/model.safetensors "
+                 "--dataset=ds --out_dir=o --block_size=16 --batch_size=2 --eval_iters=1 --max_iters=2");
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    gpt_run_done(&r);
+}
+END_TEST
+
 Suite *suite_gpt_tool(void) {
     Suite *s = suite_create("gpt_tool");
     TCase *tc = tcase_create("core");
@@ -295,6 +406,8 @@ Suite *suite_gpt_tool(void) {
     tcase_add_test(tc, test_bad_input);
     tcase_add_test(tc, test_bench_preset_and_flops);
     tcase_add_test(tc, test_hf_finetune_from_the_command_line);
+    tcase_add_test(tc, test_docs_finetune_walkthrough);
+    tcase_add_test(tc, test_dataset_ids_against_vocab);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -11,6 +11,7 @@
 #include "gpt_run.h"
 
 #include <cjson/cJSON.h>
+#include <math.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -94,6 +95,16 @@ static void same_run(const gpt_run *r, const char *want, const char *got) {
     snprintf(a, sizeof a, "%s/%s/log.jsonl", r->dir, want);
     snprintf(b, sizeof b, "%s/%s/log.jsonl", r->dir, got);
     same_log(a, b);
+}
+
+/* How many files of dir (in r's directory) have ".tmp" in their names. */
+static int count_tmp(const gpt_run *r, const char *dir) {
+    char cmd[512], *out = NULL;
+    snprintf(cmd, sizeof cmd, "ls -a '%s/%s' | grep -c '\\.tmp' || true", r->dir, dir);
+    ck_assert_int_eq(nb_test_run(cmd, &out), 0);
+    int n = atoi(out);
+    free(out);
+    return n;
 }
 
 /* Starts `train FLAGS --out_dir=DIR` in the background, sends it `sig`
@@ -185,10 +196,15 @@ START_TEST(test_kill_sigterm_and_second_signal) {
     gpt_exec_env(&r, "NB_GPT_TEST_SIGNAL=6:TERM", "train " TINY " --out_dir=term");
     ck_assert_msg(r.status == 143, "exit %d: %s", r.status, r.err);
     ck_assert_ptr_nonnull(strstr(r.err, "SIGTERM: stopped after iteration 6"));
-    /* a second SIGINT while saving: exit at once; the checkpoint of step 4 stays */
+    /* a second SIGINT while saving: exit at once, saying so, without the save's
+     * temporary file; the checkpoint of step 4 stays */
     gpt_exec_env(&r, "NB_GPT_TEST_SIGNAL=6:TWICE", "train " TINY " --out_dir=twice");
     ck_assert_msg(r.status == 130, "exit %d: %s", r.status, r.err);
     ck_assert_ptr_null(strstr(r.err, "stopped after"));
+    ck_assert_msg(strstr(r.err, "nabla-gpt: a second signal: stopped at once, without saving; "
+                         "twice/ckpt.safetensors (iteration 4) is kept: resume with: nabla-gpt "
+                         "train --out_dir=twice --init_from=resume"), "%s", r.err);
+    ck_assert_int_eq(count_tmp(&r, "twice"), 0);
     gpt_exec(&r, "train --out_dir=twice --resume");
     ck_assert_msg(r.status == 0, "%s", r.err);
     ck_assert_ptr_nonnull(strstr(r.out, "12 iterations from 4"));
@@ -359,12 +375,11 @@ START_TEST(test_flags_validated) {
         {"train --data=/dev/zero --out_dir=o", "/dev/zero: is a character device, not a regular file"},
         {"train --data=/tmp --out_dir=o", "/tmp: is a directory, not a regular file"},
         {"train --data=text.txt --vocab_size=5", "--vocab_size=5 with --data or --dataset"},
-        {"train --data=text.txt --min_lr=0.1", "--min_lr=0.1 is above --learning_rate=0.001"},
-        {"train --data=text.txt --lr_decay_iters=10", "--lr_decay_iters=10 is below --warmup_iters=100"},
         {"train --data=text.txt --device=cuda", "--device: 'cuda' is not available"},
         {"train --data=text.txt --wandb_log=True", "--wandb_log=True: nabla has no Weights & Biases"},
         {"train --data=text.txt --dataset=x", "--data, --dataset and --batches exclude each other"},
         {"train --data=text.txt --dtype=bfloat16", "--dtype: 'bfloat16' is not float32 or float64"},
+        {"train --data=text.txt --dropout=1", "--dropout: 1 is not in [0, 1): at 1 every activation"},
         {"train --init=a --init_from=b", "give one of them"},
         {"train --log_interval=0", "--log_interval: '0' is not an integer >= 1"},
         {"sample --out_dir=x --device=mps", "--device: 'mps' is not available"},
@@ -536,6 +551,236 @@ START_TEST(test_meta_pkl_refuses_code) {
 }
 END_TEST
 
+/* ---- 5. issue 33: what a new user tripped on ------------------------------------------ */
+/* The "lr" of every iteration line of dir/log.jsonl; returns the count. */
+static int read_lrs(const gpt_run *r, const char *dir, double *lr, int max) {
+    char p[256];
+    snprintf(p, sizeof p, "%s/%s/log.jsonl", r->dir, dir);
+    char *text = slurp(p, NULL), *save = NULL;
+    ck_assert_msg(text != NULL, "%s missing", p);
+    int n = 0;
+    for (char *l = strtok_r(text, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
+        cJSON *j = cJSON_Parse(l), *v = cJSON_GetObjectItem(j, "lr");
+        if (cJSON_IsNumber(v) && n < max) lr[n++] = v->valuedouble;
+        cJSON_Delete(j);
+    }
+    free(text);
+    return n;
+}
+
+/* nanoGPT's get_lr, as train.py has it (in double). */
+static double get_lr(int it, int warmup, int decay, double lr, double min_lr) {
+    if (it < warmup) return lr * (it + 1) / (warmup + 1);
+    if (it > decay) return min_lr;
+    double ratio = (double)(it - warmup) / (decay - warmup);
+    return min_lr + 0.5 * (1.0 + cos(3.14159265358979323846 * ratio)) * (lr - min_lr);
+}
+
+/* nanoGPT's config with a short run: its warmup_iters = 100 above
+ * --lr_decay_iters=4 runs, as train.py runs it (warm up, then min_lr), and
+ * so does a min_lr above learning_rate; each with a note, nothing refused. */
+START_TEST(test_schedule_as_nanogpt) {
+    gpt_run r;
+    gpt_run_init(&r);
+    char cmd[512], *out = NULL;
+    snprintf(cmd, sizeof cmd, "mkdir -p '%s/data' && cp -r " FIX "prepare/ref '%s/data/shakespeare_char'",
+             r.dir, r.dir);
+    ck_assert_int_eq(nb_test_run(cmd, &out), 0);
+    free(out);
+    const char *small = "--device=cpu --compile=False --n_layer=1 --n_head=2 --n_embd=16 "
+                        "--block_size=16 --batch_size=4 --eval_iters=2 --eval_interval=4";
+    char args[1024];
+    snprintf(args, sizeof args, "train " CONFIG " %s --max_iters=8 --lr_decay_iters=4 --out_dir=a", small);
+    gpt_exec(&r, args);
+    ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
+    ck_assert_msg(strstr(r.err, "note: --lr_decay_iters=4 is below --warmup_iters=100"), "%s", r.err);
+    double lr[16];
+    ck_assert_int_eq(read_lrs(&r, "a", lr, 16), 8);
+    for (int it = 0; it < 8; it++) /* all warmup: 1e-3 * (it + 1) / 101 */
+        ck_assert_double_eq_tol(lr[it], get_lr(it, 100, 4, 1e-3, 1e-4), 1e-18);
+    /* warmup 2, cosine to 4, then min_lr (here above learning_rate) */
+    snprintf(args, sizeof args, "train " CONFIG " %s --max_iters=8 --warmup_iters=2 "
+             "--lr_decay_iters=4 --min_lr=0.002 --out_dir=b", small);
+    gpt_exec(&r, args);
+    ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
+    ck_assert_msg(strstr(r.err, "note: --min_lr=0.002 is above --learning_rate=0.001"), "%s", r.err);
+    ck_assert_int_eq(read_lrs(&r, "b", lr, 16), 8);
+    for (int it = 0; it < 8; it++)
+        ck_assert_double_eq_tol(lr[it], get_lr(it, 2, 4, 1e-3, 2e-3), 1e-18);
+    ck_assert_double_eq(lr[7], 2e-3);
+    gpt_run_done(&r);
+}
+END_TEST
+
+/* Every output path is checked before the first step: a --diagnostics page
+ * in a missing directory, an existing page without --force, --out_dir a
+ * regular file; each exits 2 and writes nothing. A page that cannot be
+ * written at the end (its directory removed during the run) costs nothing
+ * else: the final checkpoint is saved. */
+START_TEST(test_outputs_checked_first) {
+    gpt_run r;
+    gpt_run_init(&r);
+    gpt_write_corpus(r.dir);
+    char p[256];
+    snprintf(p, sizeof p, "%s/page.html", r.dir);
+    write_text(p, "an earlier page");
+    snprintf(p, sizeof p, "%s/afile", r.dir);
+    write_text(p, "x");
+    const struct {
+        const char *args, *msg;
+    } cases[] = {
+        {"--out_dir=o --diagnostics=nodir/run.html",
+         "--diagnostics=nodir/run.html: the directory nodir: No such file or directory"},
+        {"--out_dir=o --diagnostics=page.html",
+         "--diagnostics=page.html: page.html exists (an earlier run's): pass --force"},
+        {"--out_dir=o --diagnostics=afile/run.html", "afile is a regular file, not a directory"},
+        {"--out_dir=o --diagnostics=sub/", "--diagnostics=sub/ names a directory"},
+        {"--out_dir=afile", "--out_dir=afile: afile is a regular file, not a directory"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char args[512];
+        snprintf(args, sizeof args, "train " TINY " %s", cases[i].args);
+        gpt_exec(&r, args);
+        ck_assert_msg(r.status == 2, "%s: exit %d", cases[i].args, r.status);
+        ck_assert_msg(strstr(r.err, cases[i].msg), "%s: '%s' lacks '%s'", cases[i].args, r.err,
+                      cases[i].msg);
+        ck_assert_ptr_null(strstr(r.out, "iter 0:")); /* before the first step */
+        snprintf(p, sizeof p, "%s/o", r.dir);
+        ck_assert_int_ne(access(p, F_OK), 0);
+    }
+    snprintf(p, sizeof p, "%s/page.html", r.dir);
+    char *page = slurp(p, NULL);
+    ck_assert_str_eq(page, "an earlier page");
+    free(page);
+    /* a page in out_dir, which the run makes; --force replaces an earlier page */
+    gpt_exec(&r, "train " TINY " --out_dir=o --diagnostics=o/run.html");
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    snprintf(p, sizeof p, "%s/o/run.html.jsonl", r.dir);
+    ck_assert_int_eq(access(p, F_OK), 0);
+    gpt_exec(&r, "train " TINY " --out_dir=o2 --diagnostics=page.html --force");
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    snprintf(p, sizeof p, "%s/page.html", r.dir);
+    page = slurp(p, NULL);
+    ck_assert_ptr_nonnull(strstr(page, "<html"));
+    free(page);
+    ck_assert_int_eq(count_tmp(&r, "."), 0);
+    /* the page's directory gone during the run: exit 2, the final checkpoint saved */
+    const char *slow = "--n_layer=2 --n_head=2 --n_embd=32 --block_size=16 --batch_size=8 "
+                       "--eval_interval=5000 --eval_iters=2 --max_iters=2000 "
+                       "--data=text.txt --log_interval=1000 --diagnostics=d/run.html";
+    char cmd[2048], prog[1024], *out = NULL;
+    snprintf(prog, sizeof prog, "%s/bin/nabla-gpt", nb_test_build_dir());
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && mkdir d && { '%s' train %s --out_dir=g >g.out 2>g.err & p=$!; "
+             "n=0; until grep -q '\"iter\": 20,' g/log.jsonl 2>/dev/null || [ $n -gt 3000 ]; do "
+             "sleep 0.01; n=$((n+1)); done; rmdir d; wait $p; echo $?; } 2>/dev/null", r.dir, prog,
+             slow);
+    ck_assert_int_eq(nb_test_run(cmd, &out), 0);
+    ck_assert_int_eq(atoi(out), 2);
+    free(out);
+    snprintf(p, sizeof p, "%s/g.err", r.dir);
+    char *err = slurp(p, NULL);
+    ck_assert_msg(strstr(err, "--diagnostics: cannot write d/run.html or d/run.html.jsonl") &&
+                  strstr(err, "(the model and the checkpoint were saved)"), "%s", err);
+    free(err);
+    nb_ctx *c = nb_ctx_new(0);
+    const char *k[64], *v[64];
+    int n = 0;
+    nb_tensor_list l = {0};
+    snprintf(p, sizeof p, "%s/g/ckpt.safetensors", r.dir);
+    ck_assert_msg(nb_load_safetensors_meta(c, p, &l, 64, &n, k, v) == NB_OK, "%s", nb_ctx_error(c));
+    const char *iter = NULL;
+    for (int i = 0; i < n && i < 64; i++)
+        if (!strcmp(k[i], "iter")) iter = v[i];
+    ck_assert_str_eq(iter, "2000");
+    nb_list_free(&l);
+    nb_ctx_free(c);
+    gpt_run_done(&r);
+}
+END_TEST
+
+/* Ctrl-C before the first evaluation saves there (nanoGPT users expect
+ * it), so --init_from=resume goes on. A second signal during that first
+ * save says that nothing can be resumed and leaves no temporary file; then
+ * neither a new run nor --init_from=resume suggests resuming. A stale
+ * temporary file of a killed save is removed on the next start. */
+START_TEST(test_interrupted_before_first_checkpoint) {
+    gpt_run r;
+    gpt_run_init(&r);
+    gpt_write_corpus(r.dir);
+    gpt_exec_env(&r, "NB_GPT_TEST_SIGNAL=1", "train " TINY " --out_dir=a");
+    ck_assert_msg(r.status == 130, "exit %d: %s", r.status, r.err);
+    ck_assert_ptr_nonnull(strstr(r.err, "stopped after iteration 1; saved a/ckpt.safetensors"));
+    gpt_exec(&r, "train --out_dir=a --init_from=resume");
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    ck_assert_ptr_nonnull(strstr(r.out, "12 iterations from 2"));
+    gpt_exec_env(&r, "NB_GPT_TEST_SIGNAL=1:TWICE", "train " TINY " --out_dir=b");
+    ck_assert_msg(r.status == 130, "exit %d: %s", r.status, r.err);
+    ck_assert_msg(strstr(r.err, "a second signal: stopped at once, without saving; no checkpoint "
+                         "had been written, so there is nothing to resume: start again with "
+                         "--force"), "%s", r.err);
+    ck_assert_int_eq(count_tmp(&r, "b"), 0);
+    gpt_exec(&r, "train " TINY " --out_dir=b");
+    ck_assert_int_eq(r.status, 2);
+    ck_assert_msg(strstr(r.err, "stopped before its first checkpoint (there is no "
+                         "b/ckpt.safetensors to resume): pass --force"), "%s", r.err);
+    ck_assert_ptr_null(strstr(r.err, "--init_from=resume"));
+    gpt_exec(&r, "train --out_dir=b --init_from=resume");
+    ck_assert_int_eq(r.status, 2);
+    ck_assert_msg(strstr(r.err, "there is no checkpoint to resume: b/ckpt.safetensors does not "
+                         "exist (the run there stopped before its first save)"), "%s", r.err);
+    /* a save cut by kill -9 left its temporary file: the next start removes it */
+    pid_t dead = fork();
+    if (dead == 0) _exit(0);
+    waitpid(dead, NULL, 0);
+    char p[256];
+    snprintf(p, sizeof p, "%s/b/ckpt.safetensors.tmp.%ld", r.dir, (long)dead);
+    write_text(p, "half a checkpoint");
+    gpt_exec(&r, "train " TINY " --out_dir=b --force --max_iters=2");
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    ck_assert_ptr_nonnull(strstr(r.err, "note: removed b/ckpt.safetensors.tmp."));
+    ck_assert_int_ne(access(p, F_OK), 0);
+    gpt_run_done(&r);
+}
+END_TEST
+
+/* --max_iters=0 evaluates and writes nothing (nanoGPT saves no checkpoint
+ * at iteration 0). The threads default to $NB_NUM_THREADS, else
+ * $OMP_NUM_THREADS, else the cores online, as the banner says. */
+START_TEST(test_max_iters_0_and_threads) {
+    gpt_run r;
+    gpt_run_init(&r);
+    gpt_write_corpus(r.dir);
+    gpt_exec(&r, "train " TINY " --max_iters=0 --out_dir=z");
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    ck_assert_ptr_nonnull(strstr(r.out, "--max_iters=0: nothing to train"));
+    ck_assert_ptr_nonnull(strstr(r.out, "step 0: train loss "));
+    char p[256];
+    snprintf(p, sizeof p, "%s/z", r.dir);
+    ck_assert_int_ne(access(p, F_OK), 0);
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    char want[64];
+    snprintf(want, sizeof want, ", %ld thread%s\n", cores < 64 ? cores : 64, cores == 1 ? "" : "s");
+    const struct {
+        const char *env, *args, *want;
+    } cases[] = {
+        {"env -u NB_NUM_THREADS -u OMP_NUM_THREADS", "", want},
+        {"env -u NB_NUM_THREADS OMP_NUM_THREADS=1", "", ", 1 thread\n"},
+        {"env NB_NUM_THREADS=1 OMP_NUM_THREADS=2", "", ", 1 thread\n"},
+        {"env NB_NUM_THREADS=2", "--threads=1", ", 1 thread\n"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char args[512];
+        snprintf(args, sizeof args, "train " TINY " --max_iters=1 --out_dir=t%zu %s", i, cases[i].args);
+        gpt_exec_env(&r, cases[i].env, args);
+        ck_assert_msg(r.status == 0, "%s", r.err);
+        ck_assert_msg(strstr(r.out, cases[i].want), "%s %s: '%s' lacks '%s'", cases[i].env,
+                      cases[i].args, r.out, cases[i].want);
+    }
+    gpt_run_done(&r);
+}
+END_TEST
+
 Suite *suite_gpt_train(void) {
     Suite *s = suite_create("gpt_train");
     TCase *tc = tcase_create("core");
@@ -549,6 +794,10 @@ Suite *suite_gpt_train(void) {
     tcase_add_test(tc, test_prepare_matches_nanogpt);
     tcase_add_test(tc, test_dataset_and_config);
     tcase_add_test(tc, test_meta_pkl_refuses_code);
+    tcase_add_test(tc, test_schedule_as_nanogpt);
+    tcase_add_test(tc, test_outputs_checked_first);
+    tcase_add_test(tc, test_interrupted_before_first_checkpoint);
+    tcase_add_test(tc, test_max_iters_0_and_threads);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -325,6 +325,7 @@ START_TEST(test_matrix_gpt_hf) {
     ck_assert_int_eq(nb_gpt_config_from_hf(NULL, &sd, 2, &c), NB_ERR_NULL);
     ck_assert_int_eq(nb_gpt_from_hf(NULL, &m, &sd, 2, 0.0, NB_F32, NULL), NB_ERR_NULL);
     ck_assert_int_eq(nb_gpt_load_hf(NULL, &m, "x", 2, 0.0, NB_F32, NULL), NB_ERR_NULL);
+    ck_assert_int_eq(nb_gpt_save_hf(NULL, &m, "x"), NB_ERR_NULL);
     /* NULL arguments */
     ck_assert_int_eq(nb_gpt_hf_config_read(p, NULL, &hc), NB_ERR_NULL);
     ck_assert_error_has(p, "gpt_hf_config_read: path is NULL");
@@ -350,6 +351,16 @@ START_TEST(test_matrix_gpt_hf) {
     ck_assert_int_eq(nb_gpt_load_hf(p, &m, NULL, 2, 0.0, NB_F32, NULL), NB_ERR_NULL);
     ck_assert_error_has(p, "gpt_from_hf: path is NULL");
     nb_ctx_clear_error(p);
+    ck_assert_int_eq(nb_gpt_save_hf(p, NULL, "x"), NB_ERR_NULL);
+    ck_assert_error_has(p, "gpt_save_hf: model is NULL");
+    nb_ctx_clear_error(p);
+    ck_assert_int_eq(nb_gpt_save_hf(p, &m, NULL), NB_ERR_NULL);
+    ck_assert_error_has(p, "gpt_save_hf: path is NULL");
+    nb_ctx_clear_error(p);
+    memset(&m, 0, sizeof m); /* a model never built */
+    ck_assert_int_eq(nb_gpt_save_hf(p, &m, "x"), NB_ERR_VALUE);
+    ck_assert_error_has(p, "gpt_save_hf: the model is not built");
+    nb_ctx_clear_error(p);
     /* negative n_head; no block; a 1-D wte */
     ck_assert_int_eq(nb_gpt_config_from_hf(p, &sd, -1, &c), NB_ERR_VALUE);
     ck_assert_error_has(p, "n_head -1 is negative");
@@ -374,6 +385,7 @@ START_TEST(test_matrix_gpt_hf) {
     ck_assert_int_eq(nb_gpt_config_from_hf(p, &sd, 2, &c), NB_ERR_FORMAT);
     ck_assert_int_eq(nb_gpt_hf_config_read(p, "x", &hc), NB_ERR_FORMAT);
     ck_assert_int_eq(nb_gpt_load_hf(p, &m, "x", 2, 0.0, NB_F32, NULL), NB_ERR_FORMAT);
+    ck_assert_int_eq(nb_gpt_save_hf(p, &m, "x"), NB_ERR_FORMAT);
     nb_ctx_clear_error(p);
     /* config.json: unreadable, wrong types */
     ck_assert_int_eq(nb_gpt_hf_config_read(p, "/nonexistent/config.json", &hc), NB_ERR_IO);

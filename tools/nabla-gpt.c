@@ -5,6 +5,7 @@
  *   nabla-gpt prepare --data=input.txt --out_dir=data/shakespeare_char
  *   nabla-gpt sample --out_dir=out --start="The " --num_samples=3
  *   nabla-gpt bench  --n_layer=4 --n_head=4 --n_embd=128 --block_size=64
+ *   nabla-gpt init   --n_layer=2 --n_head=4 --n_embd=64 --out=DIR     (a GPT-2 to fine-tune)
  *
  * Flags use nanoGPT's config names in its --key=value form; `nabla-gpt
  * COMMAND --help` lists each command's flags with their defaults. Exit
@@ -14,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "gpt_data.h"
@@ -32,7 +34,7 @@
 #endif
 
 static const char USAGE[] =
-    "usage: " PROG " train|sample|bench [CONFIG.py] [--key=value ...]\n"
+    "usage: " PROG " train|sample|bench|init [CONFIG.py] [--key=value ...]\n"
     "       " PROG " prepare --data=input.txt --out_dir=DIR [--tokenizer=char|gpt2]\n"
     "\n"
     "  train   trains a GPT on --data=FILE (characters) or --dataset=DIR (nanoGPT's\n"
@@ -47,6 +49,8 @@ static const char USAGE[] =
     "  sample  draws text from out_dir/model.safetensors (or --init_from=PATH), with\n"
     "          the KV cache\n"
     "  bench   times full training steps and sampling: ms_per_step=X peak_rss_mb=Y tok_per_s=Z\n"
+    "  init    writes a GPT-2 of random weights (nanoGPT's init) as Hugging Face ships one,\n"
+    "          --out=DIR/{model.safetensors,config.json}, for --init_from=DIR/model.safetensors\n"
     "\n"
     "'" PROG " COMMAND --help' lists a command's flags and their defaults.\n"
     "Exit status: 0 success, 2 bad usage or input, 1 internal failure.\n";
@@ -101,7 +105,7 @@ static int draw_samples(const gpt_flags *f, nb_ctx *pctx, nb_gpt *gpt, const nb_
 }
 
 static int cmd_sample(const gpt_flags *f) {
-    nb_set_num_threads((int)gpt_threads(PROG, f->threads));
+    nb_set_num_threads((int)gpt_threads(PROG, f->threads, 1));
     char path[4200];
     if (strcmp(f->init_from, "resume")) snprintf(path, sizeof path, "%s", f->init_from);
     else snprintf(path, sizeof path, "%s/model.safetensors", f->out_dir);
@@ -334,7 +338,7 @@ static int cmd_bench(const gpt_flags *given) {
     if (T > f->block_size)
         return gpt_fail(PROG, "--seq_len=%ld is more than --block_size=%ld", f->seq_len,
                         f->block_size);
-    int threads = (int)gpt_threads(PROG, f->threads);
+    int threads = (int)gpt_threads(PROG, f->threads, 1);
     nb_set_num_threads(threads);
     nb_ctx *pctx = nb_ctx_new(0), *sctx = nb_ctx_new(0);
     nb_pcg32 rng;
@@ -376,6 +380,43 @@ static int cmd_bench(const gpt_flags *given) {
     nb_optim_free(opt);
     nb_gpt_free(&gpt);
     nb_ctx_free(sctx), nb_ctx_free(pctx);
+    return st;
+}
+
+/* ---- init -------------------------------------------------------------------- */
+/* A GPT-2 of any size with nanoGPT's random init, written as a Hugging Face
+ * download (nb_gpt_save_hf): a model to try fine-tuning with when no
+ * weights can be downloaded, loaded exactly as a real gpt2/ would be. */
+static int cmd_init(const gpt_flags *f) {
+    char model[4200], config[4200];
+    snprintf(model, sizeof model, "%s/model.safetensors", f->out);
+    snprintf(config, sizeof config, "%s/config.json", f->out);
+    struct stat sb;
+    for (int i = 0; i < 2 && !f->force; i++)
+        if (stat(i ? config : model, &sb) == 0)
+            return gpt_fail(PROG, "init: %s exists: pass --force to replace it, or give another "
+                            "--out", i ? config : model);
+    nb_gpt_config c = nb_gpt_config_default(NB_GPT_NANOGPT);
+    c.vocab_size = f->vocab_size, c.block_size = f->block_size, c.n_layer = (int)f->n_layer;
+    c.n_head = (int)f->n_head, c.n_embd = f->n_embd, c.bias = true, c.gelu = NB_GELU_TANH;
+    c.dtype = gpt_flags_dtype(f);
+    nb_pcg32 rng;
+    nb_pcg32_seed(&rng, (uint64_t)f->seed, 1);
+    nb_ctx *pctx = nb_ctx_new(0);
+    nb_gpt gpt = {0};
+    int st = 0;
+    if (!pctx) return gpt_fail(PROG, "out of memory");
+    if (nb_gpt_init(pctx, &gpt, &c, &rng)) st = gpt_fail(PROG, "init: %s", nb_ctx_error(pctx));
+    if (!st) st = gpt_mkdirs(PROG, "--out", f->out);
+    if (!st && nb_gpt_save_hf(pctx, &gpt, model))
+        st = gpt_fail(PROG, "init: %s", nb_ctx_error(pctx));
+    if (!st)
+        printf("%s: wrote %s and %s: GPT-2 layout, %d layers, %d heads, n_embd %lld, "
+               "vocab %lld, %lld positions, %lld parameters, seed %ld\n", PROG, model, config,
+               c.n_layer, c.n_head, (long long)c.n_embd, (long long)c.vocab_size,
+               (long long)c.block_size, (long long)nb_gpt_num_params(&gpt, false), f->seed);
+    nb_gpt_free(&gpt);
+    nb_ctx_free(pctx);
     return st;
 }
 
@@ -422,8 +463,10 @@ int main(int argc, char **argv) {
     }
     if (!strcmp(argv[1], "prepare")) return cmd_prepare(argc, argv);
     gpt_cmd cmd = !strcmp(argv[1], "train") ? GPT_TRAIN : !strcmp(argv[1], "sample") ? GPT_SAMPLE
-                  : !strcmp(argv[1], "bench") ? GPT_BENCH : 0;
-    if (!cmd) return gpt_fail(PROG, "unknown command '%s': train, sample, bench or prepare (try --help)", argv[1]);
+                  : !strcmp(argv[1], "bench") ? GPT_BENCH : !strcmp(argv[1], "init") ? GPT_INIT : 0;
+    if (!cmd)
+        return gpt_fail(PROG, "unknown command '%s': train, sample, bench, prepare or init (try "
+                        "--help)", argv[1]);
     gpt_flags f;
     int st = gpt_flags_parse(&f, cmd, PROG, argc, argv, 2);
     if (st) return st == 1 ? 0 : st;
@@ -432,11 +475,13 @@ int main(int argc, char **argv) {
     gpt_dist d;
     if (gpt_mpi_start(&argc, &argv, &d, PROG)) return 1;
     if (cmd == GPT_TRAIN) st = gpt_train_run(&f, PROG, &(gpt_train_hooks){.dist = &d});
-    else st = d.rank ? 0 : cmd == GPT_SAMPLE ? cmd_sample(&f) : cmd_bench(&f);
+    else st = d.rank ? 0 : cmd == GPT_SAMPLE ? cmd_sample(&f) : cmd == GPT_INIT ? cmd_init(&f)
+                                                                           : cmd_bench(&f);
     gpt_mpi_stop();
     return st;
 #else
     if (cmd == GPT_TRAIN) return gpt_train_run(&f, PROG, NULL);
+    if (cmd == GPT_INIT) return cmd_init(&f);
     return cmd == GPT_SAMPLE ? cmd_sample(&f) : cmd_bench(&f);
 #endif
 }

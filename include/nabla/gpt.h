@@ -254,6 +254,18 @@ nb_status nb_gpt_from_hf(nb_ctx *pctx, nb_gpt *m, const nb_tensor_list *sd, int 
 nb_status nb_gpt_load_hf(nb_ctx *pctx, nb_gpt *m, const char *path, int n_head, double dropout,
                          nb_dtype dt, nb_pcg32 *dropout_rng);
 
+/* The reverse of nb_gpt_load_hf: writes m as a Hugging Face GPT-2
+ * directory, `path` (a model.safetensors of GPT2Model's names, as the gpt2
+ * repository has them, the four Conv1D weights stored (in, out), in m's
+ * dtype, metadata format "pt") and config.json beside it (n_layer, n_head,
+ * n_embd, n_positions, vocab_size, activation_function gelu_new for
+ * NB_GELU_TANH, else gelu), each to a temporary file renamed over an
+ * existing one. nb_gpt_load_hf reads them back to the same model. m must
+ * be GPT-2's shape, NB_GPT_NANOGPT with biases (NB_ERR_VALUE otherwise);
+ * NB_ERR_NULL for NULLs, NB_ERR_IO naming the file. Errors on ctx; the
+ * transposed copies live in a context of its own, freed before it returns. */
+nb_status nb_gpt_save_hf(nb_ctx *ctx, const nb_gpt *m, const char *path);
+
 /* Copies values from a state_dict with the model's layout names and shapes
  * (nb_params_copy_from on m->state_dict). With a tied head, lm_head.weight
  * may be absent from sd; when present it must equal transformer.wte.weight.

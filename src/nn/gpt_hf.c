@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "nabla/io.h"
 
@@ -484,6 +485,93 @@ nb_status nb_gpt_load_hf(nb_ctx *pctx, nb_gpt *m, const char *path, int n_head, 
         st = nb_load_safetensors_each(pctx, path, stream_header, stream_tensor, &S);
         if (st && m->wte) nb_gpt_free(m);
     }
+    free(cpath);
+    return st;
+}
+
+/* ---- writing one ------------------------------------------------------------- */
+
+/* dst (in, out) = src (out, in)^T: nn.Linear's weight as Conv1D stores it. */
+static void transpose_out(nb_tensor *dst, const nb_tensor *src) {
+    const int64_t out = src->shape[0], in = src->shape[1];
+    size_t es = nb_dtype_size(src->dtype);
+    const char *s = src->data;
+    char *d = dst->data;
+    for (int64_t o = 0; o < out; o++)
+        for (int64_t i = 0; i < in; i++) memcpy(d + (i * out + o) * es, s + (o * in + i) * es, es);
+}
+
+/* config.json beside the weights, written to a temporary file and renamed. */
+static nb_status write_config(nb_ctx *ctx, const char *fn, const char *cpath,
+                              const nb_gpt_config *c) {
+    size_t n = strlen(cpath) + 32;
+    char *tmp = malloc(n);
+    if (!tmp) return nb_ctx_fail(ctx, NB_ERR_MEMORY, "%s: out of memory", fn);
+    snprintf(tmp, n, "%s.tmp.%ld", cpath, (long)getpid());
+    FILE *f = fopen(tmp, "w");
+    bool ok = f && fprintf(f,
+        "{\n  \"architectures\": [\"GPT2LMHeadModel\"],\n  \"model_type\": \"gpt2\",\n"
+        "  \"activation_function\": \"%s\",\n  \"layer_norm_epsilon\": 1e-05,\n"
+        "  \"n_ctx\": %lld,\n  \"n_positions\": %lld,\n  \"n_embd\": %lld,\n  \"n_head\": %d,\n"
+        "  \"n_layer\": %d,\n  \"vocab_size\": %lld\n}\n",
+        c->gelu == NB_GELU_TANH ? "gelu_new" : "gelu", (long long)c->block_size,
+        (long long)c->block_size, (long long)c->n_embd, c->n_head, c->n_layer,
+        (long long)c->vocab_size) > 0;
+    ok = ok && fflush(f) == 0 && fsync(fileno(f)) == 0;
+    if (f && fclose(f)) ok = false;
+    if (ok && rename(tmp, cpath)) ok = false;
+    nb_status st = ok ? NB_OK : nb_ctx_fail(ctx, NB_ERR_IO, "%s: cannot write %s: %s", fn, cpath,
+                                            strerror(errno));
+    if (!ok) remove(tmp);
+    free(tmp);
+    return st;
+}
+
+nb_status nb_gpt_save_hf(nb_ctx *ctx, const nb_gpt *m, const char *path) {
+    const char *fn = "gpt_save_hf";
+    if (!ctx) return NB_ERR_NULL;
+    if (!nb_ctx_ok(ctx)) return nb_ctx_status(ctx);
+    if (!m || !path)
+        return nb_ctx_fail(ctx, NB_ERR_NULL, "%s: %s is NULL", fn, m ? "path" : "model");
+    const nb_gpt_config *c = &m->cfg;
+    if (!m->wte || !m->blocks || c->arch != NB_GPT_NANOGPT || !c->bias)
+        return nb_ctx_fail(ctx, NB_ERR_VALUE, "%s: %s; GPT-2's layout is NB_GPT_NANOGPT with "
+                           "biases", fn, !m->wte || !m->blocks ? "the model is not built"
+                           : c->arch != NB_GPT_NANOGPT ? "the model is the course's GPTModel"
+                           : "the model has no biases");
+    nb_ctx *tmp = nb_ctx_new(0);
+    if (!tmp) return nb_ctx_fail(ctx, NB_ERR_MEMORY, "%s: out of memory", fn);
+    nb_tensor_list sd = {0};
+    nb_list_add(&sd, "wte.weight", m->wte);
+    nb_list_add(&sd, "wpe.weight", m->wpe);
+    for (int i = 0; i < c->n_layer && nb_ctx_ok(tmp); i++)
+        for (int k = 0; k < N_BLOCK; k++) {
+            const struct hf_block_entry *e = &BLOCK[k];
+            nb_tensor *t = *(nb_tensor **)((char *)&m->blocks[i] + e->field), *w = t;
+            char *name = nb_ctx_alloc(tmp, 96);
+            if (!name) break;
+            snprintf(name, 96, e->fmt, i);
+            if (e->conv1d && (w = nb_empty(tmp, t->dtype, NB_SHAPE(t->shape[1], t->shape[0]))))
+                transpose_out(w, t);
+            if (w) nb_list_add(&sd, name, w);
+        }
+    nb_list_add(&sd, "ln_f.weight", m->lnf_w);
+    nb_list_add(&sd, "ln_f.bias", m->lnf_b);
+    nb_status st = nb_ctx_ok(tmp) ? NB_OK
+                   : nb_ctx_fail(ctx, NB_ERR_MEMORY, "%s: %s", fn, nb_ctx_error(tmp));
+    const char *mk[1] = {"format"}, *mv[1] = {"pt"}; /* as transformers writes it */
+    if (!st) st = nb_save_safetensors(ctx, path, &sd, 1, mk, mv);
+    nb_list_free(&sd);
+    nb_ctx_free(tmp);
+    if (st) return st;
+    size_t plen = strlen(path);
+    char *cpath = malloc(plen + sizeof "config.json");
+    if (!cpath) return nb_ctx_fail(ctx, NB_ERR_MEMORY, "%s: out of memory", fn);
+    const char *slash = strrchr(path, '/');
+    size_t dir = slash ? (size_t)(slash - path) + 1 : 0;
+    memcpy(cpath, path, dir);
+    strcpy(cpath + dir, "config.json");
+    st = write_config(ctx, fn, cpath, c);
     free(cpath);
     return st;
 }

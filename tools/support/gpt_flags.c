@@ -27,6 +27,7 @@ typedef struct flag_def {
 #define T GPT_TRAIN
 #define S GPT_SAMPLE
 #define B GPT_BENCH
+#define I GPT_INIT
 #define AT(field) offsetof(gpt_flags, field)
 /* One row per flag and per default: a flag whose default differs between
  * commands has one row for each. */
@@ -42,6 +43,13 @@ static const flag_def FLAGS[] = {
     {"vocab_size", F_LONG, AT(vocab_size), "0", T, 0,
      "with --batches and no --init: the vocabulary size (0: from --init or the text)"},
     {"vocab_size", F_LONG, AT(vocab_size), "65", B, 1, "vocabulary size of the random tokens"},
+    {"n_layer", F_LONG, AT(n_layer), "12", I, 1, "transformer blocks (GPT-2 124M: 12)"},
+    {"n_head", F_LONG, AT(n_head), "12", I, 1, "attention heads, dividing n_embd (GPT-2 124M: 12)"},
+    {"n_embd", F_LONG, AT(n_embd), "768", I, 1, "embedding width C (GPT-2 124M: 768)"},
+    {"block_size", F_LONG, AT(block_size), "1024", I, 1, "positions, config.json's n_positions"},
+    {"vocab_size", F_LONG, AT(vocab_size), "50257", I, 1, "vocabulary size (GPT-2's BPE: 50257)"},
+    {"out", F_STR, AT(out), "", I, 0,
+     "the directory to write model.safetensors and config.json to (created with its parents)"},
     {"batch_size", F_LONG, AT(batch_size), "12", T | B, 1, "sequences per micro-batch B"},
     {"learning_rate", F_DOUBLE, AT(learning_rate), "1e-3", T, 0, "peak learning rate"},
     {"max_iters", F_LONG, AT(max_iters), "2000", T, 0,
@@ -66,8 +74,11 @@ static const flag_def FLAGS[] = {
      "micro-batches per optimizer step"},
     {"seed", F_LONG, AT(seed), "1337", T | B, 0, "PCG32 seed of init, batches and dropout"},
     {"seed", F_LONG, AT(seed), "1337", S, 0, "PCG32 seed of the token draws"},
-    {"dtype", F_STR, AT(dtype), "float32", T | B, 0, "float32 or float64"},
-    {"threads", F_LONG, AT(threads), "1", T | S | B, 1, "worker threads"},
+    {"seed", F_LONG, AT(seed), "1337", I, 0, "PCG32 seed of the weights (nanoGPT's init)"},
+    {"dtype", F_STR, AT(dtype), "float32", T | B | I, 0, "float32 or float64"},
+    {"threads", F_LONG, AT(threads), "0", T | S | B, 0,
+     "worker threads; 0: $NB_NUM_THREADS, else $OMP_NUM_THREADS, else every core online "
+     "(1 a rank under MPI)"},
     {"config", F_STR, AT(preset), "", B, 0,
      "gpt2-124m: GPT-2 124M's shapes at llm.c's CPU batch (nanogpt, 12/12/768, vocab 50257, "
      "biases, block_size 1024, batch_size 4, seq_len 64); flags given beside it win"},
@@ -94,7 +105,9 @@ static const flag_def FLAGS[] = {
     {"resume", F_BOOL, AT(resume), "False", T, 0,
      "the same as --init_from=resume: model, data and optimizer come from the checkpoint"},
     {"force", F_BOOL, AT(force), "False", T, 0,
-     "start a new run: an earlier run's files in out_dir move to out_dir/old-N/"},
+     "start a new run: an earlier run's files in out_dir move to out_dir/old-N/ (and an "
+     "existing --diagnostics page is replaced)"},
+    {"force", F_BOOL, AT(force), "False", I, 0, "replace model.safetensors and config.json in --out"},
     {"always_save_checkpoint", F_BOOL, AT(always_save_checkpoint), "True", T, 0,
      "checkpoint at every evaluation (False: only when the val loss improved)"},
     {"log_interval", F_LONG, AT(log_interval), "1", T, 1, "print a progress line every this many steps"},
@@ -120,6 +133,7 @@ static const flag_def FLAGS[] = {
 #undef T
 #undef S
 #undef B
+#undef I
 #define N_FLAGS ((int)(sizeof FLAGS / sizeof *FLAGS))
 
 static char last_error[512];
@@ -136,7 +150,7 @@ int gpt_fail(const char *prog, const char *fmt, ...) {
 const char *gpt_last_error(void) { return last_error; }
 
 const char *gpt_file_kind(mode_t m) {
-    return S_ISDIR(m) ? "a directory" : S_ISCHR(m) ? "a character device" : S_ISBLK(m) ? "a block device"
+    return S_ISREG(m) ? "a regular file" : S_ISDIR(m) ? "a directory" : S_ISCHR(m) ? "a character device" : S_ISBLK(m) ? "a block device"
            : S_ISFIFO(m) ? "a FIFO (named pipe)" : S_ISSOCK(m) ? "a socket" : "not a regular file";
 }
 
@@ -171,7 +185,8 @@ char *gpt_read_file(const char *prog, const char *path, size_t *len) {
 }
 
 static const char *cmd_name(gpt_cmd cmd) {
-    return cmd == GPT_TRAIN ? "train" : cmd == GPT_SAMPLE ? "sample" : "bench";
+    return cmd == GPT_TRAIN ? "train" : cmd == GPT_SAMPLE ? "sample" : cmd == GPT_INIT ? "init"
+                                                                      : "bench";
 }
 
 void gpt_flags_usage(FILE *out, gpt_cmd cmd, const char *prog) {
@@ -228,19 +243,22 @@ static const char *type_words(const flag_def *d) {
 }
 
 static int check_choices(const gpt_flags *f, const char *prog, gpt_cmd cmd) {
-    if (strcmp(f->device, "cpu"))
+    if (cmd == GPT_INIT && !f->out[0])
+        return gpt_fail(prog, "init needs --out=DIR, the directory to write the model to");
+    if (cmd != GPT_INIT && strcmp(f->device, "cpu"))
         return gpt_fail(prog, "--device: '%s' is not available: nabla runs on the CPU only "
                         "(--device=cpu)", f->device);
-    if (f->compile)
+    if (cmd != GPT_INIT && f->compile)
         fprintf(stderr, "%s: note: --compile=True: nabla has nothing to compile; ignored\n", prog);
     if (cmd != GPT_SAMPLE) {
-        if (strcmp(f->arch, "gptmodel") && strcmp(f->arch, "nanogpt"))
+        if (cmd != GPT_INIT && strcmp(f->arch, "gptmodel") && strcmp(f->arch, "nanogpt"))
             return gpt_fail(prog, "--arch: '%s' is not gptmodel or nanogpt", f->arch);
         if (strcmp(f->dtype, "float32") && strcmp(f->dtype, "float64"))
             return gpt_fail(prog, "--dtype: '%s' is not float32 or float64 (nanoGPT's bfloat16 "
                             "and float16 are GPU types)", f->dtype);
         if (f->dropout >= 1)
-            return gpt_fail(prog, "--dropout: %g is not in [0, 1)", f->dropout);
+            return gpt_fail(prog, "--dropout: %g is not in [0, 1): at 1 every activation is "
+                            "dropped and nothing can be learned", f->dropout);
         if (f->n_embd % f->n_head)
             return gpt_fail(prog, "--n_embd=%ld is not divisible by --n_head=%ld", f->n_embd,
                             f->n_head);
@@ -356,14 +374,21 @@ int gpt_flags_parse(gpt_flags *f, gpt_cmd cmd, const char *prog, int argc, char 
     return check_choices(f, prog, cmd);
 }
 
-int gpt_flags_check_schedule(const gpt_flags *f, const char *prog) {
-    if (f->decay_lr && f->min_lr > f->learning_rate)
-        return gpt_fail(prog, "--min_lr=%g is above --learning_rate=%g: the decay would raise "
-                        "the rate", f->min_lr, f->learning_rate);
-    if (f->decay_lr && f->lr_decay_iters && f->lr_decay_iters < f->warmup_iters)
-        return gpt_fail(prog, "--lr_decay_iters=%ld is below --warmup_iters=%ld", f->lr_decay_iters,
-                        f->warmup_iters);
-    return 0;
+/* nanoGPT's train.py runs every one of these combinations with its get_lr,
+ * so none is refused; the two that surprise get a note. (Its one crash,
+ * a zero-length decay at it == warmup_iters == lr_decay_iters, divides 0
+ * by 0; nb_lr_at gives min_lr there, the limit of the cosine.) */
+void gpt_flags_note_schedule(const gpt_flags *f, const char *prog, long max_iters) {
+    if (!f->decay_lr) return;
+    long decay_end = f->lr_decay_iters ? f->lr_decay_iters : max_iters;
+    if (f->min_lr > f->learning_rate)
+        fprintf(stderr, "%s: note: --min_lr=%g is above --learning_rate=%g: the cosine raises "
+                "the rate to min_lr (as nanoGPT's get_lr does)\n", prog, f->min_lr,
+                f->learning_rate);
+    if (decay_end < f->warmup_iters && max_iters > decay_end)
+        fprintf(stderr, "%s: note: --lr_decay_iters=%ld is below --warmup_iters=%ld: the rate "
+                "warms up for %ld steps, then is min_lr=%g (nanoGPT's get_lr; no cosine)\n", prog,
+                decay_end, f->warmup_iters, f->warmup_iters, f->min_lr);
 }
 
 bool gpt_flag_given(const gpt_flags *f, const char *name) {
@@ -423,11 +448,25 @@ int gpt_flags_adopt(gpt_flags *f, const char *prog, const char *name, const char
     return 0;
 }
 
-long gpt_threads(const char *prog, long want) {
+/* A thread count from the environment: its leading integer (OpenMP allows
+ * a list, "4,2", whose first entry is the outer level's), else 0. */
+static long env_threads(const char *name) {
+    const char *s = getenv(name);
+    char *end;
+    long v = s && *s ? strtol(s, &end, 10) : 0;
+    return v >= 1 && (!*end || *end == ',') ? v : 0;
+}
+
+long gpt_threads(const char *prog, long want, int procs) {
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    const char *from = "--threads";
+    if (want == 0 && (want = env_threads("NB_NUM_THREADS"))) from = "NB_NUM_THREADS";
+    else if (want == 0 && (want = env_threads("OMP_NUM_THREADS"))) from = "OMP_NUM_THREADS";
+    else if (want == 0 && procs > 1) return 1; /* one thread a rank, as torchrun sets it */
+    else if (want == 0) return cores >= 1 ? (cores < 64 ? cores : 64) : 1; /* PyTorch's default */
     if (cores >= 1 && want > cores) {
-        fprintf(stderr, "%s: note: --threads=%ld is more than the %ld cores available; using %ld\n",
-                prog, want, cores, cores);
+        fprintf(stderr, "%s: note: %s=%ld is more than the %ld cores available; using %ld\n",
+                prog, from, want, cores, cores);
         return cores;
     }
     return want;

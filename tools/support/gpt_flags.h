@@ -14,7 +14,7 @@
 
 #define GPT_EXIT_USAGE 2 /* bad usage or bad input */
 
-typedef enum gpt_cmd { GPT_TRAIN = 1, GPT_SAMPLE = 2, GPT_BENCH = 4 } gpt_cmd;
+typedef enum gpt_cmd { GPT_TRAIN = 1, GPT_SAMPLE = 2, GPT_BENCH = 4, GPT_INIT = 8 } gpt_cmd;
 
 typedef struct gpt_flags {
     /* model */
@@ -32,6 +32,7 @@ typedef struct gpt_flags {
     const char *dtype, *data, *dataset, *out_dir, *init, *init_from, *batches, *device,
         *wandb_project, *wandb_run_name;
     const char *diagnostics; /* --diagnostics=PAGE, "" for none */
+    const char *out;         /* init: --out=DIR */
     /* bench */
     const char *preset; /* --config=NAME: a named set of shapes (the positional file is `config`) */
     long rounds, seq_len;
@@ -68,12 +69,16 @@ bool gpt_flag_format(const gpt_flags *f, const char *name, char *buf, size_t n);
 int gpt_flags_adopt(gpt_flags *f, const char *prog, const char *name, const char *value,
                     bool may_differ, const char *src);
 
-/* The learning-rate schedule's flags against each other (after a resume
- * completed them): 0 or GPT_EXIT_USAGE. */
-int gpt_flags_check_schedule(const gpt_flags *f, const char *prog);
+/* Notes on stderr for schedules that nanoGPT runs but that surprise (after
+ * a resume completed the flags; max_iters: the run's): min_lr above
+ * learning_rate, lr_decay_iters below warmup_iters. Nothing is refused. */
+void gpt_flags_note_schedule(const gpt_flags *f, const char *prog, long max_iters);
 
-/* want, or the number of cores online when want is more (with a note). */
-long gpt_threads(const char *prog, long want);
+/* The thread count: want, or with want 0 $NB_NUM_THREADS, else
+ * $OMP_NUM_THREADS, else the cores online (at most 64, the pool's limit),
+ * or 1 for each of procs > 1 processes (MPI ranks: torchrun likewise sets
+ * OMP_NUM_THREADS=1); lowered to the cores online with a note when more. */
+long gpt_threads(const char *prog, long want, int procs);
 
 /* nb_gpt_arch / nb_dtype of the flags (valid after a successful parse). */
 nb_gpt_arch gpt_flags_arch(const gpt_flags *f);

@@ -6,7 +6,9 @@
  * Nothing is lost: a checkpoint at every evaluation (when the val loss
  * improved, or always with --always_save_checkpoint=True) and at the end,
  * each written atomically; SIGINT/SIGTERM finish the step, save and exit
- * 130/143 (a second signal exits at once); log.jsonl gets whole lines only,
+ * 130/143 (a second signal exits at once, saying so, and removes the
+ * temporary file of a save it cut; a later start removes any that a kill
+ * left); log.jsonl gets whole lines only,
  * each with the run's id; a non-finite loss or gradient stops the run before
  * the update, exit 1, the last checkpoint untouched. */
 #include <errno.h>
@@ -17,6 +19,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -70,14 +73,43 @@ typedef struct run {
     bool has_extra;
     char flag_key[40][64], flag_val[40][PATH_LEN];
     char path_log[PATH_LEN], path_model[PATH_LEN], path_ckpt[PATH_LEN], path_svg[PATH_LEN];
+    char path_diag_jsonl[PATH_LEN]; /* --diagnostics=PAGE's PAGE.jsonl */
 } run;
 
 /* ---- signals: the step finishes, then the run saves and exits ------------- */
 static volatile sig_atomic_t g_signal; /* the first SIGINT/SIGTERM, 0 before */
 
+/* What a second signal says and the temporary files it removes (a save's
+ * "<path>.tmp.<pid>"), prepared beforehand: a handler may only write(2),
+ * unlink(2) and _exit(2). */
+static char g_second_msg[2 * PATH_LEN + 400];
+static size_t g_second_len;
+enum { TMP_MODEL, TMP_CKPT, TMP_PAGE, TMP_PAGE_JSONL, N_TMP };
+static char g_tmp[N_TMP][PATH_LEN + 32];
+
 static void on_signal(int sig) {
-    if (g_signal) _exit(128 + sig); /* a second one: at once (the old checkpoint stays) */
-    g_signal = sig;
+    if (!g_signal) {
+        g_signal = sig;
+        return;
+    }
+    for (int i = 0; i < N_TMP; i++) /* a second one: at once (the old checkpoint stays) */
+        if (g_tmp[i][0]) unlink(g_tmp[i]);
+    ssize_t w = write(STDERR_FILENO, g_second_msg, g_second_len);
+    (void)w;
+    _exit(128 + sig);
+}
+
+/* The second signal's message for the checkpoint now on disk. */
+static void set_second_msg(const char *prog, const char *out_dir, const char *ckpt, int64_t iter) {
+    if (iter < 0)
+        snprintf(g_second_msg, sizeof g_second_msg, "%s: a second signal: stopped at once, "
+                 "without saving; no checkpoint had been written, so there is nothing to "
+                 "resume: start again with --force\n", prog);
+    else
+        snprintf(g_second_msg, sizeof g_second_msg, "%s: a second signal: stopped at once, "
+                 "without saving; %s (iteration %lld) is kept: resume with: %s train "
+                 "--out_dir=%s --init_from=resume\n", prog, ckpt, (long long)iter, prog, out_dir);
+    g_second_len = strlen(g_second_msg);
 }
 
 static void catch_signals(void) {
@@ -92,7 +124,8 @@ static void catch_signals(void) {
 
 /* Test seam (tests/check_gpt_tool.c): NB_GPT_TEST_SIGNAL="N" sends this
  * process SIGINT during iteration N's step; "N:TERM" SIGTERM; "N:TWICE"
- * SIGINT there and again while the checkpoint is being saved. */
+ * SIGINT there and again while the checkpoint is being saved (its
+ * temporary file half written). */
 static long test_signal_at(const char **how) {
     const char *v = getenv("NB_GPT_TEST_SIGNAL");
     *how = v && strchr(v, ':') ? strchr(v, ':') + 1 : "";
@@ -266,6 +299,32 @@ static int check_batch_ids(run *r) {
                                 "outside the vocabulary 0..%lld", r->f->batches, w ? "y" : "x",
                                 (long long)v, i, (long long)V - 1);
         }
+    }
+    return 0;
+}
+
+/* Every id of --dataset's train.bin and val.bin must be a row of the
+ * model's embedding: checked before the first step, so a model made for
+ * another tokenizer (a smaller vocabulary) is refused before anything is
+ * written. One pass over the mapped ids; a vocabulary of 65536 or more
+ * holds every uint16. */
+static int check_dataset_ids(run *r) {
+    int64_t V = r->gpt.cfg.vocab_size;
+    if (V >= 65536) return 0;
+    for (int w = 0; w < 2; w++) {
+        const gpt_tokens *t = w ? &r->ds.val : &r->ds.train;
+        unsigned top = 0;
+        int64_t at = 0;
+        for (int64_t i = 0; i < t->n; i++) {
+            unsigned id = t->u16[2 * i] | (unsigned)t->u16[2 * i + 1] << 8;
+            if (id > top) top = id, at = i;
+        }
+        if ((int64_t)top >= V)
+            return gpt_fail(r->prog, "--dataset=%s: %s holds token id %u (at index %lld), but "
+                            "the model's vocabulary is %lld (ids 0..%lld)%s%s: the model was not "
+                            "made for this data's tokenizer. Nothing was written.", r->f->dataset,
+                            w ? "val.bin" : "train.bin", top, (long long)at, (long long)V,
+                            (long long)V - 1, r->init[0] ? "; --init_from=" : "", r->init);
     }
     return 0;
 }
@@ -448,16 +507,23 @@ static int diagnostics(run *r, nb_diag **d, double loss, bool end) {
     if (!*d) return gpt_fail(r->prog, "--diagnostics: %s", nb_ctx_error(r->sctx));
     if (!end) return nb_diag_step(r->sctx, *d, (long)r->iter, loss, &r->gpt.params)
                          ? gpt_fail(r->prog, "--diagnostics: %s", nb_ctx_error(r->sctx)) : 0;
-    char jsonl[4096];
-    snprintf(jsonl, sizeof jsonl, "%s.jsonl", page);
-    FILE *f = fopen(page, "w"), *g = fopen(jsonl, "w");
+    const char *jsonl = r->path_diag_jsonl; /* each to a temporary file, then renamed */
+    char *tp = g_tmp[TMP_PAGE], *tj = g_tmp[TMP_PAGE_JSONL];
+    snprintf(tp, sizeof g_tmp[0], "%s.tmp.%ld", page, (long)getpid());
+    snprintf(tj, sizeof g_tmp[0], "%s.tmp.%ld", jsonl, (long)getpid());
+    FILE *f = fopen(tp, "w"), *g = fopen(tj, "w");
     nb_status st = f && g ? nb_diag_write_html(r->sctx, *d, f) : NB_ERR_IO;
     if (!st) st = nb_diag_write_jsonl(r->sctx, *d, g);
     if (f && fclose(f) && !st) st = NB_ERR_IO;
     if (g && fclose(g) && !st) st = NB_ERR_IO;
+    if (!st && (rename(tj, jsonl) || rename(tp, page))) st = NB_ERR_IO;
+    int err = st ? errno : 0;
+    unlink(tp), unlink(tj), tp[0] = tj[0] = '\0';
     nb_diag_free(*d);
     *d = NULL;
-    return st ? gpt_fail(r->prog, "--diagnostics: cannot write %s or %s", page, jsonl) : 0;
+    return st ? gpt_fail(r->prog, "--diagnostics: cannot write %s or %s: %s (the model and the "
+                         "checkpoint were saved)", page, jsonl, err ? strerror(err)
+                         : nb_ctx_error(r->sctx) ? nb_ctx_error(r->sctx) : "write failed") : 0;
 }
 
 /* After a step whose loss or a gradient was not finite: the message, a log
@@ -535,11 +601,29 @@ static int train_steps(run *r, nb_diag **diag) {
     return !r->bx ? evaluate(r, true) : 0;
 }
 
-/* The steps, then the diagnostics page (when asked, also after a signal);
- * the diagnostics are freed whatever happened. */
+/* After the last step: the final save (every rank's generators gathered
+ * first). */
+static int final_save(run *r) {
+    const gpt_dist *d = r->hooks.dist;
+    if (d && r->peers &&
+        d->gather(d, (nb_pcg32[2]){r->rng_model, r->rng_batch}, 2 * sizeof(nb_pcg32), r->peers))
+        return GPT_EXIT_USAGE;
+    int st = r->hooks.rank == 0 ? save_outputs(r) : 0;
+    if (!st && g_signal) { /* it came during the last step: the run is complete */
+        fprintf(stderr, "%s: %s during the last iteration: the run finished and is saved\n",
+                r->prog, g_signal == SIGTERM ? "SIGTERM" : "SIGINT");
+        st = 128 + g_signal;
+    }
+    return st;
+}
+
+/* The steps, the final save, then the diagnostics page (when asked, also
+ * after a signal): a page that cannot be written never costs the
+ * checkpoint. The diagnostics are freed whatever happened. */
 static int train_loop(run *r) {
     nb_diag *diag = NULL;
     int st = train_steps(r, &diag);
+    if (st == 0) st = final_save(r);
     if ((st == 0 || st == 128 + SIGINT || st == 128 + SIGTERM) && diag &&
         diagnostics(r, &diag, 0, true) && st == 0)
         st = GPT_EXIT_USAGE;
@@ -578,23 +662,115 @@ static int set_paths(run *r) {
     snprintf(r->path_ckpt, PATH_LEN, "%s/ckpt.safetensors", d);
     snprintf(r->path_svg, PATH_LEN, "%s/loss.svg", d);
     if (n >= PATH_LEN - 16) return gpt_fail(r->prog, "--out_dir: path too long");
+    /* the temporary files of nb_save_safetensors, as it names them */
+    snprintf(g_tmp[TMP_MODEL], sizeof g_tmp[0], "%s.tmp.%ld", r->path_model, (long)getpid());
+    snprintf(g_tmp[TMP_CKPT], sizeof g_tmp[0], "%s.tmp.%ld", r->path_ckpt, (long)getpid());
     return 0;
 }
 
-/* Before anything is written: out_dir with its parents, and a fresh run
- * only where no earlier run's files are (unless --force). */
+/* Removes the temporary files "<dir>/<name>.tmp.<pid>" (or ".tmp") of
+ * `names` that a killed run left: those whose process is gone. */
+static void remove_stale_tmp(run *r, const char *dir, const char *const *names, int n) {
+    DIR *d = opendir(dir[0] ? dir : ".");
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        for (int i = 0; i < n; i++) {
+            size_t k = strlen(names[i]);
+            const char *tail = e->d_name + k;
+            if (strncmp(e->d_name, names[i], k) || strncmp(tail, ".tmp", 4)) continue;
+            char *end;
+            long pid = tail[4] == '.' ? strtol(tail + 5, &end, 10) : 0;
+            if (tail[4] && (tail[4] != '.' || *end || pid <= 0)) continue;
+            if (pid == (long)getpid() || (pid > 0 && (kill((pid_t)pid, 0) == 0 || errno != ESRCH)))
+                continue; /* a live process's save */
+            char path[PATH_LEN + 300];
+            snprintf(path, sizeof path, "%s%s%s", dir, dir[0] ? "/" : "", e->d_name);
+            if (unlink(path) == 0)
+                fprintf(stderr, "%s: note: removed %s, the temporary file of a save that was "
+                        "cut short\n", r->prog, path);
+        }
+    }
+    if (d) closedir(d);
+}
+
+/* Before anything is written: out_dir with its parents (its stale
+ * temporary files removed), and a fresh run only where no earlier run's
+ * files are (unless --force). */
 static int prepare_out_dir(run *r) {
-    if (r->hooks.rank != 0 || r->f->eval_only) return 0;
+    if (r->hooks.rank != 0 || r->f->eval_only || r->max_iters == 0) return 0;
     int st = gpt_mkdirs(r->prog, "--out_dir", r->f->out_dir);
-    if (st || r->resume) return st;
+    if (st) return st;
+    const char *const mine[] = {"model.safetensors", "ckpt.safetensors", "log.jsonl"};
+    remove_stale_tmp(r, r->f->out_dir, mine, 3);
+    if (r->resume) return 0;
     if (r->f->force) return move_aside(r);
     const char *outs[] = {r->path_log, r->path_model, r->path_ckpt, r->path_svg};
     struct stat sb;
+    bool ckpt = stat(r->path_ckpt, &sb) == 0;
     for (int i = 0; i < 4; i++)
-        if (stat(outs[i], &sb) == 0)
+        if (stat(outs[i], &sb) == 0 && ckpt)
             return gpt_fail(r->prog, "%s exists from an earlier run: pass --init_from=resume "
                             "(or --resume) to continue it, or --force to start a new run (the "
                             "old files move to %s/old-N/)", outs[i], r->f->out_dir);
+        else if (stat(outs[i], &sb) == 0)
+            return gpt_fail(r->prog, "%s exists from an earlier run that stopped before its "
+                            "first checkpoint (there is no %s to resume): pass --force to start "
+                            "a new run (the old files move to %s/old-N/)", outs[i], r->path_ckpt,
+                            r->f->out_dir);
+    return 0;
+}
+
+/* The same directory, spelled with or without "./" and trailing slashes. */
+static bool same_dir(const char *a, const char *b) {
+    while (!strncmp(a, "./", 2)) a += 2;
+    while (!strncmp(b, "./", 2)) b += 2;
+    size_t na = strlen(a), nb = strlen(b);
+    while (na > 1 && a[na - 1] == '/') na--;
+    while (nb > 1 && b[nb - 1] == '/') nb--;
+    return na == nb && !strncmp(a, b, na);
+}
+
+/* --diagnostics=PAGE, before the first step: PAGE and PAGE.jsonl are new
+ * files (or --force replaces them) in a writable directory (or in out_dir,
+ * about to be made), so the page cannot fail at the end of the run for its
+ * path; their stale temporary files are removed. */
+static int check_diagnostics_path(run *r) {
+    const char *page = r->f->diagnostics, *slash = strrchr(page, '/');
+    if (!page[0] || r->hooks.rank != 0 || r->f->eval_only || r->max_iters == 0) return 0;
+    if (strlen(page) >= PATH_LEN - 40) return gpt_fail(r->prog, "--diagnostics: path too long");
+    char dir[PATH_LEN];
+    snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - page) + (slash == page) : 0, page);
+    snprintf(r->path_diag_jsonl, PATH_LEN, "%s.jsonl", page);
+    const char *files[2] = {page, r->path_diag_jsonl};
+    struct stat sb;
+    if (slash && !slash[1])
+        return gpt_fail(r->prog, "--diagnostics=%s names a directory: give the path of a page "
+                        "to write (such as %srun.html)", page, page);
+    for (int i = 0; i < 2; i++) {
+        if (stat(files[i], &sb)) continue;
+        if (!S_ISREG(sb.st_mode))
+            return gpt_fail(r->prog, "--diagnostics=%s: %s is %s, not a regular file: give the "
+                            "path of a page to write", page, files[i], gpt_file_kind(sb.st_mode));
+        if (!r->f->force)
+            return gpt_fail(r->prog, "--diagnostics=%s: %s exists (an earlier run's): pass "
+                            "--force to replace it, or give another path", page, files[i]);
+    }
+    if (stat(dir[0] ? dir : ".", &sb)) {
+        if (errno == ENOENT && same_dir(dir, r->f->out_dir)) return 0; /* made before the run */
+        return gpt_fail(r->prog, "--diagnostics=%s: the directory %s: %s (create it, or put the "
+                        "page in an existing directory or in --out_dir)", page, dir, strerror(errno));
+    }
+    if (!S_ISDIR(sb.st_mode))
+        return gpt_fail(r->prog, "--diagnostics=%s: %s is %s, not a directory", page, dir,
+                        gpt_file_kind(sb.st_mode));
+    if (access(dir[0] ? dir : ".", W_OK | X_OK))
+        return gpt_fail(r->prog, "--diagnostics=%s: cannot write in the directory %s: %s", page,
+                        dir[0] ? dir : ".", strerror(errno));
+    const char *base = slash ? slash + 1 : page;
+    char jbase[PATH_LEN];
+    snprintf(jbase, sizeof jbase, "%s.jsonl", base);
+    const char *const names[] = {base, jbase};
+    remove_stale_tmp(r, dir, names, 2);
     return 0;
 }
 
@@ -685,10 +861,15 @@ static int save_outputs(run *r) {
     const char *how;
     if (nb_save_safetensors(r->pctx, r->path_model, &r->gpt.state_dict, mm.n, mm.k, mm.v))
         return gpt_fail(r->prog, "%s", nb_ctx_error(r->pctx));
-    if (g_signal && test_signal_at(&how) >= 0 && !strcmp(how, "TWICE")) raise(SIGINT);
+    if (g_signal && test_signal_at(&how) >= 0 && !strcmp(how, "TWICE")) {
+        FILE *half = fopen(g_tmp[TMP_CKPT], "wb"); /* as the checkpoint's save has begun it */
+        if (half) fputs("partial", half), fclose(half);
+        raise(SIGINT);
+    }
     if (nb_save_checkpoint(r->pctx, r->path_ckpt, &r->gpt.params, r->opt, extra, mc.n, mc.k, mc.v))
         return gpt_fail(r->prog, "%s", nb_ctx_error(r->pctx));
     r->ckpt_iter = r->iter;
+    set_second_msg(r->prog, r->f->out_dir, r->path_ckpt, r->ckpt_iter);
     return gpt_write_loss_svg(r->prog, r->path_log, r->path_svg);
 }
 
@@ -699,6 +880,14 @@ static int resume_meta(run *r) {
     int n = 0, st = 0;
     nb_tensor_list l = {0};
     nb_ctx *tmp = nb_ctx_new(0);
+    struct stat sb;
+    if (stat(r->path_ckpt, &sb) && errno == ENOENT && stat(r->f->out_dir, &sb) == 0) {
+        nb_ctx_free(tmp);
+        return gpt_fail(r->prog, "--init_from=resume: there is no checkpoint to resume: %s does "
+                        "not exist%s; start a new run (with --force if %s holds an earlier run's "
+                        "files)", r->path_ckpt, access(r->path_log, F_OK) ? "" : " (the run "
+                        "there stopped before its first save)", r->f->out_dir);
+    }
     if (nb_load_safetensors_meta(tmp, r->path_ckpt, &l, META_MAX, &n, keys, values)) {
         gpt_fail(r->prog, "--init_from=resume: %s", nb_ctx_error(tmp));
         nb_ctx_free(tmp);
@@ -809,7 +998,6 @@ static int setup(run *r) {
     if (st) return st;
     if (r->resume && (st = resume_meta(r))) return st;
     r->init = f->init; /* --init_from=PATH was folded into it (gpt_train_run) */
-    if ((st = gpt_flags_check_schedule(f, r->prog))) return st;
     if (!f->data[0] && !f->batches[0] && !f->dataset[0])
         return gpt_fail(r->prog, "train needs one of --data=FILE, --dataset=NAME and --batches=FILE");
     if (!r->resume) new_run_id(r);
@@ -837,6 +1025,9 @@ static int setup(run *r) {
         return gpt_fail(r->prog, "batches of %lld tokens exceed the model's block_size %lld",
                         (long long)r->T, (long long)r->gpt.cfg.block_size);
     if (r->bx && (st = check_batch_ids(r))) return st;
+    if (r->has_ds && (st = check_dataset_ids(r))) return st;
+    if (r->hooks.rank == 0 && !f->eval_only && r->max_iters > r->iter)
+        gpt_flags_note_schedule(f, r->prog, r->max_iters);
     nb_adam_opts o = nb_adamw_defaults(f->learning_rate);
     o.beta1 = f->beta1, o.beta2 = f->beta2, o.weight_decay = f->weight_decay;
     r->opt = nb_adamw_new_groups(r->pctx, &r->gpt.params, o, f->weight_decay_1d);
@@ -846,6 +1037,7 @@ static int setup(run *r) {
     r->iter_t = nb_scalar(r->pctx, NB_I64, 0);
     r->best_t = nb_scalar(r->pctx, NB_F64, INFINITY);
     if (r->resume && (st = resume_state(r))) return st;
+    if ((st = check_diagnostics_path(r))) return st;
     return prepare_out_dir(r);
 }
 
@@ -874,32 +1066,29 @@ static int dist_finish(run *r, int st) {
 static int run_training(run *r) {
     const gpt_dist *d = r->hooks.dist;
     int st = 0;
-    if (r->f->eval_only) { /* nanoGPT's eval_only: one evaluation, nothing written */
+    if (r->f->eval_only || r->max_iters == 0) { /* nanoGPT's eval_only: one evaluation, nothing written */
+        if (!r->f->eval_only && r->hooks.rank == 0)
+            printf("%s: --max_iters=0: nothing to train: one evaluation, nothing written (nanoGPT "
+                   "saves no checkpoint at iteration 0)\n", r->prog);
         r->log_fd = -1;
         return d ? dist_start(r) || evaluate(r, true) : evaluate(r, true);
     }
     if ((st = open_log(r))) return st;
     if (r->hooks.rank == 0) {
-        printf("%s: %s, %lld parameters, vocab %lld, %lld iterations from %lld, run %s\n",
-               r->prog, r->gpt.cfg.arch == NB_GPT_NANOGPT ? "nanogpt" : "gptmodel",
+        int threads = nb_get_num_threads();
+        printf("%s: %s, %lld parameters, vocab %lld, %lld iterations from %lld, run %s, "
+               "%d thread%s\n", r->prog, r->gpt.cfg.arch == NB_GPT_NANOGPT ? "nanogpt" : "gptmodel",
                (long long)nb_gpt_num_params(&r->gpt, false), (long long)r->gpt.cfg.vocab_size,
-               (long long)r->max_iters, (long long)r->iter, r->run_id);
+               (long long)r->max_iters, (long long)r->iter, r->run_id, threads,
+               threads == 1 ? "" : "s");
         fflush(stdout);
     }
     if (d && (st = dist_start(r))) return st;
-    if (r->hooks.world == 1) catch_signals();
-    st = train_loop(r);
-    if (st) return st;
-    if (d && r->peers &&
-        d->gather(d, (nb_pcg32[2]){r->rng_model, r->rng_batch}, 2 * sizeof(nb_pcg32), r->peers))
-        return GPT_EXIT_USAGE;
-    st = r->hooks.rank == 0 ? save_outputs(r) : 0;
-    if (!st && g_signal) { /* it came during the last step: the run is complete */
-        fprintf(stderr, "%s: %s during the last iteration: the run finished and is saved\n",
-                r->prog, g_signal == SIGTERM ? "SIGTERM" : "SIGINT");
-        st = 128 + g_signal;
+    if (r->hooks.world == 1) {
+        set_second_msg(r->prog, r->f->out_dir, r->path_ckpt, r->ckpt_iter);
+        catch_signals();
     }
-    return st;
+    return train_loop(r);
 }
 
 int gpt_train_run(const gpt_flags *f, const char *prog, const gpt_train_hooks *hooks) {
@@ -913,7 +1102,7 @@ int gpt_train_run(const gpt_flags *f, const char *prog, const gpt_train_hooks *h
     r->hooks = hooks ? *hooks : (gpt_train_hooks){.world = 1};
     if (r->hooks.dist) r->hooks.rank = r->hooks.dist->rank, r->hooks.world = r->hooks.dist->world;
     if (r->hooks.world < 1) r->hooks.world = 1;
-    nb_set_num_threads((int)gpt_threads(prog, f->threads));
+    nb_set_num_threads((int)gpt_threads(prog, f->threads, r->hooks.world));
     r->pctx = nb_ctx_new(0), r->sctx = nb_ctx_new(0);
     if (f->anomaly && r->sctx) nb_set_detect_anomaly(r->sctx, true);
     int st = r->pctx && r->sctx ? setup(r) : gpt_fail(prog, "out of memory");
