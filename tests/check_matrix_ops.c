@@ -129,6 +129,10 @@ static nb_tensor *w_layer_norm(nb_ctx *c, nb_tensor *a, nb_tensor *b) {
 static nb_tensor *w_sdpa(nb_ctx *c, nb_tensor *a, nb_tensor *b) {
     return nb_sdpa(c, a, b, b, NULL, true, 0.5, 0.0, 0);
 }
+/* b is both tables */
+static nb_tensor *w_rope(nb_ctx *c, nb_tensor *a, nb_tensor *b) {
+    return nb_rope(c, a, b, b, 1, 0);
+}
 
 #define S2(x, y)                                                                                   \
     2, { x, y, 1, 1 }
@@ -159,6 +163,7 @@ static const op_case hand_ops[] = {
     {"causal_fill", w_causal_fill, 1, S2(3, 3), NONE, NB_F32, ELEMWISE},
     {"split", w_split, 1, S2(2, 3), NONE, NB_F32, 0},
     {"dropout", w_dropout, 1, S2(2, 3), NONE, NB_F32, 0},
+    {"rope", w_rope, 2, 3, {2, 3, 4}, S2(5, 4), NB_F32, ELEMWISE | B_FLOAT},
 };
 
 /* Every NB_OP_HAND op of the list has its w_<name> above (a missing one
@@ -437,6 +442,80 @@ START_TEST(test_empty_inputs) {
 }
 END_TEST
 
+/* rope's arguments: each bad one named, by rope or rope_tables */
+START_TEST(test_rope_arguments) {
+    nb_ctx *ctx = nb_ctx_new(0);
+    nb_tensor *x = nb_ones(ctx, NB_F32, NB_SHAPE(2, 3, 4)), *cos = NULL, *sin = NULL;
+    ck_assert_int_eq(nb_rope_tables(ctx, 4, 5, 10000, NULL, NB_F32, &cos, &sin), NB_OK);
+    nb_tensor *odd = nb_ones(ctx, NB_F32, NB_SHAPE(2, 3, 5));
+    expect_fail(ctx, !nb_rope(ctx, odd, cos, sin, 0, 0), NB_ERR_SHAPE, "rope");
+    expect_fail(ctx, !nb_rope(ctx, x, cos, sin, 3, 0), NB_ERR_SHAPE, "rope"); /* 3 + 3 > 5 */
+    ck_assert_ptr_nonnull(nb_rope(ctx, x, cos, sin, 2, 0));                     /* 2 + 3 = 5 */
+    expect_fail(ctx, !nb_rope(ctx, x, cos, sin, INT64_MAX, 0), NB_ERR_SHAPE, "rope");
+    expect_fail(ctx, !nb_rope(ctx, x, cos, sin, -1, 0), NB_ERR_VALUE, "rope");
+    expect_fail(ctx, !nb_rope(ctx, x, cos, sin, 0, 4), NB_ERR_VALUE, "rope"); /* unknown flag */
+    expect_fail(ctx, !nb_rope(ctx, x, cos, sin, 0, ~0u), NB_ERR_VALUE, "rope");
+    expect_fail(ctx, !nb_rope(ctx, nb_ones(ctx, NB_F32, NB_SHAPE(4)), cos, sin, 0, 0), NB_ERR_SHAPE,
+                "rope");
+    expect_fail(ctx, !nb_rope(ctx, nb_ones(ctx, NB_F32, NB_SHAPE(3, 4)), cos, sin, 0, NB_ROPE_THD),
+                NB_ERR_SHAPE, "rope");
+    /* (2, 3, 4) read as (T 2, H 3, hd 4) */
+    ck_assert_ptr_nonnull(nb_rope(ctx, x, cos, sin, 3, NB_ROPE_THD));
+    nb_tensor *c8 = nb_ones(ctx, NB_F32, NB_SHAPE(5, 8)), *c64 = nb_ones(ctx, NB_F64, NB_SHAPE(5, 4));
+    nb_tensor *c3 = nb_ones(ctx, NB_F32, NB_SHAPE(5, 4, 1)), *c6 = nb_ones(ctx, NB_F32, NB_SHAPE(6, 4));
+    expect_fail(ctx, !nb_rope(ctx, x, c8, sin, 0, 0), NB_ERR_SHAPE, "rope");  /* head_dim 8 */
+    expect_fail(ctx, !nb_rope(ctx, x, cos, c3, 0, 0), NB_ERR_SHAPE, "rope");  /* 3 dims */
+    expect_fail(ctx, !nb_rope(ctx, x, cos, c6, 0, 0), NB_ERR_SHAPE, "rope");  /* 5 and 6 rows */
+    expect_fail(ctx, !nb_rope(ctx, x, c64, sin, 0, 0), NB_ERR_DTYPE, "rope");
+    expect_fail(ctx, !nb_rope(ctx, x, cos, NULL, 0, 0), NB_ERR_NULL, "rope");
+    nb_tensor *learned = nb_requires_grad(nb_ones(ctx, NB_F32, NB_SHAPE(5, 4)));
+    expect_fail(ctx, !nb_rope(ctx, x, cos, learned, 0, 0), NB_ERR_VALUE, "rope");
+    /* empty: no positions, or no rows */
+    ck_assert_ptr_nonnull(nb_rope(ctx, nb_ones(ctx, NB_F32, NB_SHAPE(2, 0, 4)), cos, sin, 5, 0));
+    ck_assert_ptr_nonnull(nb_rope(ctx, nb_ones(ctx, NB_F32, NB_SHAPE(0, 3, 4)), cos, sin, 0, 0));
+
+    const nb_rope_scaling ok = {32, 1, 4, 8192};
+    nb_rope_scaling bad[] = {ok, ok, ok, ok, ok, ok};
+    bad[0].factor = 0.5, bad[1].factor = NAN, bad[2].low_freq_factor = 0;
+    bad[3].high_freq_factor = 1, bad[4].high_freq_factor = INFINITY;
+    bad[5].original_max_position_embeddings = 0;
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++)
+        expect_fail(ctx, nb_rope_tables(ctx, 4, 5, 1e4, &bad[k], NB_F32, &cos, &sin) &&
+                             !cos && !sin, NB_ERR_VALUE, "rope_tables");
+    const int64_t bad_hd[] = {3, 0, -2};
+    for (size_t k = 0; k < 3; k++)
+        expect_fail(ctx, nb_rope_tables(ctx, bad_hd[k], 5, 1e4, NULL, NB_F32, &cos, &sin),
+                    NB_ERR_VALUE, "rope_tables");
+    expect_fail(ctx, nb_rope_tables(ctx, 4, -1, 1e4, NULL, NB_F32, &cos, &sin), NB_ERR_VALUE,
+                "rope_tables");
+    const double bad_theta[] = {0, -1, NAN, INFINITY};
+    for (size_t k = 0; k < 4; k++)
+        expect_fail(ctx, nb_rope_tables(ctx, 4, 5, bad_theta[k], NULL, NB_F32, &cos, &sin),
+                    NB_ERR_VALUE, "rope_tables");
+    expect_fail(ctx, nb_rope_tables(ctx, 4, 5, 1e4, NULL, NB_I64, &cos, &sin), NB_ERR_DTYPE,
+                "rope_tables");
+    expect_fail(ctx, nb_rope_tables(ctx, 4, 5, 1e4, NULL, (nb_dtype)99, &cos, &sin), NB_ERR_DTYPE,
+                "rope_tables");
+    expect_fail(ctx, nb_rope_tables(ctx, 4, 5, 1e4, NULL, NB_F32, NULL, &sin), NB_ERR_NULL,
+                "rope_tables");
+    expect_fail(ctx, nb_rope_tables(ctx, 4, 5, 1e4, NULL, NB_F32, &cos, NULL), NB_ERR_NULL,
+                "rope_tables");
+    /* sizes whose product overflows, and a huge head_dim with one position */
+    expect_fail(ctx, nb_rope_tables(ctx, 4, INT64_MAX / 2, 1e4, NULL, NB_F32, &cos, &sin),
+                NB_ERR_SIZE, "rope_tables");
+    expect_fail(ctx, nb_rope_tables(ctx, INT64_MAX - 1, 1, 1e4, NULL, NB_F32, &cos, &sin),
+                NB_ERR_SIZE, "rope_tables");
+    ck_assert_int_eq(nb_rope_tables(ctx, 4, 0, 1e4, &ok, NB_F64, &cos, &sin), NB_OK);
+    ck_assert_int_eq((int)cos->numel + (int)sin->numel, 0);
+    ck_assert_int_eq(nb_rope_tables(NULL, 4, 5, 1e4, NULL, NB_F32, &cos, &sin), NB_ERR_NULL);
+    ck_assert_ptr_null(cos);
+    nb_ctx_fail(ctx, NB_ERR_STATE, "earlier failure");
+    ck_assert_int_eq(nb_rope_tables(ctx, 4, 5, 1e4, NULL, NB_F32, &cos, &sin), NB_ERR_STATE);
+    ck_assert_str_eq(nb_ctx_error(ctx), "earlier failure");
+    nb_ctx_free(ctx);
+}
+END_TEST
+
 START_TEST(test_every_op_has_a_case) {
     ck_assert_int_le(N_OPS, MAX_OPS - 1);
     for (size_t k = 0; k < sizeof hand_fns / sizeof hand_fns[0]; k++) {
@@ -472,6 +551,7 @@ Suite *suite_matrix_ops(void) {
     tcase_add_test(tv, test_concat_split_counts);
     tcase_add_test(tv, test_value_arguments);
     tcase_add_test(tv, test_index_arguments);
+    tcase_add_test(tv, test_rope_arguments);
     suite_add_tcase(s, tv);
     return s;
 }

@@ -93,6 +93,35 @@ static nb_tensor *f_dropout(nb_ctx *c, nb_tensor *const *in, void *u) {
     return nb_dropout(c, in[0], 0.4, true, &rng);
 }
 
+/* rope's tables: any values (the op is its formula for any tables, so the
+ * transpose is checked in full), fixed across evaluations; or
+ * nb_rope_tables' with Llama 3's scaling */
+static nb_tensor *rope_table(nb_ctx *c, const nb_tensor *x, uint64_t which) {
+    nb_pcg32 rng;
+    nb_pcg32_seed(&rng, 31, which);
+    return nb_uniform(c, NB_F64, NB_SHAPE(9, x->shape[x->ndim - 1]), -1.0, 1.0, &rng);
+}
+static nb_tensor *f_rope(nb_ctx *c, nb_tensor *const *in, void *u) {
+    (void)u;
+    return nb_rope(c, in[0], rope_table(c, in[0], 1), rope_table(c, in[0], 2), 0, 0);
+}
+static nb_tensor *f_rope_thd(nb_ctx *c, nb_tensor *const *in, void *u) {
+    (void)u;
+    return nb_rope(c, in[0], rope_table(c, in[0], 3), rope_table(c, in[0], 4), 3, NB_ROPE_THD);
+}
+static nb_tensor *f_rope_interleaved(nb_ctx *c, nb_tensor *const *in, void *u) {
+    (void)u;
+    return nb_rope(c, in[0], rope_table(c, in[0], 5), rope_table(c, in[0], 6), 2,
+                   NB_ROPE_INTERLEAVED);
+}
+static nb_tensor *f_rope_llama3(nb_ctx *c, nb_tensor *const *in, void *u) {
+    (void)u;
+    const nb_rope_scaling llama3 = {32, 1, 4, 8};
+    nb_tensor *cos = NULL, *sin = NULL;
+    if (nb_rope_tables(c, 6, 12, 10.0, &llama3, NB_F64, &cos, &sin)) return NULL;
+    return nb_rope(c, in[0], cos, sin, 5, NB_ROPE_THD | NB_ROPE_INTERLEAVED);
+}
+
 static const gc_case cases[] = {
     {"mul", "(2,1,3,1,2) * (2,1,2,1) 5-D", nb_row_mul, 2, {{IN_UNIFORM, S5(2, 1, 3, 1, 2)}, {IN_UNIFORM, S4(2, 1, 2, 1)}}},
     {"pow", "(2,3) ** 2.5", f_pow, 1, {{IN_POSITIVE, S2(2, 3)}}},
@@ -123,6 +152,10 @@ static const gc_case cases[] = {
     {"sdpa", "causal + key padding mask (2,5)", f_sdpa_masked, 4, {{IN_UNIFORM, S4(2, 5, 2, 3)}, {IN_UNIFORM, S4(2, 5, 2, 3)}, {IN_UNIFORM, S4(2, 5, 2, 4)}, {IN_MASK, S2(2, 5)}}},
     {"sdpa", "Tq 4, Tk 6, dropout 0.3 fixed seed", f_sdpa_dropout, 3, {{IN_UNIFORM, S4(2, 4, 2, 3)}, {IN_UNIFORM, S4(2, 6, 2, 3)}, {IN_UNIFORM, S4(2, 6, 2, 2)}}},
     {"sdpa", "(1,70,2,4) causal, 2x2 tiles", f_sdpa, 3, {{IN_UNIFORM, S4(1, 70, 2, 4)}, {IN_UNIFORM, S4(1, 70, 2, 4)}, {IN_UNIFORM, S4(1, 70, 2, 4)}}, true},
+    {"rope", "(2,5,6) any tables, pos0 0", f_rope, 1, {{IN_UNIFORM, S3(2, 5, 6)}}},
+    {"rope", "(2,4,3,4) THD, pos0 3", f_rope_thd, 1, {{IN_UNIFORM, S4(2, 4, 3, 4)}}},
+    {"rope", "(3,5,8) interleaved, pos0 2", f_rope_interleaved, 1, {{IN_UNIFORM, S3(3, 5, 8)}}},
+    {"rope", "(1,6,2,6) llama3, THD, interleaved", f_rope_llama3, 1, {{IN_UNIFORM, S4(1, 6, 2, 6)}}},
 };
 
 

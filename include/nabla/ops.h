@@ -185,6 +185,69 @@ nb_tensor *nb_sdpa(nb_ctx *ctx, nb_tensor *q, nb_tensor *k, nb_tensor *v,
 nb_tensor *nb_sdpa_dropout_mask(nb_ctx *ctx, int64_t batch, int64_t heads, int64_t t_q,
                                 int64_t t_k, double p, uint64_t seed);
 
+/* ---- rotary position embeddings ------------------------------------------- */
+/* nb_rope's flags, or'ed; 0 is Hugging Face's and the course's RoPE on
+ * (..., T, head_dim). */
+typedef enum nb_rope_flags {
+    /* Pairs (x[2i], x[2i+1]) in place of (x[i], x[i + hd/2]): RoFormer's and
+     * Meta's reference Llama code's pairing. The same tables: the rotation
+     * nb_rope applies to x's last dim read as its even then its odd entries. */
+    NB_ROPE_INTERLEAVED = 1,
+    /* x is (..., T, H, hd), the positions on dim -3: the layout of the Q/K
+     * projections viewed as heads, which nb_sdpa reads (no permute copy). */
+    NB_ROPE_THD = 2
+} nb_rope_flags;
+
+/* Rotary position embedding, as Hugging Face's apply_rotary_pos_emb:
+ *
+ *   x (..., T, hd), cos and sin (max_T, hd) -> (..., T, hd)
+ *   out[..., t, :] = x[..., t, :] * cos[pos0 + t] + rotate_half(x[..., t, :]) * sin[pos0 + t]
+ *   rotate_half(v) = cat(-v[hd/2:], v[:hd/2])
+ *
+ * so pair (x[i], x[i + hd/2]) at position p turns by the angle the tables
+ * hold (from nb_rope_tables: cos[p, i] = cos[p, i + hd/2] = cos(p f_i)). Rows
+ * pos0 .. pos0 + T - 1 of the tables are read: pos0 is the position of x's
+ * first row (the length of a KV cache). flags: 0 or NB_ROPE_INTERLEAVED and
+ * NB_ROPE_THD, or'ed. The tables are constants (no gradient reaches them;
+ * tables that require grad are an error); the gradient of x is dout turned
+ * back, by the transposed rotation. Any tables of the shape work (the formula
+ * above is the op, rotation or not). Errors, naming rope: an odd hd; tables
+ * not (max_T, hd) of x's dtype or with fewer than pos0 + T rows; pos0 < 0;
+ * unknown flags. */
+nb_tensor *nb_rope(nb_ctx *ctx, nb_tensor *x, const nb_tensor *cos, const nb_tensor *sin,
+                   int64_t pos0, unsigned flags);
+
+/* Llama 3's frequency scaling (a Hugging Face config's rope_scaling with
+ * rope_type "llama3"; Llama 3.2 1B: factor 32, low_freq_factor 1,
+ * high_freq_factor 4, original_max_position_embeddings 8192). With
+ * wavelength w_i = 2 pi / f_i and L = original_max_position_embeddings:
+ * w_i > L / low_freq_factor: f_i / factor; w_i < L / high_freq_factor:
+ * f_i unchanged; between: (1 - s) f_i / factor + s f_i with
+ * s = (L / w_i - low_freq_factor) / (high_freq_factor - low_freq_factor). */
+typedef struct nb_rope_scaling {
+    double factor;            /* >= 1 */
+    double low_freq_factor;   /* > 0 */
+    double high_freq_factor;  /* > low_freq_factor */
+    int64_t original_max_position_embeddings; /* > 0 */
+} nb_rope_scaling;
+
+/* nb_rope's tables for positions 0 .. n_pos - 1: *cos and *sin, new
+ * (n_pos, head_dim) tensors of dtype in ctx (keep them in a context that
+ * lives as long as the model), with
+ *
+ *   f_i = theta^(-2i / head_dim)  (i < head_dim / 2; scaled by `scaling`
+ *                                  when it is not NULL)
+ *   cos[p, i] = cos[p, i + head_dim/2] = cos(p f_i), and sin likewise
+ *
+ * computed in float64 and rounded once to dtype (Hugging Face and the
+ * course compute the angles in float32, off by about p * 1e-7 radians at
+ * position p). NB_OK, or the error (also on ctx, naming rope_tables):
+ * NULL cos or sin, an odd or non-positive head_dim, n_pos < 0, theta not
+ * finite and > 0, a scaling out of its ranges, dtype not f32 or f64. */
+nb_status nb_rope_tables(nb_ctx *ctx, int64_t head_dim, int64_t n_pos, double theta,
+                         const nb_rope_scaling *scaling, nb_dtype dtype, nb_tensor **cos,
+                         nb_tensor **sin);
+
 #ifdef __cplusplus
 }
 #endif

@@ -147,15 +147,17 @@ def second_order(outs, grad_outs, leaves):
 
 # ---- op cases ------------------------------------------------------------------
 
-def op_case(case, op, inputs, fn, args=None):
+def op_case(case, op, inputs, fn, args=None, consts=()):
     """inputs: list of float64 / int / bool tensors; fn(*inputs) returns a
-    tensor or a dict name -> tensor ("out", "out.0", ...)."""
+    tensor or a dict name -> tensor ("out", "out.0", ...). The float inputs
+    whose indices are in consts (rope's tables) take no gradient."""
     args = args or {}
     d = Draw(case + ".grad_out")
     grad_outs64 = {}  # drawn once, in float64, rounded for f32
     for dtn, dt in DTYPES:
         ins = [cast(x, dt).clone() for x in inputs]
-        leaves = [x for x in ins if x.is_floating_point()]
+        diff = [x.is_floating_point() and k not in consts for k, x in enumerate(ins)]
+        leaves = [x for x, dx in zip(ins, diff) if dx]
         for x in leaves:
             x.requires_grad_(True)
         res = fn(*ins)
@@ -172,12 +174,12 @@ def op_case(case, op, inputs, fn, args=None):
         tensors += [(n.replace("out", "grad_out", 1), g) for n, g in grad_outs.items()]
         gi = iter(grads)
         for k, x in enumerate(ins):
-            if x.is_floating_point():
+            if diff[k]:
                 tensors.append(("grad.%d" % k, next(gi).detach()))
         if dtn == "f64":  # second order: the gradients of the gradients' squares
             g2 = iter(second_order(outs, grad_outs, leaves))
             for k, x in enumerate(ins):
-                if x.is_floating_point():
+                if diff[k]:
                     tensors.append(("grad2.%d" % k, next(g2)))
         emit(case, dtn, "op", op, args, tensors)
 
@@ -391,6 +393,41 @@ def op_cases():
       lambda d: [d.normal(2, 3, 2, 3), d.normal(2, 6, 2, 3), d.normal(2, 6, 2, 2),
                  torch.tensor([[False] * 6, [False] * 4 + [True] * 2])],
       sdpa(False, 0.7), {"causal": False, "scale": 0.7})
+
+    # rotary position embeddings: x (..., T, hd) or, thd, (..., T, H, hd);
+    # tables (max_T, hd) of any values (the op is this formula for any
+    # tables), rows pos0 .. pos0 + T - 1 read. Interleaved pairs (2i, 2i+1)
+    # are the halves' rotation of x's even entries then its odd ones.
+    def rotate_half(v):
+        h = v.shape[-1] // 2
+        return torch.cat([-v[..., h:], v[..., :h]], -1)
+
+    def rope(pos0, interleaved, thd):
+        def f(x, cos, sin):
+            t = x.shape[-3] if thd else x.shape[-2]
+            c, s = cos[pos0:pos0 + t], sin[pos0:pos0 + t]
+            if thd:
+                c, s = c[:, None, :], s[:, None, :]
+            if not interleaved:
+                return x * c + rotate_half(x) * s
+            h = x.shape[-1] // 2
+            xh = torch.cat([x[..., 0::2], x[..., 1::2]], -1)
+            y = xh * c + rotate_half(xh) * s
+            return torch.stack([y[..., :h], y[..., h:]], -1).flatten(-2)
+        return f
+
+    def rope_case(case, x_shape, max_t, pos0, interleaved=False, thd=False):
+        hd = x_shape[-1]
+        op_case(case, "rope", (lambda d: [d.normal(*x_shape), d.uniform(-1, 1, max_t, hd),
+                                          d.uniform(-1, 1, max_t, hd)])(Draw(case)),
+                rope(pos0, interleaved, thd),
+                {"pos0": pos0, "interleaved": interleaved, "thd": thd}, consts=(1, 2))
+
+    rope_case("rope", (2, 5, 6), 5, 0)
+    rope_case("rope_pos0", (2, 2, 4, 8), 9, 3)
+    rope_case("rope_interleaved", (3, 4, 6), 7, 2, interleaved=True)
+    rope_case("rope_thd", (2, 4, 3, 4), 6, 1, thd=True)
+    rope_case("rope_thd_interleaved", (1, 3, 2, 8), 8, 5, interleaved=True, thd=True)
 
     # five and six dims: broadcasting, reductions, permute, the batched product
     r("add_5d_bcast", "add", lambda d: [d.normal(2, 1, 3, 1, 2), d.normal(2, 1, 4, 1)])

@@ -322,6 +322,19 @@ static bool op_sdpa(run *R, nb_tensor *const *in, int n_in, outs *o) {
     return true;
 }
 
+/* x, cos, sin: the tables are constants, which rope refuses to see
+ * requiring grad (the loader marks every float input) */
+static bool op_rope(run *R, nb_tensor *const *in, int n_in, outs *o) {
+    (void)n_in;
+    int64_t pos0 = arg_i(R, "pos0");
+    unsigned flags = (arg_b(R, "interleaved") ? NB_ROPE_INTERLEAVED : 0u) |
+                     (arg_b(R, "thd") ? NB_ROPE_THD : 0u);
+    if (R->bad_arg) return false;
+    in[1]->requires_grad = in[2]->requires_grad = false;
+    put(o, "out", nb_rope(R->ctx, in[0], in[1], in[2], pos0, flags));
+    return true;
+}
+
 /* Fixture op name, input count, the call: one row per op of the list
  * (nabla/ops.def), an NB_OP row through its row case, an NB_OP_HAND row
  * through its op_<name> above (an op without one stops the build, naming
@@ -352,12 +365,13 @@ static bool op_call(run *R, const op_row *op, nb_tensor *const *in, int n_in, ou
 /* Where a fixture's inputs differ from the op's differentiable inputs (the
  * list's count): optional ones (linear's bias, layer_norm's weight and
  * bias) and ones that take no gradient (cross_entropy's targets,
- * embedding's ids, masked_fill's and sdpa's masks). */
+ * embedding's ids, masked_fill's and sdpa's masks, rope's tables). */
 static const struct {
     const char *name;
     int min_in, max_in;
 } OTHER_INPUTS[] = {{"linear", 2, 3},        {"layer_norm", 1, 3}, {"sdpa", 3, 4},
-                    {"cross_entropy", 2, 2}, {"embedding", 2, 2},  {"masked_fill", 2, 2}};
+                    {"cross_entropy", 2, 2}, {"embedding", 2, 2},  {"masked_fill", 2, 2},
+                    {"rope", 3, 3}};
 
 /* The input counts op accepts. */
 static void op_inputs(const op_row *op, int *min_in, int *max_in) {
