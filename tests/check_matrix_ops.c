@@ -488,8 +488,8 @@ START_TEST(test_rope_arguments) {
                     NB_ERR_VALUE, "rope_tables");
     expect_fail(ctx, nb_rope_tables(ctx, 4, -1, 1e4, NULL, NB_F32, &cos, &sin), NB_ERR_VALUE,
                 "rope_tables");
-    const double bad_theta[] = {0, -1, NAN, INFINITY};
-    for (size_t k = 0; k < 4; k++)
+    const double bad_theta[] = {0, -1, 0.5, 4.9e-324, NAN, INFINITY};
+    for (size_t k = 0; k < 6; k++)
         expect_fail(ctx, nb_rope_tables(ctx, 4, 5, bad_theta[k], NULL, NB_F32, &cos, &sin),
                     NB_ERR_VALUE, "rope_tables");
     expect_fail(ctx, nb_rope_tables(ctx, 4, 5, 1e4, NULL, NB_I64, &cos, &sin), NB_ERR_DTYPE,

@@ -243,7 +243,8 @@ typedef struct nb_rope_scaling {
  * course compute the angles in float32, off by about p * 1e-7 radians at
  * position p). NB_OK, or the error (also on ctx, naming rope_tables):
  * NULL cos or sin, an odd or non-positive head_dim, n_pos < 0, theta not
- * finite and > 0, a scaling out of its ranges, dtype not f32 or f64. */
+ * finite and >= 1, a scaling out of its ranges, dtype not f32 or f64;
+ * NB_ERR_SIZE for tables too large to hold. */
 nb_status nb_rope_tables(nb_ctx *ctx, int64_t head_dim, int64_t n_pos, double theta,
                          const nb_rope_scaling *scaling, nb_dtype dtype, nb_tensor **cos,
                          nb_tensor **sin);

@@ -296,8 +296,8 @@ static nb_status tables_check(nb_ctx *ctx, const char *op, int64_t hd, int64_t n
         return nb_ctx_fail(ctx, NB_ERR_SIZE,
                            "%s: %lld positions of head_dim %lld: too many elements to hold", op,
                            (long long)n_pos, (long long)hd);
-    if (!(theta > 0) || isinf(theta))
-        return nb_ctx_fail(ctx, NB_ERR_VALUE, "%s: theta = %g, expected a finite number > 0",
+    if (!(theta >= 1) || isinf(theta)) /* below 1 the frequencies pass 1, then overflow */
+        return nb_ctx_fail(ctx, NB_ERR_VALUE, "%s: theta = %g, expected a finite number >= 1",
                            op, theta);
     if (dtype != NB_F32 && dtype != NB_F64)
         return nb_ctx_fail(ctx, NB_ERR_DTYPE, "%s: dtype %s, expected f32 or f64", op,
