@@ -21,49 +21,42 @@ static const char *cc(void) {
     return c && *c ? c : "cc";
 }
 
-/* Runs cmd (a shell command) with its output in log; returns its exit
- * status. make's own variables from an enclosing `make test` are dropped,
- * so the copy's build is a build of its own, and so are Check's. */
-static int run(const char *dir, const char *cmd, const char *log) {
+/* Runs cmd (a shell command) in dir; its output (stdout and stderr) goes to
+ * g_out, its exit status is returned. make's own variables from an
+ * enclosing `make test` are dropped, so the copy's build is a build of its
+ * own, and so are Check's. */
+static char *g_out;
+
+static int run(const char *dir, const char *cmd) {
     char line[8192];
     snprintf(line, sizeof line,
              "cd '%s' && unset MAKEFLAGS MFLAGS MAKELEVEL CK_RUN_SUITE CK_RUN_CASE && "
-             "{ %s ; } > '%s' 2>&1",
-             dir, cmd, log);
-    int rc = system(line);
-    return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-}
-
-static char *slurp(const char *path) {
-    FILE *f = fopen(path, "r");
-    ck_assert_msg(f != NULL, "cannot read %s", path);
-    static char buf[1 << 17];
-    size_t k = fread(buf, 1, sizeof buf - 1, f);
-    buf[k] = '\0';
-    fclose(f);
-    return buf;
+             "{ %s ; } 2>&1",
+             dir, cmd);
+    free(g_out);
+    return nb_test_run(line, &g_out);
 }
 
 START_TEST(test_softplus_from_one_row) {
-    char dir[64] = "/tmp/nb_add_op_XXXXXX", tree[128], log[160], cmd[1024];
+    char dir[64] = "/tmp/nb_add_op_XXXXXX", tree[128], cmd[1024];
     ck_assert_ptr_nonnull(mkdtemp(dir));
     snprintf(tree, sizeof tree, "%s/tree", dir);
-    snprintf(log, sizeof log, "%s/log", dir);
 
     /* the copy, with the page's change */
     snprintf(cmd, sizeof cmd, "sh tools/test/add-op-copy.sh . %s", tree);
-    ck_assert_msg(run(NB_SOURCE_DIR, cmd, log) == 0, "add-op-copy.sh failed: %s", slurp(log));
+    ck_assert_msg(run(NB_SOURCE_DIR, cmd) == 0, "add-op-copy.sh failed: %s", g_out);
     snprintf(cmd, sizeof cmd, "%s/add-op.diff", tree);
-    const char *diff = slurp(cmd);
+    char *diff = nb_test_read(cmd, NULL);
     ck_assert_ptr_nonnull(strstr(diff, "+NB_OP(SOFTPLUS, softplus, 1,"));
     ck_assert_ptr_nonnull(strstr(diff, "+void nb_graph_backward_softplus("));
+    free(diff);
 
     /* it builds; gradcheck and gradgradcheck pass on the row's case */
     snprintf(cmd, sizeof cmd,
              "make -j2 CC=%s CFLAGS=-O0 build/bin/nabla-gradcheck build/bin/nabla-parity", cc());
-    ck_assert_msg(run(tree, cmd, log) == 0, "the copy does not build: %s", slurp(log));
-    ck_assert_msg(run(tree, "build/bin/nabla-gradcheck softplus", log) == 0, "%s", slurp(log));
-    char *out = slurp(log);
+    ck_assert_msg(run(tree, cmd) == 0, "the copy does not build: %s", g_out);
+    ck_assert_msg(run(tree, "build/bin/nabla-gradcheck softplus") == 0, "%s", g_out);
+    const char *out = g_out;
     ck_assert_msg(strstr(out, "softplus") && strstr(out, "1 passed, 0 failed"), "%s", out);
     ck_assert_msg(strstr(out, "PASS   ") && strstr(out, "op list"), "%s", out);
 
@@ -72,8 +65,8 @@ START_TEST(test_softplus_from_one_row) {
              "cp '%s/tests/fixtures/add_op/'softplus.*.safetensors tests/fixtures/parity/ && "
              "build/bin/nabla-parity --by-op tests/fixtures/parity",
              NB_SOURCE_DIR);
-    ck_assert_msg(run(tree, cmd, log) == 0, "parity fails: %s", slurp(log));
-    out = slurp(log);
+    ck_assert_msg(run(tree, cmd) == 0, "parity fails: %s", g_out);
+    out = g_out;
     ck_assert_msg(strstr(out, "| softplus | 1 |"), "no softplus row: %s", out);
     ck_assert_msg(!strstr(out, "FAIL"), "%s", out);
 
@@ -86,41 +79,42 @@ START_TEST(test_softplus_from_one_row) {
              "$(pkg-config --libs check) $(pkg-config --libs libpcre2-8) -lm -pthread && "
              "CK_LOG_FILE_NAME=- build/t/check_unary",
              cc());
-    ck_assert_msg(run(tree, cmd, log) == 0, "the value test: %s", slurp(log));
-    ck_assert_msg(strstr(slurp(log), "test_softplus_values:0: Passed"), "%s", slurp(log));
+    ck_assert_msg(run(tree, cmd) == 0, "the value test: %s", g_out);
+    ck_assert_msg(strstr(g_out, "test_softplus_values:0: Passed"), "%s", g_out);
 
     /* without its second-order rule the link stops, naming it */
     ck_assert_int_eq(run(tree,
                          "sed -i 's/^void nb_graph_backward_softplus/static void gone_softplus/' "
-                         "src/ops/unary.c",
-                         log),
+                         "src/ops/unary.c"),
                      0);
     snprintf(cmd, sizeof cmd, "make -j2 CC=%s CFLAGS=-O0 build/bin/nabla-gradcheck", cc());
-    ck_assert_int_ne(run(tree, cmd, log), 0);
-    ck_assert_msg(strstr(slurp(log), "nb_graph_backward_softplus"), "%s", slurp(log));
+    ck_assert_int_ne(run(tree, cmd), 0);
+    ck_assert_msg(strstr(g_out, "nb_graph_backward_softplus"), "%s", g_out);
 
     /* with an empty PyTorch expression the tools stop, naming the op */
-    ck_assert_int_eq(run(tree, "sed -i 's/\"F.softplus(x\\[0\\])\"/\"\"/' include/nabla/ops.def",
-                         log),
-                     0);
+    ck_assert_int_eq(
+        run(tree, "sed -i 's/\"F.softplus(x\\[0\\])\"/\"\"/' include/nabla/ops.def"), 0);
     snprintf(cmd, sizeof cmd, "%s/include/nabla/ops.def", tree);
-    ck_assert_msg(!strstr(slurp(cmd), "F.softplus"), "the expression is still there");
+    char *def = nb_test_read(cmd, NULL);
+    ck_assert_msg(!strstr(def, "F.softplus"), "the expression is still there");
+    free(def);
     snprintf(cmd, sizeof cmd,
              "%s -std=c11 -D_POSIX_C_SOURCE=200809L -Iinclude -Itools/support -Itools/test "
              "-fsyntax-only tools/test/parity.c",
              cc());
-    ck_assert_int_ne(run(tree, cmd, log), 0);
-    ck_assert_msg(strstr(slurp(log), "op softplus: its row in ops.def has no PyTorch expression"),
-                  "%s", slurp(log));
+    ck_assert_int_ne(run(tree, cmd), 0);
+    ck_assert_msg(strstr(g_out, "op softplus: its row in ops.def has no PyTorch expression"),
+                  "%s", g_out);
     ck_assert_int_ne(run(tree,
                          "python3 -c 'import sys; sys.path.insert(0, \"tools/ref\"); "
-                         "import op_list; op_list.read_rows(\"include/nabla/ops.def\")'",
-                         log),
+                         "import op_list; op_list.read_rows(\"include/nabla/ops.def\")'"),
                      0);
-    ck_assert_msg(strstr(slurp(log), "op softplus has no PyTorch expression"), "%s", slurp(log));
+    ck_assert_msg(strstr(g_out, "op softplus has no PyTorch expression"), "%s", g_out);
 
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     ck_assert_int_eq(system(cmd), 0);
+    free(g_out);
+    g_out = NULL;
 }
 END_TEST
 

@@ -450,15 +450,22 @@ START_TEST(test_prepare_matches_nanogpt) {
 }
 END_TEST
 
+/* data/shakespeare_char in the run's directory: nanoGPT's prepared
+ * character data (the fixtures), for --dataset and the config file. */
+static void copy_char_dataset(const gpt_run *r) {
+    char cmd[512], *out = NULL;
+    snprintf(cmd, sizeof cmd,
+             "mkdir -p '%s/data' && cp -r " FIX "prepare/ref '%s/data/shakespeare_char'", r->dir,
+             r->dir);
+    ck_assert_int_eq(nb_test_run(cmd, &out), 0);
+    free(out);
+}
+
 START_TEST(test_dataset_and_config) {
     gpt_run r;
     gpt_run_init(&r);
     /* --dataset=NAME from data/NAME, in nanoGPT's format (the fixtures) */
-    char cmd[512], *out = NULL;
-    snprintf(cmd, sizeof cmd, "mkdir -p '%s/data' && cp -r " FIX "prepare/ref '%s/data/shakespeare_char'",
-             r.dir, r.dir);
-    ck_assert_int_eq(nb_test_run(cmd, &out), 0);
-    free(out);
+    copy_char_dataset(&r);
     const char *small = "--n_layer=1 --n_head=2 --n_embd=16 --block_size=16 --batch_size=4 "
                         "--eval_iters=2 --eval_interval=3 --max_iters=6 --lr_decay_iters=6 "
                         "--warmup_iters=2 --log_interval=1";
@@ -582,11 +589,7 @@ static double get_lr(int it, int warmup, int decay, double lr, double min_lr) {
 START_TEST(test_schedule_as_nanogpt) {
     gpt_run r;
     gpt_run_init(&r);
-    char cmd[512], *out = NULL;
-    snprintf(cmd, sizeof cmd, "mkdir -p '%s/data' && cp -r " FIX "prepare/ref '%s/data/shakespeare_char'",
-             r.dir, r.dir);
-    ck_assert_int_eq(nb_test_run(cmd, &out), 0);
-    free(out);
+    copy_char_dataset(&r);
     const char *small = "--device=cpu --compile=False --n_layer=1 --n_head=2 --n_embd=16 "
                         "--block_size=16 --batch_size=4 --eval_iters=2 --eval_interval=4";
     char args[1024];

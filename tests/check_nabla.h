@@ -76,6 +76,24 @@ static inline const char *nb_test_build_dir(void) {
     return dir && *dir ? dir : NB_SOURCE_DIR "/build";
 }
 
+/* The whole file at path, NUL-terminated (caller frees); *len its size when
+ * len is not NULL. The test fails when it cannot be read. */
+static inline char *nb_test_read(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    ck_assert_msg(f != NULL, "cannot read %s", path);
+    ck_assert_int_eq(fseek(f, 0, SEEK_END), 0);
+    long n = ftell(f);
+    ck_assert_int_ge(n, 0);
+    ck_assert_int_eq(fseek(f, 0, SEEK_SET), 0);
+    char *text = malloc((size_t)n + 1);
+    ck_assert_ptr_nonnull(text);
+    ck_assert_uint_eq(fread(text, 1, (size_t)n, f), (size_t)n);
+    text[n] = '\0';
+    fclose(f);
+    if (len) *len = (size_t)n;
+    return text;
+}
+
 /* Runs a shell command; its stdout goes into *out (caller frees), its exit
  * status is returned (-1 when it did not exit). */
 static inline int nb_test_run(const char *cmd, char **out) {

@@ -60,20 +60,6 @@ static void list_docs(void) {
     qsort(docs + 1, (size_t)n_docs - 1, sizeof docs[0], cmp_names);
 }
 
-static char *read_file(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    ck_assert_msg(f != NULL, "cannot read %s", path);
-    char *buf = NULL;
-    size_t cap = 0;
-    FILE *m = open_memstream(&buf, &cap);
-    int ch;
-    while ((ch = fgetc(f)) != EOF) fputc(ch, m);
-    fclose(f);
-    fclose(m);
-    if (len) *len = cap;
-    return buf;
-}
-
 static void write_file(const char *path, const char *text) {
     FILE *f = fopen(path, "w");
     ck_assert_msg(f != NULL, "cannot write %s", path);
@@ -94,7 +80,7 @@ static bool known_lang(const char *lang) {
 static int parse_doc(const char *doc, block *out, int max) {
     char path[600];
     snprintf(path, sizeof path, "%s/%s", NB_SOURCE_DIR, doc);
-    char *text = read_file(path, NULL);
+    char *text = nb_test_read(path, NULL);
     int n = 0, lineno = 0, attach = -1, text_for = -1;
     bool prev_not_run = false;
     block *cur = NULL;

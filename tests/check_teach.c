@@ -468,22 +468,12 @@ START_TEST(test_custom_op_silu_example) {
 }
 END_TEST
 
-static char *slurp(const char *path) {
-    FILE *f = fopen(path, "r");
-    ck_assert_msg(f != NULL, "cannot read %s", path);
-    static char buf[1 << 18];
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    buf[n] = '\0';
-    fclose(f);
-    return strdup(buf);
-}
-
 /* Defect: docs/tape.svg was 5004 px wide and older than the tape. `make
  * docs` draws it top to bottom within 900 px, from the current
  * teach_backprop: every op label (with its creation line) of today's DOT is
  * in the picture, and the README shows it. */
 START_TEST(test_docs_tape_svg_is_current_and_fits) {
-    char *svg = slurp(NB_SOURCE_DIR "/docs/tape.svg");
+    char *svg = nb_test_read(NB_SOURCE_DIR "/docs/tape.svg", NULL);
     const char *w = strstr(svg, "<svg width=\"");
     ck_assert_ptr_nonnull(w);
     double width_pt = atof(w + strlen("<svg width=\""));
@@ -498,7 +488,7 @@ START_TEST(test_docs_tape_svg_is_current_and_fits) {
     ck_assert_ptr_nonnull(mkdtemp(dir));
     snprintf(dot_path, sizeof dot_path, "%s/tape.dot", dir);
     ck_assert_int_eq(run_in(dir, "teach_backprop --dot=tape.dot"), 0);
-    char *dot = slurp(dot_path);
+    char *dot = nb_test_read(dot_path, NULL);
     int ops = 0;
     for (const char *at = strstr(dot, "label=\"#"); at; at = strstr(at + 1, "label=\"#")) {
         char op[64], site[128], want[200];
@@ -510,7 +500,7 @@ START_TEST(test_docs_tape_svg_is_current_and_fits) {
         ops++;
     }
     ck_assert_int_eq(ops, 4);
-    char *readme = slurp(NB_SOURCE_DIR "/README.md");
+    char *readme = nb_test_read(NB_SOURCE_DIR "/README.md", NULL);
     ck_assert_ptr_nonnull(strstr(readme, "](docs/tape.svg)"));
     remove(dot_path), rmdir(dir);
     free(svg), free(dot), free(readme);

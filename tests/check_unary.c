@@ -1,5 +1,5 @@
-/* check_unary.c - neg, scale, add_scalar, exp, log, sqrt, pow, tanh, sigmoid,
- * relu, gelu: values (f32 and f64), hand derivatives, gradcheck, errors. */
+/* check_unary.c - the elementwise ops of one tensor (src/ops/unary.c):
+ * values (f32 and f64), hand derivatives, gradcheck, errors. */
 #include "check_nabla.h"
 #include "tape/tape_internal.h" /* node->f / node->i, to check the stored parameters */
 

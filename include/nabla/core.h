@@ -113,8 +113,9 @@ nb_status nb_ctx_status(const nb_ctx *ctx);
 /* Clears the error so the context can be used again. */
 void nb_ctx_clear_error(nb_ctx *ctx);
 /* Records an error (if none is recorded yet) and returns `s`. For custom ops
- * and wrappers; the message is printf-formatted. A NULL fmt records the
- * status with a generic message; a NULL ctx records nothing. */
+ * and wrappers; the message is printf-formatted. A NULL fmt, or one that
+ * formats to "", records the status with a generic message; a NULL ctx
+ * records nothing. */
 nb_status nb_ctx_fail(nb_ctx *ctx, nb_status s, const char *fmt, ...) NB_PRINTF_LIKE(3, 4);
 
 /* Gradient recording. With it off (PyTorch's torch.no_grad()) ops compute

@@ -36,8 +36,9 @@ typedef struct nb_char_vocab {
 
 /* Checks that text[0..len-1] is valid UTF-8 (RFC 3629: no overlong forms, no
  * surrogates, nothing above U+10FFFF, no truncated sequence). NB_OK, or
- * NB_ERR_VALUE with a message naming `op` and the byte offset of the first
- * bad sequence. NB_ERR_NULL for a NULL ctx or (len > 0) text. */
+ * NB_ERR_VALUE with a message naming `op` ("utf8_check" when op is NULL) and
+ * the byte offset of the first bad sequence. NB_ERR_NULL for a NULL ctx or
+ * (len > 0) text. */
 nb_status nb_utf8_check(nb_ctx *ctx, const char *op, const char *text, size_t len);
 
 /* The vocabulary of text[0..len-1]: its distinct code points, sorted.

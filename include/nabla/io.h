@@ -62,7 +62,9 @@ extern "C" {
  *                 negative n_meta, a corrupt list (n negative or past its
  *                 storage), or a header over NB_SAFETENSORS_MAX_HEADER bytes;
  *   NB_ERR_DTYPE, NB_ERR_SIZE  a tensor with an invalid dtype or ndim;
- *   NB_ERR_IO     the OS refused (the message includes strerror's text). */
+ *   NB_ERR_IO     the OS refused (the message includes strerror's text), or
+ *                 path is a directory, a device such as /dev/full, a FIFO
+ *                 or a socket (never replaced). */
 nb_status nb_save_safetensors(nb_ctx *ctx, const char *path, const nb_tensor_list *list,
                               int n_meta, const char *const *meta_keys,
                               const char *const *meta_values);

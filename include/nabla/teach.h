@@ -129,7 +129,8 @@ nb_status nb_tape_json(nb_ctx *ctx, const nb_tensor *root, FILE *f);
  * nb_diag_new: NULL with NB_ERR_VALUE on ctx unless every >= 1 and bins in
  * [0, 1000] (0: 40), NB_ERR_MEMORY; NULL for a NULL ctx or one holding an
  * error. The others return NB_OK, NB_ERR_NULL (a NULL ctx records nothing;
- * NULL d or f is recorded), NB_ERR_MEMORY or NB_ERR_IO. nb_diag_free(NULL)
+ * NULL d or f, or a NULL entry in params, is recorded), NB_ERR_VALUE (a
+ * corrupt params list, nothing written), NB_ERR_MEMORY or NB_ERR_IO. nb_diag_free(NULL)
  * does nothing. */
 typedef struct nb_diag nb_diag;
 nb_diag *nb_diag_new(nb_ctx *ctx, int every, int bins);

@@ -269,6 +269,8 @@ nb_status nb_ctx_fail(nb_ctx *ctx, nb_status s, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(ctx->errmsg, sizeof ctx->errmsg, fmt, ap);
     va_end(ap);
+    if (!ctx->errmsg[0]) /* an error always says something */
+        snprintf(ctx->errmsg, sizeof ctx->errmsg, "%s (no message)", nb_status_str(s));
     return s;
 }
 

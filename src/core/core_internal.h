@@ -152,6 +152,11 @@ NB_HIDDEN nb_status nb_list_append(nb_tensor_list *l, const char *name, nb_tenso
  * report on the context they work with. */
 NB_HIDDEN nb_status nb_list_insert(nb_tensor_list *l, const char *name, nb_tensor *t);
 
+/* core/file.c: path opened for reading ("rb") when it is a regular file;
+ * otherwise NULL with *why saying what it is instead ("not a regular file
+ * (a FIFO)") or strerror's text. Never blocks on a FIFO. */
+NB_HIDDEN FILE *nb_fopen_regular(const char *path, const char **why);
+
 /* Use after reset (NB_DEBUG builds; always true otherwise): are the
  * non-NULL in[0..n-1] tensors made since their context's last reset? The
  * first that is not gets an NB_ERR_STATE error on ctx naming op. */

@@ -45,11 +45,12 @@ nb_status nb_get_batch(nb_ctx *ctx, const nb_tensor *data, int64_t B, int64_t T,
     if (B < 1 || T < 1)
         return nb_ctx_fail(ctx, NB_ERR_VALUE, "%s: batch_size %lld and block_size %lld must be >= 1",
                            op, (long long)B, (long long)T);
-    if (n < T + 1 || n - T > (int64_t)UINT32_MAX)
+    /* n > T, written so that T = INT64_MAX cannot overflow (T + 1 would) */
+    if (n <= T || n - T > (int64_t)UINT32_MAX)
         return nb_ctx_fail(ctx, NB_ERR_VALUE,
-                           "%s: %lld tokens, expected at least block_size + 1 = %lld "
+                           "%s: %lld tokens, expected at least block_size + 1 = %.0f "
                            "(and at most 2^32 + block_size)",
-                           op, (long long)n, (long long)T + 1);
+                           op, (long long)n, (double)T + 1);
     nb_tensor *bx = nb_empty(ctx, NB_I64, 2, (const int64_t[]){B, T});
     nb_tensor *by = nb_empty(ctx, NB_I64, 2, (const int64_t[]){B, T});
     if (!bx || !by) return nb_ctx_status(ctx);

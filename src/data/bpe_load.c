@@ -44,9 +44,10 @@ static nb_status file_fail(nb_ctx *ctx, nb_status s, const char *path, const cha
 /* The whole file, NUL-terminated, in a malloc'd buffer (*len bytes before
  * the NUL); NULL with an error naming the file. */
 static char *read_all(nb_ctx *ctx, const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
+    const char *why = NULL;
+    FILE *f = nb_fopen_regular(path, &why);
     if (!f) {
-        file_fail(ctx, NB_ERR_IO, path, "cannot open: %s", strerror(errno));
+        file_fail(ctx, NB_ERR_IO, path, "cannot open: %s", why);
         return NULL;
     }
     char *buf = NULL;

@@ -12,6 +12,7 @@
 
 nb_status nb_utf8_check(nb_ctx *ctx, const char *op, const char *text, size_t len) {
     if (!nb_ctx_ok(ctx)) return ctx ? nb_ctx_status(ctx) : NB_ERR_NULL;
+    if (!op) op = "utf8_check"; /* the messages always name someone */
     if (!text && len) return nb_ctx_fail(ctx, NB_ERR_NULL, "%s: NULL text", op);
     const unsigned char *s = (const unsigned char *)text;
     size_t i = 0, n;

@@ -238,9 +238,9 @@ static nb_status bind(gc *g, nb_tensor *const *in) {
     int n_par = g->n_in - g->n_user;
     bool any_marked = false;
     for (int i = 0; i < g->n_user; i++) any_marked |= in[i]->requires_grad;
-    for (int k = 0; k < n_par; k++) any_marked |= g->params->t[k]->requires_grad;
+    for (int k = 0; k < n_par; k++) any_marked |= nb_list_tensor(g->params, k)->requires_grad;
     for (int i = 0; i < g->n_in; i++) {
-        nb_tensor *src = i < g->n_user ? in[i] : g->params->t[i - g->n_user];
+        nb_tensor *src = i < g->n_user ? in[i] : nb_list_tensor(g->params, i - g->n_user);
         bool flt = src->dtype == NB_F32 || src->dtype == NB_F64;
         nb_tensor *c = nb_copy(g->leaves, src, flt ? NB_F64 : src->dtype);
         g->check[i] = flt && (any_marked ? src->requires_grad : true);
@@ -248,7 +248,7 @@ static nb_status bind(gc *g, nb_tensor *const *in) {
         if (nb_ctx_error(g->leaves)) return fail(g, NB_ERR_MEMORY, nb_ctx_error(g->leaves));
         g->x[i] = c;
         if (i < g->n_user) continue;
-        nb_tensor *p = g->params->t[i - g->n_user];
+        nb_tensor *p = nb_list_tensor(g->params, i - g->n_user);
         g->saved[i - g->n_user] = *p;
         c->name = p->name;
         *p = *c;
@@ -260,7 +260,7 @@ static nb_status bind(gc *g, nb_tensor *const *in) {
 
 /* Gives the parameters back their own dtype, values, grad and flags. */
 static void unbind(gc *g) {
-    for (int k = g->n_bound - 1; k >= 0; k--) *g->params->t[k] = g->saved[k];
+    for (int k = g->n_bound - 1; k >= 0; k--) *nb_list_tensor(g->params, k) = g->saved[k];
     g->n_bound = 0;
 }
 
@@ -276,14 +276,15 @@ static nb_status gradcheck_all(nb_gradcheck_fn f, void *user, const nb_tensor_li
     int n_par = params ? params->n : 0;
     gc g = {.f = f, .user = user, .n_in = n_in, .n_user = n_in, .params = params, .res = res};
     if (!f || n_in < 0 || (n_in > 0 && !in)) return fail(&g, NB_ERR_NULL, "f and inputs are required");
-    if (n_par < 0 || n_par > NB_LIST_MAX) return fail(&g, NB_ERR_SIZE, "the parameter list is corrupt");
+    if (params && !nb_list_valid(params))
+        return fail(&g, NB_ERR_SIZE, "the parameter list is corrupt");
     for (int i = 0; i < n_in; i++)
         if (!in[i]) return fail(&g, NB_ERR_NULL, "an input is NULL");
     for (int k = 0; k < n_par; k++) {
         char msg[128];
         snprintf(msg, sizeof msg, "parameter %d ('%.64s') is NULL", k,
-                 params->names[k] ? params->names[k] : "");
-        if (!params->t[k]) return fail(&g, NB_ERR_NULL, msg);
+                 nb_list_name(params, k) ? nb_list_name(params, k) : "");
+        if (!nb_list_tensor(params, k)) return fail(&g, NB_ERR_NULL, msg);
     }
     nb_gradcheck_opts o = opts ? *opts : nb_gradcheck_defaults();
     char why[160];

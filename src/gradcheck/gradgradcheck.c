@@ -142,7 +142,8 @@ static nb_status blame_graph(const gg *c, nb_tensor *const *x, const nb_tensor_l
         xs[i] = nb_copy(a.ctx, x[i], x[i]->dtype);
         if (xs[i] && x[i]->requires_grad) nb_requires_grad(xs[i]);
     }
-    for (int k = 0; xs && k < c->n_par; k++) xs[c->n_x + k] = params->t[k]; /* f reads them in place */
+    for (int k = 0; xs && k < c->n_par; k++) /* f reads them in place */
+        xs[c->n_x + k] = nb_list_tensor(params, k);
     nb_tensor *y = xs && nb_ctx_ok(a.ctx) ? c->f(a.ctx, xs, c->user) : NULL;
     int top = y && y->node ? y->node->index : -1;
     for (nb_node *n = a.ctx->tape; n && !found && nb_ctx_ok(a.ctx); n = n->prev) {
@@ -185,7 +186,20 @@ static nb_status gradgradcheck_all(nb_gradcheck_fn f, void *user, const nb_tenso
         snprintf(res->message, sizeof res->message, "gradgradcheck: f and the inputs are required");
         return NB_ERR_NULL;
     }
+    /* a corrupt list or a NULL entry is refused before anything walks it */
     int n_par = params ? params->n : 0;
+    if (params && !nb_list_valid(params)) {
+        snprintf(res->message, sizeof res->message,
+                 "gradgradcheck: the parameter list is corrupt (n = %d)", params->n);
+        return NB_ERR_SIZE;
+    }
+    for (int k = 0; k < n_par; k++)
+        if (!nb_list_tensor(params, k)) {
+            const char *name = nb_list_name(params, k);
+            snprintf(res->message, sizeof res->message,
+                     "gradgradcheck: parameter %d ('%.64s') is NULL", k, name ? name : "");
+            return NB_ERR_NULL;
+        }
     gg c = {f, user, n_in, n_par};
     nb_ctx *ctx = nb_ctx_new(0);
     if (!ctx) return NB_ERR_MEMORY;
@@ -193,7 +207,7 @@ static nb_status gradgradcheck_all(nb_gradcheck_fn f, void *user, const nb_tenso
     nb_tensor **x = nb_ctx_alloc(ctx, (size_t)(n_in + n_par + 1) * sizeof *x);
     bool any_marked = false;
     for (int i = 0; i < n_in; i++) any_marked |= in[i] && in[i]->requires_grad;
-    for (int k = 0; k < n_par; k++) any_marked |= params->t[k]->requires_grad;
+    for (int k = 0; k < n_par; k++) any_marked |= nb_list_tensor(params, k)->requires_grad;
     for (int i = 0; x && i < n_in; i++) {
         if (!in[i]) break;
         bool flt = in[i]->dtype == NB_F32 || in[i]->dtype == NB_F64;
@@ -210,7 +224,7 @@ static nb_status gradgradcheck_all(nb_gradcheck_fn f, void *user, const nb_tenso
     /* f's output, for v's shape; then the blame of the graph backwards */
     nb_tensor **xp = nb_ctx_alloc(ctx, (size_t)(n_in + n_par + 1) * sizeof *xp);
     for (int i = 0; xp && i < n_in; i++) xp[i] = x[i];
-    for (int k = 0; xp && k < n_par; k++) xp[n_in + k] = params->t[k];
+    for (int k = 0; xp && k < n_par; k++) xp[n_in + k] = nb_list_tensor(params, k);
     nb_tensor *y = xp ? f(ctx, xp, user) : NULL;
     if (!y || nb_ctx_error(ctx)) {
         snprintf(res->message, sizeof res->message, "gradgradcheck: the function failed: %.440s",

@@ -39,8 +39,9 @@ static void describe_blame(const nb_gradcheck_result *r, bool y_untracked, char 
  * gradcheck(f, params + inputs) numbers its tuple. */
 static void input_label(const gc *g, int i, char *buf, size_t n) {
     int k = i - g->n_user;
-    if (k >= 0 && g->params && g->params->names[k])
-        snprintf(buf, n, "input %d (parameter '%.64s')", i, g->params->names[k]);
+    const char *name = k >= 0 && g->params ? nb_list_name(g->params, k) : NULL;
+    if (name)
+        snprintf(buf, n, "input %d (parameter '%.64s')", i, name);
     else
         snprintf(buf, n, "input %d", i);
 }

@@ -9,6 +9,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -152,6 +153,16 @@ static nb_status save_check_args(nb_ctx *ctx, const char *path, const nb_tensor_
     found = nb_st_find_duplicate(keys, (size_t)n_meta, &dup);
     if (found < 0) return nb_io_fail(ctx, NB_ERR_MEMORY, SAVE, path, "out of memory");
     if (found) return nb_io_fail(ctx, NB_ERR_VALUE, SAVE, path, "duplicate metadata key '%s'", dup);
+    /* The rename would replace a device, a FIFO or a socket with the file
+     * (/dev/full gone as root): only a regular file is overwritten (a
+     * directory is left to the rename, which refuses it). */
+    struct stat sb;
+    if (stat(path, &sb) == 0 && !S_ISREG(sb.st_mode) && !S_ISDIR(sb.st_mode))
+        return nb_io_fail(ctx, NB_ERR_IO, SAVE, path, "exists and is not a regular file (%s)",
+                          S_ISFIFO(sb.st_mode)  ? "a FIFO"
+                          : S_ISCHR(sb.st_mode) ? "a character device"
+                          : S_ISBLK(sb.st_mode) ? "a block device"
+                                                : "a socket");
     return NB_OK;
 }
 

@@ -32,9 +32,10 @@ int nb_gpt_hf_n_head(int64_t n_embd) {
 
 /* The whole file, NUL-terminated, malloc'ed; NULL with an error on ctx. */
 static char *read_text(nb_ctx *ctx, const char *fn, const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
+    const char *why = NULL;
+    FILE *f = nb_fopen_regular(path, &why);
     if (!f) {
-        nb_ctx_fail(ctx, NB_ERR_IO, "%s: %s: %s", fn, path, strerror(errno));
+        nb_ctx_fail(ctx, NB_ERR_IO, "%s: %s: %s", fn, path, why);
         return NULL;
     }
     size_t cap = 4096, n = 0;
@@ -96,10 +97,19 @@ nb_status nb_gpt_hf_config_read(nb_ctx *ctx, const char *path, nb_gpt_hf_config 
     size_t len = 0;
     char *text = read_text(ctx, fn, path, &len);
     if (!text) return nb_ctx_status(ctx);
-    cJSON *root = cJSON_ParseWithLength(text, len);
+    const char *end = NULL;
+    cJSON *root = cJSON_ParseWithLengthOpts(text, len, &end, false);
+    /* cJSON stops after the first value: only white space may follow it */
+    size_t at = root && end ? (size_t)(end - text) : len;
+    while (at < len && (text[at] == ' ' || text[at] == '\t' || text[at] == '\r' ||
+                        text[at] == '\n'))
+        at++;
     free(text);
-    if (!cJSON_IsObject(root)) {
+    if (!cJSON_IsObject(root) || at < len) {
         cJSON_Delete(root);
+        if (root && at < len)
+            return nb_ctx_fail(ctx, NB_ERR_FORMAT, "%s: %s: something follows the JSON object "
+                               "at byte %zu", fn, path, at);
         return nb_ctx_fail(ctx, NB_ERR_FORMAT, "%s: %s: not a JSON object", fn, path);
     }
     nb_gpt_hf_config c = {.gelu = NB_GELU_TANH, .layer_norm_epsilon = 1e-5};
@@ -473,10 +483,8 @@ nb_status nb_gpt_load_hf(nb_ctx *pctx, nb_gpt *m, const char *path, int n_head, 
     strcpy(cpath + dir, "config.json");
     hf_stream S = {pctx, m, NULL, {.gelu = NB_GELU_TANH, .layer_norm_epsilon = 1e-5},
                    n_head, dropout, dt, dropout_rng, "", false};
-    FILE *f = fopen(cpath, "rb");
     nb_status st = NB_OK;
-    if (f) {
-        fclose(f);
+    if (access(cpath, F_OK) == 0) { /* there: read it (a FIFO or directory is refused there) */
         S.cpath = cpath;
         st = nb_gpt_hf_config_read(pctx, cpath, &S.hc);
     }

@@ -149,13 +149,18 @@ nb_tensor *nb_gpt_forward_cached(nb_ctx *ctx, nb_gpt *m, nb_gpt_cache *c, const 
         nb_ctx_fail(ctx, NB_ERR_NULL, "gpt_forward_cached: cache is NULL");
         return NULL;
     }
-    int64_t room = c->cap - c->len;
-    if (!nb_gpt_check_ids(ctx, m, ids, "ids", room > 0 ? room : 0)) return NULL;
+    if (!nb_gpt_check_ids(ctx, m, ids, "ids", INT64_MAX)) return NULL;
     if (ids->shape[0] != c->batch || c->dtype != m->cfg.dtype || c->n_layer != m->cfg.n_layer ||
         c->heads * c->hd != m->cfg.n_embd || c->cap != m->cfg.block_size) {
         nb_ctx_fail(ctx, NB_ERR_SHAPE, "gpt_forward_cached: ids batch %lld, cache batch %lld "
                     "(the cache must be made for this model)", (long long)ids->shape[0],
                     (long long)c->batch);
+        return NULL;
+    }
+    if (ids->shape[1] > c->cap - c->len) { /* len + n > block_size, as the header says */
+        nb_ctx_fail(ctx, NB_ERR_VALUE, "gpt_forward_cached: %lld new positions do not fit: the "
+                    "cache holds %lld of block_size %lld", (long long)ids->shape[1],
+                    (long long)c->len, (long long)c->cap);
         return NULL;
     }
     bool grad = nb_set_grad_enabled(ctx, false), train = m->training;

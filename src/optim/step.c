@@ -6,11 +6,14 @@
 double nb_lr_at(const nb_lr_schedule *s, int64_t it) {
     if (!s || it < 0) return NAN;
     if (!s->decay_lr) return s->learning_rate;
-    if (it < s->warmup_iters)
-        return s->learning_rate * (double)(it + 1) / (double)(s->warmup_iters + 1);
+    /* The sums and differences in double: exact below 2^53, and no int64
+     * overflow at the limits (warmup_iters INT64_MAX, a negative warmup
+     * with lr_decay_iters INT64_MAX). */
+    double w = (double)s->warmup_iters;
+    if (it < s->warmup_iters) return s->learning_rate * ((double)it + 1) / (w + 1);
     if (it > s->lr_decay_iters) return s->min_lr;
     if (s->lr_decay_iters == s->warmup_iters) return s->min_lr;
-    double r = (double)(it - s->warmup_iters) / (double)(s->lr_decay_iters - s->warmup_iters);
+    double r = ((double)it - w) / ((double)s->lr_decay_iters - w);
     double coeff = 0.5 * (1.0 + cos(3.14159265358979323846 * r));
     return s->min_lr + coeff * (s->learning_rate - s->min_lr);
 }

@@ -214,6 +214,14 @@ nb_status nb_diag_step(nb_ctx *ctx, nb_diag *d, long step, double loss,
     if (!ctx) return NB_ERR_NULL;
     if (nb_ctx_status(ctx)) return nb_ctx_status(ctx);
     if (!d) return nb_ctx_fail(ctx, NB_ERR_NULL, "diag_step: d is NULL");
+    /* the list is checked whole before any of it is read or written */
+    if (params && !nb_list_valid(params))
+        return nb_ctx_fail(ctx, NB_ERR_VALUE, "diag_step: the params list is corrupt (n = %d)",
+                           params->n);
+    for (int i = 0; params && i < params->n; i++)
+        if (!nb_list_tensor(params, i))
+            return nb_ctx_fail(ctx, NB_ERR_NULL, "diag_step: parameter %d ('%.64s') is NULL", i,
+                               nb_list_name(params, i) ? nb_list_name(params, i) : "");
     if (d->pending) write_ratios(d, params); /* the update this step made */
     bool record = step % d->every == 0;
     fprintf(d->log, "{\"step\":%ld,\"loss\":", step);

@@ -16,7 +16,8 @@ static void write_lines(FILE *f, const char *const *lines, size_t n) {
 
 /* The file at path, copied to f. */
 static nb_status copy_file(FILE *f, const char *path) {
-    FILE *in = fopen(path, "rb");
+    const char *why = NULL;
+    FILE *in = nb_fopen_regular(path, &why); /* never waits on a FIFO */
     if (!in) return NB_ERR_IO;
     char buf[65536];
     size_t n;
