@@ -691,6 +691,16 @@ DRV(nb_sdpa_dropout_mask) {
     nb_sdpa_dropout_mask(k->ctx, SZ(k, 1, 1), SZ(k, 2, 1), SZ(k, 3, 2), SZ(k, 4, 2), F(k, 5, 0.1),
                          U64(k, 6, 1));
 }
+DRV(nb_rope) {
+    nb_tensor *tc, *ts;
+    nb_rope_tables(k->ctx, 4, 3, 1e4, NULL, NB_F32, &tc, &ts);
+    nb_rope(k->ctx, nb_ones(k->ctx, NB_F32, NB_SHAPE(1, 2, 4)), tc, ts, SZ(k, 4, 1), 0);
+}
+DRV(nb_rope_tables) {
+    const nb_rope_scaling llama3 = {32, 1, 4, 8192};
+    nb_tensor *tc, *ts;
+    nb_rope_tables(k->ctx, SZ(k, 1, 4), SZ(k, 2, 3), F(k, 3, 1e4), &llama3, NB_F32, &tc, &ts);
+}
 DRV(nb_sgd_defaults) { nb_sgd_defaults(F(k, 0, 0.1)); }
 DRV(nb_adam_defaults) { nb_adam_defaults(F(k, 0, 0.1)); }
 DRV(nb_adamw_defaults) { nb_adamw_defaults(F(k, 0, 0.1)); }
@@ -987,6 +997,8 @@ static const krow kinds[] = {
     {"nb_layer_norm", "ctx tensor tensor tensor float", d_nb_layer_norm},
     {"nb_sdpa", "ctx tensor tensor tensor tensor bool float float seed", d_nb_sdpa},
     {"nb_sdpa_dropout_mask", "ctx size size size size float seed", d_nb_sdpa_dropout_mask},
+    {"nb_rope", "ctx tensor tensor tensor size enum", d_nb_rope},
+    {"nb_rope_tables", "ctx size size float ptr enum out out", d_nb_rope_tables},
     {"nb_sgd_defaults", "float", d_nb_sgd_defaults},
     {"nb_adam_defaults", "float", d_nb_adam_defaults},
     {"nb_adamw_defaults", "float", d_nb_adamw_defaults},
