@@ -144,6 +144,10 @@ nb_tensor *nb_embedding(nb_ctx *ctx, nb_tensor *weight, const nb_tensor *ids);
 /* Normalises over the last dim: (x - mean) / sqrt(var + eps) * w + b, with
  * the biased variance. w and b (dim) may be NULL. Like F.layer_norm. */
 nb_tensor *nb_layer_norm(nb_ctx *ctx, nb_tensor *x, nb_tensor *w, nb_tensor *b, double eps);
+/* Root-mean-square norm over the last dim: x / sqrt(mean(x^2) + eps) * w,
+ * w (dim) may be NULL; eps finite and > 0. Like PyTorch 2.4's F.rms_norm
+ * (whose eps=None is the dtype's epsilon: pass FLT_EPSILON, DBL_EPSILON). */
+nb_tensor *nb_rms_norm(nb_ctx *ctx, nb_tensor *x, nb_tensor *w, double eps);
 
 /* ---- fused attention -------------------------------------------------------- */
 /* Scaled dot-product attention in one op, PyTorch's
