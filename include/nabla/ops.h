@@ -59,6 +59,10 @@ nb_tensor *nb_erf(nb_ctx *ctx, nb_tensor *a); /* the error function, torch.erf *
 typedef enum nb_gelu_approx { NB_GELU_NONE, NB_GELU_TANH } nb_gelu_approx;
 /* PyTorch's gelu(approximate='none') = x * Phi(x) with erf, or 'tanh'. */
 nb_tensor *nb_gelu(nb_ctx *ctx, nb_tensor *a, nb_gelu_approx approx);
+/* x * sigmoid(x), F.silu (Llama's and Qwen's gated MLP) */
+nb_tensor *nb_silu(nb_ctx *ctx, nb_tensor *a);
+/* relu(x)^2, the nanoGPT speedrun's MLP activation; gradient 2 relu(x) */
+nb_tensor *nb_relu2(nb_ctx *ctx, nb_tensor *a);
 
 /* ---- reductions ---------------------------------------------------------- */
 /* Over all elements: a 0-dim result. */
