@@ -353,7 +353,8 @@ START_TEST(test_rms_norm_init_and_values) {
         nn_assert_names(&rn.params, 1, (const char *const[]){"weight"});
         for (size_t i = 0; i < 4; i++) ck_assert_double_eq(nb_get(rn.weight, i), 1.0);
         /* row [1, 2, 3, 4]: mean square 7.5; row of -2s: all -1 (up to eps) */
-        nb_tensor *x = nb_from_doubles(ctx, dt, NB_SHAPE(2, 4), (double[]){1, 2, 3, 4, -2, -2, -2, -2});
+        nb_tensor *x =
+            nb_from_doubles(ctx, dt, NB_SHAPE(2, 4), (double[]){1, 2, 3, 4, -2, -2, -2, -2});
         double r = 1.0 / sqrt(7.5 + 1e-6), r2 = 2.0 / sqrt(4 + 1e-6);
         double want[8] = {r, 2 * r, 3 * r, 4 * r, -r2, -r2, -r2, -r2};
         ck_assert_tensor_near(nb_nn_rms_norm_forward(ctx, &rn, x), want, 8, 1e-6);

@@ -861,15 +861,19 @@ START_TEST(test_rms_norm_node_inputs_and_alias) {
     for (size_t d = 0; d < 4; d++)
         ck_assert_double_eq_tol(nb_grad_get(x, d), rs * (1 - LN_X[d] * rs * m), 1e-14);
     ck_assert_double_eq(nb_grad_get(w, 0), 0.0);
-    /* x as its own weight */
-    nb_tensor *v = leaf(ctx, NB_F64, NB_SHAPE(4), ((double[]){0.5, -1, 2, 0.25}));
-    nb_tensor *u = leaf(ctx, NB_F64, NB_SHAPE(4), ((double[]){0.5, -1, 2, 0.25}));
-    ck_assert_int_eq(nb_backward(ctx, nb_rms_norm(ctx, v, v, 1e-3), from(ctx, NB_F64, NB_SHAPE(4), RMS_DY)), NB_OK);
-    nb_tensor *ms = nb_mean_dim(ctx, nb_mul(ctx, u, u), -1, true);
-    nb_tensor *yc = nb_mul(ctx, nb_mul(ctx, u, nb_pow(ctx, nb_add_scalar(ctx, ms, 1e-3), -0.5)), u);
-    ck_assert_int_eq(nb_backward(ctx, yc, from(ctx, NB_F64, NB_SHAPE(4), RMS_DY)), NB_OK);
-    for (size_t d = 0; d < 4; d++)
-        ck_assert_double_eq_tol(nb_grad_get(v, d), nb_grad_get(u, d), 1e-14);
+    /* x as its own weight, in both dtypes (float32 takes the fresh-buffer path) */
+    for (int dt = NB_F32; dt <= NB_F64; dt++) {
+        const double v0[4] = {0.5, -1, 2, 0.25};
+        nb_tensor *v = leaf(ctx, dt, NB_SHAPE(4), v0), *u = leaf(ctx, dt, NB_SHAPE(4), v0);
+        nb_tensor *dy = from(ctx, dt, NB_SHAPE(4), RMS_DY);
+        ck_assert_int_eq(nb_backward(ctx, nb_rms_norm(ctx, v, v, 1e-3), dy), NB_OK);
+        nb_tensor *ms = nb_mean_dim(ctx, nb_mul(ctx, u, u), -1, true);
+        nb_tensor *r = nb_pow(ctx, nb_add_scalar(ctx, ms, 1e-3), -0.5);
+        ck_assert_int_eq(nb_backward(ctx, nb_mul(ctx, nb_mul(ctx, u, r), u), dy), NB_OK);
+        for (size_t d = 0; d < 4; d++)
+            ck_assert_double_eq_tol(nb_grad_get(v, d), nb_grad_get(u, d),
+                                    dt == NB_F32 ? 1e-5 : 1e-14);
+    }
     nb_ctx_free(ctx);
 }
 END_TEST
@@ -936,12 +940,10 @@ START_TEST(test_rms_norm_gradcheck) {
                         rand_leaf(ctx, NB_F64, NB_SHAPE(6), 82)};
     for (int with_w = 0; with_w < 2; with_w++) {
         nb_gradcheck_result r;
-        ck_assert_int_eq(nb_gradcheck(ctx, f_rms_norm, with_w ? ctx : NULL, 1 + with_w, in, NULL, &r),
-                         NB_OK);
+        void *u = with_w ? ctx : NULL; /* non-NULL: in[1] is the weight */
+        ck_assert_int_eq(nb_gradcheck(ctx, f_rms_norm, u, 1 + with_w, in, NULL, &r), NB_OK);
         ck_assert_msg(r.passed, "weight %d: %s", with_w, r.message);
-        ck_assert_int_eq(nb_gradgradcheck(ctx, f_rms_norm, with_w ? ctx : NULL, 1 + with_w, in,
-                                          NULL, &r),
-                         NB_OK);
+        ck_assert_int_eq(nb_gradgradcheck(ctx, f_rms_norm, u, 1 + with_w, in, NULL, &r), NB_OK);
         ck_assert_msg(r.passed, "second order, weight %d: %s", with_w, r.message);
     }
     nb_ctx_free(ctx);

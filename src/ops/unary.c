@@ -534,7 +534,8 @@ nb_tensor *nb_silu(nb_ctx *ctx, nb_tensor *a) {
 
 void nb_graph_backward_silu(nb_ctx *ctx, nb_node *n, nb_tensor *dout, nb_tensor **din) {
     nb_tensor *x = n->in[0], *s = nb_sigmoid(ctx, x); /* dout s (1 + x (1 - s)) */
-    nb_tensor *d = nb_mul(ctx, s, nb_add_scalar(ctx, nb_mul(ctx, x, nb_add_scalar(ctx, nb_neg(ctx, s), 1.0)), 1.0));
+    nb_tensor *one_s = nb_add_scalar(ctx, nb_neg(ctx, s), 1.0);
+    nb_tensor *d = nb_mul(ctx, s, nb_add_scalar(ctx, nb_mul(ctx, x, one_s), 1.0));
     din[0] = nb_mul(ctx, dout, d);
 }
 
