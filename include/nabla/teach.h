@@ -62,7 +62,8 @@ nb_status nb_tape_html(nb_ctx *ctx, const nb_tensor *root, FILE *f);
  * build installed (`make` fetches elkjs from npm into build/elk, `make
  * install` puts it in PREFIX/share/nabla), or the file the NB_LAYOUT_JS
  * environment variable names; NB_LAYOUT_JS set but empty, or no copy found:
- * the page's own placement in ranks, with no module boxes. The page stays
+ * the page's own placement (module boxes around their items, in ranks, with
+ * straight edges). The page stays
  * one file that needs no network.
  *
  * forward: "check this op". forward(c, in, user) must record the same tape

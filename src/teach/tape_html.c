@@ -4,7 +4,7 @@
  * The page embeds the tape's JSON model (teach/tape_json.c, with what each node
  * sends to its inputs) and elkjs (the build's copy, or the one opts name),
  * which lays the graph out with a box per module; without elkjs the page
- * places the nodes in ranks itself. Element ids and classes (nb-step, nb-received, nb-sent,
+ * places the nodes and module boxes in ranks itself (straight edges). Element ids and classes (nb-step, nb-received, nb-sent,
  * nb-acc, ...) are what `make test-browser` clicks and reads. */
 #include "tape_json.h"
 

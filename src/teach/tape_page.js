@@ -3,7 +3,8 @@
  * into src/teach/tape_page.inc by tools/teach/embed_page.py (make
  * teach-page). It reads the JSON model (#nb-tape), groups the ops by module
  * path into boxes (folded by default on large tapes), lays the graph out
- * with elkjs when the page carries it (window.ELK) and in ranks otherwise,
+ * with elkjs when the page carries it (window.ELK) and in nested ranks
+ * otherwise,
  * steps the backward pass, draws tensors as heatmaps and shows each op's
  * gradient check. Element ids and classes are what make test-browser reads. */
 (function () {
@@ -204,38 +205,89 @@
     return nodes[""];
   }
 
-  /* Without ELK: ranks by longest path, boxes side by side, modules as the
-   * boxes around their items (the small pages' fallback). */
+  /* Without ELK: every open module a box around what it holds, laid out
+   * from the inside out. In each box its items and sub-boxes go in ranks by
+   * longest path over the edges between them, each rank ordered by where
+   * its predecessors are and centred; edges are straight, bottom to top. */
   function rankLayout(g) {
-    var rank = {}, preds = {};
-    g.edges.forEach(function (e) { (preds[e.targets[0]] = preds[e.targets[0]] || []).push(e.sources[0]); });
-    function r(id) {
-      if (rank[id] !== undefined) return rank[id];
-      rank[id] = 0;
-      var best = 0;
-      (preds[id] || []).forEach(function (p) { best = Math.max(best, r(p) + 1); });
-      return (rank[id] = best);
-    }
-    var rows = [], pos = {};
-    Object.keys(g.items).forEach(function (id) { (rows[r(id)] = rows[r(id)] || []).push(id); });
-    var y = 10, width = 0;
-    rows.forEach(function (row) {
-      if (!row) return;
-      var x = 10, h = 0;
-      row.forEach(function (id) {
-        var it = g.items[id];
-        pos[id] = { x: x, y: y, width: it.width, height: it.height };
-        x += it.width + 16;
-        h = Math.max(h, it.height);
-      });
-      width = Math.max(width, x);
-      y += h + 30;
+    var PAD_T = 26, PAD = 10, GAP_X = 16, GAP_Y = 30;
+    var kids = { "": [] }, size = {}, local = {};
+    Object.keys(g.open).forEach(function (m) { kids[m] = []; });
+    Object.keys(g.open).sort(function (a, b) { return depth(a) - depth(b); }).forEach(function (m) {
+      kids[modules[m].parent].push("c:" + m);
     });
+    Object.keys(g.items).forEach(function (id) { kids[g.items[id].mod].push(id); });
+    /* the child of box C that holds item id */
+    function up(id, C) {
+      var m = g.items[id].mod;
+      if (m === C) return id;
+      while (modules[m].parent !== C) m = modules[m].parent;
+      return "c:" + m;
+    }
+    function sz(id) { return id.indexOf("c:") === 0 ? size[id.slice(2)] : { w: g.items[id].width, h: g.items[id].height }; }
+    function lay(C) {
+      var ch = kids[C], preds = {}, rank = {}, rows = [], cx = {}, order = {};
+      ch.forEach(function (id, i) { order[id] = i; if (id.indexOf("c:") === 0) lay(id.slice(2)); });
+      g.edges.forEach(function (e) {
+        if (e.mod !== C) return;
+        var a = up(e.sources[0], C), b = up(e.targets[0], C);
+        if (a !== b) (preds[b] = preds[b] || []).push(a);
+      });
+      function r(id) {
+        if (rank[id] !== undefined) return rank[id];
+        rank[id] = 0;
+        var best = 0;
+        (preds[id] || []).forEach(function (p) { best = Math.max(best, r(p) + 1); });
+        return (rank[id] = best);
+      }
+      ch.forEach(function (id) { (rows[r(id)] = rows[r(id)] || []).push(id); });
+      var y = C ? PAD_T : 0, width = C ? textW(elide(C, 60) + " \u25BE") + 14 : 0, placed = [];
+      rows.forEach(function (row) {
+        if (!row) return;
+        function key(id) {
+          var s = 0, n = 0;
+          (preds[id] || []).forEach(function (q) { if (cx[q] !== undefined) { s += cx[q]; n++; } });
+          return n ? s / n : Infinity;
+        }
+        var keys = {};
+        row.forEach(function (id) { keys[id] = key(id); });
+        row.sort(function (a, b) { return keys[a] - keys[b] || order[a] - order[b]; });
+        var x = 0, h = 0;
+        row.forEach(function (id) {
+          var z = sz(id);
+          local[id] = { x: x, y: y };
+          cx[id] = x + z.w / 2;
+          x += z.w + GAP_X;
+          h = Math.max(h, z.h);
+        });
+        width = Math.max(width, x - GAP_X);
+        placed.push({ row: row, w: x - GAP_X });
+        y += h + GAP_Y;
+      });
+      placed.forEach(function (p) { /* centred in the box */
+        var shift = (C ? PAD : 0) + (width - p.w) / 2;
+        p.row.forEach(function (id) { local[id].x += shift; });
+      });
+      size[C] = { w: width + (C ? 2 * PAD : 0), h: (placed.length ? y - GAP_Y : y) + (C ? PAD : 0) };
+    }
+    lay("");
+    var pos = {}, clusters = [];
+    (function place(C, ox, oy) {
+      kids[C].forEach(function (id) {
+        var z = sz(id), x = ox + local[id].x, y = oy + local[id].y;
+        if (id.indexOf("c:") === 0) {
+          clusters.push({ path: id.slice(2), box: { x: x, y: y, width: z.w, height: z.h } });
+          place(id.slice(2), x, y);
+        } else {
+          pos[id] = { x: x, y: y, width: z.w, height: z.h };
+        }
+      });
+    })("", 10, 10);
     var edges = g.edges.map(function (e) {
       var a = pos[e.sources[0]], b = pos[e.targets[0]];
       return { id: e.id, points: [{ x: a.x + a.width / 2, y: a.y + a.height }, { x: b.x + b.width / 2, y: b.y }] };
     });
-    return { pos: pos, edges: edges, clusters: [], width: width + 10, height: y + 10 };
+    return { pos: pos, edges: edges, clusters: clusters, width: size[""].w + 30, height: size[""].h + 30 };
   }
 
   function fromElk(res) {
