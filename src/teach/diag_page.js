@@ -21,7 +21,7 @@
    * (attn.c_attn.weight, mlp gelu) picks the dash. Outside the layers
    * (embeddings, the head): a grey each, solid. */
   var DASHES = ["", "7 3", "2 2", "9 3 2 3", "4 4", "1 3", "12 3 3 3 3 3", "6 2 1 2 1 2"];
-  var GREYS = ["#333", "#888", "#bbb", "#000", "#666", "#aaa"];
+  var GREYS = ["#888", "#555", "#bbb", "#777", "#aaa", "#666"]; /* lighter than the kinds key (#333) */
   function layerOf(name) { var m = /\.(\d+)(?:[. ]|$)/.exec(name); return m ? Number(m[1]) : -1; }
   function kindOf(name) { return name.replace(/^.*?\.\d+(?:[. ]|$)/, "").replace(/ #\d+$/, "") || name; }
   function layerColour(l, layers) {
