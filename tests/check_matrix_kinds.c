@@ -641,6 +641,8 @@ MODULE_DRV(nb_nn_embedding_init, nb_nn_embedding m;
            nb_nn_embedding_init(pc, &m, SZ(k, 2, 5), SZ(k, 3, 3), NB_F32, &k->rng))
 MODULE_DRV(nb_nn_layer_norm_init, nb_nn_layer_norm m;
            nb_nn_layer_norm_init(pc, &m, SZ(k, 2, 3), F(k, 3, 1e-5), true, NB_F32))
+MODULE_DRV(nb_nn_rms_norm_init, nb_nn_rms_norm m;
+           nb_nn_rms_norm_init(pc, &m, SZ(k, 2, 3), F(k, 3, 1e-5), true, NB_F32))
 MODULE_DRV(nb_nn_self_attention_v1_init, nb_nn_self_attention_v1 m;
            nb_nn_self_attention_v1_init(pc, &m, SZ(k, 2, 3), SZ(k, 3, 2), NB_F32, &k->rng))
 MODULE_DRV(nb_nn_self_attention_v2_init, nb_nn_self_attention_v2 m;
@@ -683,6 +685,7 @@ DRV(nb_causal_fill) {
 }
 DRV(nb_dropout) { nb_dropout(k->ctx, k->x, F(k, 2, 0.5), true, &k->rng); }
 DRV(nb_layer_norm) { nb_layer_norm(k->ctx, k->x, NULL, NULL, F(k, 4, 1e-5)); }
+DRV(nb_rms_norm) { nb_rms_norm(k->ctx, k->x, NULL, F(k, 3, 1e-5)); }
 DRV(nb_sdpa) {
     nb_tensor *q = nb_ones(k->ctx, NB_F32, NB_SHAPE(1, 1, 2, 4));
     nb_sdpa(k->ctx, q, q, q, NULL, true, F(k, 6, 0.5), F(k, 7, 0.1), U64(k, 8, 1));
@@ -935,6 +938,9 @@ static const krow kinds[] = {
     {"nb_nn_layer_norm_init", "ctx ptr size float bool enum", d_nb_nn_layer_norm_init},
     {"nb_nn_layer_norm_forward", "ctx ptr tensor", NULL},
     {"nb_nn_layer_norm_train", "ptr bool", NULL},
+    {"nb_nn_rms_norm_init", "ctx ptr size float bool enum", d_nb_nn_rms_norm_init},
+    {"nb_nn_rms_norm_forward", "ctx ptr tensor", NULL},
+    {"nb_nn_rms_norm_train", "ptr bool", NULL},
     {"nb_nn_gelu_init", "ctx ptr enum", NULL},
     {"nb_nn_gelu_forward", "ctx ptr tensor", NULL},
     {"nb_nn_gelu_train", "ptr bool", NULL},
@@ -972,6 +978,8 @@ static const krow kinds[] = {
     {"nb_sigmoid", "ctx tensor", NULL},
     {"nb_relu", "ctx tensor", NULL},
     {"nb_erf", "ctx tensor", NULL},
+    {"nb_silu", "ctx tensor", NULL},
+    {"nb_relu2", "ctx tensor", NULL},
     {"nb_gelu", "ctx tensor enum", NULL},
     {"nb_sum", "ctx tensor", NULL},
     {"nb_mean", "ctx tensor", NULL},
@@ -995,6 +1003,7 @@ static const krow kinds[] = {
     {"nb_dropout", "ctx tensor float bool rng", d_nb_dropout},
     {"nb_embedding", "ctx tensor tensor", NULL},
     {"nb_layer_norm", "ctx tensor tensor tensor float", d_nb_layer_norm},
+    {"nb_rms_norm", "ctx tensor tensor float", d_nb_rms_norm},
     {"nb_sdpa", "ctx tensor tensor tensor tensor bool float float seed", d_nb_sdpa},
     {"nb_sdpa_dropout_mask", "ctx size size size size float seed", d_nb_sdpa_dropout_mask},
     {"nb_rope", "ctx tensor tensor tensor size enum", d_nb_rope},

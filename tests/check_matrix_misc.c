@@ -72,6 +72,24 @@ START_TEST(test_norm_gelu) {
     expect_fail(ctx, !nb_nn_layer_norm_forward(ctx, &ln, NULL), NB_ERR_NULL, "LayerNorm");
     expect_any(ctx, !nb_nn_layer_norm_forward(ctx, &ln, nb_ones(ctx, NB_F32, NB_SHAPE(2, 4))),
                "LayerNorm");
+    nb_nn_rms_norm rn;
+    expect_any(p, nb_nn_rms_norm_init(p, &rn, 0, 1e-5, true, NB_F32) != NB_OK, "RMSNorm");
+    expect_fail(p, nb_nn_rms_norm_init(p, &rn, 3, 0, true, NB_F32) != NB_OK, NB_ERR_VALUE,
+                "RMSNorm");
+    expect_fail(p, nb_nn_rms_norm_init(p, &rn, 3, NAN, true, NB_F32) != NB_OK, NB_ERR_VALUE,
+                "RMSNorm");
+    expect_any(p, nb_nn_rms_norm_init(p, &rn, 3, 1e-5, true, (nb_dtype)42) != NB_OK, "RMSNorm");
+    /* a module whose init failed is refused, not run */
+    expect_any(ctx, !nb_nn_rms_norm_forward(ctx, &rn, nb_ones(ctx, NB_F32, NB_SHAPE(2, 3))),
+               "RMSNorm");
+    ck_assert_int_eq(nb_nn_rms_norm_init(p, &rn, 3, 1e-5, true, NB_F32), NB_OK);
+    nb_nn_rms_norm_train(&rn, true);
+    nb_nn_rms_norm_train(NULL, true);
+    expect_fail(ctx, !nb_nn_rms_norm_forward(ctx, &rn, NULL), NB_ERR_NULL, "RMSNorm");
+    expect_any(ctx, !nb_nn_rms_norm_forward(ctx, &rn, nb_ones(ctx, NB_F32, NB_SHAPE(2, 4))),
+               "RMSNorm");
+    expect_any(ctx, !nb_nn_rms_norm_forward(ctx, NULL, nb_ones(ctx, NB_F32, NB_SHAPE(2, 3))),
+               "RMSNorm");
     nb_nn_gelu g;
     expect_any(p, nb_nn_gelu_init(p, &g, (nb_gelu_approx)7) != NB_OK, "GELU");
     ck_assert_int_eq(nb_nn_gelu_init(p, &g, NB_GELU_TANH), NB_OK);

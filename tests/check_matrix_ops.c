@@ -126,6 +126,9 @@ static nb_tensor *w_embedding(nb_ctx *c, nb_tensor *a, nb_tensor *b) {
 static nb_tensor *w_layer_norm(nb_ctx *c, nb_tensor *a, nb_tensor *b) {
     return nb_layer_norm(c, a, b, b, 1e-5);
 }
+static nb_tensor *w_rms_norm(nb_ctx *c, nb_tensor *a, nb_tensor *b) {
+    return nb_rms_norm(c, a, b, 1e-5);
+}
 static nb_tensor *w_sdpa(nb_ctx *c, nb_tensor *a, nb_tensor *b) {
     return nb_sdpa(c, a, b, b, NULL, true, 0.5, 0.0, 0);
 }
@@ -148,6 +151,7 @@ static const op_case hand_ops[] = {
     {"concat", w_concat, 2, S2(2, 3), S2(2, 3), NB_F32, ELEMWISE | B_FLOAT},
     {"linear", w_linear, 2, S2(2, 3), S2(4, 3), NB_F32, ELEMWISE | B_FLOAT},
     {"layer_norm", w_layer_norm, 2, S2(2, 3), S1(3), NB_F32, ELEMWISE | B_FLOAT | B_OPT},
+    {"rms_norm", w_rms_norm, 2, S2(2, 3), S1(3), NB_F32, ELEMWISE | B_FLOAT | B_OPT},
     {"masked_fill", w_masked_fill, 2, S2(2, 3), S2(2, 3), NB_BOOL, 0},
     {"cross_entropy", w_cross_entropy, 2, S2(2, 3), S1(2), NB_I64, ELEMWISE},
     {"embedding", w_embedding, 2, S2(5, 3), S2(2, 2), NB_I64, B_ANYSHAPE},
@@ -384,6 +388,12 @@ START_TEST(test_value_arguments) {
     expect_any(ctx, !nb_layer_norm(ctx, a, NULL, NULL, -1), "layer_norm");
     expect_any(ctx, !nb_layer_norm(ctx, a, NULL, NULL, NAN), "layer_norm");
     ck_assert_ptr_nonnull(nb_layer_norm(ctx, a, NULL, NULL, 1e-5)); /* affine-free */
+    expect_fail(ctx, !nb_rms_norm(ctx, a, NULL, 0), NB_ERR_VALUE, "rms_norm");
+    expect_fail(ctx, !nb_rms_norm(ctx, a, NULL, INFINITY), NB_ERR_VALUE, "rms_norm");
+    expect_fail(ctx, !nb_rms_norm(ctx, a, NULL, NAN), NB_ERR_VALUE, "rms_norm");
+    expect_fail(ctx, !nb_rms_norm(ctx, nb_scalar(ctx, NB_F32, 1), NULL, 1e-5), NB_ERR_SHAPE,
+                "rms_norm");
+    ck_assert_ptr_nonnull(nb_rms_norm(ctx, a, NULL, 1e-5)); /* without weight */
     ck_assert_str_eq(nb_op_name((nb_op)-1), "?");
     ck_assert_str_eq(nb_op_name(NB_OP_COUNT), "?");
     ck_assert_str_eq(nb_op_name(NB_OP_ADD), "add");
@@ -433,6 +443,7 @@ START_TEST(test_empty_inputs) {
                        nb_linear(ctx, e2, nb_ones(ctx, NB_F32, NB_SHAPE(4, 0)), NULL),
                        nb_linear(ctx, e, nb_ones(ctx, NB_F32, NB_SHAPE(4, 3)), NULL),
                        nb_layer_norm(ctx, e2, NULL, NULL, 1e-5),
+                       nb_rms_norm(ctx, e2, NULL, 1e-5),
                        nb_sdpa(ctx, nb_zeros(ctx, NB_F32, NB_SHAPE(1, 0, 2, 4)),
                                nb_ones(ctx, NB_F32, NB_SHAPE(1, 3, 2, 4)),
                                nb_ones(ctx, NB_F32, NB_SHAPE(1, 3, 2, 4)), NULL, true, 0.5, 0, 1)};

@@ -51,6 +51,8 @@ START_TEST(test_diag_bad_input) {
     ck_assert_int_eq(nb_diag_step(NULL, d, 0, 1.0, NULL), NB_ERR_NULL);
     expect_fail(ctx, nb_diag_step(ctx, NULL, 0, 1.0, NULL) == NB_ERR_NULL, NB_ERR_NULL, "diag_step");
     ck_assert_int_eq(nb_diag_step(ctx, d, 0, NAN, NULL), NB_OK); /* no params, no tape */
+    ck_assert_int_eq(nb_diag_eval(NULL, d, 0, 1.0, 1.0), NB_ERR_NULL);
+    expect_fail(ctx, nb_diag_eval(ctx, NULL, 0, 1.0, 1.0) == NB_ERR_NULL, NB_ERR_NULL, "diag_eval");
     ck_assert_int_eq(nb_diag_write_jsonl(NULL, d, stdout), NB_ERR_NULL);
     expect_fail(ctx, nb_diag_write_jsonl(ctx, d, NULL) == NB_ERR_NULL, NB_ERR_NULL, "diag_write_jsonl");
     ck_assert_int_eq(nb_diag_write_html(NULL, d, stdout), NB_ERR_NULL);

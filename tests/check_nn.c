@@ -342,6 +342,43 @@ START_TEST(test_layer_norm_gradcheck) {
 }
 END_TEST
 
+/* ---- RMSNorm ------------------------------------------------------------------ */
+
+START_TEST(test_rms_norm_init_and_values) {
+    nb_ctx *p = nb_ctx_new(0), *ctx = nb_ctx_new(0);
+    for (int d = 0; d < 2; d++) {
+        nb_dtype dt = d ? NB_F64 : NB_F32;
+        nb_nn_rms_norm rn;
+        ck_assert_int_eq(nb_nn_rms_norm_init(p, &rn, 4, 1e-6, true, dt), NB_OK);
+        nn_assert_names(&rn.params, 1, (const char *const[]){"weight"});
+        for (size_t i = 0; i < 4; i++) ck_assert_double_eq(nb_get(rn.weight, i), 1.0);
+        /* row [1, 2, 3, 4]: mean square 7.5; row of -2s: all -1 (up to eps) */
+        nb_tensor *x =
+            nb_from_doubles(ctx, dt, NB_SHAPE(2, 4), (double[]){1, 2, 3, 4, -2, -2, -2, -2});
+        double r = 1.0 / sqrt(7.5 + 1e-6), r2 = 2.0 / sqrt(4 + 1e-6);
+        double want[8] = {r, 2 * r, 3 * r, 4 * r, -r2, -r2, -r2, -r2};
+        ck_assert_tensor_near(nb_nn_rms_norm_forward(ctx, &rn, x), want, 8, 1e-6);
+        nn_load(&rn.params, 1, (const char *const[]){"weight"},
+                (const double *const[]){(double[]){2, -1, 0.5, 0}});
+        double want2[8] = {2 * r, -2 * r, 1.5 * r, 0, -2 * r2, r2, -0.5 * r2, 0};
+        ck_assert_tensor_near(nb_nn_rms_norm_forward(ctx, &rn, x), want2, 8, 1e-6);
+        nb_nn_rms_norm plain;
+        ck_assert_int_eq(nb_nn_rms_norm_init(p, &plain, 4, 1e-6, false, dt), NB_OK);
+        ck_assert_int_eq(plain.params.n, 0);
+        ck_assert_ptr_null(plain.weight);
+        ck_assert_tensor_near(nb_nn_rms_norm_forward(ctx, &plain, x), want, 8, 1e-6);
+        ck_assert_ptr_null(nb_nn_rms_norm_forward(ctx, &rn, nb_ones(ctx, dt, NB_SHAPE(2, 3))));
+        ck_assert_error_has(ctx, "RMSNorm: x has shape (2, 3), expected (..., 4)");
+        nb_ctx_clear_error(ctx);
+    }
+    nb_nn_rms_norm rn;
+    ck_assert_int_eq(nb_nn_rms_norm_init(p, &rn, 4, 0.0, true, NB_F32), NB_ERR_VALUE);
+    ck_assert_error_has(p, "RMSNorm: eps 0 must be finite and > 0");
+    nb_ctx_free(ctx);
+    nb_ctx_free(p);
+}
+END_TEST
+
 /* ---- GELU -------------------------------------------------------------------- */
 
 START_TEST(test_gelu_module) {
@@ -449,6 +486,7 @@ Suite *suite_nn(void) {
     tcase_add_test(tc, test_dropout_errors);
     tcase_add_test(tc, test_embedding_init_lookup_and_grad);
     tcase_add_test(tc, test_layer_norm_init_and_values);
+    tcase_add_test(tc, test_rms_norm_init_and_values);
     tcase_add_test(tc, test_gelu_module);
     tcase_add_test(tc, test_params_copy_from_checks_names_and_shapes);
     tcase_add_test(tc, test_params_zero_grad_and_prefix);

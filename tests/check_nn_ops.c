@@ -1,4 +1,4 @@
-/* check_nn_ops.c - linear, dropout, embedding, layer_norm: values in f32 and
+/* check_nn_ops.c - linear, dropout, embedding, layer_norm, rms_norm: values in f32 and
  * f64 (hand-computed or from a plain double reference), gradients (by hand
  * and by nb_gradcheck), dropout's mask rule, and every error message. */
 #include "check_nabla.h"
@@ -801,6 +801,185 @@ START_TEST(test_layer_norm_errors) {
 }
 END_TEST
 
+/* ==== rms_norm ============================================================== */
+
+/* LN_X's rows with LN_W: y and, for dy below, the gradients, from PyTorch
+ * 2.4's definition in float64 (tools/ref/torchref.py's rms_norm, autograd). */
+static const double RMS_Y[8] = {
+    0.1825740641190532,   0.7302962564762128,  -1.0954443847143192, 2.921185025904851,
+    -0.13576879660742278, 0.13576879660742278, -0.5430751864296911, 3.8015263050078376,
+};
+static const double RMS_DY[8] = {1, -2, 0.5, 3, 0.25, 1, -1, 2};
+
+START_TEST(test_rms_norm_values_and_gradients) {
+    for (int dt = NB_F32; dt <= NB_F64; dt++) {
+        nb_ctx *ctx = nb_ctx_new(0);
+        nb_tensor *x = leaf(ctx, dt, NB_SHAPE(2, 4), LN_X);
+        nb_tensor *w = leaf(ctx, dt, NB_SHAPE(4), LN_W);
+        nb_tensor *y = nb_rms_norm(ctx, x, w, 1e-5);
+        ck_assert(shape_is(y, "(2, 4)"));
+        ck_assert_int_eq(y->dtype, dt);
+        double tol = dt == NB_F32 ? 1e-6 : 1e-14;
+        ck_assert_tensor_near(y, RMS_Y, 8, tol);
+        ck_assert_int_eq(nb_backward(ctx, y, from(ctx, dt, NB_SHAPE(2, 4), RMS_DY)), NB_OK);
+        ck_assert_grad_near(x,
+                            ((double[]){-0.04868610875151702, -1.1928166022173532,
+                                        -0.8763545827307638, 1.2658480779463575,
+                                        0.1859781127456693, 0.19551963641793874,
+                                        -0.032534233972781657, 0.021898977702687006}),
+                            8, tol);
+        ck_assert_grad_near(w,
+                            ((double[]){0.297263729934395, -1.3248237163450027,
+                                        0.004647005927468473, 8.183303843865115}),
+                            4, tol);
+        /* without weight: the first row is x / sqrt(7.5 + 1e-5) */
+        nb_tensor *yn = nb_rms_norm(ctx, x, NULL, 1e-5);
+        double rs = 1 / sqrt(7.5 + 1e-5);
+        for (size_t i = 0; i < 4; i++)
+            ck_assert_double_eq_tol(nb_get(yn, i), LN_X[i] * rs, tol);
+        nb_ctx_free(ctx);
+    }
+}
+END_TEST
+
+/* The node's inputs follow the weight; without one, the gradient of
+ * sum(y) is rstd (1 - xhat mean(xhat)) per element, and w is x itself
+ * (a 1-D x normalising its own row) matches the composed form. */
+START_TEST(test_rms_norm_node_inputs_and_alias) {
+    nb_ctx *ctx = nb_ctx_new(0);
+    nb_tensor *x = leaf(ctx, NB_F64, NB_SHAPE(2, 4), LN_X);
+    nb_tensor *w = leaf(ctx, NB_F64, NB_SHAPE(4), LN_W);
+    nb_tensor *full = nb_rms_norm(ctx, x, w, 1e-5);
+    ck_assert_int_eq(nb_node_num_inputs(full->node), 2);
+    ck_assert_str_eq(nb_node_name(full->node), "rms_norm");
+    ck_assert_ptr_eq(nb_node_input(full->node, 1), w);
+    nb_tensor *plain = nb_rms_norm(ctx, x, NULL, 1e-5);
+    ck_assert_int_eq(nb_node_num_inputs(plain->node), 1);
+    ck_assert_int_eq(nb_backward(ctx, nb_sum(ctx, plain), NULL), NB_OK);
+    double rs = 1 / sqrt(7.5 + 1e-5), m = 0;
+    for (size_t d = 0; d < 4; d++) m += LN_X[d] * rs / 4;
+    for (size_t d = 0; d < 4; d++)
+        ck_assert_double_eq_tol(nb_grad_get(x, d), rs * (1 - LN_X[d] * rs * m), 1e-14);
+    ck_assert_double_eq(nb_grad_get(w, 0), 0.0);
+    /* x as its own weight, in both dtypes (float32 takes the fresh-buffer path) */
+    for (int dt = NB_F32; dt <= NB_F64; dt++) {
+        const double v0[4] = {0.5, -1, 2, 0.25};
+        nb_tensor *v = leaf(ctx, dt, NB_SHAPE(4), v0), *u = leaf(ctx, dt, NB_SHAPE(4), v0);
+        nb_tensor *dy = from(ctx, dt, NB_SHAPE(4), RMS_DY);
+        ck_assert_int_eq(nb_backward(ctx, nb_rms_norm(ctx, v, v, 1e-3), dy), NB_OK);
+        nb_tensor *ms = nb_mean_dim(ctx, nb_mul(ctx, u, u), -1, true);
+        nb_tensor *r = nb_pow(ctx, nb_add_scalar(ctx, ms, 1e-3), -0.5);
+        ck_assert_int_eq(nb_backward(ctx, nb_mul(ctx, nb_mul(ctx, u, r), u), dy), NB_OK);
+        for (size_t d = 0; d < 4; d++)
+            ck_assert_double_eq_tol(nb_grad_get(v, d), nb_grad_get(u, d),
+                                    dt == NB_F32 ? 1e-5 : 1e-14);
+    }
+    nb_ctx_free(ctx);
+}
+END_TEST
+
+/* Random rows against the definition in double: (3, 5, 37) and, in
+ * float32, rows longer than the float path's buffers (5000, the double
+ * path); a zero row gives 0 (rstd = 1/sqrt(eps)), with finite gradients. */
+START_TEST(test_rms_norm_matches_reference) {
+    static const int64_t dims[2][2] = {{15, 37}, {2, 5000}};
+    for (int dt = NB_F32; dt <= NB_F64; dt++)
+        for (int k = 0; k < 2; k++) {
+            nb_ctx *ctx = nb_ctx_new(0);
+            int64_t R = dims[k][0], D = dims[k][1];
+            nb_tensor *x = rand_leaf(ctx, dt, NB_SHAPE(R, D), 61);
+            nb_tensor *w = rand_leaf(ctx, dt, NB_SHAPE(D), 62);
+            for (int64_t d = 0; d < D; d++) nb_set(x, (size_t)d, 0.0); /* row 0: zeros */
+            nb_tensor *y = nb_rms_norm(ctx, x, w, 1e-6);
+            for (size_t r = 0; r < (size_t)R; r++) {
+                double s = 0;
+                for (size_t d = 0; d < (size_t)D; d++) s += pow(nb_get(x, r * D + d), 2);
+                double rs = 1 / sqrt(s / (double)D + 1e-6);
+                for (size_t d = 0; d < (size_t)D; d++)
+                    ck_assert_double_eq_tol(nb_get(y, r * D + d),
+                                            nb_get(x, r * D + d) * rs * nb_get(w, d),
+                                            dt == NB_F32 ? 2e-6 : 1e-13);
+            }
+            ck_assert_int_eq(nb_backward(ctx, nb_sum(ctx, y), NULL), NB_OK);
+            /* the zero row's gradient is w / sqrt(eps) */
+            ck_assert_double_eq_tol(nb_grad_get(x, 3), nb_get(w, 3) * 1e3,
+                                    dt == NB_F32 ? 1e-3 : 1e-9);
+            nb_ctx_free(ctx);
+        }
+}
+END_TEST
+
+/* Rows split over two threads, dw's columns too: the same bits as one. */
+START_TEST(test_rms_norm_threads_same_bits) {
+    nb_ctx *ctx = nb_ctx_new(0);
+    nb_tensor *x[2], *w[2], *y[2];
+    for (int k = 0; k < 2; k++) {
+        ck_assert_int_eq(nb_set_num_threads(k + 1), k + 1);
+        x[k] = rand_leaf(ctx, NB_F32, NB_SHAPE(256, 192), 71);
+        w[k] = rand_leaf(ctx, NB_F32, NB_SHAPE(192), 72);
+        y[k] = nb_rms_norm(ctx, x[k], w[k], 1e-5);
+        nb_tensor *dy = nb_uniform(ctx, NB_F32, NB_SHAPE(256, 192), -1, 1, &(nb_pcg32){0});
+        ck_assert_int_eq(nb_backward(ctx, y[k], dy), NB_OK);
+    }
+    nb_set_num_threads(1);
+    size_t n = x[0]->numel;
+    ck_assert_mem_eq(y[0]->data, y[1]->data, n * sizeof(float));
+    ck_assert_mem_eq(x[0]->grad, x[1]->grad, n * sizeof(float));
+    ck_assert_mem_eq(w[0]->grad, w[1]->grad, 192 * sizeof(float));
+    nb_ctx_free(ctx);
+}
+END_TEST
+
+static nb_tensor *f_rms_norm(nb_ctx *ctx, nb_tensor *const *in, void *user) {
+    return nb_rms_norm(ctx, in[0], user ? in[1] : NULL, 1e-4);
+}
+
+START_TEST(test_rms_norm_gradcheck) {
+    nb_ctx *ctx = nb_ctx_new(0);
+    nb_tensor *in[2] = {rand_leaf(ctx, NB_F64, NB_SHAPE(3, 2, 6), 81),
+                        rand_leaf(ctx, NB_F64, NB_SHAPE(6), 82)};
+    for (int with_w = 0; with_w < 2; with_w++) {
+        nb_gradcheck_result r;
+        void *u = with_w ? ctx : NULL; /* non-NULL: in[1] is the weight */
+        ck_assert_int_eq(nb_gradcheck(ctx, f_rms_norm, u, 1 + with_w, in, NULL, &r), NB_OK);
+        ck_assert_msg(r.passed, "weight %d: %s", with_w, r.message);
+        ck_assert_int_eq(nb_gradgradcheck(ctx, f_rms_norm, u, 1 + with_w, in, NULL, &r), NB_OK);
+        ck_assert_msg(r.passed, "second order, weight %d: %s", with_w, r.message);
+    }
+    nb_ctx_free(ctx);
+}
+END_TEST
+
+START_TEST(test_rms_norm_errors) {
+    nb_ctx *ctx = nb_ctx_new(0);
+    nb_tensor *x = nb_ones(ctx, NB_F32, NB_SHAPE(2, 3));
+    ck_assert_ptr_null(nb_rms_norm(ctx, x, nb_ones(ctx, NB_F32, NB_SHAPE(4)), 1e-5));
+    ck_assert_int_eq(nb_ctx_status(ctx), NB_ERR_SHAPE);
+    ck_assert_error_has(ctx, "rms_norm: weight (4) does not fit x (2, 3): expected shape (3)");
+    nb_ctx_clear_error(ctx);
+    ck_assert_ptr_null(nb_rms_norm(ctx, x, NULL, 0.0));
+    ck_assert_int_eq(nb_ctx_status(ctx), NB_ERR_VALUE);
+    ck_assert_error_has(ctx, "rms_norm: eps = 0, expected a finite number > 0");
+    nb_ctx_clear_error(ctx);
+    ck_assert_ptr_null(nb_rms_norm(ctx, x, NULL, INFINITY));
+    ck_assert_error_has(ctx, "rms_norm: eps = inf, expected");
+    nb_ctx_clear_error(ctx);
+    ck_assert_ptr_null(nb_rms_norm(ctx, x, nb_ones(ctx, NB_F64, NB_SHAPE(3)), 1e-5));
+    ck_assert_int_eq(nb_ctx_status(ctx), NB_ERR_DTYPE);
+    ck_assert_error_has(ctx, "rms_norm: mixed dtypes: x (2, 3) is f32 but weight (3) is f64");
+    nb_ctx_clear_error(ctx);
+    ck_assert_ptr_null(nb_rms_norm(ctx, NULL, NULL, 1e-5));
+    ck_assert_error_has(ctx, "rms_norm: x is NULL");
+    nb_ctx_clear_error(ctx);
+    ck_assert_ptr_null(nb_rms_norm(ctx, nb_scalar(ctx, NB_F32, 1), NULL, 1e-5));
+    ck_assert_error_has(ctx, "rms_norm: x () has 0 dims, expected at least 1");
+    nb_ctx_clear_error(ctx);
+    ck_assert_ptr_null(nb_rms_norm(ctx, nb_zeros(ctx, NB_I64, NB_SHAPE(2, 3)), NULL, 1e-5));
+    ck_assert_error_has(ctx, "rms_norm: x (2, 3) is i64, expected f32 or f64");
+    nb_ctx_free(ctx);
+}
+END_TEST
+
 /* ==== shared behaviour ====================================================== */
 
 START_TEST(test_nn_ops_sticky_error) {
@@ -881,6 +1060,16 @@ Suite *suite_nn_ops(void) {
     tcase_add_test(tc, test_layer_norm_constant_row);
     tcase_add_test(tc, test_layer_norm_gradcheck);
     tcase_add_test(tc, test_layer_norm_errors);
+    tcase_set_timeout(tc, 30);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("rms_norm");
+    tcase_add_test(tc, test_rms_norm_values_and_gradients);
+    tcase_add_test(tc, test_rms_norm_node_inputs_and_alias);
+    tcase_add_test(tc, test_rms_norm_matches_reference);
+    tcase_add_test(tc, test_rms_norm_threads_same_bits);
+    tcase_add_test(tc, test_rms_norm_gradcheck);
+    tcase_add_test(tc, test_rms_norm_errors);
     tcase_set_timeout(tc, 30);
     suite_add_tcase(s, tc);
 

@@ -3,6 +3,7 @@
  * W.grad = [[0.1786, -0.1534], [0.0540, -0.0919], [-0.0951, 0.1714]],
  * L = 0.5708862293275434). */
 #include "check_nabla.h"
+#include "tape/tape_internal.h"
 
 #include <sys/wait.h>
 #include <unistd.h>
@@ -122,7 +123,28 @@ START_TEST(test_tape_html_is_self_contained_and_steps) {
     x->name = "x";
     nb_tensor *s = nb_sum(ctx, nb_add(ctx, nb_mul(ctx, x, x), x));
     ck_assert_int_eq(nb_backward(ctx, s, NULL), NB_OK);
+    /* the default page carries the build's elkjs (make installs it), one
+     * file still; NB_LAYOUT_JS names another, or (empty) none */
+    char elk[4096];
+    snprintf(elk, sizeof elk, "%s/elk/node_modules/elkjs/lib/elk.bundled.js", getenv("NB_BUILD_DIR"));
+    FILE *ef = fopen(elk, "r");
+    ck_assert_msg(ef != NULL, "%s: make installs elkjs", elk);
+    fclose(ef);
     char *page = view_of(nb_tape_html, ctx, s);
+    ck_assert_ptr_nonnull(strstr(page, "www.eclipse.org"));
+    ck_assert_ptr_null(strstr(page, "<script src"));
+    free(page);
+    setenv("NB_LAYOUT_JS", "/nonexistent/elk.js", 1);
+    FILE *nf = tmpfile();
+    ck_assert_int_eq(nb_tape_html(ctx, s, nf), NB_ERR_IO);
+    fclose(nf);
+    ck_assert_str_eq(nb_ctx_error(ctx), "tape_html: cannot read the layout script "
+                                        "/nonexistent/elk.js (named by NB_LAYOUT_JS)");
+    nb_ctx_clear_error(ctx);
+    setenv("NB_LAYOUT_JS", "", 1);
+    page = view_of(nb_tape_html, ctx, s);
+    unsetenv("NB_LAYOUT_JS");
+    ck_assert_ptr_null(strstr(page, "www.eclipse.org"));
     ck_assert_ptr_nonnull(strstr(page, "<!DOCTYPE html>"));
     ck_assert_ptr_null(strstr(page, "<script src"));
     ck_assert_ptr_null(strstr(page, "<link"));
@@ -179,6 +201,54 @@ static nb_tensor *scoped_f(nb_ctx *ctx, nb_tensor *const *in, void *user) {
     nb_ctx_pop_scope(ctx);
     return nb_sum(ctx, y);
 }
+
+/* The GPT's ops carry their own library line and, as called from, the
+ * user's line that called nb_gpt_loss (not a line of the library); without
+ * NB_HERE there is no call site, and the page says so. */
+START_TEST(test_library_ops_keep_the_users_call_site) {
+    nb_ctx *p = nb_ctx_new(0), *c = nb_ctx_new(0);
+    nb_pcg32 rng;
+    nb_pcg32_seed(&rng, 5, 1);
+    nb_gpt_config cfg = nb_gpt_config_default(NB_GPT_NANOGPT);
+    cfg.vocab_size = 7, cfg.block_size = 4, cfg.n_layer = 1, cfg.n_head = 2, cfg.n_embd = 4;
+    cfg.dropout = 0.0, cfg.dtype = NB_F64;
+    nb_gpt m;
+    ck_assert_int_eq(nb_gpt_init(p, &m, &cfg, &rng), NB_OK);
+    nb_tensor *ids = nb_from_data(c, NB_I64, NB_SHAPE(1, 3), (int64_t[]){1, 2, 3});
+    nb_tensor *tg = nb_from_data(c, NB_I64, NB_SHAPE(1, 3), (int64_t[]){2, 3, 4});
+    char want[64];
+    snprintf(want, sizeof want, "\"call_site\":\"%s:%d\"", __FILE__, __LINE__ + 1);
+    NB_HERE(c); nb_tensor *L = nb_gpt_loss(c, &m, ids, tg, NULL);
+    ck_assert_int_eq(nb_backward(c, L, NULL), NB_OK);
+    char *page = view_of(nb_tape_json, c, L);
+    /* every op: its own site in src/nn/, called from this file */
+    int ops = 0, called = 0, any = 0;
+    for (char *q = strstr(page, "\"formula\""); q; q = strstr(q + 1, "\"formula\"")) ops++;
+    for (char *q = strstr(page, want); q; q = strstr(q + 1, want)) called++;
+    for (char *q = strstr(page, "\"call_site\":\""); q; q = strstr(q + 1, "\"call_site\":\"")) any++;
+    ck_assert_int_gt(ops, 10);
+    ck_assert_int_eq(called, any);     /* no call site is a library line */
+    ck_assert_int_ge(called, ops - 1); /* loss's view is recorded at this line itself */
+    ck_assert_ptr_nonnull(strstr(page, "\"site\":\"src/nn/gpt.c:"));
+    ck_assert_ptr_null(strstr(page, "\"call_site\":\"src/"));
+    /* the user's site is back after the call */
+    nb_tensor *s = nb_sum(c, L);
+    ck_assert_ptr_null(s->node->call_file);
+    ck_assert_ptr_eq(s->node->file, __FILE__);
+    free(page);
+    /* no NB_HERE at all: no site, no call site */
+    nb_ctx *c2 = nb_ctx_new(0);
+    ids = nb_from_data(c2, NB_I64, NB_SHAPE(1, 3), (int64_t[]){1, 2, 3});
+    nb_tensor *y = nb_gpt_forward(c2, &m, ids);
+    ck_assert_ptr_nonnull(y);
+    ck_assert_ptr_null(y->node->call_file);
+    ck_assert_ptr_nonnull(strstr(y->node->file, "src/nn/gpt.c"));
+    nb_ctx_free(c2);
+    nb_gpt_free(&m);
+    nb_ctx_free(c);
+    nb_ctx_free(p);
+}
+END_TEST
 
 START_TEST(test_scopes_name_modules_and_sites) {
     nb_ctx *ctx = nb_ctx_new(0);
@@ -302,6 +372,8 @@ START_TEST(test_diag_records_and_writes) {
             memset(w->grad, 0, w->numel * sizeof(double));
         }
         ck_assert_int_eq(nb_diag_step(c, d, step, nb_item(L), &fc.params), NB_OK);
+        if (step % 3 == 0) /* an evaluation: its line comes after the steps' */
+            ck_assert_int_eq(nb_diag_eval(c, d, step, 0.5 + (double)step, 0.25 * (double)step), NB_OK);
     }
     FILE *f = tmpfile();
     ck_assert_int_eq(nb_diag_write_jsonl(c, d, f), NB_OK);
@@ -313,8 +385,12 @@ START_TEST(test_diag_records_and_writes) {
     fclose(f);
     int lines = 0;
     for (char *q = text; *q; q++) lines += *q == '\n';
-    ck_assert_int_eq(lines, 7);
+    ck_assert_int_eq(lines, 7 + 3);
     ck_assert_ptr_nonnull(strstr(text, "{\"step\":1,\"loss\":"));
+    char *ev = strstr(text, "{\"eval\":0,\"train_loss\":0.5,\"val_loss\":0}\n{\"eval\":3,\"train_loss\":3.5,"
+                              "\"val_loss\":0.75}\n{\"eval\":6,");
+    ck_assert_ptr_nonnull(ev);
+    ck_assert_ptr_null(strstr(ev, "\"step\"")); /* after every step's line */
     ck_assert_ptr_nonnull(strstr(text, "\"activations\":[{\"name\":\"fc tanh #1\",\"op\":\"tanh\",\"saturated\":"));
     ck_assert_ptr_nonnull(strstr(text, "\"update_ratio\":{\"weight\":-"));
     ck_assert_ptr_nonnull(strstr(text, "\"grad_norm\":"));
@@ -326,6 +402,9 @@ START_TEST(test_diag_records_and_writes) {
     ck_assert_int_eq(nb_diag_write_html(c, d, f), NB_OK);
     fclose(f);
     ck_assert_ptr_nonnull(strstr(page, "<title>nabla training diagnostics</title>"));
+    /* the page's array: the last step's line, a comma, the evaluations */
+    ck_assert_ptr_nonnull(strstr(page, "\"update_ratio\":null},\n{\"eval\":0,"));
+    ck_assert_ptr_nonnull(strstr(page, "\"val_loss\":1.5}\n]"));
     ck_assert_ptr_null(strstr(page, "<script src"));
     ck_assert_ptr_null(strstr(page, "https:"));
     free(page);
@@ -538,6 +617,7 @@ Suite *suite_teach(void) {
     tcase_add_test(tc, test_tape_html_is_self_contained_and_steps);
     tcase_add_test(tc, test_every_op_has_a_formula);
     tcase_add_test(tc, test_scopes_name_modules_and_sites);
+    tcase_add_test(tc, test_library_ops_keep_the_users_call_site);
     tcase_add_test(tc, test_tape_html_checks_each_op);
     tcase_add_test(tc, test_diag_records_and_writes);
     tcase_add_test(tc, test_teach_backprop_prints_every_step);

@@ -113,6 +113,74 @@ START_TEST(test_relu_values_and_zero_grad) {
 }
 END_TEST
 
+/* silu and its derivative at values from PyTorch (F.silu, float64), out
+ * to where e^-x overflows a float (x = -100: 0 and a zero gradient, no NaN) */
+START_TEST(test_silu_values) {
+    for (int dt = NB_F32; dt <= NB_F64; dt++) {
+        nb_ctx *ctx = nb_ctx_new(0);
+        nb_tensor *a = nb_requires_grad(vec(ctx, dt, 7, (double[]){0, 1, -2, 30, -30, 0.5, -100}));
+        nb_tensor *y = nb_silu(ctx, a);
+        ck_assert_int_eq(nb_backward(ctx, nb_sum(ctx, y), NULL), NB_OK);
+        const double want[7] = {0, 0.7310585786300049, -0.2384058440442351, 29.999999999997197,
+                                -2.8072868906517896e-12, 0.3112296656009273, 0};
+        const double dwant[7] = {0.5, 0.9276705118714869, -0.09078424878489547,
+                                 1.000000000002711, -2.713710660963134e-12, 0.7399611873026519, 0};
+        for (size_t i = 0; i < 7; i++) {
+            double tol = dt == NB_F32 ? 3e-7 * (1 + fabs(want[i])) : 1e-15 * (1 + fabs(want[i]));
+            ck_assert_double_eq_tol(nb_get(y, i), want[i], tol);
+            ck_assert_double_eq_tol(nb_grad_get(a, i), dwant[i], tol);
+        }
+        nb_ctx_free(ctx);
+    }
+}
+END_TEST
+
+/* float32 silu (the SIMD exp, blocks of 1024) over 3001 values in [-90, 90]
+ * against the definition in double, forward and backward; the backward runs
+ * twice into x's gradient (stored, then added to) */
+START_TEST(test_silu_f32_blocks) {
+    nb_ctx *ctx = nb_ctx_new(0);
+    enum { N = 3001 };
+    double v[N];
+    for (int i = 0; i < N; i++) v[i] = -90.0 + 180.0 * i / (N - 1);
+    nb_tensor *a = nb_requires_grad(vec(ctx, NB_F32, N, v));
+    nb_tensor *y = nb_silu(ctx, a);
+    ck_assert_int_eq(nb_backward(ctx, nb_add(ctx, nb_sum(ctx, y), nb_sum(ctx, nb_silu(ctx, a))),
+                                 NULL), NB_OK);
+    for (size_t i = 0; i < N; i++) {
+        double x = nb_get(a, i), s = 1 / (1 + exp(-x));
+        double want = x * s, dwant = 2 * s * (1 + x * (1 - s));
+        ck_assert_msg(fabs(nb_get(y, i) - want) <= 1e-6 * fabs(want) + 1e-30,
+                      "silu(%g) = %.9g, want %.9g", x, nb_get(y, i), want);
+        ck_assert_msg(fabs(nb_grad_get(a, i) - dwant) <= 2e-6 * fabs(dwant) + 1e-30,
+                      "silu'(%g) = %.9g, want %.9g", x, nb_grad_get(a, i), dwant);
+    }
+    nb_ctx_free(ctx);
+}
+END_TEST
+
+/* relu2 = relu(x)^2 exactly (one rounding), gradient 2 relu(x): 0 at and
+ * below 0, +0 (not -0) for negative x, NaN kept */
+START_TEST(test_relu2_values) {
+    for (int dt = NB_F32; dt <= NB_F64; dt++) {
+        nb_ctx *ctx = nb_ctx_new(0);
+        nb_tensor *a = nb_requires_grad(vec(ctx, dt, 6, (double[]){-1.5, 0, 0.1, -0.0, 3.25, NAN}));
+        nb_tensor *y = nb_relu2(ctx, a);
+        const double x01 = dt == NB_F32 ? (double)0.1f : 0.1; /* 0.1 as stored */
+        const double want[5] = {0, 0, dt == NB_F32 ? (double)(float)(x01 * x01) : x01 * x01, 0,
+                                10.5625};
+        for (size_t i = 0; i < 5; i++) ck_assert_double_eq(nb_get(y, i), want[i]);
+        ck_assert(!signbit(nb_get(y, 0)) && !signbit(nb_get(y, 3)));
+        ck_assert(isnan(nb_get(y, 5)));
+        nb_tensor *up = nb_from_doubles(ctx, dt, NB_SHAPE(6), (double[]){1, 1, -2, 1, 0.5, 0});
+        ck_assert_int_eq(nb_backward(ctx, y, up), NB_OK);
+        const double dwant[5] = {0, 0, -4 * x01, 0, 3.25};
+        for (size_t i = 0; i < 5; i++) ck_assert_double_eq(nb_grad_get(a, i), dwant[i]);
+        nb_ctx_free(ctx);
+    }
+}
+END_TEST
+
 START_TEST(test_gelu_exact_values) {
     for (int dt = NB_F32; dt <= NB_F64; dt++) {
         nb_ctx *ctx = nb_ctx_new(0);
@@ -214,6 +282,11 @@ static nb_tensor *ap_pow25(nb_ctx *c, nb_tensor *a) { return nb_pow(c, a, 2.5); 
 static nb_tensor *ap_pow3(nb_ctx *c, nb_tensor *a) { return nb_pow(c, a, 3); }
 static nb_tensor *ap_gelu(nb_ctx *c, nb_tensor *a) { return nb_gelu(c, a, NB_GELU_NONE); }
 static nb_tensor *ap_gelu_t(nb_ctx *c, nb_tensor *a) { return nb_gelu(c, a, NB_GELU_TANH); }
+/* relu then square, the composition relu2 fuses */
+static nb_tensor *ap_relu_sq(nb_ctx *c, nb_tensor *a) {
+    nb_tensor *r = nb_relu(c, a);
+    return nb_mul(c, r, r);
+}
 
 static double d_neg(double x) { return (void)x, -1; }
 static double d_scale(double x) { return (void)x, -2.5; }
@@ -226,6 +299,11 @@ static double d_pow3(double x) { return 3 * x * x; }
 static double d_tanh(double x) { return 1 / (cosh(x) * cosh(x)); }
 static double d_sigmoid(double x) { return exp(-x) / ((1 + exp(-x)) * (1 + exp(-x))); }
 static double d_relu(double x) { return x > 0; }
+static double d_silu(double x) {
+    double s = 1 / (1 + exp(-x));
+    return s + x * s * (1 - s);
+}
+static double d_relu2(double x) { return x > 0 ? 2 * x : 0; }
 static double d_gelu(double x) {
     return 0.5 * (1 + erf(x / sqrt(2.0))) + x * exp(-x * x / 2) / sqrt(2 * 3.14159265358979323846);
 }
@@ -249,6 +327,9 @@ static const unary_case CASES[] = {
     {"relu", nb_relu, d_relu, {-1.5, 0.3, 2, -0.7}},
     {"gelu", ap_gelu, d_gelu, {-2.5, 0.3, 1.2, -0.7}},
     {"gelu tanh", ap_gelu_t, d_gelu_t, {-2.5, 0.3, 1.2, -0.7}},
+    {"silu", nb_silu, d_silu, {-2.5, 0.3, 1.2, -0.7}},
+    {"relu2", nb_relu2, d_relu2, {-1.5, 0.3, 2, -0.7}},
+    {"relu then mul", ap_relu_sq, d_relu2, {-1.5, 0.3, 2, -0.7}},
 };
 #define N_CASES ((int)(sizeof CASES / sizeof CASES[0]))
 
@@ -442,6 +523,9 @@ Suite *suite_unary(void) {
     tcase_add_test(tc, test_tanh_sigmoid_values);
     tcase_add_test(tc, test_saturation_stays_finite);
     tcase_add_test(tc, test_relu_values_and_zero_grad);
+    tcase_add_test(tc, test_silu_values);
+    tcase_add_test(tc, test_silu_f32_blocks);
+    tcase_add_test(tc, test_relu2_values);
     tcase_add_test(tc, test_gelu_exact_values);
     tcase_add_test(tc, test_gelu_tanh_values);
     tcase_add_test(tc, test_log_sqrt_negative_give_nan);

@@ -73,6 +73,8 @@ F1(f_linear, nb_linear(c, in[0], in[1], in[2]))
 F1(f_linear_nobias, nb_linear(c, in[0], in[1], NULL))
 F1(f_embedding, nb_embedding(c, in[0], in[1]))
 F1(f_layer_norm, nb_layer_norm(c, in[0], in[1], in[2], 1e-5))
+F1(f_rms_norm, nb_rms_norm(c, in[0], in[1], 1e-5))
+F1(f_rms_norm_plain, nb_rms_norm(c, in[0], NULL, 1e-3))
 F1(f_sdpa, nb_sdpa(c, in[0], in[1], in[2], NULL, true, 0.6, 0.0, 0))
 F1(f_sdpa_masked, nb_sdpa(c, in[0], in[1], in[2], in[3], true, 0.6, 0.0, 0))
 F1(f_sdpa_dropout, nb_sdpa(c, in[0], in[1], in[2], NULL, false, 0.6, 0.3, 2024)) /* fixed mask */
@@ -148,6 +150,8 @@ static const gc_case cases[] = {
     {"dropout", "(4,5) p=0.4 fixed mask", f_dropout, 1, {{IN_UNIFORM, S2(4, 5)}}},
     {"embedding", "W(6,3) ids (2,4)", f_embedding, 2, {{IN_UNIFORM, S2(6, 3)}, {IN_CLASSES, S2(2, 4), 6}}},
     {"layer_norm", "(2,3,5) affine", f_layer_norm, 3, {{IN_UNIFORM, S3(2, 3, 5)}, {IN_UNIFORM, S1(5)}, {IN_UNIFORM, S1(5)}}},
+    {"rms_norm", "(2,3,5) weight", f_rms_norm, 2, {{IN_UNIFORM, S3(2, 3, 5)}, {IN_UNIFORM, S1(5)}}},
+    {"rms_norm", "(3,4) no weight, eps 1e-3", f_rms_norm_plain, 1, {{IN_UNIFORM, S2(3, 4)}}},
     {"sdpa", "q,k (2,5,2,3) v (2,5,2,4) causal", f_sdpa, 3, {{IN_UNIFORM, S4(2, 5, 2, 3)}, {IN_UNIFORM, S4(2, 5, 2, 3)}, {IN_UNIFORM, S4(2, 5, 2, 4)}}},
     {"sdpa", "causal + key padding mask (2,5)", f_sdpa_masked, 4, {{IN_UNIFORM, S4(2, 5, 2, 3)}, {IN_UNIFORM, S4(2, 5, 2, 3)}, {IN_UNIFORM, S4(2, 5, 2, 4)}, {IN_MASK, S2(2, 5)}}},
     {"sdpa", "Tq 4, Tk 6, dropout 0.3 fixed seed", f_sdpa_dropout, 3, {{IN_UNIFORM, S4(2, 4, 2, 3)}, {IN_UNIFORM, S4(2, 6, 2, 3)}, {IN_UNIFORM, S4(2, 6, 2, 2)}}},
@@ -186,6 +190,7 @@ static int op_without_case(void) {
 typedef union any_module {
     nb_nn_linear linear;
     nb_nn_layer_norm norm;
+    nb_nn_rms_norm rms;
     nb_nn_embedding emb;
     nb_nn_self_attention_v1 sa1;
     nb_nn_self_attention_v2 sa2;
@@ -225,6 +230,7 @@ static nb_tensor *f_module(nb_ctx *ctx, nb_tensor *const *in, void *user) {
 
 MODULE(linear, linear)
 MODULE(layer_norm, norm)
+MODULE(rms_norm, rms)
 MODULE(embedding, emb)
 MODULE(self_attention_v1, sa1)
 MODULE(self_attention_v2, sa2)
@@ -246,6 +252,13 @@ static nb_status i_layer_norm(any_module *m, nb_ctx *p, nb_pcg32 *r) {
         nb_set(m->norm.weight, i, 1.0 + 0.1 * (double)i);
         nb_set(m->norm.bias, i, -0.2 + 0.05 * (double)i);
     }
+    return st;
+}
+static nb_status i_rms_norm(any_module *m, nb_ctx *p, nb_pcg32 *r) {
+    (void)r;
+    nb_status st = nb_nn_rms_norm_init(p, &m->rms, 5, 1e-6, true, NB_F64);
+    for (size_t i = 0; !st && i < 5; i++) /* off 1, so its gradient is not special */
+        nb_set(m->rms.weight, i, 0.8 + 0.1 * (double)i);
     return st;
 }
 static nb_status i_embedding(any_module *m, nb_ctx *p, nb_pcg32 *r) {
@@ -272,6 +285,9 @@ static nb_tensor *m_linear(nb_ctx *c, any_module *m, nb_tensor *x) {
 }
 static nb_tensor *m_layer_norm(nb_ctx *c, any_module *m, nb_tensor *x) {
     return nb_nn_layer_norm_forward(c, &m->norm, x);
+}
+static nb_tensor *m_rms_norm(nb_ctx *c, any_module *m, nb_tensor *x) {
+    return nb_nn_rms_norm_forward(c, &m->rms, x);
 }
 static nb_tensor *m_embedding(nb_ctx *c, any_module *m, nb_tensor *x) {
     return nb_nn_embedding_forward(c, &m->emb, x);
@@ -335,6 +351,7 @@ static const mod_case modules[] = {
     {"Linear", "(2,3,4) -> 3, bias", i_linear, m_linear, MOD(linear), {IN_UNIFORM, S3(2, 3, 4)}},
     {"Linear", "(3,4) -> 3, no bias", i_linear_nobias, m_linear, MOD(linear), {IN_UNIFORM, S2(3, 4)}},
     {"LayerNorm", "(2,3,5) affine", i_layer_norm, m_layer_norm, MOD(layer_norm), {IN_UNIFORM, S3(2, 3, 5)}},
+    {"RMSNorm", "(2,3,5) affine, eps 1e-6", i_rms_norm, m_rms_norm, MOD(rms_norm), {IN_UNIFORM, S3(2, 3, 5)}},
     {"Embedding", "(6,3), ids (2,4)", i_embedding, m_embedding, MOD(embedding), {IN_CLASSES, S2(2, 4), 6}},
     {"SelfAttention_v1", "(6,3) -> 2", i_sa1, m_sa1, MOD(self_attention_v1), {IN_UNIFORM, S2(6, 3)}},
     {"SelfAttention_v2", "(6,3) -> 2, qkv_bias", i_sa2, m_sa2, MOD(self_attention_v2), {IN_UNIFORM, S2(6, 3)}},

@@ -136,8 +136,10 @@ void nb_ctx_set_site(nb_ctx *ctx, const char *file, int line);
  * no part, for a module that only marks its own lines). The push sets the
  * creation site to file:line (NB_HERE inside the module moves it on); the
  * pop puts back the site that was current at the push. Each node records
- * its path and its call site: the site current at the outermost push, the
- * user's line that called into the model. At most NB_SCOPE_MAX deep: a
+ * its path and its call site: the user's line that called into the model
+ * (the site set by the user's code, not the library's, current at the
+ * outermost push; for a library op outside every scope, the user's last
+ * site). At most NB_SCOPE_MAX deep: a
  * deeper push records NB_ERR_VALUE on ctx (and the pop that matches it is
  * still expected); a pop with no push does nothing. Reset empties the
  * stack. NULL ctx: nothing. */

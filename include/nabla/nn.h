@@ -166,6 +166,26 @@ nb_status nb_nn_layer_norm_init(nb_ctx *pctx, nb_nn_layer_norm *m, int64_t dim, 
 nb_tensor *nb_nn_layer_norm_forward(nb_ctx *ctx, nb_nn_layer_norm *m, nb_tensor *x);
 void nb_nn_layer_norm_train(nb_nn_layer_norm *m, bool on);
 
+/* ---- RMSNorm ---------------------------------------------------------------- */
+
+/* PyTorch 2.4's nn.RMSNorm(dim, eps, elementwise_affine) over the last dim
+ * (an int normalized_shape): x / sqrt(mean(x^2) + eps) * weight, weight 1.
+ * eps must be finite and > 0; PyTorch's eps=None is the dtype's epsilon
+ * (FLT_EPSILON, DBL_EPSILON), Llama 3 uses 1e-5 and Qwen3 1e-6. */
+typedef struct nb_nn_rms_norm {
+    int64_t dim;
+    double eps;
+    nb_tensor *weight;     /* (dim), NULL without elementwise_affine */
+    nb_tensor_list params; /* "weight" (empty without affine) */
+    bool training;
+} nb_nn_rms_norm;
+
+nb_status nb_nn_rms_norm_init(nb_ctx *pctx, nb_nn_rms_norm *m, int64_t dim, double eps,
+                              bool elementwise_affine, nb_dtype dt);
+/* x (..., dim) -> same shape */
+nb_tensor *nb_nn_rms_norm_forward(nb_ctx *ctx, nb_nn_rms_norm *m, nb_tensor *x);
+void nb_nn_rms_norm_train(nb_nn_rms_norm *m, bool on);
+
 /* ---- GELU ------------------------------------------------------------------- */
 
 /* nn.GELU(approximate='none' | 'tanh'). */

@@ -59,6 +59,10 @@ nb_tensor *nb_erf(nb_ctx *ctx, nb_tensor *a); /* the error function, torch.erf *
 typedef enum nb_gelu_approx { NB_GELU_NONE, NB_GELU_TANH } nb_gelu_approx;
 /* PyTorch's gelu(approximate='none') = x * Phi(x) with erf, or 'tanh'. */
 nb_tensor *nb_gelu(nb_ctx *ctx, nb_tensor *a, nb_gelu_approx approx);
+/* x * sigmoid(x), F.silu (Llama's and Qwen's gated MLP) */
+nb_tensor *nb_silu(nb_ctx *ctx, nb_tensor *a);
+/* relu(x)^2, the nanoGPT speedrun's MLP activation; gradient 2 relu(x) */
+nb_tensor *nb_relu2(nb_ctx *ctx, nb_tensor *a);
 
 /* ---- reductions ---------------------------------------------------------- */
 /* Over all elements: a 0-dim result. */
@@ -144,6 +148,10 @@ nb_tensor *nb_embedding(nb_ctx *ctx, nb_tensor *weight, const nb_tensor *ids);
 /* Normalises over the last dim: (x - mean) / sqrt(var + eps) * w + b, with
  * the biased variance. w and b (dim) may be NULL. Like F.layer_norm. */
 nb_tensor *nb_layer_norm(nb_ctx *ctx, nb_tensor *x, nb_tensor *w, nb_tensor *b, double eps);
+/* Root-mean-square norm over the last dim: x / sqrt(mean(x^2) + eps) * w,
+ * w (dim) may be NULL; eps finite and > 0. Like PyTorch 2.4's F.rms_norm
+ * (whose eps=None is the dtype's epsilon: pass FLT_EPSILON, DBL_EPSILON). */
+nb_tensor *nb_rms_norm(nb_ctx *ctx, nb_tensor *x, nb_tensor *w, double eps);
 
 /* ---- fused attention -------------------------------------------------------- */
 /* Scaled dot-product attention in one op, PyTorch's

@@ -36,7 +36,8 @@ const char *nb_op_formula(nb_op op);
  * attention weights as query x key maps), each op's label with its
  * constant, its module, site and call site, and a step-by-step backward
  * pass: for each node, newest first, the gradient it receives, what it
- * sends to each input and its rule (nb_op_formula).
+ * sends to each input and its rule (nb_op_formula). The graph is laid out
+ * by the build's elkjs when there is one (layout_js under nb_tape_html_ex).
  *
  * Run nb_backward(ctx, root, ...) first for the backward steps; without it
  * the page shows the forward graph only. To find what each node sends, the
@@ -57,8 +58,13 @@ nb_status nb_tape_html(nb_ctx *ctx, const nb_tensor *root, FILE *f);
  * layout_js: the path of elkjs's elk.bundled.js (npm package elkjs), inlined
  * into the page: the graph is then laid out by ELK's layered algorithm, each
  * module (nb_ctx_push_scope) a box around its ops, edges routed around the
- * boxes, and folding a module lays the graph out again. NULL: the page's own
- * placement in ranks. The page stays one file that needs no network.
+ * boxes, and folding a module lays the graph out again. NULL: the copy the
+ * build installed (`make` fetches elkjs from npm into build/elk, `make
+ * install` puts it in PREFIX/share/nabla), or the file the NB_LAYOUT_JS
+ * environment variable names; NB_LAYOUT_JS set but empty, or no copy found:
+ * the page's own placement (module boxes around their items, in ranks, with
+ * straight edges). The page stays
+ * one file that needs no network.
  *
  * forward: "check this op". forward(c, in, user) must record the same tape
  * as the one the page shows (the same ops in the same order) on the fresh
@@ -85,7 +91,7 @@ typedef struct nb_tape_html_opts {
 } nb_tape_html_opts;
 
 /* nb_tape_html with opts (NULL: as nb_tape_html). Also NB_ERR_IO when
- * layout_js cannot be read; a forward that fails while checking leaves
+ * layout_js (or the file NB_LAYOUT_JS names) cannot be read; a forward that fails while checking leaves
  * the checks out of the page (and its error on the private context). */
 nb_status nb_tape_html_ex(nb_ctx *ctx, const nb_tensor *root, const nb_tape_html_opts *opts,
                           FILE *f);
@@ -126,6 +132,11 @@ nb_status nb_tape_json(nb_ctx *ctx, const nb_tensor *root, FILE *f);
  * the update ratios over time, the activation and gradient histograms of
  * the last record, the saturation and the gradient norms over time.
  *
+ * nb_diag_eval records an evaluation at `step` (the train and val losses
+ * of a held-out estimate, as nanoGPT's estimate_loss): a line {"eval",
+ * "train_loss", "val_loss"} after the steps' lines, and a val loss line in
+ * the page's loss plot.
+ *
  * nb_diag_new: NULL with NB_ERR_VALUE on ctx unless every >= 1 and bins in
  * [0, 1000] (0: 40), NB_ERR_MEMORY; NULL for a NULL ctx or one holding an
  * error. The others return NB_OK, NB_ERR_NULL (a NULL ctx records nothing;
@@ -136,6 +147,8 @@ typedef struct nb_diag nb_diag;
 nb_diag *nb_diag_new(nb_ctx *ctx, int every, int bins);
 nb_status nb_diag_step(nb_ctx *ctx, nb_diag *d, long step, double loss,
                        const nb_tensor_list *params);
+nb_status nb_diag_eval(nb_ctx *ctx, nb_diag *d, long step, double train_loss,
+                       double val_loss);
 nb_status nb_diag_write_jsonl(nb_ctx *ctx, nb_diag *d, FILE *f);
 nb_status nb_diag_write_html(nb_ctx *ctx, nb_diag *d, FILE *f);
 void nb_diag_free(nb_diag *d);

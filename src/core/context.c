@@ -287,11 +287,17 @@ bool nb_is_grad_enabled(const nb_ctx *ctx) { return ctx && ctx->grad_enabled; }
 
 void nb_ctx_set_site(nb_ctx *ctx, const char *file, int line) {
     if (!ctx) return;
-    ctx->site_file = file;
-    ctx->site_line = line;
+    ctx->site = (nb_site){file, line, false};
+    ctx->user_site = ctx->site;
 }
 
-void nb_ctx_push_scope(nb_ctx *ctx, const char *name, const char *file, int line) {
+void nb_ctx_set_lib_site(nb_ctx *ctx, const char *file, int line) {
+    if (ctx) ctx->site = (nb_site){file, line, true};
+}
+
+/* The push of both kinds: a user's scope (lib false) is also the user's
+ * site from then on; a library's keeps the user's site it was reached from. */
+static void push_scope(nb_ctx *ctx, const char *name, const char *file, int line, bool lib) {
     if (!ctx) return;
     int d = ctx->scope_depth++;
     if (d >= NB_SCOPE_MAX) {
@@ -310,17 +316,25 @@ void nb_ctx_push_scope(nb_ctx *ctx, const char *name, const char *file, int line
             path = p;
         }
     }
-    ctx->scopes[d] = (struct nb_scope){path, ctx->site_file, ctx->site_line};
-    ctx->site_file = file;
-    ctx->site_line = line;
+    ctx->scopes[d] = (struct nb_scope){path, ctx->site, ctx->user_site};
+    ctx->site = (nb_site){file, line, lib};
+    if (!lib) ctx->user_site = ctx->site;
+}
+
+void nb_ctx_push_scope(nb_ctx *ctx, const char *name, const char *file, int line) {
+    push_scope(ctx, name, file, line, false);
+}
+
+void nb_ctx_push_lib_scope(nb_ctx *ctx, const char *name, const char *file, int line) {
+    push_scope(ctx, name, file, line, true);
 }
 
 void nb_ctx_pop_scope(nb_ctx *ctx) {
     if (!ctx || ctx->scope_depth <= 0) return;
     int d = --ctx->scope_depth;
     if (d >= NB_SCOPE_MAX) return;
-    ctx->site_file = ctx->scopes[d].file;
-    ctx->site_line = ctx->scopes[d].line;
+    ctx->site = ctx->scopes[d].site;
+    ctx->user_site = ctx->scopes[d].user_site;
 }
 
 const char *nb_ctx_scope(const nb_ctx *ctx) {

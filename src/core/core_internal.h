@@ -20,6 +20,15 @@ typedef struct nb_chunk {
 
 #define NB_ERRMSG 512
 
+/* A creation site: file:line (file NULL when none was set), and whether the
+ * library set it (NB_LIB_HERE, a library module's scope) rather than the
+ * user's code. */
+typedef struct nb_site {
+    const char *file;
+    int line;
+    bool lib;
+} nb_site;
+
 struct nb_ctx {
     nb_chunk *chunks;      /* newest first; reset merges them into one */
     size_t reserved;       /* sum of chunk sizes */
@@ -34,15 +43,17 @@ struct nb_ctx {
     bool backward_done;    /* a backward pass has run over this tape */
     bool detect_anomaly;   /* check every gradient for NaN/inf */
     struct nb_probe *probe; /* watches the tape (gradcheck's blame); NULL normally */
-    const char *site_file; /* creation site for the next nodes */
-    int site_line;
+    /* The creation site for the next nodes, and the last site set from
+     * outside the library (nb_ctx_set_site, nb_ctx_push_scope): the user's
+     * line that a library site (NB_LIB_HERE) was reached from. */
+    nb_site site;
+    nb_site user_site;
     /* Module scopes (nb_ctx_push_scope): each level's path (in the arena)
-     * and the site to put back at its pop; scope_depth may pass
+     * and the sites to put back at its pop; scope_depth may pass
      * NB_SCOPE_MAX (those levels are not kept). */
     struct nb_scope {
         const char *path;
-        const char *file;
-        int line;
+        nb_site site, user_site;
     } scopes[NB_SCOPE_MAX];
     int scope_depth;
     nb_status status;
@@ -234,7 +245,25 @@ static inline nb_tensor *nb_nn_scope_end(nb_ctx *ctx, nb_tensor *t) {
     return t;
 }
 #define NB_NN_SCOPED(ctx, name, expr) \
-    (nb_ctx_push_scope((ctx), (name), __FILE__, __LINE__), nb_nn_scope_end((ctx), (expr)))
+    (nb_ctx_push_lib_scope((ctx), (name), __FILE__, __LINE__), nb_nn_scope_end((ctx), (expr)))
+
+/* The library's NB_HERE and scope push: they move the ops' own site to a
+ * library line but keep the user's line (ctx->user_site) as the site the
+ * ops were called from. nb_ctx_site/nb_ctx_set_site_state save and put
+ * back both, around a library call that sets its own sites. */
+NB_HIDDEN void nb_ctx_set_lib_site(nb_ctx *ctx, const char *file, int line);
+NB_HIDDEN void nb_ctx_push_lib_scope(nb_ctx *ctx, const char *name, const char *file, int line);
+#define NB_LIB_HERE(ctx) nb_ctx_set_lib_site((ctx), __FILE__, __LINE__)
+typedef struct nb_site_state {
+    nb_site site, user_site;
+} nb_site_state;
+static inline nb_site_state nb_ctx_site(const nb_ctx *ctx) {
+    return (nb_site_state){ctx->site, ctx->user_site};
+}
+static inline void nb_ctx_set_site_state(nb_ctx *ctx, nb_site_state s) {
+    ctx->site = s.site;
+    ctx->user_site = s.user_site;
+}
 
 
 #endif

@@ -29,12 +29,12 @@ static nb_tensor *causal_attend(nb_ctx *ctx, nb_tensor *scores, const nb_tensor 
                                 int64_t d_k, nb_nn_dropout *dropout, nb_tensor *values,
                                 nb_tensor **attn_weights) {
     /* the seed's mask.bool()[:T, :T]: j > i is the future */
-    NB_HERE(ctx); scores = nb_causal_fill(ctx, scores, -INFINITY);
-    NB_HERE(ctx); if (pad) scores = nb_masked_fill(ctx, scores, pad, -INFINITY);
-    NB_HERE(ctx); nb_tensor *weights = scaled_softmax(ctx, scores, d_k);
+    NB_LIB_HERE(ctx); scores = nb_causal_fill(ctx, scores, -INFINITY);
+    NB_LIB_HERE(ctx); if (pad) scores = nb_masked_fill(ctx, scores, pad, -INFINITY);
+    NB_LIB_HERE(ctx); nb_tensor *weights = scaled_softmax(ctx, scores, d_k);
     if (attn_weights) *attn_weights = weights;
-    NB_HERE(ctx); weights = nb_nn_dropout_forward(ctx, dropout, weights);
-    NB_HERE(ctx); return nb_matmul(ctx, weights, values);
+    NB_LIB_HERE(ctx); weights = nb_nn_dropout_forward(ctx, dropout, weights);
+    NB_LIB_HERE(ctx); return nb_matmul(ctx, weights, values);
 }
 
 /* The same core in one fused op (nb_sdpa): queries, keys, values (B, T,
@@ -291,7 +291,7 @@ static nb_tensor *causal_attention_body(nb_ctx *ctx, nb_nn_causal_attention *m, 
     nb_tensor *queries = NB_NN_SCOPED(ctx, "W_query", nb_nn_linear_forward(ctx, &m->W_query, x));
     if (m->use_fused && !attn_weights) /* one head: (B, T, 1, d_out) */
         return fused_attend(ctx, queries, keys, values, 1, key_padding_mask, &m->dropout);
-    NB_HERE(ctx); nb_tensor *scores = nb_matmul(ctx, queries, nb_transpose(ctx, keys, 1, 2));
+    NB_LIB_HERE(ctx); nb_tensor *scores = nb_matmul(ctx, queries, nb_transpose(ctx, keys, 1, 2));
     /* masked, scaled softmax, dropout, @ values: (B, T, d_out) */
     return causal_attend(ctx, scores, pad, m->d_out, &m->dropout, values, attn_weights);
 }
@@ -421,15 +421,15 @@ static nb_tensor *mha_body(nb_ctx *ctx, nb_nn_mha *m, nb_tensor *x,
         return NB_NN_SCOPED(ctx, "out_proj", nb_nn_linear_forward(ctx, &m->out_proj, context));
     }
     /* split d_out into heads: (B, T, H, hd), then heads first: (B, H, T, hd) */
-    NB_HERE(ctx); keys = nb_transpose(ctx, nb_view(ctx, keys, NB_SHAPE(b, t, h, hd)), 1, 2);
+    NB_LIB_HERE(ctx); keys = nb_transpose(ctx, nb_view(ctx, keys, NB_SHAPE(b, t, h, hd)), 1, 2);
     values = nb_transpose(ctx, nb_view(ctx, values, NB_SHAPE(b, t, h, hd)), 1, 2);
     queries = nb_transpose(ctx, nb_view(ctx, queries, NB_SHAPE(b, t, h, hd)), 1, 2);
-    NB_HERE(ctx); nb_tensor *scores = nb_matmul(ctx, queries, nb_transpose(ctx, keys, 2, 3));
+    NB_LIB_HERE(ctx); nb_tensor *scores = nb_matmul(ctx, queries, nb_transpose(ctx, keys, 2, 3));
     /* masked, scaled softmax, dropout, @ values, per head: (B, H, T, hd) */
     nb_tensor *context = causal_attend(ctx, scores, pad, hd, &m->dropout, values, attn_weights);
     /* back to (B, T, H, hd) and merge the heads. The seed's .contiguous() is
      * not needed: nabla's transpose already returns a contiguous copy. */
-    NB_HERE(ctx); context = nb_view(ctx, nb_transpose(ctx, context, 1, 2), NB_SHAPE(b, t, m->d_out));
+    NB_LIB_HERE(ctx); context = nb_view(ctx, nb_transpose(ctx, context, 1, 2), NB_SHAPE(b, t, m->d_out));
     return NB_NN_SCOPED(ctx, "out_proj", nb_nn_linear_forward(ctx, &m->out_proj, context));
 }
 

@@ -370,7 +370,7 @@ static nb_tensor *nano_heads(nb_ctx *ctx, nb_gpt *m, nb_gpt_block *blk, nb_tenso
     uint64_t seed = 0; /* two draws, high word first (a comma sequences them) */
     if (p > 0.0) seed = (uint64_t)nb_pcg32_next(m->rng) << 32, seed |= nb_pcg32_next(m->rng);
     for (int k = 0; k < 3; k++) part[k] = nb_view(ctx, part[k], NB_SHAPE(b, t, H, hd));
-    NB_HERE(ctx);
+    NB_LIB_HERE(ctx);
     nb_tensor *y = nb_sdpa(ctx, part[0], part[1], part[2], NULL, true, 1.0 / sqrt((double)hd),
                            p, seed); /* (B, T, C) */
     return NB_NN_SCOPED(ctx, "c_proj", nb_gpt_linear(ctx, y, blk->c_proj_w, blk->c_proj_b));
@@ -383,7 +383,7 @@ static nb_tensor *nano_heads(nb_ctx *ctx, nb_gpt *m, nb_gpt_block *blk, nb_tenso
  * is two draws of the model's rng, high word first. h (B, T, C). */
 static nb_tensor *nano_attention(nb_ctx *ctx, nb_gpt *m, nb_gpt_block *blk, nb_tensor *h) {
     int64_t b = h->shape[0], t = h->shape[1], C = m->cfg.n_embd;
-    NB_HERE(ctx);
+    NB_LIB_HERE(ctx);
     /* q, k, v: split the (3C, C) weight for three linears, or the (B, T, 3C)
      * output of one (the same dot products, the same bits), whichever is
      * smaller: the weight for the character GPT (768 tokens, 128 channels),
@@ -414,7 +414,7 @@ static nb_tensor *attention(nb_ctx *ctx, nb_gpt *m, nb_gpt_block *blk, nb_tensor
 NB_HIDDEN nb_tensor *nb_gpt_mlp(nb_ctx *ctx, nb_gpt *m, nb_gpt_block *blk, nb_tensor *h) {
     bool nano = m->cfg.arch == NB_GPT_NANOGPT;
     nb_gelu_approx g = nano ? m->cfg.gelu : NB_GELU_TANH;
-    NB_HERE(ctx);
+    NB_LIB_HERE(ctx);
     nb_tensor *f = NB_NN_SCOPED(ctx, nano ? "c_fc" : "layers.0",
                                 nb_gpt_linear(ctx, h, blk->fc_w, blk->fc_b));
     f = NB_NN_SCOPED(ctx, nano ? NULL : "layers.1", nb_gelu(ctx, f, g));
@@ -432,16 +432,16 @@ NB_HIDDEN nb_tensor *nb_gpt_block_finish(nb_ctx *ctx, nb_gpt *m, int i, nb_tenso
                                          nb_tensor *a) {
     nb_gpt_block *blk = &m->blocks[i];
     bool nano = m->cfg.arch == NB_GPT_NANOGPT;
-    NB_HERE(ctx); x = nb_add(ctx, x, nb_gpt_dropout(ctx, m, a));
+    NB_LIB_HERE(ctx); x = nb_add(ctx, x, nb_gpt_dropout(ctx, m, a));
     nb_tensor *h = NB_NN_SCOPED(ctx, nano ? "ln_2" : "norm2",
                                 nb_layer_norm(ctx, x, blk->ln2_w, blk->ln2_b, 1e-5));
     nb_tensor *f = NB_NN_SCOPED(ctx, nano ? "mlp" : "ff", nb_gpt_mlp(ctx, m, blk, h));
-    NB_HERE(ctx); return nb_add(ctx, x, nb_gpt_dropout(ctx, m, f));
+    NB_LIB_HERE(ctx); return nb_add(ctx, x, nb_gpt_dropout(ctx, m, f));
 }
 
 /* Block i of the full forward (gpt_sample.c runs the cached one). */
 static nb_tensor *block_body(nb_ctx *ctx, nb_gpt *m, int i, nb_tensor *x) {
-    NB_HERE(ctx);
+    NB_LIB_HERE(ctx);
     nb_tensor *a = attention(ctx, m, &m->blocks[i], nb_gpt_block_norm1(ctx, m, i, x));
     return nb_gpt_block_finish(ctx, m, i, x, a);
 }
@@ -457,7 +457,7 @@ static nb_tensor *block_forward(nb_ctx *ctx, nb_gpt *m, int i, nb_tensor *x) {
 
 NB_HIDDEN nb_tensor *nb_gpt_head(nb_ctx *ctx, nb_gpt *m, nb_tensor *x) {
     bool nano = m->cfg.arch == NB_GPT_NANOGPT;
-    NB_HERE(ctx);
+    NB_LIB_HERE(ctx);
     x = NB_NN_SCOPED(ctx, nano ? "transformer.ln_f" : "final_norm",
                      nb_layer_norm(ctx, x, m->lnf_w, m->lnf_b, 1e-5));
     return NB_NN_SCOPED(ctx, nano ? "lm_head" : "out_head",
@@ -468,13 +468,12 @@ NB_HIDDEN nb_tensor *nb_gpt_head(nb_ctx *ctx, nb_gpt *m, nb_tensor *x) {
  * tape dumps name them); the caller's site comes back after. */
 nb_tensor *nb_gpt_forward(nb_ctx *ctx, nb_gpt *m, const nb_tensor *ids) {
     if (!nb_gpt_check_ids(ctx, m, ids, "ids", m ? m->cfg.block_size : 0)) return NULL;
-    const char *file = ctx->site_file;
-    int line = ctx->site_line;
-    NB_HERE(ctx);
+    nb_site_state caller = nb_ctx_site(ctx);
+    NB_LIB_HERE(ctx);
     nb_tensor *x = nb_gpt_embed(ctx, m, ids, 0);
     for (int i = 0; i < m->cfg.n_layer && x; i++) x = block_forward(ctx, m, i, x);
     x = nb_gpt_head(ctx, m, x);
-    nb_ctx_set_site(ctx, file, line);
+    nb_ctx_set_site_state(ctx, caller);
     return x;
 }
 
@@ -499,11 +498,10 @@ nb_tensor *nb_gpt_loss(nb_ctx *ctx, nb_gpt *m, const nb_tensor *ids, const nb_te
     tv.shape[0] = n;
     tv.shape[1] = 1;
     tv.node = NULL;
-    const char *file = ctx->site_file;
-    int line = ctx->site_line;
-    NB_HERE(ctx);
+    nb_site_state caller = nb_ctx_site(ctx);
+    NB_LIB_HERE(ctx);
     nb_tensor *loss = nb_cross_entropy(ctx, flat, &tv);
-    nb_ctx_set_site(ctx, file, line);
+    nb_ctx_set_site_state(ctx, caller);
     return loss;
 }
 

@@ -1,6 +1,7 @@
 /* nn/layers.c - the basic modules (Linear, Dropout, Embedding, LayerNorm,
- * GELU) and the parameter-list helpers every module uses. Each module is a
- * thin layer over one op of ops/ (linear.c, dropout.c, embedding.c, layer_norm.c): init creates and draws its parameters
+ * RMSNorm, GELU) and the parameter-list helpers every module uses. Each
+ * module is a thin layer over one op of ops/ (linear.c, dropout.c,
+ * embedding.c, layer_norm.c): init creates and draws its parameters
  * in PyTorch's order, forward checks its input against the module and calls
  * the op. The math and the gradients live in the ops. */
 #include "nn_internal.h"
@@ -311,6 +312,41 @@ nb_tensor *nb_nn_layer_norm_forward(nb_ctx *ctx, nb_nn_layer_norm *m, nb_tensor 
 }
 
 void nb_nn_layer_norm_train(nb_nn_layer_norm *m, bool on) {
+    if (m) m->training = on;
+}
+
+/* ---- RMSNorm ----------------------------------------------------------------- */
+
+nb_status nb_nn_rms_norm_init(nb_ctx *pctx, nb_nn_rms_norm *m, int64_t dim, double eps,
+                              bool elementwise_affine, nb_dtype dt) {
+    const char *cls = "RMSNorm";
+    nb_status st = nb_nn_init_begin(pctx, m, sizeof *m, cls);
+    if (!st) st = nb_nn_check_positive(pctx, cls, "dim", dim);
+    if (!st) st = nb_nn_check_param_dtype(pctx, cls, dt);
+    if (st) return st;
+    if (!(eps > 0.0) || isinf(eps))
+        return nb_ctx_fail(pctx, NB_ERR_VALUE, "%s: eps %g must be finite and > 0", cls, eps);
+    m->dim = dim;
+    m->eps = eps;
+    m->training = true;
+    if (!elementwise_affine) return NB_OK;
+    m->weight = nb_nn_add_param(pctx, &m->params, "weight", nb_ones(pctx, dt, NB_SHAPE(dim)));
+    return m->weight ? NB_OK : nb_ctx_status(pctx);
+}
+
+nb_tensor *nb_nn_rms_norm_forward(nb_ctx *ctx, nb_nn_rms_norm *m, nb_tensor *x) {
+    const char *cls = "RMSNorm";
+    if (!nb_nn_forward_begin(ctx, m, m && m->dim > 0, cls, "nb_nn_rms_norm_init")) return NULL;
+    if (!x) {
+        nb_ctx_fail(ctx, NB_ERR_NULL, "%s: x is NULL", cls);
+        return NULL;
+    }
+    if (m->weight && !nb_nn_check_x(ctx, cls, x, m->weight->dtype)) return NULL;
+    if (!nb_nn_check_last_dim(ctx, cls, x, m->dim, "normalized_shape")) return NULL;
+    return NB_NN_SCOPED(ctx, NULL, nb_rms_norm(ctx, x, m->weight, m->eps));
+}
+
+void nb_nn_rms_norm_train(nb_nn_rms_norm *m, bool on) {
     if (m) m->training = on;
 }
 

@@ -192,11 +192,13 @@ void nb_graph_backward_node(nb_ctx *ctx, nb_node *n, nb_tensor *dout, nb_tensor 
     nb_graph_backward_fn fn = n->graph_backward;
     if (!fn && n->op != NB_OP_CUSTOM) fn = graph_backward[n->op];
     if (!fn) {
+        char site[300];
+        nb_site_str(n->file, n->line, site, sizeof site);
         nb_ctx_fail(ctx, NB_ERR_STATE,
-                    "grad: custom op '%s' (#%d, created at %s:%d) has no graph backward, so its "
+                    "grad: custom op '%s' (#%d, %s) has no graph backward, so its "
                     "gradient cannot be differentiated again; declare one with "
                     "nb_node_set_graph_backward",
-                    n->name, n->index, n->file ? n->file : "?", n->line);
+                    n->name, n->index, site);
         return;
     }
     bool enabled = ctx->grad_enabled;

@@ -1,4 +1,6 @@
-/* ops/layer_norm.c - layer_norm over the last dim, forward then backward. */
+/* ops/layer_norm.c - the normalisations over the last dim: layer_norm, then
+ * rms_norm, each forward, backward and graph backward. They share the row
+ * sums and the split of the threads (rows for x, columns for the weight). */
 #include "ops/ops_internal.h"
 
 /* ==========================================================================
@@ -315,4 +317,216 @@ void nb_graph_backward_layer_norm(nb_ctx *ctx, nb_node *n, nb_tensor *dout, nb_t
     nb_tensor *w = n->i[0] ? n->in[1] : NULL;
     nb_tensor *b = n->i[1] ? n->in[1 + (n->i[0] ? 1 : 0)] : NULL;
     nb_graph_backward_composed(ctx, n, layer_norm_composed(ctx, x, w, b, n->f[0]), dout, din);
+}
+
+/* ==========================================================================
+ * rms_norm over the last dim D of x (R rows), PyTorch 2.4's F.rms_norm:
+ *   y = (x * rstd) * w,  rstd = 1 / sqrt(mean(x^2) + eps)   (w (D) optional)
+ * Saves rstd per row (R doubles); float32 sums its squares in float (16
+ * partial sums, as layer_norm), float64 in double. The node's inputs are x
+ * and w where present; node->i[0] says whether w is.
+ * ========================================================================== */
+
+typedef struct rms_job {
+    const nb_tensor *x, *w;
+    void *y;       /* forward: out; backward: out's gradient */
+    double *rstd;  /* per row */
+    double eps;
+    void *gx, *gw;
+    size_t D;
+    bool gx_fresh; /* gx is new: stored, not added to (float rows) */
+} rms_job;
+
+NB_HOT static void rms_fwd_rows_f32(const rms_job *j, int64_t lo, int64_t hi) {
+    const float *xs = j->x->data, *ws = j->w ? j->w->data : NULL;
+    float *ys = j->y, t[LN_ROW_MAX];
+    const size_t n = j->D;
+    for (size_t r = (size_t)lo; r < (size_t)hi; r++) {
+        const float *xr = xs + r * n;
+        float *yr = ys + r * n;
+        for (size_t d = 0; d < n; d++) t[d] = xr[d] * xr[d];
+        float rs = 1.0f / sqrtf(ln_sum16(t, n) / (float)n + (float)j->eps);
+        j->rstd[r] = rs;
+        if (ws)
+            for (size_t d = 0; d < n; d++) yr[d] = (xr[d] * rs) * ws[d];
+        else
+            for (size_t d = 0; d < n; d++) yr[d] = xr[d] * rs;
+    }
+}
+
+static void rms_fwd_rows(void *arg, int64_t lo, int64_t hi) {
+    const rms_job *j = arg;
+    if (j->x->dtype == NB_F32 && j->D <= LN_ROW_MAX) {
+        rms_fwd_rows_f32(j, lo, hi);
+        return;
+    }
+#define K_(T)                                                                             \
+    {                                                                                     \
+        const T *xs = j->x->data, *ws = j->w ? j->w->data : NULL;                         \
+        T *ys = j->y;                                                                     \
+        size_t n_ = j->D;                                                                 \
+        for (size_t r = (size_t)lo; r < (size_t)hi; r++) {                                \
+            const T *xr = xs + r * n_;                                                    \
+            T *yr = ys + r * n_;                                                          \
+            double s;                                                                     \
+            NN_SUM4(s, n_, (double)xr[d] * (double)xr[d]);                                \
+            double rstd = 1.0 / sqrt(s / (double)n_ + j->eps);                            \
+            j->rstd[r] = rstd;                                                            \
+            T rs = (T)rstd;                                                               \
+            for (size_t d = 0; d < n_; d++) yr[d] = ws ? (xr[d] * rs) * ws[d] : xr[d] * rs; \
+        }                                                                                 \
+    }
+    NB_DISPATCH(j->x->dtype, K_);
+#undef K_
+}
+
+static void rms_norm_backward(nb_ctx *ctx, nb_node *n); /* below, after the forward */
+static nb_tensor *rms_norm_composed(nb_ctx *ctx, nb_tensor *x, nb_tensor *w,
+                                    double eps); /* at the end */
+
+nb_tensor *nb_rms_norm(nb_ctx *ctx, nb_tensor *x, nb_tensor *w, double eps) {
+    const char *op = nb_op_name(NB_OP_RMS_NORM);
+    nb_tensor *all[2] = {x, w};
+    static const char *const names[2] = {"x", "weight"};
+    static const bool optional[2] = {false, true};
+    if (!nb_check_named_inputs(ctx, op, 2, all, names, optional)) return NULL;
+    char sx[64], sp[64];
+    if (x->ndim < 1) {
+        nb_ctx_fail(ctx, NB_ERR_SHAPE, "%s: x %s has 0 dims, expected at least 1 (..., dim)", op,
+                    nb_shape_str(x, sx, sizeof sx));
+        return NULL;
+    }
+    int64_t D = x->shape[x->ndim - 1];
+    if (w && (w->ndim != 1 || w->shape[0] != D)) {
+        nb_ctx_fail(ctx, NB_ERR_SHAPE, "%s: weight %s does not fit x %s: expected shape (%lld)",
+                    op, nb_shape_str(w, sp, sizeof sp), nb_shape_str(x, sx, sizeof sx),
+                    (long long)D);
+        return NULL;
+    }
+    if (!(eps > 0.0) || isinf(eps)) {
+        nb_ctx_fail(ctx, NB_ERR_VALUE, "%s: eps = %g, expected a finite number > 0", op, eps);
+        return NULL;
+    }
+    if (x->numel == 0) return rms_norm_composed(ctx, x, w, eps); /* zero-size dims */
+    nb_tensor *out = nb_empty(ctx, x->dtype, x->ndim, x->shape); /* every row is written */
+    size_t R = x->numel / (size_t)D;
+    double *rstd = out ? nb_ctx_alloc_raw(ctx, R * sizeof *rstd) : NULL;
+    if (!rstd) return NULL;
+    rms_job j = {x, w, out->data, rstd, eps, NULL, NULL, (size_t)D, false};
+    nb_parallel_for((int64_t)R, 1 + LN_GRAIN / D, rms_fwd_rows, &j);
+    nb_tensor *in[2] = {x, w};
+    nb_node *n = nb_record_op(ctx, NB_OP_RMS_NORM, out, w ? 2 : 1, in, rms_norm_backward);
+    if (n) {
+        n->saved = rstd;
+        n->f[0] = eps;
+        n->i[0] = w != NULL;
+    }
+    return out;
+}
+
+/* ---- backward ----------------------------------------------------------------------------- */
+
+/* With g = dy * w (dy without w) and xhat = x * rstd:
+ *   dx += rstd * (g - xhat * mean(g * xhat)),   dw += sum over rows of dy * xhat.
+ * Reuses the saved rstd and x to rebuild xhat. */
+NB_HOT static void rms_bwd_rows_f32(const rms_job *j, int64_t lo, int64_t hi) {
+    const float *xs = j->x->data, *gs = j->y, *ws = j->w ? j->w->data : NULL;
+    float *dx = j->gx, g[LN_ROW_MAX], xh[LN_ROW_MAX], gx[LN_ROW_MAX];
+    const size_t n = j->D;
+    for (size_t r = (size_t)lo; r < (size_t)hi; r++) {
+        const float *xr = xs + r * n, *gr = gs + r * n;
+        float rs = (float)j->rstd[r];
+        if (ws)
+            for (size_t d = 0; d < n; d++) g[d] = gr[d] * ws[d];
+        else
+            memcpy(g, gr, n * sizeof(float));
+        for (size_t d = 0; d < n; d++) xh[d] = xr[d] * rs;
+        for (size_t d = 0; d < n; d++) gx[d] = g[d] * xh[d];
+        float m2 = ln_sum16(gx, n) / (float)n;
+        float *dxr = dx + r * n;
+        if (j->gx_fresh)
+            for (size_t d = 0; d < n; d++) dxr[d] = rs * (g[d] - xh[d] * m2);
+        else
+            for (size_t d = 0; d < n; d++) dxr[d] += rs * (g[d] - xh[d] * m2);
+    }
+}
+
+static void rms_bwd_rows(void *arg, int64_t lo, int64_t hi) {
+    const rms_job *j = arg;
+    if (j->x->dtype == NB_F32 && j->D <= LN_ROW_MAX) {
+        rms_bwd_rows_f32(j, lo, hi);
+        return;
+    }
+    size_t D = j->D;
+#define K_(T)                                                                             \
+    {                                                                                     \
+        const T *xs = j->x->data, *g = j->y, *ws = j->w ? j->w->data : NULL;              \
+        T *dx = j->gx;                                                                    \
+        for (size_t r = (size_t)lo; r < (size_t)hi; r++) {                                \
+            const T *xr = xs + r * D, *gr = g + r * D;                                    \
+            T rs = (T)j->rstd[r];                                                         \
+            double s2; /* sum g * xhat */                                                 \
+            NN_SUM4(s2, D, (ws ? gr[d] * ws[d] : gr[d]) * (xr[d] * rs));                  \
+            T m2 = (T)(s2 / (double)D), *dxr = dx + r * D;                                \
+            for (size_t d = 0; d < D; d++) {                                              \
+                T gh = ws ? gr[d] * ws[d] : gr[d];                                        \
+                dxr[d] += rs * (gh - (xr[d] * rs) * m2);                                  \
+            }                                                                             \
+        }                                                                                 \
+    }
+    NB_DISPATCH(j->x->dtype, K_);
+#undef K_
+}
+
+/* dw for columns [lo, hi), LN_COLS at a time, each column summing its rows
+ * in order in a local array written back once (as ln_bwd_cols). */
+NB_HOT static void rms_bwd_cols(void *arg, int64_t lo, int64_t hi) {
+    const rms_job *j = arg;
+    size_t D = j->D, R = j->x->numel / D;
+#define K_(T)                                                                             \
+    {                                                                                     \
+        const T *xs = j->x->data, *g = j->y;                                              \
+        T *dw = j->gw, aw[LN_COLS];                                                       \
+        for (size_t c0 = (size_t)lo; c0 < (size_t)hi; c0 += LN_COLS) {                    \
+            size_t nc = (size_t)hi - c0 < LN_COLS ? (size_t)hi - c0 : LN_COLS;            \
+            for (size_t c = 0; c < nc; c++) aw[c] = dw[c0 + c];                           \
+            for (size_t r = 0; r < R; r++) {                                              \
+                const T *xr = xs + r * D + c0, *gr = g + r * D + c0;                      \
+                T rs = (T)j->rstd[r];                                                     \
+                for (size_t c = 0; c < nc; c++) aw[c] += gr[c] * (xr[c] * rs);            \
+            }                                                                             \
+            for (size_t c = 0; c < nc; c++) dw[c0 + c] = aw[c];                           \
+        }                                                                                 \
+    }
+    NB_DISPATCH(j->x->dtype, K_);
+#undef K_
+}
+
+static void rms_norm_backward(nb_ctx *ctx, nb_node *n) {
+    nb_tensor *x = n->in[0], *out = n->out;
+    nb_tensor *w = n->i[0] ? n->in[1] : NULL;
+    rms_job j = {x, w, out->grad, n->saved, 0, NULL, nb_grad_buffer(ctx, w),
+                 (size_t)x->shape[x->ndim - 1], false};
+    int64_t D = (int64_t)j.D, R = (int64_t)(x->numel / j.D);
+    if (j.gw) nb_parallel_for(D, 1 + LN_GRAIN / R, rms_bwd_cols, &j);
+    /* x's buffer asked for after w's: x may be w */
+    bool f32 = x->dtype == NB_F32 && j.D <= LN_ROW_MAX;
+    j.gx = f32 ? nb_grad_buffer_fresh(ctx, x, &j.gx_fresh) : nb_grad_buffer(ctx, x);
+    if (j.gx) nb_parallel_for(R, 1 + LN_GRAIN / D, rms_bwd_rows, &j);
+}
+
+/* ---- graph backward: through rms_norm's composed form (mul, mean_dim,
+ * add_scalar, pow), recorded and differentiated with nb_grad; the fused
+ * kernels above stay the first-order path ----------------------------------- */
+/* rms_norm from elementary recorded ops: the graph backward's form, and the
+ * forward of tensors with a zero-size dim. */
+static nb_tensor *rms_norm_composed(nb_ctx *ctx, nb_tensor *x, nb_tensor *w, double eps) {
+    nb_tensor *ms = nb_mean_dim(ctx, nb_mul(ctx, x, x), -1, true);
+    nb_tensor *y = nb_mul(ctx, x, nb_pow(ctx, nb_add_scalar(ctx, ms, eps), -0.5));
+    return w ? nb_mul(ctx, y, w) : y;
+}
+
+void nb_graph_backward_rms_norm(nb_ctx *ctx, nb_node *n, nb_tensor *dout, nb_tensor **din) {
+    nb_tensor *x = n->in[0], *w = n->i[0] ? n->in[1] : NULL;
+    nb_graph_backward_composed(ctx, n, rms_norm_composed(ctx, x, w, n->f[0]), dout, din);
 }

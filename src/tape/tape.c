@@ -38,10 +38,12 @@ static bool forward_ok(nb_ctx *ctx, int op, const char *name, const nb_tensor *o
                  in[i] ? nb_shape_str(in[i], s, sizeof s) : "None");
     }
     double v = nb_get(out, (size_t)bad);
+    char site[300];
+    nb_site_str(ctx->site.file, ctx->site.line, site, sizeof site);
     nb_ctx_fail(ctx, NB_ERR_VALUE,
-                "anomaly: forward of op #%d '%s' (created at %s:%d) produced %s at element %td "
+                "anomaly: forward of op #%d '%s' (%s) produced %s at element %td "
                 "of its output %s from finite inputs %s",
-                ctx->tape_len, name, ctx->site_file ? ctx->site_file : "?", ctx->site_line,
+                ctx->tape_len, name, site,
                 isnan(v) ? "nan" : v > 0 ? "inf" : "-inf", bad, nb_shape_str(out, s, sizeof s),
                 shapes);
     return false;
@@ -80,13 +82,19 @@ static nb_node *record(nb_ctx *ctx, int op, const char *name, nb_tensor *out, in
     n->backward = backward;
     n->out = out;
     n->n_in = n_in;
-    n->file = ctx->site_file;
-    n->line = ctx->site_line;
+    n->file = ctx->site.file;
+    n->line = ctx->site.line;
+    /* called from: the user's site when the outermost scope was pushed, or,
+     * outside every scope, the user's site a library line was reached from
+     * (none when the op's own site is the user's) */
     if (ctx->scope_depth > 0) {
         int top = ctx->scope_depth < NB_SCOPE_MAX ? ctx->scope_depth : NB_SCOPE_MAX;
         n->scope = ctx->scopes[top - 1].path;
-        n->call_file = ctx->scopes[0].file;
-        n->call_line = ctx->scopes[0].line;
+        n->call_file = ctx->scopes[0].user_site.file;
+        n->call_line = ctx->scopes[0].user_site.line;
+    } else if (ctx->site.lib) {
+        n->call_file = ctx->user_site.file;
+        n->call_line = ctx->user_site.line;
     }
     n->index = ctx->tape_len++;
     n->prev = ctx->tape;
@@ -204,17 +212,25 @@ static bool all_finite(const nb_tensor *t, const void *buf) {
     return true;
 }
 
+void nb_site_str(const char *file, int line, char *buf, size_t size) {
+    if (file)
+        snprintf(buf, size, "created at %s:%d", file, line);
+    else
+        snprintf(buf, size, "no creation site recorded: use NB_HERE");
+}
+
 /* Anomaly mode: after each local rule, every input gradient must be finite;
  * the first that is not is reported with the op and where it was created. */
 static bool check_anomaly(nb_ctx *ctx, const nb_node *n) {
     for (int i = 0; i < n->n_in; i++) {
         const nb_tensor *t = n->in[i];
         if (!t->requires_grad || !t->grad || all_finite(t, t->grad)) continue;
-        char s[64];
+        char s[64], site[300];
+        nb_site_str(n->file, n->line, site, sizeof site);
         nb_ctx_fail(ctx, NB_ERR_VALUE,
-                    "anomaly: backward of op #%d '%s' (created at %s:%d) produced a non-finite "
+                    "anomaly: backward of op #%d '%s' (%s) produced a non-finite "
                     "gradient for its input %d %s",
-                    n->index, n->name, n->file ? n->file : "?", n->line, i, /* 0-based, as gradcheck */
+                    n->index, n->name, site, i, /* 0-based, as gradcheck */
                     nb_shape_str(t, s, sizeof s));
         return false;
     }

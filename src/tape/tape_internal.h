@@ -37,6 +37,10 @@ struct nb_node {
     int call_line;
 };
 
+/* "created at FILE:LINE" into buf, or, for a node made without NB_HERE
+ * (file NULL), "no creation site recorded: use NB_HERE". */
+NB_HIDDEN void nb_site_str(const char *file, int line, char *buf, size_t size);
+
 /* Records a built-in op. Same contract as nb_record. */
 NB_HIDDEN nb_node *nb_record_op(nb_ctx *ctx, nb_op op, nb_tensor *out, int n_in,
                                 nb_tensor *const *in, nb_backward_fn backward);

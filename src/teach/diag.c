@@ -15,6 +15,9 @@ struct nb_diag {
     FILE *log; /* the JSONL lines so far (open_memstream on text) */
     char *text;
     size_t len;
+    FILE *evals; /* the evaluations' lines (nb_diag_eval), written after them */
+    char *eval_text;
+    size_t eval_len;
     /* the parameters' values at the last recorded step, for the update */
     bool pending;       /* a record waits for its update ratios */
     int n_snap;
@@ -32,7 +35,9 @@ nb_diag *nb_diag_new(nb_ctx *ctx, int every, int bins) {
     }
     nb_diag *d = calloc(1, sizeof *d);
     if (d) d->log = open_memstream(&d->text, &d->len);
-    if (!d || !d->log) {
+    if (d && d->log) d->evals = open_memstream(&d->eval_text, &d->eval_len);
+    if (!d || !d->log || !d->evals) {
+        if (d && d->log) fclose(d->log), free(d->text);
         free(d);
         nb_ctx_fail(ctx, NB_ERR_MEMORY, "diag_new: out of memory");
         return NULL;
@@ -52,6 +57,8 @@ void nb_diag_free(nb_diag *d) {
     if (!d) return;
     fclose(d->log);
     free(d->text);
+    fclose(d->evals);
+    free(d->eval_text);
     drop_snap(d);
     free(d);
 }
@@ -237,22 +244,41 @@ nb_status nb_diag_step(nb_ctx *ctx, nb_diag *d, long step, double loss,
     return ferror(d->log) ? nb_ctx_fail(ctx, NB_ERR_IO, "diag_step: a write failed") : NB_OK;
 }
 
+nb_status nb_diag_eval(nb_ctx *ctx, nb_diag *d, long step, double train_loss,
+                       double val_loss) {
+    if (!ctx) return NB_ERR_NULL;
+    if (nb_ctx_status(ctx)) return nb_ctx_status(ctx);
+    if (!d) return nb_ctx_fail(ctx, NB_ERR_NULL, "diag_eval: d is NULL");
+    fprintf(d->evals, "{\"eval\":%ld,\"train_loss\":", step);
+    num(d->evals, train_loss);
+    fputs(",\"val_loss\":", d->evals);
+    num(d->evals, val_loss);
+    fputs("}\n", d->evals);
+    return ferror(d->evals) ? nb_ctx_fail(ctx, NB_ERR_IO, "diag_eval: a write failed") : NB_OK;
+}
+
+/* text's lines (each ending in a newline) into the page's array, each
+ * followed by a comma but the last when `last` */
+static void array_lines(FILE *f, const char *text, size_t len, bool last) {
+    for (size_t i = 0; i < len; i++) {
+        if (text[i] != '\n') fputc(text[i], f);
+        else fputs(last && i + 1 == len ? "\n" : ",\n", f);
+    }
+}
+
 static nb_status write_jsonl(nb_diag *d, FILE *f, bool page) {
     close_pending(d);
     fflush(d->log);
+    fflush(d->evals);
     if (!page) {
         fwrite(d->text, 1, d->len, f);
+        fwrite(d->eval_text, 1, d->eval_len, f);
         return ferror(f) ? NB_ERR_IO : NB_OK;
     }
-    /* the lines as one JSON array */
+    /* the lines as one JSON array: the steps, then the evaluations */
     fputc('[', f);
-    for (size_t i = 0; i < d->len; i++) {
-        char ch = d->text[i];
-        if (ch == '\n')
-            fputs(i + 1 < d->len ? ",\n" : "\n", f);
-        else
-            fputc(ch, f);
-    }
+    array_lines(f, d->text, d->len, d->eval_len == 0);
+    array_lines(f, d->eval_text, d->eval_len, true);
     fputs("]\n", f);
     return ferror(f) ? NB_ERR_IO : NB_OK;
 }

@@ -2,13 +2,15 @@
  * CSS and script, nothing fetched) for stepping through a backward pass.
  *
  * The page embeds the tape's JSON model (teach/tape_json.c, with what each node
- * sends to its inputs) and lays the graph out itself, top to bottom: ranks by
- * depth, ops between their inputs and output, each rank ordered by where its
- * parents are. Element ids and classes (nb-step, nb-received, nb-sent,
+ * sends to its inputs) and elkjs (the build's copy, or the one opts name),
+ * which lays the graph out with a box per module; without elkjs the page
+ * places the nodes and module boxes in ranks itself (straight edges). Element ids and classes (nb-step, nb-received, nb-sent,
  * nb-acc, ...) are what `make test-browser` clicks and reads. */
 #include "tape_json.h"
 
 #include "tape_page.inc"
+
+#include <stdlib.h>
 
 static void write_lines(FILE *f, const char *const *lines, size_t n) {
     for (size_t i = 0; i < n; i++) fputs(lines[i], f);
@@ -27,6 +29,27 @@ static nb_status copy_file(FILE *f, const char *path) {
     return bad ? NB_ERR_IO : NB_OK;
 }
 
+/* The build's elkjs, when opts name none: NB_LAYOUT_JS from the
+ * environment (empty: none), else the first readable of the copy the
+ * build installed from npm and the one `make install` put under the
+ * prefix (NB_ELK_PATHS, from the Makefile; a file read, not a link
+ * dependency). NULL: the page's own placement. */
+static const char *default_layout_js(void) {
+    const char *env = getenv("NB_LAYOUT_JS");
+    if (env) return *env ? env : NULL;
+#ifdef NB_ELK_PATHS
+    static const char *const paths[] = {NB_ELK_PATHS};
+    for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) {
+        FILE *in = fopen(paths[i], "rb");
+        if (in) {
+            fclose(in);
+            return paths[i];
+        }
+    }
+#endif
+    return NULL;
+}
+
 static nb_status write_page(nb_ctx *ctx, const nb_tensor *root, const nb_tape_html_opts *o,
                             FILE *f) {
     if (!ctx || !f) return NB_ERR_NULL;
@@ -34,10 +57,12 @@ static nb_status write_page(nb_ctx *ctx, const nb_tensor *root, const nb_tape_ht
     nb_status s = nb_tape_json_write(ctx, root, f, true, o);
     if (s) return s;
     fputs("</script>\n", f);
-    if (o && o->layout_js) {
+    const char *layout = o && o->layout_js ? o->layout_js : default_layout_js();
+    if (layout) {
         fputs("<script>\n", f);
-        s = copy_file(f, o->layout_js);
-        if (s) return s;
+        s = copy_file(f, layout);
+        if (s) return nb_ctx_fail(ctx, s, "tape_html: cannot read the layout script %s%s", layout,
+                                  o && o->layout_js ? "" : " (named by NB_LAYOUT_JS)");
         fputs("\n</script>\n", f);
     }
     fputs("<script>\n", f);

@@ -3,7 +3,8 @@
  * into src/teach/tape_page.inc by tools/teach/embed_page.py (make
  * teach-page). It reads the JSON model (#nb-tape), groups the ops by module
  * path into boxes (folded by default on large tapes), lays the graph out
- * with elkjs when the page carries it (window.ELK) and in ranks otherwise,
+ * with elkjs when the page carries it (window.ELK) and in nested ranks
+ * otherwise,
  * steps the backward pass, draws tensors as heatmaps and shows each op's
  * gradient check. Element ids and classes are what make test-browser reads. */
 (function () {
@@ -21,9 +22,22 @@
     if (!isFinite(v)) return v > 0 ? "inf" : "-inf";
     return String(Number(v.toPrecision(6)));
   }
-  function label(t) {
-    return t.name || (t.node >= 0 ? "#" + t.node + " " + N[t.node].op : "tensor " + t.id);
+  /* short, for the check table: 2.59e-12, 0.125, 3.1416 (no wrapping) */
+  function fmtShort(v) {
+    v = num(v);
+    if (isNaN(v)) return "nan";
+    if (!isFinite(v)) return v > 0 ? "inf" : "-inf";
+    var a = Math.abs(v);
+    if (a === 0) return "0";
+    return a >= 1e-3 && a < 1e5 ? String(Number(v.toPrecision(5))) : v.toExponential(2);
   }
+  /* a tensor by what it is: its name (x, W_query.weight), the output of an
+   * op, or an unnamed leaf */
+  function label(t) {
+    return t.name || (t.node >= 0 ? "out of #" + t.node + " " + (N[t.node].label || N[t.node].op)
+                                  : "leaf " + t.id);
+  }
+  var NO_SITE = "no call site recorded (use NB_HERE)";
   function opLabel(n) { return "#" + n.index + " " + (n.label || n.op); }
   function shapeStr(t) { return "(" + t.shape.join(", ") + ")"; }
   function base(site) { return site ? site.replace(/^.*\//, "") : ""; }
@@ -191,38 +205,89 @@
     return nodes[""];
   }
 
-  /* Without ELK: ranks by longest path, boxes side by side, modules as the
-   * boxes around their items (the small pages' fallback). */
+  /* Without ELK: every open module a box around what it holds, laid out
+   * from the inside out. In each box its items and sub-boxes go in ranks by
+   * longest path over the edges between them, each rank ordered by where
+   * its predecessors are and centred; edges are straight, bottom to top. */
   function rankLayout(g) {
-    var rank = {}, preds = {};
-    g.edges.forEach(function (e) { (preds[e.targets[0]] = preds[e.targets[0]] || []).push(e.sources[0]); });
-    function r(id) {
-      if (rank[id] !== undefined) return rank[id];
-      rank[id] = 0;
-      var best = 0;
-      (preds[id] || []).forEach(function (p) { best = Math.max(best, r(p) + 1); });
-      return (rank[id] = best);
-    }
-    var rows = [], pos = {};
-    Object.keys(g.items).forEach(function (id) { (rows[r(id)] = rows[r(id)] || []).push(id); });
-    var y = 10, width = 0;
-    rows.forEach(function (row) {
-      if (!row) return;
-      var x = 10, h = 0;
-      row.forEach(function (id) {
-        var it = g.items[id];
-        pos[id] = { x: x, y: y, width: it.width, height: it.height };
-        x += it.width + 16;
-        h = Math.max(h, it.height);
-      });
-      width = Math.max(width, x);
-      y += h + 30;
+    var PAD_T = 26, PAD = 10, GAP_X = 16, GAP_Y = 30;
+    var kids = { "": [] }, size = {}, local = {};
+    Object.keys(g.open).forEach(function (m) { kids[m] = []; });
+    Object.keys(g.open).sort(function (a, b) { return depth(a) - depth(b); }).forEach(function (m) {
+      kids[modules[m].parent].push("c:" + m);
     });
+    Object.keys(g.items).forEach(function (id) { kids[g.items[id].mod].push(id); });
+    /* the child of box C that holds item id */
+    function up(id, C) {
+      var m = g.items[id].mod;
+      if (m === C) return id;
+      while (modules[m].parent !== C) m = modules[m].parent;
+      return "c:" + m;
+    }
+    function sz(id) { return id.indexOf("c:") === 0 ? size[id.slice(2)] : { w: g.items[id].width, h: g.items[id].height }; }
+    function lay(C) {
+      var ch = kids[C], preds = {}, rank = {}, rows = [], cx = {}, order = {};
+      ch.forEach(function (id, i) { order[id] = i; if (id.indexOf("c:") === 0) lay(id.slice(2)); });
+      g.edges.forEach(function (e) {
+        if (e.mod !== C) return;
+        var a = up(e.sources[0], C), b = up(e.targets[0], C);
+        if (a !== b) (preds[b] = preds[b] || []).push(a);
+      });
+      function r(id) {
+        if (rank[id] !== undefined) return rank[id];
+        rank[id] = 0;
+        var best = 0;
+        (preds[id] || []).forEach(function (p) { best = Math.max(best, r(p) + 1); });
+        return (rank[id] = best);
+      }
+      ch.forEach(function (id) { (rows[r(id)] = rows[r(id)] || []).push(id); });
+      var y = C ? PAD_T : 0, width = C ? textW(elide(C, 60) + " \u25BE") + 14 : 0, placed = [];
+      rows.forEach(function (row) {
+        if (!row) return;
+        function key(id) {
+          var s = 0, n = 0;
+          (preds[id] || []).forEach(function (q) { if (cx[q] !== undefined) { s += cx[q]; n++; } });
+          return n ? s / n : Infinity;
+        }
+        var keys = {};
+        row.forEach(function (id) { keys[id] = key(id); });
+        row.sort(function (a, b) { return keys[a] - keys[b] || order[a] - order[b]; });
+        var x = 0, h = 0;
+        row.forEach(function (id) {
+          var z = sz(id);
+          local[id] = { x: x, y: y };
+          cx[id] = x + z.w / 2;
+          x += z.w + GAP_X;
+          h = Math.max(h, z.h);
+        });
+        width = Math.max(width, x - GAP_X);
+        placed.push({ row: row, w: x - GAP_X });
+        y += h + GAP_Y;
+      });
+      placed.forEach(function (p) { /* centred in the box */
+        var shift = (C ? PAD : 0) + (width - p.w) / 2;
+        p.row.forEach(function (id) { local[id].x += shift; });
+      });
+      size[C] = { w: width + (C ? 2 * PAD : 0), h: (placed.length ? y - GAP_Y : y) + (C ? PAD : 0) };
+    }
+    lay("");
+    var pos = {}, clusters = [];
+    (function place(C, ox, oy) {
+      kids[C].forEach(function (id) {
+        var z = sz(id), x = ox + local[id].x, y = oy + local[id].y;
+        if (id.indexOf("c:") === 0) {
+          clusters.push({ path: id.slice(2), box: { x: x, y: y, width: z.w, height: z.h } });
+          place(id.slice(2), x, y);
+        } else {
+          pos[id] = { x: x, y: y, width: z.w, height: z.h };
+        }
+      });
+    })("", 10, 10);
     var edges = g.edges.map(function (e) {
       var a = pos[e.sources[0]], b = pos[e.targets[0]];
       return { id: e.id, points: [{ x: a.x + a.width / 2, y: a.y + a.height }, { x: b.x + b.width / 2, y: b.y }] };
     });
-    return { pos: pos, edges: edges, clusters: [], width: width + 10, height: y + 10 };
+    return { pos: pos, edges: edges, clusters: clusters, width: size[""].w + 30, height: size[""].h + 30 };
   }
 
   function fromElk(res) {
@@ -296,12 +361,12 @@
         var t = T[it.ref];
         cls = "nb-tensor" + (t.node < 0 ? " nb-leaf" : "") + (t.id === model.root ? " nb-root" : "");
         id = "nb-t" + t.id;
-        title = label(t) + " " + shapeStr(t) + (t.node >= 0 && N[t.node].site ? "\nmade at " + N[t.node].site : "");
+        title = label(t) + " " + shapeStr(t) + (t.node >= 0 ? "\nmade at " + (N[t.node].site || NO_SITE) : "");
       } else if (it.kind === "op") {
         var n = N[it.ref];
         cls = "nb-op";
         id = "nb-op" + n.index;
-        title = opLabel(n) + (n.scope ? "\nin " + n.scope : "") + (n.site ? "\nat " + n.site : "") +
+        title = opLabel(n) + (n.scope ? "\nin " + n.scope : "") + "\nat " + (n.site || NO_SITE) +
           (n.call_site ? "\ncalled from " + n.call_site : "");
       } else {
         cls = "nb-module nb-folded";
@@ -319,13 +384,20 @@
         rx: it.kind === "op" ? 12 : 3 }));
       it.lines.forEach(function (s, i) { text(gr, p.x + p.width / 2, p.y + 16 + 16 * i, s, i ? "nb-sub" : ""); });
       gr.addEventListener("click", function () {
-        if (it.kind === "t") select(it.ref);
-        else if (it.kind === "op") { showNode(N[it.ref]); }
+        if (it.kind === "t") { select(it.ref); toTop(info); }
+        else if (it.kind === "op") { showNode(N[it.ref], true); toTop(stepInfo); }
         else { folded[it.ref] = false; layout(); }
       });
       root.appendChild(gr);
     });
     box.appendChild(root);
+    /* the view fits what was drawn: nothing cut off at the left or top */
+    var bb = root.getBBox();
+    var vx = Math.min(-10, Math.floor(bb.x) - 10), vy = Math.min(-10, Math.floor(bb.y) - 10);
+    var vw = Math.max(L.width, Math.ceil(bb.x + bb.width) + 10 - vx), vh = Math.max(L.height, Math.ceil(bb.y + bb.height) + 10 - vy);
+    root.setAttribute("viewBox", vx + " " + vy + " " + vw + " " + vh);
+    root.setAttribute("width", vw);
+    root.setAttribute("height", vh);
     layoutCount++;
     root.setAttribute("data-layout", layoutCount);
     paint();
@@ -411,6 +483,12 @@
 
   /* ---- the side panel */
   var info = document.getElementById("nb-tensor-info"), stepInfo = document.getElementById("nb-step-info");
+  /* what was clicked last goes on top of the side panel */
+  function toTop(e) {
+    var side = document.getElementById("nb-side");
+    if (side.firstChild !== e) side.insertBefore(e, side.firstChild);
+    side.scrollTop = 0;
+  }
   function section(parent, title, cls, t, vals, stats, pic) {
     parent.appendChild(el("h3", {}, title));
     var pre = el("pre", { "class": cls, "data-tensor": t.id }, valuesText(t, vals, stats));
@@ -426,7 +504,7 @@
     info.appendChild(el("h2", { "class": "nb-tensor-title" }, label(t)));
     info.appendChild(el("div", {}, "shape " + shapeStr(t) + ", " + t.dtype + ", " + t.numel + " element" + (t.numel === 1 ? "" : "s")));
     info.appendChild(el("div", { "class": "nb-site" }, t.node >= 0
-      ? "made by op #" + t.node + " " + N[t.node].op + (t.site ? " at " + t.site : "") +
+      ? "made by op #" + t.node + " " + N[t.node].op + " at " + (t.site || NO_SITE) +
         (N[t.node].call_site ? ", called from " + N[t.node].call_site : "")
       : "a leaf: made by the program, not by an op" + (t.requires_grad ? " (requires grad)" : "")));
     var attn = isAttention(t);
@@ -441,7 +519,7 @@
     var c = n.check, d = el("div", { "class": "nb-check" + (c && c.passed ? " nb-pass" : c ? " nb-fail" : "") });
     if (!c) return d;
     d.appendChild(el("h3", {}, "check this op: " + (c.passed ? "\u2713 passed" : "\u2717 FAILED") +
-      " (max error " + fmt(c.max_err) + ", float64 central differences, eps " + fmt(c.eps) + ")"));
+      " (max error " + fmtShort(c.max_err) + ", float64 central differences, eps " + fmtShort(c.eps) + ")"));
     c.inputs.forEach(function (ci) {
       if (!ci) return;
       var tb = el("table", { "class": "nb-check-table" });
@@ -450,7 +528,7 @@
       tb.appendChild(hd);
       ci.entries.forEach(function (e, k) {
         var tr = el("tr", {});
-        [String(e), fmt(ci.analytic[k]), fmt(ci.numeric[k]), fmt(Math.abs(num(ci.analytic[k]) - num(ci.numeric[k])))].forEach(function (v) { tr.appendChild(el("td", {}, v)); });
+        [String(e), fmtShort(ci.analytic[k]), fmtShort(ci.numeric[k]), fmtShort(Math.abs(num(ci.analytic[k]) - num(ci.numeric[k])))].forEach(function (v) { tr.appendChild(el("td", {}, v)); });
         tb.appendChild(tr);
       });
       d.appendChild(tb);
@@ -458,18 +536,20 @@
     });
     return d;
   }
-  function showNode(n) {
+  /* the op's heading; with `check`, its gradient check after it (a step
+   * puts the lesson, what it receives and sends, in between) */
+  function showNode(n, check) {
     var k = steps.indexOf(n);
     stepInfo.textContent = "";
     var h = el("h2", { "class": "nb-node-title", "data-node": n.index }, opLabel(n));
     stepInfo.appendChild(h);
     stepInfo.appendChild(el("div", { "class": "nb-site" },
-      (n.scope ? "in " + n.scope + ", " : "") + (n.site ? "at " + n.site : "no site") +
+      (n.scope ? "in " + n.scope + ", " : "") + "at " + (n.site || NO_SITE) +
       (n.call_site ? "  \u2190 called from " + n.call_site : "")));
     stepInfo.appendChild(el("div", { "class": "nb-formula" }, n.formula));
     stepInfo.appendChild(el("div", { "class": "nb-muted" }, "its inputs, in the rule's order: " +
       n.inputs.map(function (i) { return label(T[i]); }).join(", ") + "; its output: " + label(T[n.out])));
-    stepInfo.appendChild(checkView(n));
+    if (check) stepInfo.appendChild(checkView(n));
     if (k < 0) stepInfo.appendChild(el("p", { "class": "nb-muted" }, "backward did not reach this node"));
   }
 
@@ -522,7 +602,7 @@
         : "No backward pass was recorded: call nb_backward before writing the page."));
     } else {
       var n = steps[current], out = T[n.out];
-      showNode(n);
+      showNode(n, false);
       stepInfo.appendChild(el("h3", {}, "receives dout, the gradient of " + label(out)));
       stepInfo.appendChild(el("pre", { "class": "nb-received", "data-tensor": out.id }, valuesText(out, out.grad)));
       n.inputs.forEach(function (i, j) {
@@ -536,6 +616,8 @@
           stepInfo.appendChild(el("pre", { "class": "nb-sent", "data-input": j, "data-tensor": i }, valuesText(t, n.sends[j])));
         }
       });
+      stepInfo.appendChild(checkView(n));
+      toTop(stepInfo);
     }
     select(selected);
     if (changed) layout();
@@ -546,6 +628,9 @@
   document.getElementById("nb-back").addEventListener("click", function () { go(current - 1); });
   document.getElementById("nb-reset").addEventListener("click", function () { go(-1); });
   document.getElementById("nb-all").addEventListener("click", function () { go(steps.length - 1); });
+  /* folding only where there are modules */
+  if (!moduleList.length)
+    ["nb-unfold", "nb-fold"].forEach(function (id) { document.getElementById(id).style.display = "none"; });
   document.getElementById("nb-unfold").addEventListener("click", function () {
     moduleList.forEach(function (m) { folded[m.path] = false; }); layout(); });
   document.getElementById("nb-fold").addEventListener("click", function () {

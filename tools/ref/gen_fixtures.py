@@ -60,8 +60,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from op_list import read_rows
-from torchref import (CausalAttention, MultiHeadAttention, MultiHeadAttentionWrapper,
-                      SelfAttention_v1, SelfAttention_v2, write_safetensors)
+from torchref import (CausalAttention, MultiHeadAttention, MultiHeadAttentionWrapper, RMSNorm,
+                      SelfAttention_v1, SelfAttention_v2, rms_norm, write_safetensors)
 
 DTYPES = (("f64", torch.float64), ("f32", torch.float32))
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -366,6 +366,13 @@ def op_cases():
       lambda x, w, b: F.layer_norm(x, (4,), w, b, 1e-5), {"eps": 1e-5, "affine": True})
     c("layer_norm_noaffine", "layer_norm", lambda d: [d.normal(2, 3, 5) * 3 + 1],
       lambda x: F.layer_norm(x, (5,), None, None, 1e-3), {"eps": 1e-3, "affine": False})
+    c("rms_norm", "rms_norm", lambda d: [d.normal(2, 3, 4), d.normal(4)],
+      lambda x, w: rms_norm(x, (4,), w, 1e-5), {"eps": 1e-5})
+    c("rms_norm_noweight", "rms_norm", lambda d: [d.normal(2, 3, 5) * 3 + 1],
+      lambda x: rms_norm(x, (5,), None, 1e-6), {"eps": 1e-6})
+    c("rms_norm_small_row", "rms_norm",
+      lambda d: [torch.cat([d.normal(1, 6) * 1e-3, d.normal(2, 6)]), d.normal(6)],
+      lambda x, w: rms_norm(x, (6,), w, 1e-2), {"eps": 1e-2})
     c("dropout_p0_train", "dropout", lambda d: [d.normal(2, 3, 4)],
       lambda x: F.dropout(x, 0.0, True), {"p": 0.0, "train": True})
     c("dropout_eval", "dropout", lambda d: [d.normal(2, 3, 4)],
@@ -522,6 +529,13 @@ def module_cases():
     module_case("nn_layer_norm_noaffine", "LayerNorm",
                 lambda: nn.LayerNorm(6, eps=1e-3, elementwise_affine=False),
                 {"dim": 6, "eps": 1e-3, "elementwise_affine": False},
+                lambda d: [d.normal(2, 6) * 2 - 1])
+    module_case("nn_rms_norm", "RMSNorm", lambda: RMSNorm(4, eps=1e-5),
+                {"dim": 4, "eps": 1e-5, "elementwise_affine": True},
+                lambda d: [d.normal(2, 3, 4)])
+    module_case("nn_rms_norm_noaffine", "RMSNorm",
+                lambda: RMSNorm(6, eps=1e-6, elementwise_affine=False),
+                {"dim": 6, "eps": 1e-6, "elementwise_affine": False},
                 lambda d: [d.normal(2, 6) * 2 - 1])
     module_case("nn_embedding", "Embedding", lambda: nn.Embedding(7, 3),
                 {"num_embeddings": 7, "embedding_dim": 3},

@@ -20,6 +20,14 @@ bench_torch_demo.py and interop_check.py use one copy of each:
         - both keep their softmax weights, before dropout, in
           self.last_weights, which the fixtures compare.
 
+  rms_norm(x, normalized_shape, weight=None, eps=None), RMSNorm
+      PyTorch 2.4's F.rms_norm and nn.RMSNorm, which torch 1.13 lacks, from
+      their documented definition: x * rsqrt(mean(x^2) + eps) * weight over
+      the trailing normalized_shape dims, eps None meaning the dtype's
+      machine epsilon; the same operations in the same order as 2.4's CPU
+      composite (mean of squares, add eps, rsqrt, multiply by x, then by
+      weight), so the float32 roundings match.
+
   write_safetensors(path, tensors, metadata=None)
       Writes a safetensors file with json and struct only (the safetensors
       package is not needed).
@@ -151,6 +159,36 @@ class MultiHeadAttention(nn.Module):
         context_vec = context_vec.contiguous().view(b, num_token, self.d_out)
         context_vec = self.out_proj(context_vec)
         return context_vec
+
+
+# ---- RMSNorm (PyTorch 2.4), for torch 1.13 ---------------------------------------------
+
+def rms_norm(x, normalized_shape, weight=None, eps=None):
+    if isinstance(normalized_shape, int):
+        normalized_shape = (normalized_shape,)
+    dims = tuple(range(-len(normalized_shape), 0))
+    if eps is None:
+        eps = torch.finfo(x.dtype).eps
+    inv_rms = torch.rsqrt(x.pow(2).mean(dims, keepdim=True) + eps)
+    y = x * inv_rms
+    return y * weight if weight is not None else y
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, normalized_shape, eps=None, elementwise_affine=True):
+        super().__init__()
+        if isinstance(normalized_shape, int):
+            normalized_shape = (normalized_shape,)
+        self.normalized_shape = tuple(normalized_shape)
+        self.eps = eps
+        self.elementwise_affine = elementwise_affine
+        if elementwise_affine:
+            self.weight = nn.Parameter(torch.ones(self.normalized_shape))
+        else:
+            self.register_parameter("weight", None)
+
+    def forward(self, x):
+        return rms_norm(x, self.normalized_shape, self.weight, self.eps)
 
 
 # ---- safetensors with the standard library -------------------------------------------

@@ -58,6 +58,7 @@ typedef struct run {
     nb_pcg32 *peers;       /* world > 1: every rank's (rng_model, rng_batch), 2 per rank,
                               gathered before a save so rank 0's checkpoint holds them all */
     nb_tensor *iter_t;     /* I64 scalar: the next iteration (for the checkpoint) */
+    nb_diag **diag;        /* --diagnostics: the run's (made at first use), else NULL */
     /* text mode */
     nb_char_vocab vocab;
     bool has_vocab;
@@ -460,6 +461,7 @@ static const char *last_good(run *r, char *buf, size_t n) {
 }
 
 static int save_outputs(run *r);
+static int diagnostics_eval(run *r, double tl, double vl);
 
 /* An evaluation (nanoGPT's: print, log, and a checkpoint when the val loss
  * improved or always_save_checkpoint; none at iteration 0). */
@@ -476,6 +478,7 @@ static int evaluate(run *r, bool final) {
         if (log_line(r, "{\"iter\": %lld, \"train_loss\": %s, \"val_loss\": %s", (long long)r->iter,
                      jnum(a, tl), jnum(b, vl)))
             return EXIT_INTERNAL;
+        if (diagnostics_eval(r, tl, vl)) return GPT_EXIT_USAGE;
     }
     if (!isfinite(tl) || !isfinite(vl)) {
         gpt_fail(r->prog, "step %lld: the %s loss is %g, not finite: training stopped; %s",
@@ -500,11 +503,23 @@ static int evaluate(run *r, bool final) {
 /* --diagnostics=PAGE: nb_diag over the run, about 100 records, written at
  * the end as PAGE and PAGE.jsonl. Called after every step (d NULL: off)
  * and once with `end`. */
+static int diagnostics_new(run *r, nb_diag **d) {
+    if (!*d) *d = nb_diag_new(r->sctx, (int)(r->max_iters / 100 > 1 ? r->max_iters / 100 : 1), 0);
+    return *d ? 0 : gpt_fail(r->prog, "--diagnostics: %s", nb_ctx_error(r->sctx));
+}
+
+/* An evaluation's losses, for the page's val loss line. */
+static int diagnostics_eval(run *r, double tl, double vl) {
+    if (!r->f->diagnostics[0] || !r->diag || r->hooks.rank != 0) return 0;
+    if (diagnostics_new(r, r->diag)) return 1;
+    return nb_diag_eval(r->sctx, *r->diag, (long)r->iter, tl, vl)
+               ? gpt_fail(r->prog, "--diagnostics: %s", nb_ctx_error(r->sctx)) : 0;
+}
+
 static int diagnostics(run *r, nb_diag **d, double loss, bool end) {
     const char *page = r->f->diagnostics;
     if (!page[0] || r->hooks.rank != 0) return 0;
-    if (!*d) *d = nb_diag_new(r->sctx, (int)(r->max_iters / 100 > 1 ? r->max_iters / 100 : 1), 0);
-    if (!*d) return gpt_fail(r->prog, "--diagnostics: %s", nb_ctx_error(r->sctx));
+    if (diagnostics_new(r, d)) return 1;
     if (!end) return nb_diag_step(r->sctx, *d, (long)r->iter, loss, &r->gpt.params)
                          ? gpt_fail(r->prog, "--diagnostics: %s", nb_ctx_error(r->sctx)) : 0;
     const char *jsonl = r->path_diag_jsonl; /* each to a temporary file, then renamed */
@@ -622,12 +637,14 @@ static int final_save(run *r) {
  * checkpoint. The diagnostics are freed whatever happened. */
 static int train_loop(run *r) {
     nb_diag *diag = NULL;
+    r->diag = &diag;
     int st = train_steps(r, &diag);
     if (st == 0) st = final_save(r);
     if ((st == 0 || st == 128 + SIGINT || st == 128 + SIGTERM) && diag &&
         diagnostics(r, &diag, 0, true) && st == 0)
         st = GPT_EXIT_USAGE;
     nb_diag_free(diag);
+    r->diag = NULL;
     return st;
 }
 

@@ -2,15 +2,19 @@
 """docs_pictures.py - make docs: the README's and docs/teaching.md's
 pictures, taken from the pages themselves in headless Chromium:
 
-  docs/explorer.png     the tape explorer on teach_backprop --model=gpt (laid
-                        out by elkjs), stepped back into the first block's
-                        attention, its attention weights selected
+  docs/explorer-folded.png  the tape explorer on teach_backprop --model=gpt as
+                        the default build writes it (laid out by the
+                        build's elkjs), as opened: its modules folded
+  docs/explorer.png     the same page stepped back into the first block's
+                        attention (the backward unfolds what it reaches),
+                        its attention weights selected
+  docs/explorer-unfolded.png  the same page after "Unfold all"
   docs/attention-map.png  those weights as the page draws them (query x key
                         per head, the future hatched)
-  docs/diagnostics.png  nabla-gpt train --diagnostics on a 2-layer GPT at
-                        1280x800
+  docs/diagnostics.png  nabla-gpt train --diagnostics on a 2-layer GPT, 1280
+                        wide (tall enough for all six plots)
 
-    tools/teach/docs_pictures.py BUILD_DIR ELK_BUNDLED_JS DOCS_DIR"""
+    tools/teach/docs_pictures.py BUILD_DIR DOCS_DIR"""
 import os
 import subprocess
 import sys
@@ -22,17 +26,21 @@ from test_browser import browser, click_js, layouts, wait_for  # noqa: E402
 
 
 def main():
-    build, elk, docs = (os.path.abspath(a) for a in sys.argv[1:4])
+    build, docs = (os.path.abspath(a) for a in sys.argv[1:3])
     repo = os.path.dirname(docs)
     driver = browser()
     try:
         with tempfile.TemporaryDirectory(prefix="nb-docs-") as tmp:
             page = os.path.join(tmp, "gpt.html")
             subprocess.run([os.path.join(build, "examples", "teach_backprop"), "--model=gpt",
-                            "--html=" + page, "--layout-js=" + elk], check=True, stdout=subprocess.DEVNULL)
+                            "--html=" + page], check=True, stdout=subprocess.DEVNULL)
             driver.set_window_size(1400, 900)
             driver.get("file://" + page)
             wait_for(driver, "the layout", lambda: layouts(driver) > 0)
+            if not driver.execute_script("return !!window.ELK;"):
+                raise SystemExit("docs_pictures: the default page has no elkjs (make installs it)")
+            time.sleep(0.5)
+            driver.save_screenshot(os.path.join(docs, "explorer-folded.png"))
             # step back to the first block's softmax (#17): the backward unfolds what it reaches
             target = 57 - 17
             for _ in range(target):
@@ -48,21 +56,29 @@ def main():
             driver.save_screenshot(os.path.join(docs, "explorer.png"))
             driver.find_element("css selector", "#nb-tensor-info .nb-picture.nb-attn").screenshot(
                 os.path.join(docs, "attention-map.png"))
+            driver.get("file://" + page)  # afresh: everything unfolded, the top of the graph
+            wait_for(driver, "the layout", lambda: layouts(driver) > 0)
+            n = layouts(driver)
+            driver.find_element("id", "nb-unfold").click()
+            wait_for(driver, "the unfolded layout", lambda: layouts(driver) > n)
+            time.sleep(0.5)
+            driver.save_screenshot(os.path.join(docs, "explorer-unfolded.png"))
             run = os.path.join(tmp, "run.html")
             subprocess.run([os.path.join(build, "bin", "nabla-gpt"), "train",
                             "--data=" + os.path.join(repo, "README.md"), "--n_layer=2", "--n_head=2",
                             "--n_embd=32", "--block_size=16", "--batch_size=4", "--max_iters=300",
-                            "--eval_interval=300", "--eval_iters=1", "--warmup_iters=10",
+                            "--eval_interval=25", "--eval_iters=4", "--warmup_iters=10",
                             "--out_dir=" + os.path.join(tmp, "gpt"), "--diagnostics=" + run],
                            check=True, stdout=subprocess.DEVNULL)
-            driver.set_window_size(1280, 800)
+            driver.set_window_size(1280, 1180)  # all six plots
             driver.get("file://" + run)
             wait_for(driver, "the plots", lambda: driver.execute_script(
                 "return document.body.getAttribute('data-plots');"))
             driver.save_screenshot(os.path.join(docs, "diagnostics.png"))
     finally:
         driver.quit()
-    print("wrote docs/explorer.png, docs/attention-map.png, docs/diagnostics.png")
+    print("wrote docs/explorer-folded.png, explorer.png, explorer-unfolded.png, attention-map.png, "
+          "diagnostics.png")
 
 
 if __name__ == "__main__":

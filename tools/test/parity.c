@@ -312,6 +312,14 @@ static bool op_layer_norm(run *R, nb_tensor *const *in, int n_in, outs *o) {
     return true;
 }
 
+/* x[, w] */
+static bool op_rms_norm(run *R, nb_tensor *const *in, int n_in, outs *o) {
+    double eps = arg_f(R, "eps");
+    if (R->bad_arg) return false;
+    put(o, "out", nb_rms_norm(R->ctx, in[0], n_in > 1 ? in[1] : NULL, eps));
+    return true;
+}
+
 /* q, k, v[, key_padding_mask]; dropout 0 (PyTorch's mask cannot be replayed) */
 static bool op_sdpa(run *R, nb_tensor *const *in, int n_in, outs *o) {
     bool causal = arg_b(R, "causal");
@@ -364,14 +372,14 @@ static bool op_call(run *R, const op_row *op, nb_tensor *const *in, int n_in, ou
 
 /* Where a fixture's inputs differ from the op's differentiable inputs (the
  * list's count): optional ones (linear's bias, layer_norm's weight and
- * bias) and ones that take no gradient (cross_entropy's targets,
+ * bias, rms_norm's weight) and ones that take no gradient (cross_entropy's targets,
  * embedding's ids, masked_fill's and sdpa's masks, rope's tables). */
 static const struct {
     const char *name;
     int min_in, max_in;
-} OTHER_INPUTS[] = {{"linear", 2, 3},        {"layer_norm", 1, 3}, {"sdpa", 3, 4},
-                    {"cross_entropy", 2, 2}, {"embedding", 2, 2},  {"masked_fill", 2, 2},
-                    {"rope", 3, 3}};
+} OTHER_INPUTS[] = {{"linear", 2, 3},        {"layer_norm", 1, 3},    {"rms_norm", 1, 2},
+                    {"sdpa", 3, 4},          {"cross_entropy", 2, 2}, {"embedding", 2, 2},
+                    {"masked_fill", 2, 2},   {"rope", 3, 3}};
 
 /* The input counts op accepts. */
 static void op_inputs(const op_row *op, int *min_in, int *max_in) {
@@ -451,6 +459,21 @@ static bool mod_layer_norm(run *R, nb_tensor *const *in, int n_in, outs *o,
         return false;
     nb_nn_layer_norm_train(m, train);
     put(o, "out", nb_nn_layer_norm_forward(R->ctx, m, in[0]));
+    return true;
+}
+
+static bool mod_rms_norm(run *R, nb_tensor *const *in, int n_in, outs *o,
+                         const nb_tensor_list **params) {
+    (void)n_in;
+    int64_t dim = arg_i(R, "dim");
+    double eps = arg_f(R, "eps");
+    bool affine = arg_b(R, "elementwise_affine"), train = training(R);
+    nb_nn_rms_norm *m = mod_alloc(R, sizeof *m);
+    if (!m || !mod_ready(R, nb_nn_rms_norm_init(R->ctx, m, dim, eps, affine, R->dt),
+                         &m->params, params))
+        return false;
+    nb_nn_rms_norm_train(m, train);
+    put(o, "out", nb_nn_rms_norm_forward(R->ctx, m, in[0]));
     return true;
 }
 
@@ -602,6 +625,7 @@ static const struct {
 } MODULES[] = {
     {"Linear", 1, 1, mod_linear},
     {"LayerNorm", 1, 1, mod_layer_norm},
+    {"RMSNorm", 1, 1, mod_rms_norm},
     {"Embedding", 1, 1, mod_embedding},
     {"GELU", 1, 1, mod_gelu},
     {"Dropout", 1, 1, mod_dropout},

@@ -1,9 +1,10 @@
 #!/usr/bin/python3
 """make test-browser: the tape explorer pages driven in headless Chromium.
 
-For each teaching program and model, writes the page (--html, laid out by
-elkjs when its elk.bundled.js is given) and the tape's JSON (--json,
-nabla's own gradients), then, as a user would: loads the page (timed: the
+For each teaching program and model, writes the page as the default build
+does (--html, laid out by the build's elkjs, which `make` installs; one
+page with NB_LAYOUT_JS empty, the page's own placement) and the tape's JSON
+(--json, nabla's own gradients), then, as a user would: loads the page (timed: the
 2-layer GPT's must open in under 2 s and weigh under 4 MB) and checks in the
 DOM that no two node boxes overlap, no label sticks out of its box and no
 edge runs through a box;
@@ -20,7 +21,13 @@ Then trains a 2-layer GPT with nabla-gpt train --diagnostics and checks at
 1280x800 that the diagnostics page draws all six plots, each with lines.
 Fails on any console error. Screenshots go to BUILD_DIR/browser/.
 
-    tools/test/test_browser.py BUILD_DIR [ELK_BUNDLED_JS]
+The default GPT page must carry elkjs and draw module boxes (folded, and
+open ones after Unfold all) with no overlaps; the side panel puts the
+step's lesson (receives / sends) before "check this op", whose numbers fit
+their cells, and a tensor clicked after Run all on top; a page with no
+modules has no Fold buttons; every tensor box is named by what it is.
+
+    tools/test/test_browser.py BUILD_DIR
 """
 import json
 import math
@@ -35,9 +42,11 @@ from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 
-# (program, arguments, name): every page is also laid out by elkjs.
+# (program, arguments, name): pages as the default build writes them, and
+# one in the page's own placement (NB_LAYOUT_JS empty: no elkjs).
 CASES = [
     ("examples/teach_backprop", ["--model=lecture"], "lecture"),
+    ("examples/teach_backprop", ["--model=lecture"], "lecture-own-layout"),
     ("examples/teach_backprop", ["--model=attention"], "attention"),
     ("examples/teach_backprop", ["--model=gpt"], "gpt"),
     ("examples/teach_scalar", [], "neuron"),
@@ -173,6 +182,7 @@ def check_page(driver, page, tape, name, shots):
     driver.save_screenshot(os.path.join(shots, f"{name}.png"))
     folded = driver.execute_script("return document.querySelectorAll('g.nb-module.nb-folded').length;")
     notes = [f"opened and laid out in {opened:.2f} s, {boxes} boxes, {folded} modules folded"]
+    notes += check_page_parts(driver, tensors, nodes, name, shots)
     if folded:
         # unfold one by a click, fold it back by its name
         mods = driver.execute_script("return Array.from(document.querySelectorAll('g.nb-module.nb-folded'))"
@@ -211,6 +221,9 @@ def check_page(driver, page, tape, name, shots):
         # the step unfolds what it reaches: the op is drawn, highlighted
         wait_for(driver, f"step {k + 1}: #{n['index']} highlighted", lambda: "nb-current" in
                  driver.find_element(By.ID, f"nb-op{n['index']}").get_attribute("class"))
+        problem = check_lesson_first(driver)
+        if problem:
+            raise AssertionError(f"step {k + 1} (#{n['index']}): {problem}")
         got = shown(driver.find_element(By.CSS_SELECTOR, ".nb-received").text)
         expect_close(f"step {k + 1} (#{n['index']} {n['op']}) receives", got,
                      tensors[n["out"]]["grad"])
@@ -241,6 +254,8 @@ def check_page(driver, page, tape, name, shots):
         if t["grad"] is None:
             continue
         click_js(driver, f"#nb-t{t['id']} rect")
+        if driver.execute_script("return document.getElementById('nb-side').firstElementChild.id;") != "nb-tensor-info":
+            raise AssertionError(f"after Run all, clicked tensor {t['id']}: its panel is not on top")
         acc = driver.find_element(By.CSS_SELECTOR, "#nb-tensor-info .nb-acc")
         expect_close(f"tensor {t['id']} ({t['name']}) after every step", shown(acc.text), t["grad"])
     notes += check_pictures(driver, tensors, nodes, name, shots)
@@ -250,6 +265,93 @@ def check_page(driver, page, tape, name, shots):
     if errors:
         raise AssertionError(f"{page}: console errors: {errors}")
     return len(reached), opened, notes
+
+
+def check_page_parts(driver, tensors, nodes, name, shots):
+    """The legend; Fold buttons only with modules; tensor boxes named by what
+    they are; on the default GPT page elkjs, module boxes when folded and
+    when unfolded (no overlaps); the step's lesson before its check."""
+    notes = []
+    if not driver.find_elements(By.CSS_SELECTOR, "#nb-legend .nb-k-current"):
+        raise AssertionError("no colour legend")
+    has_mods = any(n.get("scope") for n in nodes)
+    shown_btn = driver.execute_script("return getComputedStyle(document.getElementById('nb-fold')).display !== 'none';")
+    if shown_btn != has_mods:
+        raise AssertionError(f"Fold button {'shown' if shown_btn else 'hidden'} on a page "
+                             f"{'with' if has_mods else 'without'} modules")
+    bad = driver.execute_script(
+        "return Array.from(document.querySelectorAll('#nb-svg g.nb-tensor text:first-of-type'))"
+        ".map(function (t) { return t.textContent; }).filter(function (s) { return /^#\\d/.test(s); });")
+    if bad:
+        raise AssertionError(f"tensor boxes named like ops: {bad[:3]}")
+    elk = driver.execute_script("return !!window.ELK;")
+    if elk != (not name.endswith("-own-layout")):
+        raise AssertionError(f"elkjs {'in' if elk else 'missing from'} the page")
+    if name == "gpt":
+        if not driver.find_elements(By.CSS_SELECTOR, "g.nb-module.nb-folded"):
+            raise AssertionError("the GPT page opens with no module boxes")
+        n = layouts(driver)
+        driver.find_element(By.ID, "nb-unfold").click()
+        after_layout(driver, n, "Unfold all")
+        opened = len(driver.find_elements(By.CSS_SELECTOR, "g.nb-module.nb-open"))
+        if opened < 5:
+            raise AssertionError(f"unfolded, the GPT page draws {opened} module boxes")
+        check_layout(driver, "unfolded by Unfold all")
+        driver.save_screenshot(os.path.join(shots, f"{name}-unfold-all.png"))
+        n = layouts(driver)
+        driver.find_element(By.ID, "nb-fold").click()
+        after_layout(driver, n, "Fold all")
+        notes.append(f"{'elkjs by default' if elk else 'no elkjs'}; {opened} module boxes unfolded, "
+                     "none overlapping")
+    return notes
+
+
+def check_own_gpt(driver, build, tmp, shots):
+    """The GPT page without elkjs (NB_LAYOUT_JS empty, as with no npm): the
+    page's own placement still draws module boxes, folded and after Unfold
+    all, and no two node boxes overlap (its edges are straight lines, not
+    routed around boxes: that is what elkjs adds)."""
+    page = os.path.join(tmp, "gpt-own.html")
+    subprocess.run([os.path.join(build, "examples", "teach_backprop"), "--model=gpt", "--html=" + page],
+                   check=True, stdout=subprocess.DEVNULL, env=dict(os.environ, NB_LAYOUT_JS=""))
+    driver.get("file://" + page)
+    wait_for(driver, "the first layout", lambda: layouts(driver) > 0)
+    if driver.execute_script("return !!window.ELK;"):
+        raise AssertionError("NB_LAYOUT_JS= still inlined elkjs")
+    notes = []
+    for what in ("as opened", "after Unfold all"):
+        if what != "as opened":
+            n = layouts(driver)
+            driver.find_element(By.ID, "nb-unfold").click()
+            after_layout(driver, n, "Unfold all")
+        res = driver.execute_script(LAYOUT_JS)
+        overlaps = [p for p in res["problems"] if not p.startswith("edge ")]
+        if overlaps:
+            raise AssertionError(f"{what}: {overlaps[:5]}")
+        mods = len(driver.find_elements(By.CSS_SELECTOR, "g.nb-module"))
+        if mods < 5:
+            raise AssertionError(f"{what}: {mods} module boxes")
+        notes.append(f"{what} {res['boxes']} boxes, {mods} module boxes, no overlaps")
+    driver.save_screenshot(os.path.join(shots, "gpt-own-layout.png"))
+    errors = console_errors(driver)
+    if errors:
+        raise AssertionError(f"console errors: {errors}")
+    return "; ".join(notes)
+
+
+def check_lesson_first(driver):
+    """In a step's panel the lesson (receives / sends to) comes before the
+    check, and the check's numbers fit their cells (2.59e-12, one line)."""
+    return driver.execute_script("""
+      var info = document.getElementById('nb-step-info');
+      var rec = info.querySelector('.nb-received'), chk = info.querySelector('.nb-check h3');
+      if (rec && chk && (rec.compareDocumentPosition(chk) & Node.DOCUMENT_POSITION_PRECEDING))
+        return 'check before the lesson';
+      var bad = Array.from(info.querySelectorAll('.nb-check-table td')).filter(function (td) {
+        return td.getClientRects().length !== 1 || td.scrollWidth > td.clientWidth + 1 ||
+          td.getBoundingClientRect().height > 22 || td.textContent.length > 10; });
+      return bad.length ? 'cells that do not fit: ' + bad.slice(0, 3).map(function (td) { return td.textContent; }) : '';
+    """)
 
 
 def check_pictures(driver, tensors, nodes, name, shots):
@@ -322,13 +424,16 @@ def check_diagnostics(driver, build, tmp, shots):
     page = os.path.join(tmp, "run.html")
     subprocess.run([os.path.join(build, "bin", "nabla-gpt"), "train", "--data=" + os.path.join(repo, "README.md"),
                     "--n_layer=2", "--n_head=2", "--n_embd=32", "--block_size=16", "--batch_size=4",
-                    "--max_iters=60", "--eval_interval=60", "--eval_iters=1", "--warmup_iters=5",
+                    "--max_iters=60", "--eval_interval=30", "--eval_iters=1", "--warmup_iters=5",
                     "--out_dir=" + os.path.join(tmp, "gpt"), "--diagnostics=" + page],
                    check=True, stdout=subprocess.DEVNULL)
     with open(page + ".jsonl") as f:
         lines = [json.loads(line) for line in f]
-    if len(lines) != 60:
-        raise AssertionError(f"{page}.jsonl: {len(lines)} lines, want 60")
+    steps = [r for r in lines if "step" in r]
+    evals = [r["eval"] for r in lines if "eval" in r]
+    if len(steps) != 60 or evals != [0, 30, 60]:
+        raise AssertionError(f"{page}.jsonl: {len(steps)} steps, evaluations at {evals}, "
+                             "want 60 and [0, 30, 60]")
     driver.set_window_size(1280, 800)
     driver.get("file://" + page)
     got = driver.execute_script(
@@ -342,6 +447,28 @@ def check_diagnostics(driver, build, tmp, shots):
         raise AssertionError(f"plots with no line: {empty}")
     if any(g[2] < 400 for g in got):
         raise AssertionError(f"plots narrower than 400 px at 1280x800: {got}")
+    # the val loss line; legends in full (no scroll boxes); axis numbers
+    # in 3 digits (5.09e-6, not 0.00000509); saturation from 0 (a share)
+    problems = driver.execute_script("""
+      var out = [];
+      var loss = document.querySelectorAll('#nb-plot-loss path.nb-line');
+      if (loss.length !== 2 || !/val/.test(loss[1].getAttribute('data-series'))) out.push('no val loss line');
+      document.querySelectorAll('.nb-legend').forEach(function (l) {
+        if (l.scrollHeight > l.clientHeight + 1 || getComputedStyle(l).overflowY === 'auto') out.push('legend scrolls');
+      });
+      document.querySelectorAll('.nb-plot > svg text').forEach(function (t) {
+        if (/^-?0\\.000/.test(t.textContent) || t.textContent.replace(/^step /, '').length > 8)
+          out.push('axis number ' + t.textContent);
+      });
+      var sat = Array.from(document.querySelectorAll('#nb-plot-saturation > svg text')).map(function (t) { return t.textContent; });
+      if (sat[0] !== '0') out.push('saturation axis starts at ' + sat[0]);
+      var dashes = Array.from(document.querySelectorAll('#nb-plot-update-ratio path.nb-line')).map(function (p) {
+        return p.getAttribute('stroke') + '|' + (p.getAttribute('stroke-dasharray') || ''); });
+      if (new Set(dashes).size !== dashes.length) out.push('update-ratio lines drawn alike: ' + dashes);
+      return out;
+    """)
+    if problems:
+        raise AssertionError(f"diagnostics page: {problems[:5]}")
     driver.save_screenshot(os.path.join(shots, "diagnostics.png"))
     for pid in ("update-ratio", "activations"):
         driver.find_element(By.ID, f"nb-plot-{pid}").screenshot(os.path.join(shots, f"diagnostics-{pid}.png"))
@@ -354,7 +481,6 @@ def check_diagnostics(driver, build, tmp, shots):
 
 def main():
     build = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else "build")
-    elk = os.path.abspath(sys.argv[2]) if len(sys.argv) > 2 else None
     shots = os.path.join(build, "browser")
     os.makedirs(shots, exist_ok=True)
     start = time.time()
@@ -366,14 +492,18 @@ def main():
             for k, (prog, args, name) in enumerate(cases):
                 page, side = os.path.join(tmp, f"{k}.html"), os.path.join(tmp, f"{k}.json")
                 label = " ".join([os.path.basename(prog)] + args)
-                extra = ["--layout-js=" + elk] if elk else []
+                env = dict(os.environ)
+                env.pop("NB_LAYOUT_JS", None)
+                if name.endswith("-own-layout"):
+                    env["NB_LAYOUT_JS"] = ""
+                    label += " (NB_LAYOUT_JS=, no elkjs)"
                 if name == "silu-wrong":
                     out = ["--check-html=" + page]
                     label += " --check-html"
                 else:
                     out = ["--html=" + page, "--json=" + side]
-                subprocess.run([os.path.join(build, prog)] + args + out + extra,
-                               check=True, stdout=subprocess.DEVNULL)
+                subprocess.run([os.path.join(build, prog)] + args + out,
+                               check=True, stdout=subprocess.DEVNULL, env=env)
                 try:
                     if name == "silu-wrong":
                         with open(page) as f:
@@ -396,13 +526,19 @@ def main():
                     failed += 1
                     print(f"FAIL  {label}: {e}")
             try:
+                print(f"ok    teach_backprop --model=gpt (NB_LAYOUT_JS=, no elkjs): "
+                      f"{check_own_gpt(driver, build, tmp, shots)}")
+            except Exception as e:
+                failed += 1
+                print(f"FAIL  teach_backprop --model=gpt (NB_LAYOUT_JS=, no elkjs): {e}")
+            try:
                 print(f"ok    nabla-gpt train --diagnostics: {check_diagnostics(driver, build, tmp, shots)}")
             except Exception as e:
                 failed += 1
                 print(f"FAIL  nabla-gpt train --diagnostics: {e}")
     finally:
         driver.quit()
-    print(f"test-browser: {len(cases) + 1 - failed} of {len(cases) + 1} pages passed in {time.time() - start:.1f} s"
+    print(f"test-browser: {len(cases) + 2 - failed} of {len(cases) + 2} pages passed in {time.time() - start:.1f} s"
           f" (screenshots in {shots})")
     return 1 if failed else 0
 
