@@ -43,7 +43,8 @@ static double scale_of(const sdpa_case *s) { return 1.0 / sqrt((double)s->hd); }
  * dropout mask nb_sdpa documents applied by nb_mul. */
 static nb_tensor *composed(nb_ctx *c, nb_tensor *const *in, const sdpa_case *s) {
     static const int perm[4] = {0, 2, 1, 3};
-    nb_tensor *qh = nb_permute(c, in[0], perm), *kh = nb_permute(c, repeat_heads(c, in[1], s), perm);
+    nb_tensor *qh = nb_permute(c, in[0], perm);
+    nb_tensor *kh = nb_permute(c, repeat_heads(c, in[1], s), perm);
     nb_tensor *vh = nb_permute(c, repeat_heads(c, in[2], s), perm);
     nb_tensor *scores = nb_matmul(c, qh, nb_transpose(c, kh, 2, 3)); /* (B, H, Tq, Tk) */
     if (s->causal) scores = nb_causal_fill(c, scores, -INFINITY);
@@ -96,8 +97,9 @@ static nb_tensor *f_shared_mid(nb_ctx *c, nb_tensor *const *in, void *u) {
 /* q, k, v leaves in `p`, drawn from N(0, 1). */
 static void make_qkv(nb_ctx *p, nb_dtype dt, const sdpa_case *s, nb_pcg32 *rng, nb_tensor **in) {
     in[0] = nb_requires_grad(nb_normal(p, dt, NB_SHAPE(s->B, s->Tq, s->H, s->hd), 0, 1, rng));
-    in[1] = nb_requires_grad(nb_normal(p, dt, NB_SHAPE(s->B, s->Tk, kv_heads(s), s->hd), 0, 1, rng));
-    in[2] = nb_requires_grad(nb_normal(p, dt, NB_SHAPE(s->B, s->Tk, kv_heads(s), s->hdv), 0, 1, rng));
+    int64_t hkv = kv_heads(s);
+    in[1] = nb_requires_grad(nb_normal(p, dt, NB_SHAPE(s->B, s->Tk, hkv, s->hd), 0, 1, rng));
+    in[2] = nb_requires_grad(nb_normal(p, dt, NB_SHAPE(s->B, s->Tk, hkv, s->hdv), 0, 1, rng));
 }
 
 /* Output and the gradients of q, k, v under upstream gradient g, copied out. */
@@ -584,9 +586,10 @@ START_TEST(test_window_sees_the_last_keys) {
     static const int64_t queries[] = {0, 5, 9, 10, 63, 64, 99};
     for (size_t t = 0; t < sizeof queries / sizeof queries[0]; t++) {
         int64_t i = queries[t], j0 = i - 9 < 0 ? 0 : i - 9, n = i - j0 + 1;
-        nb_tensor *qi = nb_from_data(c, NB_F64, NB_SHAPE(1, 1, 2, 4), (double *)in[0]->data + i * 8);
-        nb_tensor *kw = nb_from_data(c, NB_F64, NB_SHAPE(1, n, 1, 4), (double *)in[1]->data + j0 * 4);
-        nb_tensor *vw = nb_from_data(c, NB_F64, NB_SHAPE(1, n, 1, 3), (double *)in[2]->data + j0 * 3);
+        const double *q = in[0]->data, *k = in[1]->data, *v = in[2]->data;
+        nb_tensor *qi = nb_from_data(c, NB_F64, NB_SHAPE(1, 1, 2, 4), q + i * 8);
+        nb_tensor *kw = nb_from_data(c, NB_F64, NB_SHAPE(1, n, 1, 4), k + j0 * 4);
+        nb_tensor *vw = nb_from_data(c, NB_F64, NB_SHAPE(1, n, 1, 3), v + j0 * 3);
         nb_tensor *ref = nb_sdpa(c, qi, kw, vw, NULL, false, 0.5, 0.0, 0); /* all n keys */
         ck_assert_ptr_nonnull(ref);
         for (int64_t e = 0; e < 6; e++)

@@ -76,9 +76,14 @@ F1(f_layer_norm, nb_layer_norm(c, in[0], in[1], in[2], 1e-5))
 F1(f_sdpa, nb_sdpa(c, in[0], in[1], in[2], NULL, true, 0.6, 0.0, 0))
 F1(f_sdpa_masked, nb_sdpa(c, in[0], in[1], in[2], in[3], true, 0.6, 0.0, 0))
 F1(f_sdpa_dropout, nb_sdpa(c, in[0], in[1], in[2], NULL, false, 0.6, 0.3, 2024)) /* fixed mask */
-F1(f_sdpa_window, nb_sdpa_ex(c, in[0], in[1], in[2], &(nb_sdpa_opts){.causal = true, .scale = 0.6, .window = 3}))
-F1(f_sdpa_window70, nb_sdpa_ex(c, in[0], in[1], in[2], &(nb_sdpa_opts){.causal = true, .window = 70}))
-F1(f_sdpa_window_masked, nb_sdpa_ex(c, in[0], in[1], in[2], &(nb_sdpa_opts){.key_padding_mask = in[3], .causal = true, .scale = 0.6, .window = 2, .dropout_p = 0.2, .seed = 7}))
+F1(f_sdpa_window,
+   nb_sdpa_ex(c, in[0], in[1], in[2], &(nb_sdpa_opts){.causal = true, .scale = 0.6, .window = 3}))
+F1(f_sdpa_window70,
+   nb_sdpa_ex(c, in[0], in[1], in[2], &(nb_sdpa_opts){.causal = true, .window = 70}))
+F1(f_sdpa_window_masked, /* a fixed dropout mask */
+   nb_sdpa_ex(c, in[0], in[1], in[2],
+              &(nb_sdpa_opts){.key_padding_mask = in[3], .causal = true, .scale = 0.6,
+                              .window = 2, .dropout_p = 0.2, .seed = 7}))
 
 static nb_tensor *f_split(nb_ctx *c, nb_tensor *const *in, void *u) {
     (void)u;
