@@ -630,10 +630,16 @@ START_TEST(test_sdpa_ex_options_and_errors) {
     ck_assert_ptr_nonnull(a);
     ck_assert_int_eq(a->shape[2], 6 * 2);
     for (size_t i = 0; i < a->numel; i++) ck_assert_double_eq(nb_get(a, i), nb_get(b, i));
-    /* a window as wide as the keys is causal alone */
-    a = nb_sdpa_ex(c, q, k, v, &(nb_sdpa_opts){.causal = true, .scale = 0.3, .window = 5});
+    /* a window as wide as the queries, or the widest, is causal alone */
     b = nb_sdpa(c, q, k, v, NULL, true, 0.3, 0, 0);
-    for (size_t i = 0; i < a->numel; i++) ck_assert_double_eq(nb_get(a, i), nb_get(b, i));
+    static const int64_t wide[] = {5, 6, INT64_MAX};
+    for (size_t w = 0; w < 3; w++) {
+        a = nb_sdpa_ex(c, q, k, v, &(nb_sdpa_opts){.causal = true, .scale = 0.3, .window = wide[w]});
+        ck_assert_ptr_nonnull(a);
+        for (size_t i = 0; i < a->numel; i++) ck_assert_double_eq(nb_get(a, i), nb_get(b, i));
+    }
+    a = nb_sdpa_ex(c, q, k, v, &(nb_sdpa_opts){.causal = true, .scale = 0.3, .window = 4});
+    ck_assert_double_ne(nb_get(a, a->numel - 1), nb_get(b, b->numel - 1)); /* 4 hides key 0 */
     ck_assert_ptr_null(nb_sdpa_ex(c, q, k, v, &(nb_sdpa_opts){.causal = true, .window = -2}));
     ck_assert_error_has(c, "sdpa_ex: window -2 is negative (0 is no window)");
     nb_ctx_clear_error(c);

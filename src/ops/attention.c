@@ -205,7 +205,7 @@ static void job_init(sdpa_job *J, const nb_tensor *q, const nb_tensor *k, const 
     J->q = q->data, J->k = k->data, J->v = v->data;
     J->pad = pad ? pad->data : NULL;
     J->causal = causal;
-    J->window = window;
+    J->window = window < J->Tq ? window : 0; /* as wide as the queries: hides nothing more */
     J->scale = scale;
     set_dropout(J, p, seed);
 }
@@ -435,7 +435,7 @@ static nb_tensor *sdpa_composed(nb_ctx *ctx, nb_tensor *q, nb_tensor *k, nb_tens
     nb_tensor *s = nb_reshape(ctx, nb_scale(ctx, nb_matmul(ctx, qh, kt), scale),
                               NB_SHAPE(B, H, Tq, Tk));
     if (causal) s = nb_causal_fill(ctx, s, -INFINITY);
-    if (window > 0) {
+    if (window > 0 && window < Tq) { /* wider: hides nothing causal does not */
         nb_tensor *m = nb_zeros(ctx, NB_BOOL, NB_SHAPE(1, 1, Tq, Tk));
         if (!m) return NULL;
         bool *mb = m->data;
