@@ -690,6 +690,14 @@ DRV(nb_sdpa) {
     nb_tensor *q = nb_ones(k->ctx, NB_F32, NB_SHAPE(1, 1, 2, 4));
     nb_sdpa(k->ctx, q, q, q, NULL, true, F(k, 6, 0.5), F(k, 7, 0.1), U64(k, 8, 1));
 }
+/* Arguments 5-8 are the options' scale, dropout_p, seed and window (after
+ * the "|"). */
+DRV(nb_sdpa_ex) {
+    nb_tensor *q = nb_ones(k->ctx, NB_F32, NB_SHAPE(1, 3, 2, 4));
+    nb_sdpa_opts o = {.causal = true, .scale = F(k, 5, 0.5), .dropout_p = F(k, 6, 0.1),
+                      .seed = U64(k, 7, 1), .window = SZ(k, 8, 2)};
+    nb_sdpa_ex(k->ctx, q, q, q, &o);
+}
 DRV(nb_sdpa_dropout_mask) {
     nb_sdpa_dropout_mask(k->ctx, SZ(k, 1, 1), SZ(k, 2, 1), SZ(k, 3, 2), SZ(k, 4, 2), F(k, 5, 0.1),
                          U64(k, 6, 1));
@@ -1015,6 +1023,7 @@ static const krow kinds[] = {
     {"nb_layer_norm", "ctx tensor tensor tensor float", d_nb_layer_norm},
     {"nb_rms_norm", "ctx tensor tensor float", d_nb_rms_norm},
     {"nb_sdpa", "ctx tensor tensor tensor tensor bool float float seed", d_nb_sdpa},
+    {"nb_sdpa_ex", "ctx tensor tensor tensor ptr | float float seed size", d_nb_sdpa_ex},
     {"nb_sdpa_dropout_mask", "ctx size size size size float seed", d_nb_sdpa_dropout_mask},
     {"nb_rope", "ctx tensor tensor tensor size enum", d_nb_rope},
     {"nb_rope_tables", "ctx size size float ptr enum out out", d_nb_rope_tables},

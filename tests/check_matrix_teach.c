@@ -168,6 +168,24 @@ START_TEST(test_sdpa_bad_input) {
     nb_tensor *o = nb_sdpa(ctx, q, k, v, NULL, false, 0.5, 0, 1);
     ck_assert_ptr_nonnull(o);
     ck_assert(isnan(nb_get(o, 0)));
+    /* nb_sdpa_ex: the same checks, and its window's */
+    ck_assert_ptr_null(nb_sdpa_ex(NULL, q, k, v, NULL));
+    expect_fail(ctx, !nb_sdpa_ex(ctx, q, NULL, v, NULL), NB_ERR_NULL, "sdpa_ex");
+    expect_fail(ctx, !nb_sdpa_ex(ctx, q, nb_ones(ctx, NB_F64, NB_SHAPE(1, 3, 3, 4)),
+                                 nb_ones(ctx, NB_F64, NB_SHAPE(1, 3, 3, 4)), NULL),
+                NB_ERR_SHAPE, "sdpa_ex"); /* 3 key/value heads for 2 query heads */
+    expect_fail(ctx, !nb_sdpa_ex(ctx, q, k, v, &(nb_sdpa_opts){.causal = true, .window = -1}),
+                NB_ERR_VALUE, "sdpa_ex");
+    expect_fail(ctx, !nb_sdpa_ex(ctx, q, k, v, &(nb_sdpa_opts){.window = 2}), NB_ERR_VALUE,
+                "sdpa_ex");
+    expect_fail(ctx, !nb_sdpa_ex(ctx, q, k, v, &(nb_sdpa_opts){.dropout_p = -1}), NB_ERR_VALUE,
+                "sdpa_ex");
+    expect_fail(ctx, !nb_sdpa_ex(ctx, q, k, v, &(nb_sdpa_opts){.scale = NAN}), NB_ERR_VALUE,
+                "sdpa_ex");
+    expect_any(ctx, !nb_sdpa_ex(ctx, q, k, v, &(nb_sdpa_opts){.key_padding_mask = q}), "sdpa_ex");
+    ck_assert_ptr_nonnull(nb_sdpa_ex(ctx, q, nb_ones(ctx, NB_F64, NB_SHAPE(1, 0, 1, 4)),
+                                     nb_ones(ctx, NB_F64, NB_SHAPE(1, 0, 1, 4)),
+                                     &(nb_sdpa_opts){.causal = true, .window = 1}));
 
     ck_assert_ptr_null(nb_sdpa_dropout_mask(NULL, 1, 1, 2, 2, 0.5, 1));
     expect_any(ctx, !nb_sdpa_dropout_mask(ctx, 1, 1, 2, 2, -0.1, 1), "");

@@ -78,6 +78,14 @@ F1(f_rms_norm_plain, nb_rms_norm(c, in[0], NULL, 1e-3))
 F1(f_sdpa, nb_sdpa(c, in[0], in[1], in[2], NULL, true, 0.6, 0.0, 0))
 F1(f_sdpa_masked, nb_sdpa(c, in[0], in[1], in[2], in[3], true, 0.6, 0.0, 0))
 F1(f_sdpa_dropout, nb_sdpa(c, in[0], in[1], in[2], NULL, false, 0.6, 0.3, 2024)) /* fixed mask */
+F1(f_sdpa_window,
+   nb_sdpa_ex(c, in[0], in[1], in[2], &(nb_sdpa_opts){.causal = true, .scale = 0.6, .window = 3}))
+F1(f_sdpa_window70,
+   nb_sdpa_ex(c, in[0], in[1], in[2], &(nb_sdpa_opts){.causal = true, .window = 70}))
+F1(f_sdpa_window_masked, /* a fixed dropout mask */
+   nb_sdpa_ex(c, in[0], in[1], in[2],
+              &(nb_sdpa_opts){.key_padding_mask = in[3], .causal = true, .scale = 0.6,
+                              .window = 2, .dropout_p = 0.2, .seed = 7}))
 
 static nb_tensor *f_split(nb_ctx *c, nb_tensor *const *in, void *u) {
     (void)u;
@@ -156,6 +164,10 @@ static const gc_case cases[] = {
     {"sdpa", "causal + key padding mask (2,5)", f_sdpa_masked, 4, {{IN_UNIFORM, S4(2, 5, 2, 3)}, {IN_UNIFORM, S4(2, 5, 2, 3)}, {IN_UNIFORM, S4(2, 5, 2, 4)}, {IN_MASK, S2(2, 5)}}},
     {"sdpa", "Tq 4, Tk 6, dropout 0.3 fixed seed", f_sdpa_dropout, 3, {{IN_UNIFORM, S4(2, 4, 2, 3)}, {IN_UNIFORM, S4(2, 6, 2, 3)}, {IN_UNIFORM, S4(2, 6, 2, 2)}}},
     {"sdpa", "(1,70,2,4) causal, 2x2 tiles", f_sdpa, 3, {{IN_UNIFORM, S4(1, 70, 2, 4)}, {IN_UNIFORM, S4(1, 70, 2, 4)}, {IN_UNIFORM, S4(1, 70, 2, 4)}}, true},
+    {"sdpa", "GQA (2,5,4,3), k,v Hkv 1 (MQA)", f_sdpa, 3, {{IN_UNIFORM, S4(2, 5, 4, 3)}, {IN_UNIFORM, S4(2, 5, 1, 3)}, {IN_UNIFORM, S4(2, 5, 1, 2)}}},
+    {"sdpa", "GQA Hkv 2 of 4, window 3", f_sdpa_window, 3, {{IN_UNIFORM, S4(2, 6, 4, 3)}, {IN_UNIFORM, S4(2, 6, 2, 3)}, {IN_UNIFORM, S4(2, 6, 2, 2)}}},
+    {"sdpa", "Hkv 2/4, window 2, mask, dropout", f_sdpa_window_masked, 4, {{IN_UNIFORM, S4(2, 5, 4, 3)}, {IN_UNIFORM, S4(2, 5, 2, 3)}, {IN_UNIFORM, S4(2, 5, 2, 2)}, {IN_MASK, S2(2, 5)}}},
+    {"sdpa", "(1,140,4,4) Hkv 2, window 70", f_sdpa_window70, 3, {{IN_UNIFORM, S4(1, 140, 4, 4)}, {IN_UNIFORM, S4(1, 140, 2, 4)}, {IN_UNIFORM, S4(1, 140, 2, 4)}}, true},
     {"rope", "(2,5,6) any tables, pos0 0", f_rope, 1, {{IN_UNIFORM, S3(2, 5, 6)}}},
     {"rope", "(2,4,3,4) THD, pos0 3", f_rope_thd, 1, {{IN_UNIFORM, S4(2, 4, 3, 4)}}},
     {"rope", "(3,5,8) interleaved, pos0 2", f_rope_interleaved, 1, {{IN_UNIFORM, S3(3, 5, 8)}}},

@@ -159,10 +159,16 @@ nb_tensor *nb_rms_norm(nb_ctx *ctx, nb_tensor *x, nb_tensor *w, double eps);
  * scale) with q' = q.transpose(1, 2) (and k', v'), output transposed back
  * and heads merged:
  *
- *   q (B, Tq, H, hd), k (B, Tk, H, hd), v (B, Tk, H, hdv) -> (B, Tq, H * hdv)
- *   w[b,h,i,:] = softmax_j(scale * q[b,i,h,:] . k[b,j,h,:]), key j hidden
+ *   q (B, Tq, H, hd), k (B, Tk, Hkv, hd), v (B, Tk, Hkv, hdv) -> (B, Tq, H * hdv)
+ *   w[b,h,i,:] = softmax_j(scale * q[b,i,h,:] . k[b,j,g,:]), key j hidden
  *                (weight 0) when causal and j > i, or key_padding_mask[b, j]
- *   out[b, i, h*hdv : (h+1)*hdv] = sum_j dropout(w[b,h,i,j]) v[b,j,h,:]
+ *   out[b, i, h*hdv : (h+1)*hdv] = sum_j dropout(w[b,h,i,j]) v[b,j,g,:]
+ *   with g = h / (H / Hkv)
+ *
+ * Hkv == H is multi-head attention; Hkv < H (dividing H) is grouped-query
+ * attention, each key/value head shared by H / Hkv consecutive query heads
+ * (read in place, as PyTorch's reference with k and v repeat_interleave'd
+ * H / Hkv times on the heads dim); Hkv == 1 is multi-query attention.
  *
  * q, k, v are the (B, T, H * hd) outputs of Linear layers viewed as
  * (B, T, H, hd) (nb_view: no copy); the output is what out_proj reads.
@@ -184,6 +190,26 @@ nb_tensor *nb_rms_norm(nb_ctx *ctx, nb_tensor *x, nb_tensor *w, double eps);
 nb_tensor *nb_sdpa(nb_ctx *ctx, nb_tensor *q, nb_tensor *k, nb_tensor *v,
                    const nb_tensor *key_padding_mask, bool causal, double scale,
                    double dropout_p, uint64_t seed);
+/* nb_sdpa's options for nb_sdpa_ex; zero-initialised fields are the
+ * defaults, so name only what differs:
+ *   nb_sdpa_ex(ctx, q, k, v, &(nb_sdpa_opts){.causal = true, .window = 256})
+ * scale 0 means 1 / sqrt(hd) (PyTorch's scale=None; nb_sdpa takes any
+ * finite scale). window > 0 (needs causal) is a sliding window: query i
+ * sees only keys j with i - window < j <= i, the last `window` keys up to
+ * itself (Mistral's rule; window >= Tk hides nothing more than causal);
+ * 0 is no window, a negative one an error. */
+typedef struct nb_sdpa_opts {
+    const nb_tensor *key_padding_mask; /* BOOL (B, Tk) or NULL */
+    bool causal;
+    double scale;     /* 0: 1 / sqrt(hd) */
+    double dropout_p; /* in [0, 1] */
+    uint64_t seed;    /* the dropout mask's */
+    int64_t window;   /* 0: none; > 0: keys i - window < j <= i */
+} nb_sdpa_opts;
+/* nb_sdpa with the options in a struct, and a sliding window. opts NULL is
+ * all defaults (no mask, not causal, scale 1 / sqrt(hd), no dropout). */
+nb_tensor *nb_sdpa_ex(nb_ctx *ctx, nb_tensor *q, nb_tensor *k, nb_tensor *v,
+                      const nb_sdpa_opts *opts);
 /* The dropout keep mask nb_sdpa uses for (B = batch, H = heads, Tq, Tk, p,
  * seed): a new BOOL (batch, heads, t_q, t_k) tensor in ctx, true = kept.
  * Row i of head (b, h) is PCG32 seeded (seed, (b * heads + h) * t_q + i);

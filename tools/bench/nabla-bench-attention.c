@@ -1,9 +1,11 @@
 /* nabla-bench-attention - the fused attention op (nb_sdpa) against the
- * composed ops it replaces, timed interleaved.
+ * composed ops it replaces, and its grouped-query form against multi-head,
+ * timed interleaved.
  *
- *   nabla-bench-attention [--config NAME] [--threads N] [--rounds R] [--seconds S]
+ *   nabla-bench-attention [--config NAME] [--part P] [--threads N] [--rounds R]
+ *                         [--seconds S]
  *
- * Two parts per config, each on both paths:
+ * Three parts per config, each on two paths:
  *   core      forward + backward of causal attention with dropout 0.1 on q,
  *             k, v (B, T, H, hd) leaves, upstream gradient random:
  *             fused     nb_sdpa
@@ -12,6 +14,13 @@
  *   mha_step  one training step of MultiHeadAttention(D, D, T, 0.1, H, no
  *             qkv bias): forward, MSE against zeros, backward, Adam; the
  *             module's use_fused switched between rounds.
+ *   gqa       forward + backward of fused causal attention without dropout:
+ *             gqa       k, v of H / 4 heads (B, T, H / 4, hd)
+ *             mha       k, v of H heads (the core's leaves)
+ *             with gflops= on both lines: 7 B H T^2 hd / time, the
+ *             products' flops (forward Q K^T and P V, backward their
+ *             recomputed Q K^T and four more, each 2 T^2 hd a head) halved
+ *             for the causal mask; both paths do the same products.
  * Rounds alternate between the paths (the machine may be shared) and each
  * line gives the median of its rounds:
  *
@@ -45,13 +54,16 @@ static const config configs[] = {
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: nabla-bench-attention [--config NAME] [--threads N] [--rounds R] "
-            "[--seconds S]\n"
+            "usage: nabla-bench-attention [--config NAME] [--part P] [--threads N] "
+            "[--rounds R] [--seconds S]\n"
             "  Times causal attention with dropout 0.1, forward + backward, as one fused\n"
-            "  nb_sdpa op and as the composed ops, and MultiHeadAttention training steps on\n"
-            "  both paths; rounds alternate between the paths. Writes no file.\n"
+            "  nb_sdpa op and as the composed ops, MultiHeadAttention training steps on\n"
+            "  both paths, and fused attention with H / 4 key/value heads against H\n"
+            "  (no dropout, with GFLOP/s); rounds alternate between the paths. Writes no\n"
+            "  file.\n"
             "  --config NAME  small (B8 T32 D64 H4), medium (16 128 256 8), large (8 256 512 8);\n"
             "                 default: medium and large\n"
+            "  --part P       core, mha_step or gqa (default: all three)\n"
             "  --threads N    worker threads (1)\n"
             "  --rounds R     rounds per path, median reported (5)\n"
             "  --seconds S    time per round (0.3)\n"
@@ -76,6 +88,7 @@ typedef struct bench {
     const config *c;
     nb_ctx *params, *step;
     nb_tensor *q, *k, *v, *g; /* core: (B, T, H, hd) leaves, g (B, T, D) */
+    nb_tensor *k4, *v4;       /* gqa: (B, T, H / 4, hd) leaves */
     nb_nn_mha mha;
     nb_optim *opt;
     nb_tensor *x, *zeros;
@@ -96,12 +109,24 @@ static nb_tensor *composed(nb_ctx *s, bench *b) {
     return nb_reshape(s, o, NB_SHAPE(c->B, c->T, c->D));
 }
 
-/* One repetition; returns false on an error (printed). */
-static bool run_once(bench *b, bool mha_step, bool fused) {
+enum { CORE, MHA_STEP, GQA, N_PARTS };
+static const char *const part_names[N_PARTS] = {"core", "mha_step", "gqa"};
+static const char *const path_names[N_PARTS][2] = {
+    {"fused", "composed"}, {"fused", "composed"}, {"gqa", "mha"}};
+
+/* One repetition of part's path 0 (first) or 1; returns false on an error
+ * (printed). */
+static bool run_once(bench *b, int part, bool first) {
     nb_ctx *s = b->step;
+    const bool mha_step = part == MHA_STEP, fused = first;
     nb_ctx_reset(s);
     nb_tensor *y;
-    if (mha_step) {
+    if (part == GQA) {
+        nb_zero_grad(b->q), nb_zero_grad(b->k), nb_zero_grad(b->v);
+        nb_zero_grad(b->k4), nb_zero_grad(b->v4);
+        y = nb_sdpa(s, b->q, first ? b->k4 : b->k, first ? b->v4 : b->v, NULL, true,
+                    1.0 / sqrt((double)(b->c->D / b->c->H)), 0.0, 0);
+    } else if (mha_step) {
         b->mha.use_fused = fused;
         nb_params_zero_grad(&b->mha.params);
         y = nb_mse_loss(s, nb_nn_mha_forward(s, &b->mha, b->x), b->zeros);
@@ -122,12 +147,12 @@ static bool run_once(bench *b, bool mha_step, bool fused) {
 
 /* Seconds per repetition over one round of about `seconds`; *cpu gets the
  * process's CPU seconds per repetition (all threads). */
-static double round_time(bench *b, bool mha_step, bool fused, double seconds, double *cpu,
+static double round_time(bench *b, int part, bool first, double seconds, double *cpu,
                          bool *ok) {
     int n = 0;
     double t0 = now_s(), c0 = cpu_now(), t;
     do {
-        if (!(*ok = run_once(b, mha_step, fused))) return 0;
+        if (!(*ok = run_once(b, part, first))) return 0;
         n++;
         t = now_s() - t0;
     } while (t < seconds);
@@ -146,6 +171,10 @@ static bool bench_init(bench *b, const config *c) {
     for (int i = 0; i < 3; i++)
         *qkv[i] = nb_requires_grad(
             nb_normal(b->params, NB_F32, NB_SHAPE(c->B, c->T, c->H, hd), 0, 1, &b->rng));
+    b->k4 = nb_requires_grad(
+        nb_normal(b->params, NB_F32, NB_SHAPE(c->B, c->T, c->H / 4, hd), 0, 1, &b->rng));
+    b->v4 = nb_requires_grad(
+        nb_normal(b->params, NB_F32, NB_SHAPE(c->B, c->T, c->H / 4, hd), 0, 1, &b->rng));
     b->g = nb_normal(b->params, NB_F32, NB_SHAPE(c->B, c->T, c->D), 0, 1, &b->rng);
     b->x = nb_normal(b->params, NB_F32, NB_SHAPE(c->B, c->T, c->D), 0, 1, &b->rng);
     b->zeros = nb_zeros(b->params, NB_F32, NB_SHAPE(c->B, c->T, c->D));
@@ -170,14 +199,16 @@ static void bench_free(bench *b) {
 }
 
 /* Both paths of one part, interleaved; prints two lines and the ratio. */
-static bool bench_part(bench *b, bool mha_step, int rounds, double seconds, int threads) {
+static bool bench_part(bench *b, int part, int rounds, double seconds, int threads) {
     double t[2][MAX_ROUNDS], cpu[2][MAX_ROUNDS], mb[2];
+    const config *c = b->c;
+    const double flops = 7.0 * (double)(c->B * c->T * c->T * c->D); /* H hd = D */
     bool ok = true;
     for (int path = 0; path < 2; path++) /* warm-up: the arena reaches its peak */
-        for (int i = 0; i < 2 && ok; i++) ok = run_once(b, mha_step, path == 0);
+        for (int i = 0; i < 2 && ok; i++) ok = run_once(b, part, path == 0);
     for (int r = 0; r < rounds && ok; r++)
         for (int path = 0; path < 2 && ok; path++) {
-            t[path][r] = round_time(b, mha_step, path == 0, seconds, &cpu[path][r], &ok);
+            t[path][r] = round_time(b, part, path == 0, seconds, &cpu[path][r], &ok);
             mb[path] = (double)nb_ctx_mem_used(b->step) / (1024.0 * 1024.0);
         }
     if (!ok) return false;
@@ -186,20 +217,22 @@ static bool bench_part(bench *b, bool mha_step, int rounds, double seconds, int 
         qsort(t[path], (size_t)rounds, sizeof(double), cmp_double);
         qsort(cpu[path], (size_t)rounds, sizeof(double), cmp_double);
         med[path] = 1e3 * t[path][rounds / 2];
-        printf("config=%s threads=%d part=%s path=%s ms=%.3f cpu_ms=%.3f arena_mb=%.1f\n",
-               b->c->name, threads, mha_step ? "mha_step" : "core",
-               path == 0 ? "fused" : "composed", med[path], 1e3 * cpu[path][rounds / 2],
-               mb[path]);
+        printf("config=%s threads=%d part=%s path=%s ms=%.3f cpu_ms=%.3f arena_mb=%.1f",
+               c->name, threads, part_names[part], path_names[part][path], med[path],
+               1e3 * cpu[path][rounds / 2], mb[path]);
+        if (part == GQA) printf(" gflops=%.2f", flops / (med[path] * 1e6));
+        printf("\n");
     }
-    printf("config=%s threads=%d part=%s fused/composed time=%.2f arena=%.3f\n", b->c->name,
-           threads, mha_step ? "mha_step" : "core", med[0] / med[1], mb[0] / mb[1]);
+    printf("config=%s threads=%d part=%s %s/%s time=%.2f arena=%.3f\n", c->name, threads,
+           part_names[part], path_names[part][0], path_names[part][1], med[0] / med[1],
+           mb[0] / mb[1]);
     fflush(stdout);
     return true;
 }
 
 int main(int argc, char **argv) {
     const char *only = NULL;
-    int threads = 1, rounds = 5;
+    int threads = 1, rounds = 5, part = -1; /* -1: all */
     double seconds = 0.3;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
@@ -207,7 +240,7 @@ int main(int argc, char **argv) {
             usage(stdout);
             return 0;
         }
-        bool takes = !strcmp(a, "--config") || !strcmp(a, "--threads") ||
+        bool takes = !strcmp(a, "--config") || !strcmp(a, "--part") || !strcmp(a, "--threads") ||
                      !strcmp(a, "--rounds") || !strcmp(a, "--seconds");
         if (!takes) {
             fprintf(stderr, "nabla-bench-attention: unknown option '%s'\n", a);
@@ -222,6 +255,15 @@ int main(int argc, char **argv) {
         char *end;
         if (!strcmp(a, "--config")) {
             only = val;
+            continue;
+        }
+        if (!strcmp(a, "--part")) {
+            for (part = 0; part < N_PARTS && strcmp(val, part_names[part]); part++) continue;
+            if (part == N_PARTS) {
+                fprintf(stderr, "nabla-bench-attention: unknown part '%s' (core, mha_step, gqa)\n",
+                        val);
+                return 2;
+            }
             continue;
         }
         double d = strtod(val, &end);
@@ -248,9 +290,10 @@ int main(int argc, char **argv) {
         const config *c = &configs[i];
         if (only ? strcmp(only, c->name) != 0 : !strcmp(c->name, "small")) continue;
         bench b;
-        if (!bench_init(&b, c) || !bench_part(&b, false, rounds, seconds, threads) ||
-            !bench_part(&b, true, rounds, seconds, threads))
-            status = 1;
+        bool ok = bench_init(&b, c);
+        for (int p = 0; p < N_PARTS && ok; p++)
+            if (part < 0 || part == p) ok = bench_part(&b, p, rounds, seconds, threads);
+        status = !ok;
         bench_free(&b);
     }
     nb_set_num_threads(1);

@@ -378,15 +378,22 @@ def op_cases():
     c("dropout_eval", "dropout", lambda d: [d.normal(2, 3, 4)],
       lambda x: F.dropout(x, 0.5, False), {"p": 0.5, "train": False})
 
-    # fused attention: q (B, Tq, H, hd), k (B, Tk, H, hd), v (B, Tk, H, hdv)
+    # fused attention: q (B, Tq, H, hd), k (B, Tk, Hkv, hd), v (B, Tk, Hkv, hdv)
     # [, key padding mask (B, Tk)] -> (B, Tq, H * hdv), composed here (torch
-    # 1.13 has no F.scaled_dot_product_attention); dropout 0
-    def sdpa(causal, scale):
+    # 1.13 has no F.scaled_dot_product_attention); dropout 0. Grouped heads
+    # (Hkv < H): k and v repeat_interleave'd to H heads; a window w hides
+    # keys j <= i - w (on top of causal).
+    def sdpa(causal, scale, window=0):
         def f(q, k, v, pad=None):
+            r = q.shape[2] // k.shape[2]
+            k, v = (t.repeat_interleave(r, dim=2) for t in (k, v))
             qh, kh, vh = (t.transpose(1, 2) for t in (q, k, v))
             s = qh @ kh.transpose(-2, -1)
             if causal:
                 s = s.masked_fill(causal_mask(q.shape[1], k.shape[1]), -math.inf)
+            if window > 0:
+                below = torch.tril(torch.ones(q.shape[1], k.shape[1]), diagonal=-window).bool()
+                s = s.masked_fill(below, -math.inf)
             if pad is not None:
                 s = s.masked_fill(pad[:, None, None, :], -math.inf)
             o = torch.softmax(s * scale, -1) @ vh
@@ -400,6 +407,16 @@ def op_cases():
       lambda d: [d.normal(2, 3, 2, 3), d.normal(2, 6, 2, 3), d.normal(2, 6, 2, 2),
                  torch.tensor([[False] * 6, [False] * 4 + [True] * 2])],
       sdpa(False, 0.7), {"causal": False, "scale": 0.7})
+    c("sdpa_gqa_mqa", "sdpa",
+      lambda d: [d.normal(2, 5, 4, 3), d.normal(2, 5, 1, 3), d.normal(2, 5, 1, 4)],
+      sdpa(True, 0.6), {"causal": True, "scale": 0.6})
+    c("sdpa_gqa_window_padded", "sdpa",
+      lambda d: [d.normal(2, 9, 4, 3), d.normal(2, 9, 2, 3), d.normal(2, 9, 2, 2),
+                 torch.tensor([[False] * 9, [False] * 4 + [True] + [False] * 2 + [True] * 2])],
+      sdpa(True, 0.7, 3), {"causal": True, "scale": 0.7, "window": 3})
+    c("sdpa_window_cross", "sdpa",
+      lambda d: [d.normal(2, 4, 2, 3), d.normal(2, 7, 2, 3), d.normal(2, 7, 2, 2)],
+      sdpa(True, 0.5, 2), {"causal": True, "scale": 0.5, "window": 2})
 
     # rotary position embeddings: x (..., T, hd) or, thd, (..., T, H, hd);
     # tables (max_T, hd) of any values (the op is this formula for any

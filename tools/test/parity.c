@@ -320,13 +320,20 @@ static bool op_rms_norm(run *R, nb_tensor *const *in, int n_in, outs *o) {
     return true;
 }
 
-/* q, k, v[, key_padding_mask]; dropout 0 (PyTorch's mask cannot be replayed) */
+/* q, k, v[, key_padding_mask]; dropout 0 (PyTorch's mask cannot be replayed);
+ * with a "window", through nb_sdpa_ex */
 static bool op_sdpa(run *R, nb_tensor *const *in, int n_in, outs *o) {
     bool causal = arg_b(R, "causal");
     double scale = arg_f(R, "scale");
+    int64_t window = meta(R, "window") ? arg_i(R, "window") : 0;
     if (R->bad_arg) return false;
-    put(o, "out", nb_sdpa(R->ctx, in[0], in[1], in[2], n_in > 3 ? in[3] : NULL, causal, scale,
-                          0.0, 0));
+    const nb_tensor *pad = n_in > 3 ? in[3] : NULL;
+    if (window)
+        put(o, "out", nb_sdpa_ex(R->ctx, in[0], in[1], in[2],
+                                 &(nb_sdpa_opts){.key_padding_mask = pad, .causal = causal,
+                                                 .scale = scale, .window = window}));
+    else
+        put(o, "out", nb_sdpa(R->ctx, in[0], in[1], in[2], pad, causal, scale, 0.0, 0));
     return true;
 }
 
