@@ -185,6 +185,16 @@ test('gradcheck passes an MLP with softmax, layer_norm and cross-entropy', nb =>
   assert.strictEqual(fast.passed, true, fast.message);
 }));
 
+test('a failing gradcheck returns passed false with its message', nb => nb.scope(() => {
+  const x = nb.randn([3], 6, {dtype: 'float64', requiresGrad: true});
+  let calls = 0; /* a forward that changes between calls: the differences disagree */
+  const r = nb.gradcheck(a => a.mul(1 + 0.01 * (calls++ % 3)).sum(), [x]);
+  assert.strictEqual(r.passed, false);
+  assert(r.maxAbsErr > 1e-3, 'max error ' + r.maxAbsErr);
+  assert(/d out\[0\] \/ d input 0/.test(r.message), r.message);
+  assert.strictEqual(r.blameOp, 'scale'); /* the op that read the changing factor */
+}));
+
 test('gradcheck rethrows what the function threw', nb => nb.scope(() => {
   const x = nb.randn([2, 2], 4, {dtype: 'float64', requiresGrad: true});
   assert.throws(() => nb.gradcheck(a => { throw new TypeError('student typo'); }, [x]),
