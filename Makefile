@@ -16,6 +16,8 @@
 #   make bench-gemm  the float32 matmul vs OpenBLAS sgemm (the yardstick only)
 #   make bench-gp   a gradient-penalty step (second order) vs PyTorch
 #   make test-browser  the tape explorer page clicked through in headless Chromium
+#   make wasm       build/wasm/nabla.js: libnabla in WebAssembly + its JavaScript API
+#   make test-wasm  that API's tests under node (tools/wasm/test_wasm.js)
 #   make docs       docs/tape.svg redrawn from the current tape (Graphviz)
 #   make test-asan  suite, examples, gradcheck under ASan+UBSan (clang), in build/asan
 #   make test-tsan  the threaded ops and the demo at 2 threads under TSan, in build/tsan
@@ -413,6 +415,69 @@ teach-page:
 test-browser: $(DEPS_OK) all $(ELK_JS)
 	@sh tools/install-deps.sh chromium chromium-driver python3-selenium
 	/usr/bin/python3 tools/test/test_browser.py $(B)
+
+# ---- WebAssembly (docs/wasm.md) ---------------------------------------------
+# libnabla compiled by Emscripten (Debian's emscripten, installed when emcc
+# is missing) with the JavaScript API of tools/wasm/ over it: one file,
+# $(B)/wasm/nabla.js, the wasm inlined as base64, so a page loads it from
+# file:// with no network. Single-threaded: without -pthread Emscripten's
+# pthread_create fails and the pool (core/parallel.c) runs every job on the
+# caller; not x86, so the portable kernels run (core/platform.h). Left out:
+# the files that need PCRE2 or cJSON (the GPT-2 tokenizer, the safetensors
+# loader and saver, the Hugging Face GPT loader), which the page does not
+# use. Debian's emcc runs its JavaScript passes with node and looks for
+# node-acorn in /usr/share/nodejs, where Debian's node looks but a node from
+# elsewhere may not: NODE_PATH names it.
+EMCC ?= emcc
+WASM_B := $(B)/wasm
+WASM_SKIP := src/data/bpe.c src/data/bpe_load.c src/io/safetensors_load.c \
+  src/io/safetensors_save.c src/nn/gpt_hf.c
+WASM_SRC := $(filter-out $(WASM_SKIP),$(SRC))
+WASM_OBJ := $(WASM_SRC:src/%.c=$(WASM_B)/obj/%.o)
+WASM_GLUE := tools/wasm/nabla_wasm.c
+WASM_JS_SRC := tools/wasm/nabla_api.js
+# The library functions nabla.js calls as they are (tools/wasm/nabla_api.js);
+# the glue's own (nb_wasm_*) are exported by EMSCRIPTEN_KEEPALIVE.
+WASM_LIB_EXPORTS := nb_ctx_new nb_ctx_free nb_ctx_reset nb_ctx_error nb_ctx_status \
+  nb_ctx_clear_error nb_set_grad_enabled nb_requires_grad nb_zero_grad nb_get nb_item nb_copy \
+  nb_scalar nb_backward nb_tape_len nb_add nb_sub nb_mul nb_div nb_neg nb_scale nb_add_scalar \
+  nb_exp nb_log nb_sqrt nb_pow nb_tanh nb_sigmoid nb_relu nb_erf nb_gelu nb_silu nb_relu2 \
+  nb_sum nb_mean nb_sum_dim nb_mean_dim nb_max_dim nb_matmul nb_transpose nb_permute \
+  nb_concat nb_masked_fill nb_causal_fill nb_softmax nb_log_softmax nb_cross_entropy \
+  nb_mse_loss nb_linear nb_embedding nb_layer_norm nb_rms_norm
+wasm_space := $() $()
+WASM_EXPORT_LIST := $(subst $(wasm_space),$(comma),$(addprefix _,malloc free $(WASM_LIB_EXPORTS)))
+WASM_CFLAGS := -std=c11 -D_POSIX_C_SOURCE=200809L -ffp-contract=off -Wall -Wextra -Iinclude -Isrc -O2
+WASM_LDFLAGS := -O2 -sSINGLE_FILE=1 -sMODULARIZE=1 -sEXPORT_NAME=nablaModule -sALLOW_MEMORY_GROWTH=1 \
+  -sENVIRONMENT=web,node -sEXPORTED_FUNCTIONS=$(WASM_EXPORT_LIST) \
+  -sEXPORTED_RUNTIME_METHODS=UTF8ToString,stringToUTF8,lengthBytesUTF8
+WASM_ENV := NODE_PATH=/usr/share/nodejs$${NODE_PATH:+:$$NODE_PATH}
+WASM_DEPS := $(WASM_B)/.emcc-ok
+.PHONY: wasm test-wasm
+.SECONDARY: $(WASM_OBJ)
+
+$(WASM_DEPS):
+	@command -v $(EMCC) >/dev/null || sh tools/install-deps.sh emscripten
+	@mkdir -p $(WASM_B) && touch $@
+
+$(WASM_B)/obj/%.o: src/%.c $(HDR) | $(WASM_DEPS)
+	@mkdir -p $(dir $@)
+	$(WASM_ENV) $(EMCC) $(WASM_CFLAGS) -c $< -o $@
+
+$(WASM_B)/libnabla.a: $(WASM_OBJ)
+	@rm -f $@
+	$(WASM_ENV) emar rcs $@ $^
+
+$(WASM_B)/nabla.js: $(WASM_GLUE) $(WASM_JS_SRC) $(WASM_B)/libnabla.a $(HDR)
+	$(WASM_ENV) $(EMCC) $(WASM_CFLAGS) $(WASM_GLUE) $(WASM_B)/libnabla.a -o $@ $(WASM_LDFLAGS) \
+	  --post-js tools/wasm/nabla_api.js
+	@echo "wasm: $@ $$(wc -c < $@) bytes"
+
+wasm: $(WASM_B)/nabla.js
+
+# The JavaScript API against the C library's numbers, under node.
+test-wasm: $(WASM_B)/nabla.js
+	node tools/wasm/test_wasm.js $(WASM_B)/nabla.js $(abspath $(B))
 
 # ---- fuzzing (tests/fuzz/README.md) ------------------------------------------
 # Each tests/fuzz/fuzz_<name>.c is a libFuzzer target, built with clang

@@ -65,6 +65,8 @@ static nb_chunk *chunk_new_as(nb_ctx *ctx, size_t size, bool huge) {
         c = aligned_alloc(HUGE_PAGE, bytes);
         if (c) madvise(c, bytes, MADV_HUGEPAGE); /* advice: failing is fine */
     } else
+#else
+    (void)huge; /* no huge pages off Linux (and in the WebAssembly build) */
 #endif
         c = malloc(bytes);
     if (!c) return NULL;
