@@ -665,6 +665,10 @@ DRV(nb_max_dim) {
     nb_tensor *idx;
     nb_max_dim(k->ctx, k->x, INT(k, 2, 1), false, &idx);
 }
+DRV(nb_topk) {
+    nb_tensor *idx;
+    nb_topk(k->ctx, k->x, INT(k, 2, 2), INT(k, 3, 1), &idx);
+}
 DRV(nb_transpose) { nb_transpose(k->ctx, k->x, INT(k, 2, 0), INT(k, 3, 1)); }
 DRV(nb_reshape) { nb_reshape(k->ctx, k->x, INT(k, 2, 1), (const int64_t[]){6}); }
 DRV(nb_concat) {
@@ -1004,6 +1008,9 @@ static const krow kinds[] = {
     {"nb_sum_dim", "ctx tensor int bool", d_nb_sum_dim},
     {"nb_mean_dim", "ctx tensor int bool", d_nb_mean_dim},
     {"nb_max_dim", "ctx tensor int bool out", d_nb_max_dim},
+    {"nb_topk", "ctx tensor int int out", d_nb_topk},
+    {"nb_index_select", "ctx tensor tensor", NULL},
+    {"nb_index_add", "ctx tensor tensor tensor", NULL},
     {"nb_matmul", "ctx tensor tensor", NULL},
     {"nb_transpose", "ctx tensor int int", d_nb_transpose},
     {"nb_permute", "ctx tensor ptr", NULL},

@@ -82,6 +82,16 @@ static nb_tensor *w_max_dim(nb_ctx *c, nb_tensor *a, nb_tensor *b) {
     (void)b;
     return nb_max_dim(c, a, 1, false, NULL);
 }
+static nb_tensor *w_topk(nb_ctx *c, nb_tensor *a, nb_tensor *b) {
+    (void)b;
+    return nb_topk(c, a, 2, 1, NULL);
+}
+static nb_tensor *w_index_select(nb_ctx *c, nb_tensor *a, nb_tensor *b) {
+    return nb_index_select(c, a, b);
+}
+static nb_tensor *w_index_add(nb_ctx *c, nb_tensor *a, nb_tensor *b) {
+    return nb_index_add(c, a, b, a); /* a's own rows added at ids b */
+}
 static nb_tensor *w_transpose(nb_ctx *c, nb_tensor *a, nb_tensor *b) {
     (void)b;
     return nb_transpose(c, a, 0, 1);
@@ -161,6 +171,9 @@ static const op_case hand_ops[] = {
     {"sum_dim", w_sum_dim, 1, S2(2, 3), NONE, NB_F32, ELEMWISE},
     {"mean_dim", w_mean_dim, 1, S2(2, 3), NONE, NB_F32, ELEMWISE},
     {"max_dim", w_max_dim, 1, S2(2, 3), NONE, NB_F32, 0},
+    {"topk", w_topk, 1, S2(2, 3), NONE, NB_F32, ELEMWISE},
+    {"index_select", w_index_select, 2, S2(5, 3), S1(4), NB_I64, 0},
+    {"index_add", w_index_add, 2, S2(4, 3), S1(4), NB_I64, 0},
     {"transpose", w_transpose, 1, S2(2, 3), NONE, NB_F32, ELEMWISE},
     {"permute", w_permute, 1, S2(2, 3), NONE, NB_F32, ELEMWISE},
     {"reshape", w_reshape, 1, S2(2, 3), NONE, NB_F32, ELEMWISE},
@@ -418,6 +431,34 @@ START_TEST(test_index_arguments) {
     /* ids of 8 dims would give a 9-dim output. */
     nb_tensor *ids4 = nb_zeros(ctx, NB_I64, NB_SHAPE(2, 1, 1, 1, 1, 1, 2, 2));
     expect_any(ctx, !nb_embedding(ctx, w, ids4), "embedding");
+    /* topk: k outside [0, n], a dim outside x */
+    expect_fail(ctx, !nb_topk(ctx, w, 4, 1, NULL), NB_ERR_VALUE, "topk");
+    expect_fail(ctx, !nb_topk(ctx, w, -1, 1, NULL), NB_ERR_VALUE, "topk");
+    expect_fail(ctx, !nb_topk(ctx, nb_scalar(ctx, NB_F32, 1), 0, 0, NULL), NB_ERR_VALUE, "topk");
+    expect_any(ctx, !nb_topk(ctx, w, 1, 2, NULL), "topk");
+    /* index_select and index_add: ids out of range, not I64, not 1-D, not
+     * one per row of src; src rows of another shape; a 0-dim x */
+    nb_tensor *src = nb_ones(ctx, NB_F32, NB_SHAPE(2, 3));
+    for (int k = 0; k < 2; k++) {
+        nb_tensor *ids = nb_from_data(ctx, NB_I64, NB_SHAPE(2), (const int64_t[]){0, k ? -1 : 5});
+        expect_fail(ctx, !nb_index_select(ctx, w, ids), NB_ERR_VALUE, "index_select");
+        expect_fail(ctx, !nb_index_add(ctx, w, ids, src), NB_ERR_VALUE, "index_add");
+    }
+    nb_tensor *fids = nb_zeros(ctx, NB_F32, NB_SHAPE(2));
+    expect_fail(ctx, !nb_index_select(ctx, w, fids), NB_ERR_DTYPE, "index_select");
+    expect_fail(ctx, !nb_index_add(ctx, w, fids, src), NB_ERR_DTYPE, "index_add");
+    nb_tensor *ids2d = nb_zeros(ctx, NB_I64, NB_SHAPE(1, 2));
+    expect_fail(ctx, !nb_index_select(ctx, w, ids2d), NB_ERR_SHAPE, "index_select");
+    nb_tensor *ids3 = nb_zeros(ctx, NB_I64, NB_SHAPE(3));
+    expect_fail(ctx, !nb_index_add(ctx, w, ids3, src), NB_ERR_SHAPE, "index_add");
+    nb_tensor *ids2 = nb_zeros(ctx, NB_I64, NB_SHAPE(2));
+    expect_fail(ctx, !nb_index_add(ctx, w, ids2, nb_ones(ctx, NB_F32, NB_SHAPE(2, 4))),
+                NB_ERR_SHAPE, "index_add");
+    expect_fail(ctx, !nb_index_add(ctx, w, ids2, nb_ones(ctx, NB_F64, NB_SHAPE(2, 3))),
+                NB_ERR_DTYPE, "index_add");
+    expect_fail(ctx, !nb_index_add(ctx, w, NULL, src), NB_ERR_NULL, "index_add");
+    expect_fail(ctx, !nb_index_select(ctx, nb_scalar(ctx, NB_F32, 1), ids2), NB_ERR_SHAPE,
+                "index_select");
     nb_tensor *mask = nb_ones(ctx, NB_F32, NB_SHAPE(2, 5));
     expect_fail(ctx, !nb_masked_fill(ctx, logits, mask, 0), NB_ERR_DTYPE, "masked_fill");
     expect_any(ctx, !nb_causal_fill(ctx, nb_ones(ctx, NB_F32, NB_SHAPE(7)), 0), "causal_fill");

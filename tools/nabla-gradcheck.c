@@ -61,6 +61,10 @@ F1(f_sum_dim, nb_sum_dim(c, in[0], 1, false))
 F1(f_sum_dim_keep, nb_sum_dim(c, in[0], -1, true))
 F1(f_mean_dim, nb_mean_dim(c, in[0], 0, true))
 F1(f_max_dim, nb_max_dim(c, in[0], -1, false, NULL))
+F1(f_topk, nb_topk(c, in[0], 3, 1, NULL))
+F1(f_topk_sorted, nb_topk(c, in[0], 18, -1, NULL)) /* k > 16: the sorting path */
+F1(f_index_select, nb_index_select(c, in[0], in[1]))
+F1(f_index_add, nb_index_add(c, in[0], in[1], in[2]))
 F1(f_transpose, nb_transpose(c, in[0], 1, 2))
 F1(f_permute, nb_permute(c, in[0], (const int[]){2, 0, 3, 1}))
 F1(f_permute_6d, nb_permute(c, in[0], (const int[]){5, 0, 3, 1, 4, 2}))
@@ -141,6 +145,10 @@ static const gc_case cases[] = {
     {"sum_dim", "(2,3,4) dim -1 keepdim", f_sum_dim_keep, 1, {{IN_UNIFORM, S3(2, 3, 4)}}},
     {"mean_dim", "(3,4) dim 0 keepdim", f_mean_dim, 1, {{IN_UNIFORM, S2(3, 4)}}},
     {"max_dim", "(3,5) dim -1", f_max_dim, 1, {{IN_UNIFORM, S2(3, 5)}}},
+    {"topk", "(2,5,3) k 3 dim 1", f_topk, 1, {{IN_UNIFORM, S3(2, 5, 3)}}},
+    {"topk", "(2,20) k 18 dim -1", f_topk_sorted, 1, {{IN_UNIFORM, S2(2, 20)}}},
+    {"index_select", "x (5,2,3) idx (7) of 5", f_index_select, 2, {{IN_UNIFORM, S3(5, 2, 3)}, {IN_CLASSES, S1(7), 5}}},
+    {"index_add", "base (4,3) idx (6) of 4, src (6,3)", f_index_add, 3, {{IN_UNIFORM, S2(4, 3)}, {IN_CLASSES, S1(6), 4}, {IN_UNIFORM, S2(6, 3)}}},
     {"matmul", "(2,3,4,3) @ (3,5) batched", nb_row_matmul, 2, {{IN_UNIFORM, S4(2, 3, 4, 3)}, {IN_UNIFORM, S2(3, 5)}}},
     {"matmul", "(2,1,3,4) @ (3,4,2) broadcast", nb_row_matmul, 2, {{IN_UNIFORM, S4(2, 1, 3, 4)}, {IN_UNIFORM, S3(3, 4, 2)}}},
     {"matmul", "(2,1,2,2,3) @ (2,1,3,2) 5-D", nb_row_matmul, 2, {{IN_UNIFORM, S5(2, 1, 2, 2, 3)}, {IN_UNIFORM, S4(2, 1, 3, 2)}}},

@@ -75,6 +75,23 @@ nb_tensor *nb_mean_dim(nb_ctx *ctx, nb_tensor *a, int dim, bool keepdim);
  * tensor of the arg-max (first one on ties). The gradient flows to that
  * element only, as in PyTorch's max(dim). */
 nb_tensor *nb_max_dim(nb_ctx *ctx, nb_tensor *a, int dim, bool keepdim, nb_tensor **indices);
+/* The k largest values of x along `dim`, largest first: torch.topk(x, k,
+ * dim) (largest, sorted). If `indices` is not NULL it receives their I64
+ * positions along dim. Equal values come in the order of their position
+ * (lower first) and a NaN above every number; PyTorch returns the same
+ * values but leaves the order of equal ones to its selection algorithm, so
+ * its indices may differ on ties. The gradient flows to the chosen
+ * elements. 0 <= k <= x.shape[dim], else an error. */
+nb_tensor *nb_topk(nb_ctx *ctx, nb_tensor *x, int k, int dim, nb_tensor **indices);
+/* Rows of x (N, ...) picked by idx (I64, (M), values in [0, N)) -> (M, ...):
+ * x.index_select(0, idx). Backward adds each row's gradient back to row
+ * idx[p] (an index_add). */
+nb_tensor *nb_index_select(nb_ctx *ctx, nb_tensor *x, const nb_tensor *idx);
+/* base (N, ...) with row p of src (M, ...) added to row idx[p] (I64, (M),
+ * values in [0, N)); repeated ids add up, in the order of idx, to the same
+ * bits on any number of threads: base.index_add(0, idx, src), a new tensor.
+ * For a sum into zeros pass nb_zeros as base (a constant). */
+nb_tensor *nb_index_add(nb_ctx *ctx, nb_tensor *base, const nb_tensor *idx, nb_tensor *src);
 
 /* ---- matrix product -------------------------------------------------------- */
 /* torch.matmul. (n,k) @ (k,m) -> (n,m). With 3 to 8 dims, the last two

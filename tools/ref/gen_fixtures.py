@@ -26,7 +26,7 @@ Op and module cases (metadata "kind" = "op" or "module") hold
                     token ids, BOOL masks, or floating tensors)
     param.<name>    module parameters under their state_dict names
     out[.<x>]       the outputs ("out"; "out.0", "out.1" for split;
-                    "out.indices" for max_dim; "out.attn_weights")
+                    "out.indices" for max_dim and topk; "out.attn_weights")
     grad_out[.<x>]  a fixed random cotangent for each differentiated output
                     (an output without one, like "out.indices", is only
                     compared)
@@ -292,6 +292,42 @@ def op_cases():
     ties = [[1.0, 3.0, 3.0, 0.0], [2.0, 2.0, 2.0, 2.0], [-1.0, -2.0, -1.0, -5.0]]
     c("max_dim_ties", "max_dim", lambda d: [torch.tensor(ties)], max_dim(-1, False),
       {"dim": -1, "keepdim": False})
+
+    def topk(k, dim):
+        def f(x):
+            v, i = torch.topk(x, k, dim)
+            return {"out": v, "out.indices": i}
+        return f
+    c("topk_k3_dim-1", "topk", lambda d: [d.normal(2, 3, 6)], topk(3, -1), {"k": 3, "dim": -1})
+    c("topk_k2_dim0", "topk", lambda d: [d.normal(5, 4)], topk(2, 0), {"k": 2, "dim": 0})
+    c("topk_k20_dim1", "topk", lambda d: [d.normal(2, 24, 2)], topk(20, 1), {"k": 20, "dim": 1})
+    # ties: torch.topk leaves the order of equal values to its selection
+    # algorithm (it does not keep the lower index first); nabla orders them
+    # by index, which is torch.sort(stable=True)'s order: the reference here
+    def topk_stable(k, dim):
+        def f(x):
+            i = torch.sort(x, stable=True, dim=dim, descending=True)[1].narrow(dim, 0, k)
+            return {"out": x.gather(dim, i), "out.indices": i}
+        return f
+    topk_ties = [[1.0, 3.0, 3.0, 0.0, 3.0, 1.0], [2.0, 2.0, 2.0, 2.0, 2.0, 2.0],
+                 [-1.0, -2.0, -1.0, -5.0, -2.0, -1.0]]
+    c("topk_ties", "topk", lambda d: [torch.tensor(topk_ties)], topk_stable(4, -1),
+      {"k": 4, "dim": -1})
+    c("topk_ties_k20", "topk", lambda d: [d.ints(3, 2, 30).double()], topk_stable(20, -1),
+      {"k": 20, "dim": -1})
+
+    # the row gather and scatter-add of a mixture-of-experts layer
+    c("index_select", "index_select",
+      lambda d: [d.normal(5, 2, 3), torch.tensor([4, 0, 4, 2, 1, 4, 0])],
+      lambda x, idx: x.index_select(0, idx))
+    c("index_select_2d", "index_select", lambda d: [d.normal(6, 4), torch.tensor([5, 5, 3])],
+      lambda x, idx: x.index_select(0, idx))
+    c("index_add", "index_add",
+      lambda d: [d.normal(4, 3), torch.tensor([3, 0, 3, 1, 3, 2]), d.normal(6, 3)],
+      lambda base, idx, src: base.index_add(0, idx, src))
+    c("index_add_3d", "index_add",
+      lambda d: [d.normal(3, 2, 2), torch.tensor([2, 2, 0, 2]), d.normal(4, 2, 2)],
+      lambda base, idx, src: base.index_add(0, idx, src))
 
     # matrix product
     r("matmul_2d", "matmul", lambda d: [d.normal(3, 4), d.normal(4, 5)])

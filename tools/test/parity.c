@@ -206,6 +206,31 @@ static bool op_max_dim(run *R, nb_tensor *const *in, int n_in, outs *o) {
     return true;
 }
 
+/* values and indices, like torch.topk(x, k, dim) */
+static bool op_topk(run *R, nb_tensor *const *in, int n_in, outs *o) {
+    (void)n_in;
+    int k = (int)arg_i(R, "k"), dim = (int)arg_i(R, "dim");
+    if (R->bad_arg) return false;
+    nb_tensor *idx = NULL;
+    put(o, "out", nb_topk(R->ctx, in[0], k, dim, &idx));
+    put(o, "out.indices", idx);
+    return true;
+}
+
+/* x, idx */
+static bool op_index_select(run *R, nb_tensor *const *in, int n_in, outs *o) {
+    (void)n_in;
+    put(o, "out", nb_index_select(R->ctx, in[0], in[1]));
+    return true;
+}
+
+/* base, idx, src */
+static bool op_index_add(run *R, nb_tensor *const *in, int n_in, outs *o) {
+    (void)n_in;
+    put(o, "out", nb_index_add(R->ctx, in[0], in[1], in[2]));
+    return true;
+}
+
 static bool op_transpose(run *R, nb_tensor *const *in, int n_in, outs *o) {
     (void)n_in;
     int d0 = (int)arg_i(R, "dim0"), d1 = (int)arg_i(R, "dim1");
@@ -380,13 +405,15 @@ static bool op_call(run *R, const op_row *op, nb_tensor *const *in, int n_in, ou
 /* Where a fixture's inputs differ from the op's differentiable inputs (the
  * list's count): optional ones (linear's bias, layer_norm's weight and
  * bias, rms_norm's weight) and ones that take no gradient (cross_entropy's targets,
- * embedding's ids, masked_fill's and sdpa's masks, rope's tables). */
+ * embedding's, index_select's and index_add's ids, masked_fill's and sdpa's
+ * masks, rope's tables). */
 static const struct {
     const char *name;
     int min_in, max_in;
 } OTHER_INPUTS[] = {{"linear", 2, 3},        {"layer_norm", 1, 3},    {"rms_norm", 1, 2},
                     {"sdpa", 3, 4},          {"cross_entropy", 2, 2}, {"embedding", 2, 2},
-                    {"masked_fill", 2, 2},   {"rope", 3, 3}};
+                    {"masked_fill", 2, 2},   {"rope", 3, 3},          {"index_select", 2, 2},
+                    {"index_add", 3, 3}};
 
 /* The input counts op accepts. */
 static void op_inputs(const op_row *op, int *min_in, int *max_in) {
