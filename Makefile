@@ -300,7 +300,7 @@ define san_probe
 	@rm -f $(B)/san-probe $(B)/san-probe.c
 endef
 
-test-asan: $(DEPS_OK)
+test-asan: $(DEPS_OK) $(ELK_JS)
 	$(call san_probe,-fsanitize=address$(comma)undefined)
 	$(MAKE) --no-print-directory B=$(B)/asan CC=clang CFLAGS="$(ASAN_FLAGS)" \
 	  LDFLAGS="$(ASAN_FLAGS)" all $(B)/asan/tests/check_nabla
@@ -310,7 +310,7 @@ test-asan: $(DEPS_OK)
 	$(SAN_ENV) sh tools/test/run-examples.sh $(B)/asan
 	$(SAN_ENV) $(B)/asan/bin/nabla-gradcheck
 
-test-tsan: $(DEPS_OK)
+test-tsan: $(DEPS_OK) $(ELK_JS)
 	$(call san_probe,-fsanitize=thread)
 	$(MAKE) --no-print-directory B=$(B)/tsan CC=clang CFLAGS="$(TSAN_FLAGS)" \
 	  LDFLAGS="$(TSAN_FLAGS)" $(B)/tsan/examples/demo_reverse $(B)/tsan/tests/check_nabla
@@ -325,7 +325,7 @@ test-tsan: $(DEPS_OK)
 	  > $(B)/tsan/demo.out 2>&1; rc=$$?; cat $(B)/tsan/demo.out; [ $$rc -le 1 ] && \
 	  grep -q "^trained 60 steps" $(B)/tsan/demo.out || { echo "demo_reverse exited with $$rc" >&2; exit 1; }
 
-debug: $(DEPS_OK)
+debug: $(DEPS_OK) $(ELK_JS)
 	$(MAKE) --no-print-directory B=$(B)/debug NB_DEBUG=1 CFLAGS="-O0 -g" all \
 	  $(B)/debug/tests/check_nabla
 	NB_BUILD_DIR=$(abspath $(B)/debug) $(B)/debug/tests/check_nabla

@@ -53,7 +53,7 @@ START_TEST(test_softplus_from_one_row) {
 
     /* it builds; gradcheck and gradgradcheck pass on the row's case */
     snprintf(cmd, sizeof cmd,
-             "make -j2 CC=%s CFLAGS=-O0 build/bin/nabla-gradcheck build/bin/nabla-parity", cc());
+             "make -j2 CC='%s' CFLAGS=-O0 build/bin/nabla-gradcheck build/bin/nabla-parity", cc());
     ck_assert_msg(run(tree, cmd) == 0, "the copy does not build: %s", g_out);
     ck_assert_msg(run(tree, "build/bin/nabla-gradcheck softplus") == 0, "%s", g_out);
     const char *out = g_out;
@@ -87,7 +87,7 @@ START_TEST(test_softplus_from_one_row) {
                          "sed -i 's/^void nb_graph_backward_softplus/static void gone_softplus/' "
                          "src/ops/unary.c"),
                      0);
-    snprintf(cmd, sizeof cmd, "make -j2 CC=%s CFLAGS=-O0 build/bin/nabla-gradcheck", cc());
+    snprintf(cmd, sizeof cmd, "make -j2 CC='%s' CFLAGS=-O0 build/bin/nabla-gradcheck", cc());
     ck_assert_int_ne(run(tree, cmd), 0);
     ck_assert_msg(strstr(g_out, "nb_graph_backward_softplus"), "%s", g_out);
 

@@ -126,7 +126,12 @@ START_TEST(test_tape_html_is_self_contained_and_steps) {
     /* the default page carries the build's elkjs (make installs it), one
      * file still; NB_LAYOUT_JS names another, or (empty) none */
     char elk[4096];
-    snprintf(elk, sizeof elk, "%s/elk/node_modules/elkjs/lib/elk.bundled.js", getenv("NB_BUILD_DIR"));
+    const char *elk_dir = getenv("ELK_DIR"); /* make's; else the build's own */
+    if (elk_dir && *elk_dir)
+        snprintf(elk, sizeof elk, "%s/node_modules/elkjs/lib/elk.bundled.js", elk_dir);
+    else
+        snprintf(elk, sizeof elk, "%s/elk/node_modules/elkjs/lib/elk.bundled.js",
+                 nb_test_build_dir());
     FILE *ef = fopen(elk, "r");
     ck_assert_msg(ef != NULL, "%s: make installs elkjs", elk);
     fclose(ef);
