@@ -188,6 +188,54 @@ static void gemm_par(nb_dtype dt, void *c, const void *a, int64_t ars, int64_t a
     nb_parallel_for(rows, 65536 / per_row + 1, dgemm_range, &j);
 }
 
+/* The symmetric c (m, m) = a @ b, where a's rows and b's columns make it
+ * symmetric (X Xt, A A): only the blocks on and right of the diagonal are
+ * multiplied, in row bands of SYM_BAND (a band's share of the work falls
+ * with its index, so the bands are taken from both ends in turn to even out
+ * the threads' shares), then mirrored below. An element is computed as the
+ * whole product computes it, and its mirror is the same sum of the same
+ * products, so the result has the full product's bits. */
+#define SYM_BAND 32
+
+typedef struct sym_job {
+    nb_dtype dt;
+    void *c;
+    const void *a, *b;
+    int64_t ars, acs, brs, bcs, m, inner, bands;
+} sym_job;
+
+static void sym_range(void *arg, int64_t lo, int64_t hi) {
+    const sym_job *j = arg;
+    for (int64_t r = lo; r < hi; r++) {
+        int64_t band = r % 2 ? j->bands - 1 - r / 2 : r / 2;
+        int64_t r0 = band * SYM_BAND, rows = j->m - r0 < SYM_BAND ? j->m - r0 : SYM_BAND;
+        if (j->dt == NB_F32)
+            nb_gemm_float_ldc((float *)j->c + r0 * j->m + r0, j->m, (const float *)j->a + r0 * j->ars,
+                              j->ars, j->acs, (const float *)j->b + r0 * j->bcs, j->brs, j->bcs,
+                              rows, j->inner, j->m - r0, false);
+        else
+            nb_gemm_double_ldc((double *)j->c + r0 * j->m + r0, j->m,
+                               (const double *)j->a + r0 * j->ars, j->ars, j->acs,
+                               (const double *)j->b + r0 * j->bcs, j->brs, j->bcs, rows, j->inner,
+                               j->m - r0, false);
+    }
+}
+
+static void gemm_sym(nb_dtype dt, void *c, const void *a, int64_t ars, int64_t acs,
+                     const void *b, int64_t brs, int64_t bcs, int64_t m, int64_t inner) {
+    sym_job j = {dt, c, a, b, ars, acs, brs, bcs, m, inner, (m + SYM_BAND - 1) / SYM_BAND};
+    nb_parallel_for(j.bands, j.bands * SYM_BAND * m * inner > 131072 ? 1 : j.bands, sym_range,
+                    &j);
+#define K(T)                                                                  \
+    {                                                                         \
+        T *C = c;                                                             \
+        for (int64_t r = SYM_BAND; r < m; r++)                                \
+            for (int64_t q = 0; q < r / SYM_BAND * SYM_BAND; q++) C[r * m + q] = C[q * m + r]; \
+    }
+    NB_DISPATCH(dt, K);
+#undef K
+}
+
 /* y[i] = alpha * y[i] + beta * z[i] over [lo, hi) (the iteration's two
  * elementwise steps: B = b A + c AA, X = a X + BX). */
 typedef struct axpby_job {
@@ -235,8 +283,8 @@ static void newton_schulz(nb_dtype dt, void *x, void *a, void *aa, void *bx, int
     NB_DISPATCH(dt, K);
 #undef K
     for (int k = 0; k < steps; k++) {
-        gemm_par(dt, a, x, n, 1, x, 1, n, m, n, m);   /* A = X Xt */
-        gemm_par(dt, aa, a, m, 1, a, m, 1, m, m, m);  /* AA = A A */
+        gemm_sym(dt, a, x, n, 1, x, 1, n, m, n);      /* A = X Xt */
+        gemm_sym(dt, aa, a, m, 1, a, m, 1, m, m);     /* AA = A A */
         axpby(dt, a, NS_B, aa, NS_C, m * m);          /* B = b A + c AA, in a */
         gemm_par(dt, bx, a, m, 1, x, n, 1, m, m, n);  /* BX = B X */
         axpby(dt, x, NS_A, bx, 1.0, mn);              /* X = a X + BX */
