@@ -148,25 +148,34 @@ START_TEST(test_one_step_by_hand) {
 }
 END_TEST
 
-/* Three steps of a (96, 160) f32 and a (70, 30) f64 matrix: the same bits on
- * one thread and on two. */
-static void run_three(int threads, float *out32, double *out64) {
+/* Three steps of five matrices, f32 and f64, tall, wide and square: the
+ * same bits on one thread and on two (where they are shared out, one a
+ * thread), and on two when only two are given (each product split over the
+ * threads). */
+static const int64_t SHAPES[5][2] = {{96, 160}, {70, 30}, {40, 40}, {16, 64}, {64, 8}};
+
+static void run_three(int threads, int n_params, char **out) {
     int before = nb_get_num_threads();
     nb_set_num_threads(threads);
     nb_ctx *c = nb_ctx_new(0);
     nb_pcg32 rng;
     nb_pcg32_seed(&rng, 5, 5);
-    nb_tensor *a = param_with_grad(c, NB_F32, 96, 160, &rng);
-    nb_tensor *b = param_with_grad(c, NB_F64, 70, 30, &rng);
     nb_tensor_list l = {0};
-    nb_list_add(&l, "a", a);
-    nb_list_add(&l, "b", b);
+    const char *names[5] = {"a", "b", "c", "d", "e"};
+    for (int i = 0; i < n_params; i++)
+        nb_list_add(&l, names[i], param_with_grad(c, i % 2 ? NB_F64 : NB_F32, SHAPES[i][0],
+                                                  SHAPES[i][1], &rng));
     nb_muon_opts o = nb_muon_defaults();
     o.weight_decay = 0.1;
     nb_optim *opt = nb_muon_new(c, &l, o);
     for (int i = 0; i < 3; i++) ck_assert_int_eq(nb_optim_step(opt), NB_OK);
-    memcpy(out32, a->data, 96 * 160 * sizeof(float));
-    memcpy(out64, b->data, 70 * 30 * sizeof(double));
+    for (int i = 0; i < n_params; i++) {
+        nb_tensor *p = nb_list_tensor(&l, i);
+        size_t bytes = p->numel * nb_dtype_size(p->dtype);
+        out[i] = malloc(bytes);
+        memcpy(out[i], p->data, bytes);
+        ck_assert(nb_get(p, 0) != 0);
+    }
     nb_optim_free(opt);
     nb_list_free(&l);
     nb_ctx_free(c);
@@ -174,14 +183,17 @@ static void run_three(int threads, float *out32, double *out64) {
 }
 
 START_TEST(test_same_bits_on_1_and_2_threads) {
-    float *a1 = malloc(96 * 160 * sizeof(float)), *a2 = malloc(96 * 160 * sizeof(float));
-    double *b1 = malloc(70 * 30 * sizeof(double)), *b2 = malloc(70 * 30 * sizeof(double));
-    run_three(1, a1, b1);
-    run_three(2, a2, b2);
-    ck_assert(memcmp(a1, a2, 96 * 160 * sizeof(float)) == 0);
-    ck_assert(memcmp(b1, b2, 70 * 30 * sizeof(double)) == 0);
-    ck_assert(a1[0] != 0 && b1[0] != 0);
-    free(a1), free(a2), free(b1), free(b2);
+    char *one[5], *two[5], *two_few[2];
+    run_three(1, 5, one);
+    run_three(2, 5, two);
+    run_three(2, 2, two_few);
+    for (int i = 0; i < 5; i++) {
+        size_t bytes = (size_t)(SHAPES[i][0] * SHAPES[i][1]) * (i % 2 ? 8 : 4);
+        ck_assert_msg(memcmp(one[i], two[i], bytes) == 0, "parameter %d", i);
+        if (i < 2) ck_assert_msg(memcmp(one[i], two_few[i], bytes) == 0, "parameter %d", i);
+        free(one[i]), free(two[i]);
+        if (i < 2) free(two_few[i]);
+    }
 }
 END_TEST
 
@@ -203,7 +215,8 @@ START_TEST(test_bad_options_named) {
         {{.lr = NAN, .momentum = 0.9, .ns_steps = 5}, "muon: lr = nan"},
         {{.lr = 0.02, .momentum = 1, .ns_steps = 5}, "muon: momentum = 1 is outside [0, 1)"},
         {{.lr = 0.02, .momentum = -0.1, .ns_steps = 5}, "muon: momentum = -0.1 is outside"},
-        {{.lr = 0.02, .momentum = 0.9, .ns_steps = 0}, "muon: ns_steps = 0, expected >= 1"},
+        {{.lr = 0.02, .momentum = 0.9, .ns_steps = 0}, "muon: ns_steps = 0, expected 1 to 1000"},
+        {{.lr = 0.02, .momentum = 0.9, .ns_steps = 1001}, "muon: ns_steps = 1001, expected 1"},
         {{.lr = 0.02, .momentum = 0.9, .ns_steps = 5, .weight_decay = -1},
          "muon: weight_decay = -1, expected >= 0"},
     };

@@ -116,7 +116,7 @@ typedef struct nb_muon_opts {
     double lr;           /* > 0 */
     double momentum;     /* in [0, 1) */
     bool nesterov;       /* update from lerp(g, buf, momentum) instead of buf */
-    int ns_steps;        /* >= 1 Newton-Schulz iterations */
+    int ns_steps;        /* Newton-Schulz iterations, 1 to 1000 */
     double weight_decay; /* >= 0; decoupled: p *= 1 - lr * weight_decay */
 } nb_muon_opts;
 
@@ -152,7 +152,7 @@ nb_optim *nb_adamw_new(nb_ctx *ctx, const nb_tensor_list *params, nb_adam_opts o
 /* Muon over `params` (the same rules for the list as above), each of at
  * least 2 dims: one with more is viewed as (shape[0], the rest). Refused,
  * naming the option or parameter: lr <= 0, momentum outside [0, 1),
- * ns_steps < 1, weight_decay < 0 or NaN, a parameter of fewer than 2 dims
+ * ns_steps outside 1..1000, weight_decay < 0 or NaN, a parameter of fewer than 2 dims
  *     "muon: parameter 2 ('b') has 1 dim; Muon needs matrices (give it to AdamW)"
  * State per parameter: "state.<name>.momentum_buffer". */
 nb_optim *nb_muon_new(nb_ctx *ctx, const nb_tensor_list *params, nb_muon_opts opts);

@@ -14,6 +14,9 @@
 #define NS_C 2.0315
 #define NS_EPS 1e-7
 #define MUON_GRAIN 8192 /* elements worth a thread */
+/* The quintic settles in a handful of steps (muon.py takes 5); a count far
+ * beyond that is a mistake, and would tie the step up for hours. */
+#define MUON_MAX_NS_STEPS 1000
 
 nb_muon_opts nb_muon_defaults(void) {
     return (nb_muon_opts){.lr = 0.02, .momentum = 0.95, .nesterov = true, .ns_steps = 5,
@@ -27,8 +30,9 @@ static nb_status check_muon_opts(nb_ctx *err, const nb_muon_opts *o) {
     if (!(o->momentum >= 0 && o->momentum < 1))
         return nb_ctx_fail(err, NB_ERR_VALUE, "muon: momentum = %g is outside [0, 1)",
                            o->momentum);
-    if (o->ns_steps < 1)
-        return nb_ctx_fail(err, NB_ERR_VALUE, "muon: ns_steps = %d, expected >= 1", o->ns_steps);
+    if (o->ns_steps < 1 || o->ns_steps > MUON_MAX_NS_STEPS)
+        return nb_ctx_fail(err, NB_ERR_VALUE, "muon: ns_steps = %d, expected 1 to %d",
+                           o->ns_steps, MUON_MAX_NS_STEPS);
     if (!(o->weight_decay >= 0))
         return nb_ctx_fail(err, NB_ERR_VALUE, "muon: weight_decay = %g, expected >= 0",
                            o->weight_decay);
@@ -82,6 +86,8 @@ static nb_optim *muon_new(nb_ctx *ctx, const nb_tensor_list *params, const bool 
     if (!o) return NULL;
     o->muon = *mo;
     o->ns_work = malloc(work);
+    o->ns_bytes = (work + 63) / 64 * 64;
+    o->ns_parts = 1;
     bool ok = o->ns_work != NULL;
     if (ok && ao) {
         o->adam = *ao;
@@ -176,9 +182,18 @@ static void dgemm_range(void *arg, int64_t lo, int64_t hi) {
                        j->brs, j->bcs, hi - lo, j->inner, j->cols, false);
 }
 
-static void gemm_par(nb_dtype dt, void *c, const void *a, int64_t ars, int64_t acs,
+/* `serial`: on the calling thread alone (the same bits). */
+static void gemm_par(bool serial, nb_dtype dt, void *c, const void *a, int64_t ars, int64_t acs,
                      const void *b, int64_t brs, int64_t bcs, int64_t rows, int64_t inner,
                      int64_t cols) {
+    if (serial && dt == NB_F32) {
+        nb_gemm_float(c, a, ars, acs, b, brs, bcs, rows, inner, cols, false);
+        return;
+    }
+    if (serial) {
+        nb_gemm_double(c, a, ars, acs, b, brs, bcs, rows, inner, cols, false);
+        return;
+    }
     if (dt == NB_F32) {
         nb_gemm_float_par(c, NULL, a, ars, acs, b, brs, bcs, rows, inner, cols, false);
         return;
@@ -221,11 +236,14 @@ static void sym_range(void *arg, int64_t lo, int64_t hi) {
     }
 }
 
-static void gemm_sym(nb_dtype dt, void *c, const void *a, int64_t ars, int64_t acs,
+static void gemm_sym(bool serial, nb_dtype dt, void *c, const void *a, int64_t ars, int64_t acs,
                      const void *b, int64_t brs, int64_t bcs, int64_t m, int64_t inner) {
     sym_job j = {dt, c, a, b, ars, acs, brs, bcs, m, inner, (m + SYM_BAND - 1) / SYM_BAND};
-    nb_parallel_for(j.bands, j.bands * SYM_BAND * m * inner > 131072 ? 1 : j.bands, sym_range,
-                    &j);
+    if (serial)
+        sym_range(&j, 0, j.bands);
+    else
+        nb_parallel_for(j.bands, j.bands * SYM_BAND * m * inner > 131072 ? 1 : j.bands,
+                        sym_range, &j);
 #define K(T)                                                                  \
     {                                                                         \
         T *C = c;                                                             \
@@ -258,16 +276,18 @@ static void axpby_range(void *arg, int64_t lo, int64_t hi) {
 #undef K
 }
 
-static void axpby(nb_dtype dt, void *y, double alpha, const void *z, double beta, int64_t n) {
+static void axpby(bool serial, nb_dtype dt, void *y, double alpha, const void *z, double beta,
+                  int64_t n) {
     axpby_job j = {dt, y, z, alpha, beta};
-    nb_parallel_for(n, MUON_GRAIN, axpby_range, &j);
+    if (serial) axpby_range(&j, 0, n);
+    else nb_parallel_for(n, MUON_GRAIN, axpby_range, &j);
 }
 
 /* x (m, n), m <= n: x / (||x||_F + 1e-7), then `steps` quintic iterations,
  * with a (m, m), aa (m, m) and bx (m, n) as scratch. The norm's squares are
  * summed in double (four partial sums), rounded to T, as the divisor is. */
-static void newton_schulz(nb_dtype dt, void *x, void *a, void *aa, void *bx, int64_t m,
-                          int64_t n, int steps) {
+static void newton_schulz(bool serial, nb_dtype dt, void *x, void *a, void *aa, void *bx,
+                          int64_t m, int64_t n, int steps) {
     const int64_t mn = m * n;
 #define K(T)                                                                  \
     {                                                                         \
@@ -283,28 +303,103 @@ static void newton_schulz(nb_dtype dt, void *x, void *a, void *aa, void *bx, int
     NB_DISPATCH(dt, K);
 #undef K
     for (int k = 0; k < steps; k++) {
-        gemm_sym(dt, a, x, n, 1, x, 1, n, m, n);      /* A = X Xt */
-        gemm_sym(dt, aa, a, m, 1, a, m, 1, m, m);     /* AA = A A */
-        axpby(dt, a, NS_B, aa, NS_C, m * m);          /* B = b A + c AA, in a */
-        gemm_par(dt, bx, a, m, 1, x, n, 1, m, m, n);  /* BX = B X */
-        axpby(dt, x, NS_A, bx, 1.0, mn);              /* X = a X + BX */
+        gemm_sym(serial, dt, a, x, n, 1, x, 1, n, m, n);      /* A = X Xt */
+        gemm_sym(serial, dt, aa, a, m, 1, a, m, 1, m, m);     /* AA = A A */
+        axpby(serial, dt, a, NS_B, aa, NS_C, m * m);          /* B = b A + c AA, in a */
+        gemm_par(serial, dt, bx, a, m, 1, x, n, 1, m, m, n);  /* BX = B X */
+        axpby(serial, dt, x, NS_A, bx, 1.0, mn);              /* X = a X + BX */
     }
 }
 
-void nb_muon_update(nb_optim *o, int i, bool first) {
+/* Parameter i's update with `work` as its scratch, on every thread or
+ * (serial) on the calling one. */
+static void muon_one(nb_optim *o, int i, char *work, bool serial) {
     nb_tensor *p = nb_list_tensor(&o->params, i);
     param_state *ps = &o->st[i];
     const size_t es = nb_dtype_size(p->dtype);
-    if (first) memset(ps->momentum_buffer->data, 0, p->numel * es);
     int64_t rows, cols;
     matrix_of(p, &rows, &cols);
     const bool tr = rows > cols;
     const int64_t m = tr ? cols : rows, n = tr ? rows : cols;
-    char *x = o->ns_work, *bx = x + (size_t)(m * n) * es, *a = bx + (size_t)(m * n) * es,
+    char *x = work, *bx = x + (size_t)(m * n) * es, *a = bx + (size_t)(m * n) * es,
          *aa = a + (size_t)(m * m) * es;
     muon_job j = {&o->muon, p, ps->momentum_buffer, x, rows, cols, tr,
                   sqrt(rows > cols ? (double)rows / (double)cols : 1.0)};
-    nb_parallel_for((int64_t)p->numel, MUON_GRAIN, momentum_range, &j);
-    newton_schulz(p->dtype, x, a, aa, bx, m, n, o->muon.ns_steps);
-    nb_parallel_for((int64_t)p->numel, MUON_GRAIN, apply_range, &j);
+    if (serial) momentum_range(&j, 0, (int64_t)p->numel);
+    else nb_parallel_for((int64_t)p->numel, MUON_GRAIN, momentum_range, &j);
+    newton_schulz(serial, p->dtype, x, a, aa, bx, m, n, o->muon.ns_steps);
+    if (serial) apply_range(&j, 0, (int64_t)p->numel);
+    else nb_parallel_for((int64_t)p->numel, MUON_GRAIN, apply_range, &j);
+}
+
+/* The multiply-adds of one parameter's Newton-Schulz iterations (for
+ * sharing parameters out over the threads). */
+static double ns_cost(const nb_tensor *p) {
+    int64_t r, c;
+    matrix_of(p, &r, &c);
+    double m = (double)(r < c ? r : c), n = (double)(r < c ? c : r);
+    return 0.6 * m * m * n + 0.6 * m * m * m + m * m * n;
+}
+
+/* Whole parameters shared out: part k of the pool updates the parameters
+ * assigned to it, each on its own thread with scratch slot k. */
+typedef struct many_job {
+    nb_optim *o;
+    const int *idx, *part; /* n parameters and the part each goes to */
+    int n;
+} many_job;
+
+static void many_range(void *arg, int64_t lo, int64_t hi) {
+    const many_job *j = arg;
+    for (int64_t k = lo; k < hi; k++)
+        for (int q = 0; q < j->n; q++)
+            if (j->part[q] == k)
+                muon_one(j->o, j->idx[q], (char *)j->o->ns_work + (size_t)k * j->o->ns_bytes, true);
+}
+
+void nb_muon_update(nb_optim *o, const int *idx, int n) {
+    for (int q = 0; q < n; q++) {
+        const nb_tensor *p = nb_list_tensor(&o->params, idx[q]);
+        if (o->st[idx[q]].live) continue;
+        memset(o->st[idx[q]].momentum_buffer->data, 0, p->numel * nb_dtype_size(p->dtype));
+    }
+    /* Many small matrices (a GPT's blocks) go faster one a thread than each
+     * split over the threads; a few large ones, the other way. Each
+     * parameter's arithmetic is the same either way. */
+    int parts = nb_parallel_parts();
+    int *part = parts > 1 && n >= 2 * parts ? malloc((size_t)n * sizeof *part) : NULL;
+    if (part && o->ns_parts < parts) {
+        void *w = realloc(o->ns_work, (size_t)parts * o->ns_bytes);
+        if (w) o->ns_work = w, o->ns_parts = parts;
+    }
+    if (!part || o->ns_parts < parts) {
+        free(part);
+        for (int q = 0; q < n; q++) muon_one(o, idx[q], o->ns_work, false);
+        return;
+    }
+    /* the costliest first, each to the part with the least so far */
+    double load[64] = {0};
+    if (parts > 64) parts = 64;
+    bool *done = calloc((size_t)n, sizeof *done);
+    for (int r = 0; done && r < n; r++) {
+        int best = -1;
+        for (int q = 0; q < n; q++)
+            if (!done[q] && (best < 0 || ns_cost(nb_list_tensor(&o->params, idx[q])) >
+                                             ns_cost(nb_list_tensor(&o->params, idx[best]))))
+                best = q;
+        int k = 0;
+        for (int t = 1; t < parts; t++)
+            if (load[t] < load[k]) k = t;
+        part[best] = k, done[best] = true;
+        load[k] += ns_cost(nb_list_tensor(&o->params, idx[best]));
+    }
+    if (!done) {
+        free(part);
+        for (int q = 0; q < n; q++) muon_one(o, idx[q], o->ns_work, false);
+        return;
+    }
+    free(done);
+    many_job j = {o, idx, part, n};
+    nb_parallel_for(parts, 1, many_range, &j);
+    free(part);
 }

@@ -338,21 +338,23 @@ nb_status nb_optim_step(nb_optim *o) { return o ? nb_optim_step_on(o->err_ctx, o
 
 nb_status nb_optim_step_on(nb_ctx *err, nb_optim *o) {
     if (!o) return NB_ERR_NULL;
-    /* Allocate all new state first, so running out of memory changes nothing. */
+    /* Allocate all new state first, so running out of memory changes nothing
+     * (and the list of the Muon parameters to update). */
+    int *idx = NULL;
+    if (o->kind == OPT_MUON && !(idx = malloc((size_t)o->params.n * sizeof *idx)))
+        return nb_ctx_fail(err, NB_ERR_MEMORY, "muon: out of memory");
     for (int i = 0; i < o->params.n; i++)
         if (nb_list_tensor(&o->params, i)->grad && !o->st[i].live &&
-            !nb_optim_alloc_state(err, o, i))
+            !nb_optim_alloc_state(err, o, i)) {
+            free(idx);
             return NB_ERR_MEMORY;
+        }
     for (int i = 0; i < o->params.n; i++) {
         nb_tensor *p = nb_list_tensor(&o->params, i);
         param_state *ps = &o->st[i];
         if (!p->grad) continue;
         bool first = !ps->live;
-        if (nb_optim_is_muon(o, i)) {
-            nb_muon_update(o, i, first);
-            ps->live = true;
-            continue;
-        }
+        if (nb_optim_is_muon(o, i)) continue; /* below, all at once */
         if (first && o->kind != OPT_SGD) {
             /* PyTorch: step 0, exp_avg and exp_avg_sq (and max) zeros */
             size_t bytes = p->numel * nb_dtype_size(p->dtype);
@@ -371,6 +373,14 @@ nb_status nb_optim_step_on(nb_ctx *err, nb_optim *o) {
             adam_update(&ao, o->kind != OPT_ADAM, p, ps, o->grad_scale);
         }
     }
+    if (o->kind == OPT_MUON) {
+        int n = 0;
+        for (int i = 0; i < o->params.n; i++)
+            if (nb_optim_is_muon(o, i) && nb_list_tensor(&o->params, i)->grad) idx[n++] = i;
+        nb_muon_update(o, idx, n);
+        for (int q = 0; q < n; q++) o->st[idx[q]].live = true;
+    }
+    free(idx);
     o->steps++;
     return NB_OK;
 }

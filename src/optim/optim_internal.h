@@ -40,7 +40,10 @@ struct nb_optim {
     bool *aux_adam;        /* OPT_MUON: params.n flags, true for a parameter AdamW
                               updates (nb_muon_adamw_new), or NULL: all Muon */
     double muon_per_lr;    /* nb_muon_adamw_new: muon.lr / adam.lr, kept by set_lr */
-    void *ns_work;         /* OPT_MUON: Newton-Schulz scratch (malloc), freed with o */
+    void *ns_work;         /* OPT_MUON: Newton-Schulz scratch (malloc), freed with o:
+                              ns_parts slots of ns_bytes, one a thread at work */
+    size_t ns_bytes;
+    int ns_parts;
     nb_tensor_list params; /* copied from the caller */
     param_state *st;       /* params.n records */
     int64_t steps;         /* nb_optim_step calls */
@@ -145,8 +148,8 @@ NB_HIDDEN nb_status nb_optim_check_adam_opts(nb_ctx *err, const char *name,
                                              const nb_adam_opts *o);
 NB_HIDDEN nb_optim *nb_optim_new_kind(nb_ctx *err, opt_kind kind, const nb_tensor_list *params,
                                       int slots);
-/* One Muon update of parameter i (muon.c); `first`: its momentum buffer is
- * new (zeroed here). The scratch o->ns_work was sized by the constructor. */
-NB_HIDDEN void nb_muon_update(nb_optim *o, int i, bool first);
+/* The Muon updates of parameters idx[0..n-1] (muon.c); a parameter whose
+ * state is not live yet gets a zero momentum buffer first. */
+NB_HIDDEN void nb_muon_update(nb_optim *o, const int *idx, int n);
 
 #endif
