@@ -163,6 +163,71 @@ START_TEST(test_sigint_at_10_points_resumes_bit_identical) {
 }
 END_TEST
 
+/* --optimizer=muon (Muon on the blocks' matrices, AdamW on the rest): SIGINT
+ * at 3 points then a bare resume equals the uninterrupted run, bit for bit
+ * (Muon's momentum buffers and AdamW's moments are in the checkpoint); the
+ * checkpoint fixes the optimizer; a diverging run stops on the NaN; bad
+ * Muon flags are refused by name. */
+START_TEST(test_muon_resume_bit_identical_and_nan) {
+    gpt_run r;
+    gpt_run_init(&r);
+    gpt_write_corpus(r.dir);
+    gpt_exec(&r, "train " TINY " --optimizer=muon --muon_lr=0.03 --out_dir=full");
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    /* not the AdamW run: the optimizer changed the trajectory */
+    gpt_exec(&r, "train " TINY " --out_dir=adamw");
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    char a[160], b[160];
+    snprintf(a, sizeof a, "%s/full/model.safetensors", r.dir);
+    snprintf(b, sizeof b, "%s/adamw/model.safetensors", r.dir);
+    size_t na, nb;
+    char *x = slurp(a, &na), *y = slurp(b, &nb);
+    ck_assert(x && y && (na != nb || memcmp(x, y, na)));
+    free(x), free(y);
+    snprintf(a, sizeof a, "%s/full/ckpt.safetensors", r.dir);
+    x = slurp(a, &na); /* the JSON header after its 8-byte length */
+    ck_assert(x && na > 8);
+    ck_assert_ptr_nonnull(strstr(x + 8, "\"optimizer\":\"muon\""));
+    ck_assert_ptr_nonnull(strstr(x + 8, "momentum_buffer"));
+    ck_assert_ptr_nonnull(strstr(x + 8, "exp_avg_sq"));
+    free(x);
+    const int at[3] = {1, 5, 9};
+    for (int i = 0; i < 3; i++) {
+        char env[64], args[512];
+        snprintf(env, sizeof env, "NB_GPT_TEST_SIGNAL=%d", at[i]);
+        snprintf(args, sizeof args, "train " TINY " --optimizer=muon --muon_lr=0.03 --out_dir=cut%d", i);
+        gpt_exec_env(&r, env, args);
+        ck_assert_msg(r.status == 130, "SIGINT at %d: exit %d: %s", at[i], r.status, r.err);
+        snprintf(args, sizeof args, "train --out_dir=cut%d --resume", i);
+        gpt_exec(&r, args);
+        ck_assert_msg(r.status == 0, "resume after %d: exit %d: %s", at[i], r.status, r.err);
+        char cut[16];
+        snprintf(cut, sizeof cut, "cut%d", i);
+        same_run(&r, "full", cut);
+    }
+    /* the checkpoint fixes the optimizer */
+    gpt_exec(&r, "train --out_dir=full --resume --max_iters=16 --optimizer=adamw");
+    ck_assert_int_eq(r.status, 2);
+    ck_assert_msg(strstr(r.err, "optimizer"), "%s", r.err);
+    /* divergence stops with the NaN message */
+    gpt_exec(&r, "train " TINY " --optimizer=muon --learning_rate=1e30 --min_lr=0 --out_dir=n "
+                 "--eval_interval=1");
+    ck_assert_msg(r.status == 1, "exit %d: %s", r.status, r.err);
+    ck_assert_ptr_nonnull(strstr(r.err, "training stopped"));
+    /* bad flags, by name */
+    gpt_exec(&r, "train " TINY " --optimizer=sgd --out_dir=e");
+    ck_assert_int_eq(r.status, 2);
+    ck_assert_msg(strstr(r.err, "--optimizer: 'sgd' is not adamw or muon"), "%s", r.err);
+    gpt_exec(&r, "train " TINY " --optimizer=muon --muon_momentum=1 --out_dir=e");
+    ck_assert_int_eq(r.status, 2);
+    ck_assert_msg(strstr(r.err, "--muon_momentum: 1 is outside [0, 1)"), "%s", r.err);
+    gpt_exec(&r, "train " TINY " --optimizer=muon --muon_lr=0 --out_dir=e");
+    ck_assert_int_eq(r.status, 2);
+    ck_assert_msg(strstr(r.err, "--muon_lr"), "%s", r.err);
+    gpt_run_done(&r);
+}
+END_TEST
+
 /* A real kill -INT from outside, at whatever iteration it lands; SIGTERM
  * exits 143; a second signal during the save ends the process at once and
  * the earlier checkpoint still resumes. */
@@ -790,6 +855,7 @@ Suite *suite_gpt_train(void) {
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_sigint_at_10_points_resumes_bit_identical);
     tcase_add_test(tc, test_kill_sigterm_and_second_signal);
+    tcase_add_test(tc, test_muon_resume_bit_identical_and_nan);
     tcase_add_test(tc, test_checkpoints_and_force);
     tcase_add_test(tc, test_resume_errors);
     tcase_add_test(tc, test_nan_stops_with_valid_json);

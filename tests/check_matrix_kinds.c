@@ -729,6 +729,47 @@ DRV(nb_adamw_new) {
 DRV(nb_adamw_new_groups) {
     nb_optim_free(nb_adamw_new_groups(k->ctx, L(k, 1, &k->params), nb_adamw_defaults(0.1), true));
 }
+/* A (2, 3) and a (3, 2) matrix with zero gradients, in p. */
+static nb_tensor_list *muon_params(kc *k, nb_tensor_list *l) {
+    *l = (nb_tensor_list){0};
+    for (int i = 0; i < 2; i++) {
+        nb_tensor *t = nb_requires_grad(nb_full(k->p, NB_F32, 2, (const int64_t[]){2 + i, 3 - i},
+                                                0.5));
+        nb_zero_grad(t);
+        nb_list_add(l, i ? "w1" : "w0", t);
+    }
+    return l;
+}
+/* Arguments 3-6 are the options' lr, momentum, ns_steps and weight_decay;
+ * a step runs when the options were taken. */
+DRV(nb_muon_new) {
+    nb_tensor_list l;
+    nb_muon_opts o = nb_muon_defaults();
+    o.lr = F(k, 3, 0.02), o.momentum = F(k, 4, 0.95), o.ns_steps = INT(k, 5, 5);
+    o.weight_decay = F(k, 6, 0.1);
+    nb_optim *opt = nb_muon_new(k->ctx, L(k, 1, muon_params(k, &l)), o);
+    nb_optim_step(opt);
+    nb_muon_opts got;
+    if (opt) ck_assert(nb_optim_muon_options(opt, &got) && got.ns_steps == o.ns_steps);
+    nb_optim_free(opt);
+    nb_list_free(&l);
+}
+/* Arguments 5-8 as nb_muon_new's 3-6; the list is the two matrices and
+ * k->params' three vectors. */
+DRV(nb_muon_adamw_new) {
+    nb_tensor_list l;
+    muon_params(k, &l);
+    for (int i = 0; i < k->params.n; i++)
+        nb_list_add(&l, nb_list_name(&k->params, i), nb_list_tensor(&k->params, i));
+    const bool use[5] = {true, true, false, false, false};
+    nb_muon_opts o = {.lr = F(k, 5, 0.02), .momentum = F(k, 6, 0.95), .nesterov = true,
+                      .ns_steps = INT(k, 7, 5), .weight_decay = F(k, 8, 0.1)};
+    nb_optim *opt = nb_muon_adamw_new(k->ctx, L(k, 1, &l), use, o, nb_adamw_defaults(1e-3));
+    nb_optim_set_lr(opt, 2e-3);
+    nb_optim_step(opt);
+    nb_optim_free(opt);
+    nb_list_free(&l);
+}
 DRV(nb_optim_set_lr) {
     nb_optim *o = nb_sgd_new(k->ctx, &k->params, nb_sgd_defaults(0.1));
     nb_optim_set_lr(o, F(k, 1, 0.1));
@@ -1054,6 +1095,10 @@ static const krow kinds[] = {
     {"nb_clip_grad_norm", "list float", d_nb_clip_grad_norm},
     {"nb_clip_grad_value", "list float", d_nb_clip_grad_value},
     {"nb_adamw_new_groups", "ctx list ptr bool", d_nb_adamw_new_groups},
+    {"nb_muon_defaults", "", NULL},
+    {"nb_muon_new", "ctx list ptr | float float int float", d_nb_muon_new},
+    {"nb_muon_adamw_new", "ctx list ptr ptr ptr | float float int float", d_nb_muon_adamw_new},
+    {"nb_optim_muon_options", "ptr ptr", NULL},
     {"nb_lr_at", "ptr size | size size float float", d_nb_lr_at},
     {"nb_train_step_run", "ctx ptr ptr", NULL},
     {"nb_pcg32_seed", "rng seed seed", d_nb_pcg32_seed},

@@ -21,6 +21,7 @@
 #include "gpt_data.h"
 #include "gpt_bpe.h"
 #include "gpt_flags.h"
+#include "gpt_optim.h"
 #include "gpt_train.h"
 #include "now.h"
 
@@ -356,8 +357,11 @@ static int cmd_bench(const gpt_flags *given) {
             ((int64_t *)b.y->data)[i] = nb_pcg32_bounded(&rng, (uint32_t)c.vocab_size);
         }
     }
-    nb_optim *opt = nb_ctx_error(pctx) ? NULL
-                    : nb_adamw_new_groups(pctx, &gpt.params, nb_adamw_defaults(1e-3), false);
+    /* PyTorch's AdamW defaults in nanoGPT's groups, or Muon on the blocks'
+     * matrices with them on the rest (--optimizer) */
+    gpt_optim_opts oo = {f->optimizer, 1e-3, 0.9, 0.999, 0.01, f->muon_lr, f->muon_momentum,
+                         false};
+    nb_optim *opt = nb_ctx_error(pctx) ? NULL : gpt_optim_new(pctx, &gpt, &oo);
     nb_train_step s = {.opt = opt, .params = &gpt.params, .accum_steps = 1, .grad_clip = 1.0,
                        .lr = 1e-3, .loss_fn = bench_loss, .user = &b};
     int st = opt ? 0 : gpt_fail(PROG, "bench: %s", nb_ctx_error(pctx));

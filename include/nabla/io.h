@@ -136,8 +136,9 @@ nb_status nb_load_safetensors_each(nb_ctx *ctx, const char *path,
  *   - extra, non-parameter state, under "extra.<name>": the dropout rng
  *     (nb_pcg32_tensor), a data cursor, anything the loop needs to go on;
  *   - metadata: "format": "nabla-checkpoint-1", "nabla_version",
- *     "optimizer": "sgd" | "adam" | "adamw" | "none", the optimizer's options
- *     as "optimizer.lr", "optimizer.momentum", ... (numbers printed with 17
+ *     "optimizer": "sgd" | "adam" | "adamw" | "muon" | "none", the optimizer's options
+ *     as "optimizer.lr", "optimizer.momentum", ... (Muon's AdamW group as
+ *     "optimizer.adamw.lr", ...; numbers printed with 17
  *     significant digits, booleans as "true"/"false"), then the caller's
  *     pairs.
  *

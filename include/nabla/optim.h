@@ -1,5 +1,5 @@
-/* nabla/optim.h - SGD, Adam and AdamW with PyTorch's update rules, and
- * gradient clipping.
+/* nabla/optim.h - SGD, Adam and AdamW with PyTorch's update rules, Muon,
+ * and gradient clipping.
  *
  *   nb_ctx *pctx = nb_ctx_new(0);                // parameters; outlives opt
  *   nb_tensor_list params = {0};                 // leaves made with nb_requires_grad
@@ -47,6 +47,20 @@
  * AdamW (torch.optim.AdamW): decoupled weight decay, applied first, then
  * Adam's update without the weight_decay term on d:
  *     p = p * (1 - lr * weight_decay)
+ *
+ * Muon (Keller Jordan's muon.py, see nb_muon_new below) for a parameter
+ * viewed as a matrix of R = shape[0] rows and C = numel / R columns; state
+ * buf (the momentum buffer) starts at zero:
+ *     buf = buf * momentum + (1 - momentum) * g
+ *     u   = nesterov ? g + momentum * (buf - g) : buf
+ *     X   = u, transposed when R > C (so X is wide: m = min(R, C) rows)
+ *     X   = X / (||X||_F + 1e-7)
+ *     ns_steps times:  A = X Xt;  B = b A + c (A A);  X = a X + B X
+ *                      (a, b, c) = (3.4445, -4.7750, 2.0315)
+ *     u   = X (transposed back) * max(1, R / C)^0.5
+ *     p   = p * (1 - lr * weight_decay)
+ *     p   = p + (-lr) * u
+ * in the parameter's dtype, the products on nabla's gemm and threads.
  *
  * Agreement with PyTorch: PyTorch's AVX2 kernels fuse some multiply-adds
  * (`a + alpha * b`) into one rounding; nabla keeps separate roundings so its
@@ -97,6 +111,18 @@ typedef struct nb_adam_opts {
     bool maximize;
 } nb_adam_opts;
 
+/* Muon options (the defaults of muon.py). */
+typedef struct nb_muon_opts {
+    double lr;           /* > 0 */
+    double momentum;     /* in [0, 1) */
+    bool nesterov;       /* update from lerp(g, buf, momentum) instead of buf */
+    int ns_steps;        /* Newton-Schulz iterations, 1 to 1000 */
+    double weight_decay; /* >= 0; decoupled: p *= 1 - lr * weight_decay */
+} nb_muon_opts;
+
+/* {lr 0.02, momentum 0.95, nesterov true, ns_steps 5, weight_decay 0} */
+nb_muon_opts nb_muon_defaults(void);
+
 /* {lr, momentum 0, dampening 0, weight_decay 0, nesterov false, maximize false} */
 nb_sgd_opts nb_sgd_defaults(double lr);
 /* {lr, betas (0.9, 0.999), eps 1e-8, weight_decay 0, amsgrad false, maximize false} */
@@ -122,6 +148,25 @@ typedef struct nb_optim nb_optim;
 nb_optim *nb_sgd_new(nb_ctx *ctx, const nb_tensor_list *params, nb_sgd_opts o);
 nb_optim *nb_adam_new(nb_ctx *ctx, const nb_tensor_list *params, nb_adam_opts o);
 nb_optim *nb_adamw_new(nb_ctx *ctx, const nb_tensor_list *params, nb_adam_opts o);
+
+/* Muon over `params` (the same rules for the list as above), each of at
+ * least 2 dims: one with more is viewed as (shape[0], the rest). Refused,
+ * naming the option or parameter: lr <= 0, momentum outside [0, 1),
+ * ns_steps outside 1..1000, weight_decay < 0 or NaN, a parameter of fewer than 2 dims
+ *     "muon: parameter 2 ('b') has 1 dim; Muon needs matrices (give it to AdamW)"
+ * State per parameter: "state.<name>.momentum_buffer". */
+nb_optim *nb_muon_new(nb_ctx *ctx, const nb_tensor_list *params, nb_muon_opts opts);
+
+/* Muon with an auxiliary AdamW, as muon.py's MuonWithAuxAdam groups a model:
+ * parameter i goes to Muon when use_muon[i] (it then needs 2 or more dims),
+ * to AdamW (nb_adamw_new's update with `adam`) otherwise. One optimizer, so
+ * one checkpoint and one step: its state is Muon's momentum_buffer for the
+ * Muon parameters and AdamW's step, exp_avg, exp_avg_sq for the others. Its
+ * learning rate (nb_optim_set_lr, get_lr) is the AdamW group's; setting it
+ * sets Muon's to lr * muon.lr / adam.lr, so a schedule scales both groups
+ * together (adam.lr must therefore be > 0). Kind "muon". */
+nb_optim *nb_muon_adamw_new(nb_ctx *ctx, const nb_tensor_list *params, const bool *use_muon,
+                            nb_muon_opts muon, nb_adam_opts adam);
 
 /* Frees the optimizer and its state (not the parameters). NULL is a no-op. */
 void nb_optim_free(nb_optim *o);
@@ -151,7 +196,7 @@ int64_t nb_optim_step_count(const nb_optim *o);
 /* ------------------------------------------------------------------------
  * Checkpoints. The state is a list of named tensors in the parameter's dtype
  * and shape, named after PyTorch's optimizer.state_dict():
- *     "state.<param name>.momentum_buffer"   SGD with momentum != 0
+ *     "state.<param name>.momentum_buffer"   SGD with momentum != 0, Muon
  *     "state.<param name>.step"              Adam/AdamW: f64 scalar, this parameter's t
  *     "state.<param name>.exp_avg"           Adam/AdamW: m
  *     "state.<param name>.exp_avg_sq"        Adam/AdamW: v
@@ -182,7 +227,7 @@ nb_status nb_optim_load_state(nb_optim *o, const nb_tensor_list *state);
 /* ------------------------------------------------------------------------
  * What an optimizer is (for checkpoints and tools; see nb_save_checkpoint). */
 
-/* "sgd", "adam" or "adamw" (static strings); NULL for NULL. */
+/* "sgd", "adam", "adamw" or "muon" (static strings); NULL for NULL. */
 const char *nb_optim_kind(const nb_optim *o);
 
 /* The options o runs with, lr as last set by nb_optim_set_lr. Each returns
@@ -190,6 +235,9 @@ const char *nb_optim_kind(const nb_optim *o);
  * otherwise, or for NULL arguments, returns false and leaves *out alone. */
 bool nb_optim_sgd_options(const nb_optim *o, nb_sgd_opts *out);
 bool nb_optim_adam_options(const nb_optim *o, nb_adam_opts *out);
+/* Muon's options (lr as last scaled by nb_optim_set_lr); for a
+ * nb_muon_adamw_new optimizer nb_optim_adam_options gives its AdamW group's. */
+bool nb_optim_muon_options(const nb_optim *o, nb_muon_opts *out);
 
 /* ------------------------------------------------------------------------
  * Gradient clipping (torch.nn.utils), over the parameters whose grad is

@@ -21,8 +21,8 @@
 #define LOAD "load_checkpoint"
 
 /* Metadata pairs nabla writes before the caller's: format, version,
- * optimizer and at most 7 options. */
-#define CK_OWN_META 10
+ * optimizer and at most 10 options (Muon's 5 and its AdamW group's 5). */
+#define CK_OWN_META 13
 /* How many metadata pairs a load looks at (ours come first). */
 #define CK_READ_META 64
 
@@ -79,6 +79,7 @@ static void meta_bool(ck_meta *m, const char *key, bool v) {
 static void optimizer_meta(ck_meta *m, nb_ctx *tmp, const nb_optim *opt) {
     nb_sgd_opts so;
     nb_adam_opts ao;
+    nb_muon_opts mo;
     meta_add(m, "optimizer", opt ? nb_optim_kind(opt) : "none");
     if (nb_optim_sgd_options(opt, &so)) {
         meta_num(m, tmp, "optimizer.lr", so.lr);
@@ -87,6 +88,19 @@ static void optimizer_meta(ck_meta *m, nb_ctx *tmp, const nb_optim *opt) {
         meta_num(m, tmp, "optimizer.weight_decay", so.weight_decay);
         meta_bool(m, "optimizer.nesterov", so.nesterov);
         meta_bool(m, "optimizer.maximize", so.maximize);
+    } else if (nb_optim_muon_options(opt, &mo)) {
+        meta_num(m, tmp, "optimizer.lr", mo.lr);
+        meta_num(m, tmp, "optimizer.momentum", mo.momentum);
+        meta_bool(m, "optimizer.nesterov", mo.nesterov);
+        meta_num(m, tmp, "optimizer.ns_steps", mo.ns_steps);
+        meta_num(m, tmp, "optimizer.weight_decay", mo.weight_decay);
+        if (nb_optim_adam_options(opt, &ao)) { /* the AdamW group's */
+            meta_num(m, tmp, "optimizer.adamw.lr", ao.lr);
+            meta_num(m, tmp, "optimizer.adamw.beta1", ao.beta1);
+            meta_num(m, tmp, "optimizer.adamw.beta2", ao.beta2);
+            meta_num(m, tmp, "optimizer.adamw.eps", ao.eps);
+            meta_num(m, tmp, "optimizer.adamw.weight_decay", ao.weight_decay);
+        }
     } else if (nb_optim_adam_options(opt, &ao)) {
         meta_num(m, tmp, "optimizer.lr", ao.lr);
         meta_num(m, tmp, "optimizer.beta1", ao.beta1);

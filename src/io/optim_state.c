@@ -50,12 +50,12 @@ static nb_status queue_all(nb_ctx *ctx, nb_optim *o, const nb_tensor_list *out, 
     for (int i = 0; i < o->params.n && !s; i++) {
         param_state *ps = &o->st[i];
         if (!ps->live) continue;
-        if (nb_optim_has_step(o)) {
+        if (nb_optim_has_step(o, i)) {
             key_name(key, o, i, "step");
             s = queue(ctx, o, out, q, n, key, NULL, (double)ps->step);
         }
         for (int sl = 0; sl < S_COUNT && !s; sl++) {
-            if (!nb_optim_uses_slot(o, sl)) continue;
+            if (!nb_optim_uses_slot(o, i, sl)) continue;
             key_name(key, o, i, nb_optim_slot_names[sl]);
             s = queue(ctx, o, out, q, n, key, *nb_optim_slot(ps, sl), 0);
         }
@@ -137,14 +137,15 @@ static bool is_state_key(const nb_optim *o, const char *rest) {
     const char *dot = strrchr(rest, '.');
     if (!dot) return false;
     const char *what = dot + 1;
-    bool known = nb_optim_has_step(o) && !strcmp(what, "step");
-    for (int s = 0; s < S_COUNT && !known; s++) known = nb_optim_uses_slot(o, s) && !strcmp(what, nb_optim_slot_names[s]);
-    if (!known) return false;
     size_t len = (size_t)(dot - rest);
     for (int i = 0; i < o->params.n; i++) {
         char ib[16];
         const char *pn = nb_optim_param_name(&o->params, i, ib, sizeof ib);
-        if (strlen(pn) == len && !strncmp(pn, rest, len)) return true;
+        if (strlen(pn) != len || strncmp(pn, rest, len)) continue;
+        bool known = nb_optim_has_step(o, i) && !strcmp(what, "step");
+        for (int s = 0; s < S_COUNT && !known; s++)
+            known = nb_optim_uses_slot(o, i, s) && !strcmp(what, nb_optim_slot_names[s]);
+        if (known) return true;
     }
     return false;
 }
@@ -164,7 +165,7 @@ static nb_status find_param_state(nb_ctx *err, nb_optim *o, const nb_tensor_list
     char key[KEY_MAX];
     nb_status s;
     *ls = (loaded_state){0};
-    if (nb_optim_has_step(o)) {
+    if (nb_optim_has_step(o, i)) {
         key_name(key, o, i, "step");
         const nb_tensor *t = nb_list_get(state, key);
         if (t) {
@@ -175,7 +176,7 @@ static nb_status find_param_state(nb_ctx *err, nb_optim *o, const nb_tensor_list
         }
     }
     for (int sl = 0; sl < S_COUNT; sl++) {
-        if (!nb_optim_uses_slot(o, sl)) continue;
+        if (!nb_optim_uses_slot(o, i, sl)) continue;
         key_name(key, o, i, nb_optim_slot_names[sl]);
         const nb_tensor *t = nb_list_get(state, key);
         if (!t) {

@@ -10,7 +10,7 @@
 
 #include <stdlib.h>
 
-const char *const nb_optim_kind_names[] = {"sgd", "adam", "adamw"};
+const char *const nb_optim_kind_names[] = {"sgd", "adam", "adamw", "muon"};
 
 /* ---- options ------------------------------------------------------------ */
 nb_sgd_opts nb_sgd_defaults(double lr) {
@@ -47,7 +47,7 @@ static nb_status check_sgd_opts(nb_ctx *err, const nb_sgd_opts *o) {
     return NB_OK;
 }
 
-static nb_status check_adam_opts(nb_ctx *err, const char *name, const nb_adam_opts *o) {
+nb_status nb_optim_check_adam_opts(nb_ctx *err, const char *name, const nb_adam_opts *o) {
     if (!(o->lr >= 0))
         return nb_ctx_fail(err, NB_ERR_VALUE, "%s: invalid learning rate %g, expected >= 0",
                            name, o->lr);
@@ -72,7 +72,7 @@ const char *nb_optim_param_name(const nb_tensor_list *l, int i, char *buf, size_
     return buf;
 }
 
-static nb_status check_params(nb_ctx *err, const char *name, const nb_tensor_list *l) {
+nb_status nb_optim_check_params(nb_ctx *err, const char *name, const nb_tensor_list *l) {
     if (!l) return nb_ctx_fail(err, NB_ERR_NULL, "%s: params list is NULL", name);
     if (!nb_list_valid(l) || l->n <= 0)
         return nb_ctx_fail(err, NB_ERR_VALUE, "%s: got %d parameters, expected at least 1", name,
@@ -130,7 +130,7 @@ static size_t arena_bytes(const nb_tensor_list *l, int slots) {
     return total;
 }
 
-static nb_optim *optim_new(nb_ctx *err, opt_kind kind, const nb_tensor_list *params, int slots) {
+nb_optim *nb_optim_new_kind(nb_ctx *err, opt_kind kind, const nb_tensor_list *params, int slots) {
     nb_ctx *ctx = nb_ctx_new(arena_bytes(params, slots));
     nb_optim *o = ctx ? nb_ctx_alloc(ctx, sizeof *o) : NULL;
     param_state *st = o ? nb_ctx_alloc(ctx, (size_t)params->n * sizeof *st) : NULL;
@@ -158,9 +158,9 @@ static nb_optim *optim_new(nb_ctx *err, opt_kind kind, const nb_tensor_list *par
  * for its whole life) and, as for every function taking a context, must not
  * hold an error already. */
 nb_optim *nb_sgd_new(nb_ctx *ctx, const nb_tensor_list *params, nb_sgd_opts opts) {
-    if (!nb_ctx_ok(ctx) || check_params(ctx, "sgd", params) || check_sgd_opts(ctx, &opts))
+    if (!nb_ctx_ok(ctx) || nb_optim_check_params(ctx, "sgd", params) || check_sgd_opts(ctx, &opts))
         return NULL;
-    nb_optim *o = optim_new(ctx, OPT_SGD, params, opts.momentum != 0 ? 1 : 0);
+    nb_optim *o = nb_optim_new_kind(ctx, OPT_SGD, params, opts.momentum != 0 ? 1 : 0);
     if (o) o->sgd = opts;
     return o;
 }
@@ -168,9 +168,10 @@ nb_optim *nb_sgd_new(nb_ctx *ctx, const nb_tensor_list *params, nb_sgd_opts opts
 static nb_optim *adam_new(nb_ctx *ctx, opt_kind kind, const nb_tensor_list *params,
                           nb_adam_opts opts) {
     const char *name = nb_optim_kind_names[kind];
-    if (!nb_ctx_ok(ctx) || check_params(ctx, name, params) || check_adam_opts(ctx, name, &opts))
+    if (!nb_ctx_ok(ctx) || nb_optim_check_params(ctx, name, params) ||
+        nb_optim_check_adam_opts(ctx, name, &opts))
         return NULL;
-    nb_optim *o = optim_new(ctx, kind, params, opts.amsgrad ? 3 : 2);
+    nb_optim *o = nb_optim_new_kind(ctx, kind, params, opts.amsgrad ? 3 : 2);
     if (o) o->adam = opts;
     return o;
 }
@@ -200,6 +201,7 @@ nb_optim *nb_adamw_new_groups(nb_ctx *ctx, const nb_tensor_list *params, nb_adam
 
 void nb_optim_free(nb_optim *o) {
     if (!o) return;
+    free(o->ns_work);
     nb_list_free(&o->params);
     nb_ctx_free(o->ctx);
 }
@@ -211,7 +213,7 @@ bool nb_optim_alloc_state(nb_ctx *err, nb_optim *o, int i) {
     const nb_tensor *p = nb_list_tensor(&o->params, i);
     for (int s = 0; s < S_COUNT; s++) {
         nb_tensor **t = nb_optim_slot(&o->st[i], s);
-        if (!nb_optim_uses_slot(o, s) || *t) continue;
+        if (!nb_optim_uses_slot(o, i, s) || *t) continue;
         *t = nb_empty(o->ctx, p->dtype, p->ndim, p->shape);
         if (!*t) {
             char ib[16];
@@ -336,16 +338,23 @@ nb_status nb_optim_step(nb_optim *o) { return o ? nb_optim_step_on(o->err_ctx, o
 
 nb_status nb_optim_step_on(nb_ctx *err, nb_optim *o) {
     if (!o) return NB_ERR_NULL;
-    /* Allocate all new state first, so running out of memory changes nothing. */
+    /* Allocate all new state first, so running out of memory changes nothing
+     * (and the list of the Muon parameters to update). */
+    int *idx = NULL;
+    if (o->kind == OPT_MUON && !(idx = malloc((size_t)o->params.n * sizeof *idx)))
+        return nb_ctx_fail(err, NB_ERR_MEMORY, "muon: out of memory");
     for (int i = 0; i < o->params.n; i++)
         if (nb_list_tensor(&o->params, i)->grad && !o->st[i].live &&
-            !nb_optim_alloc_state(err, o, i))
+            !nb_optim_alloc_state(err, o, i)) {
+            free(idx);
             return NB_ERR_MEMORY;
+        }
     for (int i = 0; i < o->params.n; i++) {
         nb_tensor *p = nb_list_tensor(&o->params, i);
         param_state *ps = &o->st[i];
         if (!p->grad) continue;
         bool first = !ps->live;
+        if (nb_optim_is_muon(o, i)) continue; /* below, all at once */
         if (first && o->kind != OPT_SGD) {
             /* PyTorch: step 0, exp_avg and exp_avg_sq (and max) zeros */
             size_t bytes = p->numel * nb_dtype_size(p->dtype);
@@ -354,22 +363,31 @@ nb_status nb_optim_step_on(nb_ctx *err, nb_optim *o) {
             if (ps->max_exp_avg_sq) memset(ps->max_exp_avg_sq->data, 0, bytes);
             ps->step = 0;
         }
-        ps->live = nb_optim_keeps_state(o);
+        ps->live = nb_optim_keeps_state(o, i);
         if (o->kind == OPT_SGD) {
             sgd_update(&o->sgd, p, ps, first);
         } else {
             ps->step++;
             nb_adam_opts ao = o->adam;
             if (o->no_decay && o->no_decay[i]) ao.weight_decay = 0.0;
-            adam_update(&ao, o->kind == OPT_ADAMW, p, ps, o->grad_scale);
+            adam_update(&ao, o->kind != OPT_ADAM, p, ps, o->grad_scale);
         }
     }
+    if (o->kind == OPT_MUON) {
+        int n = 0;
+        for (int i = 0; i < o->params.n; i++)
+            if (nb_optim_is_muon(o, i) && nb_list_tensor(&o->params, i)->grad) idx[n++] = i;
+        nb_muon_update(o, idx, n);
+        for (int q = 0; q < n; q++) o->st[idx[q]].live = true;
+    }
+    free(idx);
     o->steps++;
     return NB_OK;
 }
 
 bool nb_optim_fuses_scale(const nb_optim *o, const nb_tensor_list *clipped) {
-    if (o->kind == OPT_SGD || o->adam.amsgrad || o->adam.maximize) return false;
+    if (o->kind == OPT_SGD || o->kind == OPT_MUON || o->adam.amsgrad || o->adam.maximize)
+        return false;
     if (clipped->n != o->params.n) return false;
     for (int i = 0; i < o->params.n; i++) {
         const nb_tensor *t = nb_list_tensor(&o->params, i);
@@ -390,14 +408,19 @@ void nb_optim_set_lr(nb_optim *o, double lr) {
                     nb_optim_kname(o), lr);
         return;
     }
-    if (o->kind == OPT_SGD)
+    if (o->kind == OPT_SGD) {
         o->sgd.lr = lr;
-    else
+    } else if (o->kind == OPT_MUON && !o->aux_adam) {
+        o->muon.lr = lr;
+    } else {
         o->adam.lr = lr;
+        if (o->kind == OPT_MUON) o->muon.lr = lr * o->muon_per_lr;
+    }
 }
 
 double nb_optim_get_lr(const nb_optim *o) {
     if (!o) return NAN;
+    if (o->kind == OPT_MUON && !o->aux_adam) return o->muon.lr;
     return o->kind == OPT_SGD ? o->sgd.lr : o->adam.lr;
 }
 
@@ -435,8 +458,14 @@ bool nb_optim_sgd_options(const nb_optim *o, nb_sgd_opts *out) {
 }
 
 bool nb_optim_adam_options(const nb_optim *o, nb_adam_opts *out) {
-    if (!o || !out || o->kind == OPT_SGD) return false;
+    if (!o || !out || o->kind == OPT_SGD || (o->kind == OPT_MUON && !o->aux_adam)) return false;
     *out = o->adam;
     return true;
 }
 
+
+bool nb_optim_muon_options(const nb_optim *o, nb_muon_opts *out) {
+    if (!o || !out || o->kind != OPT_MUON) return false;
+    *out = o->muon;
+    return true;
+}

@@ -19,7 +19,7 @@ NB_HIDDEN bool nb_optim_matches(const nb_optim *o, const nb_tensor_list *params,
 typedef void (*nb_grad_range_fn)(nb_tensor *t, size_t lo, size_t hi, void *arg);
 NB_HIDDEN void nb_grad_ranges(const nb_tensor_list *l, nb_grad_range_fn fn, void *arg);
 
-typedef enum opt_kind { OPT_SGD, OPT_ADAM, OPT_ADAMW } opt_kind;
+typedef enum opt_kind { OPT_SGD, OPT_ADAM, OPT_ADAMW, OPT_MUON } opt_kind;
 
 /* One parameter's state. Tensors have the parameter's shape and dtype. */
 typedef struct param_state {
@@ -34,7 +34,16 @@ typedef struct param_state {
 struct nb_optim {
     opt_kind kind;
     nb_sgd_opts sgd;       /* used when kind == OPT_SGD */
-    nb_adam_opts adam;     /* used for OPT_ADAM and OPT_ADAMW */
+    nb_adam_opts adam;     /* used for OPT_ADAM and OPT_ADAMW, and by OPT_MUON's
+                              AdamW parameters */
+    nb_muon_opts muon;     /* OPT_MUON */
+    bool *aux_adam;        /* OPT_MUON: params.n flags, true for a parameter AdamW
+                              updates (nb_muon_adamw_new), or NULL: all Muon */
+    double muon_per_lr;    /* nb_muon_adamw_new: muon.lr / adam.lr, kept by set_lr */
+    void *ns_work;         /* OPT_MUON: Newton-Schulz scratch (malloc), freed with o:
+                              ns_parts slots of ns_bytes, one a thread at work */
+    size_t ns_bytes;
+    int ns_parts;
     nb_tensor_list params; /* copied from the caller */
     param_state *st;       /* params.n records */
     int64_t steps;         /* nb_optim_step calls */
@@ -91,19 +100,29 @@ NB_HIDDEN const char *nb_optim_param_name(const nb_tensor_list *l, int i, char *
 enum { S_MOMENTUM, S_EXP_AVG, S_EXP_AVG_SQ, S_MAX_EXP_AVG_SQ, S_COUNT };
 NB_HIDDEN extern const char *const nb_optim_slot_names[S_COUNT];
 
-static inline bool nb_optim_uses_slot(const nb_optim *o, int s) {
+/* Is parameter i one Muon updates (OPT_MUON, not in its AdamW group)? */
+static inline bool nb_optim_is_muon(const nb_optim *o, int i) {
+    return o->kind == OPT_MUON && !(o->aux_adam && o->aux_adam[i]);
+}
+
+/* Which state tensors parameter i keeps. */
+static inline bool nb_optim_uses_slot(const nb_optim *o, int i, int s) {
     if (o->kind == OPT_SGD) return s == S_MOMENTUM && o->sgd.momentum != 0;
+    if (nb_optim_is_muon(o, i)) return s == S_MOMENTUM;
     if (s == S_MAX_EXP_AVG_SQ) return o->adam.amsgrad;
     return s == S_EXP_AVG || s == S_EXP_AVG_SQ;
 }
 
-static inline bool nb_optim_has_step(const nb_optim *o) { return o->kind != OPT_SGD; }
+/* Does parameter i keep a step count (Adam and AdamW)? */
+static inline bool nb_optim_has_step(const nb_optim *o, int i) {
+    return o->kind != OPT_SGD && !nb_optim_is_muon(o, i);
+}
 
-/* Do parameters keep any state at all? (SGD without momentum keeps none.) */
-static inline bool nb_optim_keeps_state(const nb_optim *o) {
+/* Does parameter i keep any state at all? (SGD without momentum keeps none.) */
+static inline bool nb_optim_keeps_state(const nb_optim *o, int i) {
     for (int s = 0; s < S_COUNT; s++)
-        if (nb_optim_uses_slot(o, s)) return true;
-    return nb_optim_has_step(o);
+        if (nb_optim_uses_slot(o, i, s)) return true;
+    return nb_optim_has_step(o, i);
 }
 
 static inline nb_tensor **nb_optim_slot(param_state *ps, int s) {
@@ -119,5 +138,18 @@ static inline nb_tensor **nb_optim_slot(param_state *ps, int s) {
  * caller). They are allocated once and reused after a load_state. Running
  * out of memory is recorded on err. */
 NB_HIDDEN bool nb_optim_alloc_state(nb_ctx *err, nb_optim *o, int i);
+
+/* For the constructors of muon.c (in optim.c): the checks every optimizer
+ * makes of its parameter list, and a new optimizer of `kind` with room for
+ * `slots` state tensors a parameter (its options still to be set). */
+NB_HIDDEN nb_status nb_optim_check_params(nb_ctx *err, const char *name,
+                                          const nb_tensor_list *l);
+NB_HIDDEN nb_status nb_optim_check_adam_opts(nb_ctx *err, const char *name,
+                                             const nb_adam_opts *o);
+NB_HIDDEN nb_optim *nb_optim_new_kind(nb_ctx *err, opt_kind kind, const nb_tensor_list *params,
+                                      int slots);
+/* The Muon updates of parameters idx[0..n-1] (muon.c); a parameter whose
+ * state is not live yet gets a zero momentum buffer first. */
+NB_HIDDEN void nb_muon_update(nb_optim *o, const int *idx, int n);
 
 #endif

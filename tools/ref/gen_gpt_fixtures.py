@@ -49,6 +49,14 @@ foreach=False): nanoGPT's groups (weight_decay on parameters with >= 2 dims,
 0 on the others) or, with weight_decay_1d, one group with every parameter
 (the course's AdamW(model.parameters(), weight_decay=...)). A f32 run
 converts the init to float32 first (model.float()).
+
+The muon runs (`nabla-gpt train --optimizer=muon`) group the parameters as
+muon.py's MuonWithAuxAdam example does: Muon (tools/ref/muon_ref.py,
+lr muon_lr, momentum muon_momentum, nesterov, 5 steps, weight_decay) for the
+2-D weights inside the blocks; torch.optim.AdamW (lr, betas, eps 1e-10,
+weight_decay, foreach=False) for the embeddings, the head and every gain
+and bias. Each iteration sets AdamW's lr to get_lr(it) and Muon's to
+get_lr(it) * (muon_lr / learning_rate).
 """
 import math
 import os
@@ -57,6 +65,7 @@ import sys
 import torch
 
 from gpt_ref import make_model
+from muon_ref import Muon
 from torchref import write_safetensors
 
 ITERS, B, T, V = 20, 4, 6, 13
@@ -75,7 +84,7 @@ MODELS = {
 
 BASE = dict(learning_rate=1e-2, weight_decay=0.1, weight_decay_1d=False, beta1=0.9, beta2=0.95,
             grad_clip=0.0, decay_lr=False, warmup_iters=0, lr_decay_iters=ITERS, min_lr=1e-3,
-            gradient_accumulation_steps=1)
+            gradient_accumulation_steps=1, optimizer="adamw", muon_lr=0.02, muon_momentum=0.95)
 
 RUNS = [
     # name, model, overrides
@@ -86,6 +95,10 @@ RUNS = [
                                                 gradient_accumulation_steps=2)),
     ("nanogpt_nobias_course", "nanogpt_nobias", dict(learning_rate=5e-2, weight_decay_1d=True, grad_clip=0.2,
                                                      gradient_accumulation_steps=4)),
+    ("gptmodel_muon", "gptmodel", dict(optimizer="muon", decay_lr=True, warmup_iters=4,
+                                       lr_decay_iters=15, grad_clip=1.0)),
+    ("nanogpt_muon", "nanogpt_bias", dict(optimizer="muon", muon_lr=0.03, muon_momentum=0.9,
+                                          weight_decay=0.05, gradient_accumulation_steps=2)),
 ]
 
 
@@ -110,7 +123,40 @@ def make_batches():
     return stream[:, :, :T].contiguous(), stream[:, :, 1:].contiguous()
 
 
+def muon_param(name, p):
+    """Muon's share under MuonWithAuxAdam's grouping: the blocks' matrices."""
+    return p.dim() >= 2 and name.startswith(("trf_blocks.", "transformer.h."))
+
+
+class MuonWithAdamW:
+    """Muon on the blocks' matrices, AdamW on the rest; set_lr scales both."""
+
+    def __init__(self, model, o):
+        named = list(model.named_parameters())  # tied weights listed once
+        self.muon = Muon([p for n, p in named if muon_param(n, p)], lr=o["muon_lr"],
+                         momentum=o["muon_momentum"], weight_decay=o["weight_decay"])
+        self.adamw = torch.optim.AdamW([p for n, p in named if not muon_param(n, p)],
+                                       lr=o["learning_rate"], betas=(o["beta1"], o["beta2"]),
+                                       eps=1e-10, weight_decay=o["weight_decay"], foreach=False)
+        self.per_lr = o["muon_lr"] / o["learning_rate"]
+        self.param_groups = []
+
+    def set_lr(self, lr):
+        self.adamw.param_groups[0]["lr"] = lr
+        self.muon.lr = lr * self.per_lr
+
+    def step(self):
+        self.muon.step()
+        self.adamw.step()
+
+    def zero_grad(self, set_to_none=True):
+        self.muon.zero_grad()
+        self.adamw.zero_grad(set_to_none=True)
+
+
 def optimizer(model, o):
+    if o["optimizer"] == "muon":
+        return MuonWithAdamW(model, o)
     params = [p for p in model.parameters()]  # tied weights listed once
     if o["weight_decay_1d"]:
         groups = [{"params": params, "weight_decay": o["weight_decay"]}]
@@ -128,6 +174,8 @@ def train(model, o, x, y):
     losses, lrs = [], []
     for it in range(ITERS):
         lr = get_lr(it, o) if o["decay_lr"] else o["learning_rate"]
+        if o["optimizer"] == "muon":
+            opt.set_lr(lr)
         for group in opt.param_groups:
             group["lr"] = lr
         total = 0.0
@@ -171,6 +219,10 @@ def flags(arch, cfg, o, dtype):
          "--block_size=%d" % cfg["block_size"]]
     for key in ("learning_rate", "weight_decay", "beta1", "beta2", "grad_clip", "min_lr"):
         a.append("--%s=%r" % (key, o[key]))
+    if o["optimizer"] != "adamw":
+        a.append("--optimizer=%s" % o["optimizer"])
+        for key in ("muon_lr", "muon_momentum"):
+            a.append("--%s=%r" % (key, o[key]))
     for key in ("weight_decay_1d", "decay_lr"):
         a.append("--%s=%s" % (key, o[key]))
     for key in ("warmup_iters", "lr_decay_iters", "gradient_accumulation_steps"):

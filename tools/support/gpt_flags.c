@@ -55,9 +55,15 @@ static const flag_def FLAGS[] = {
     {"max_iters", F_LONG, AT(max_iters), "2000", T, 0,
      "optimizer steps in all (with --batches, 0 means N)"},
     {"max_iters", F_LONG, AT(max_iters), "20", B, 1, "timed training steps (after 3 warm-up steps)"},
-    {"weight_decay", F_DOUBLE, AT(weight_decay), "0.1", T, 0, "AdamW's decoupled weight decay"},
+    {"weight_decay", F_DOUBLE, AT(weight_decay), "0.1", T, 0,
+     "decoupled weight decay (AdamW's; with --optimizer=muon, of every parameter)"},
     {"weight_decay_1d", F_BOOL, AT(weight_decay_1d), "False", T, 0,
      "decay 1-D parameters too (the course's AdamW); False: only >= 2-D (nanoGPT)"},
+    {"optimizer", F_STR, AT(optimizer), "adamw", T | B, 0,
+     "adamw (nanoGPT's groups) or muon (Muon on the blocks' matrices, AdamW on the rest)"},
+    {"muon_lr", F_DOUBLE, AT(muon_lr), "0.02", T | B, 0,
+     "Muon's peak learning rate (the schedule scales it with learning_rate)"},
+    {"muon_momentum", F_DOUBLE, AT(muon_momentum), "0.95", T | B, 0, "Muon's momentum, in [0, 1)"},
     {"beta1", F_DOUBLE, AT(beta1), "0.9", T, 0, "AdamW beta1"},
     {"beta2", F_DOUBLE, AT(beta2), "0.99", T, 0, "AdamW beta2"},
     {"grad_clip", F_DOUBLE, AT(grad_clip), "1.0", T, 0, "clip the global gradient norm (0: off)"},
@@ -263,7 +269,18 @@ static int check_choices(const gpt_flags *f, const char *prog, gpt_cmd cmd) {
             return gpt_fail(prog, "--n_embd=%ld is not divisible by --n_head=%ld", f->n_embd,
                             f->n_head);
     }
+    if (cmd == GPT_TRAIN || cmd == GPT_BENCH) {
+        if (strcmp(f->optimizer, "adamw") && strcmp(f->optimizer, "muon"))
+            return gpt_fail(prog, "--optimizer: '%s' is not adamw or muon", f->optimizer);
+        if (!strcmp(f->optimizer, "muon") && !(f->muon_lr > 0))
+            return gpt_fail(prog, "--muon_lr: %g, expected > 0", f->muon_lr);
+        if (!strcmp(f->optimizer, "muon") && !(f->muon_momentum < 1))
+            return gpt_fail(prog, "--muon_momentum: %g is outside [0, 1)", f->muon_momentum);
+    }
     if (cmd != GPT_TRAIN) return 0;
+    if (!strcmp(f->optimizer, "muon") && !(f->learning_rate > 0))
+        return gpt_fail(prog, "--learning_rate: %g with --optimizer=muon, expected > 0 (Muon's "
+                        "rate follows the schedule in proportion to it)", f->learning_rate);
     if (f->wandb_log)
         return gpt_fail(prog, "--wandb_log=True: nabla has no Weights & Biases logging; use "
                         "--wandb_log=False (progress goes to out_dir/log.jsonl and loss.svg)");

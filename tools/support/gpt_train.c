@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "gpt_data.h"
+#include "gpt_optim.h"
 #include "gpt_train.h"
 #include "gpt_svg.h"
 #include "now.h"
@@ -809,7 +810,8 @@ static void meta_add(meta *m, const char *key, const char *value) {
 static const char *const RESUME_FLAGS[] = {
     "arch", "n_layer", "n_head", "n_embd", "block_size", "dropout", "bias", "qkv_bias", "dtype",
     "data", "dataset", "batches", "init", "vocab_size", "batch_size",
-    "gradient_accumulation_steps", "learning_rate", "weight_decay", "weight_decay_1d", "beta1",
+    "gradient_accumulation_steps", "optimizer", "muon_lr", "muon_momentum", "learning_rate",
+    "weight_decay", "weight_decay_1d", "beta1",
     "beta2", "grad_clip", "decay_lr", "warmup_iters", "min_lr", "seed", "eval_interval",
     "eval_iters", "always_save_checkpoint", NULL, "max_iters", "lr_decay_iters", NULL};
 
@@ -1045,10 +1047,10 @@ static int setup(run *r) {
     if (r->has_ds && (st = check_dataset_ids(r))) return st;
     if (r->hooks.rank == 0 && !f->eval_only && r->max_iters > r->iter)
         gpt_flags_note_schedule(f, r->prog, r->max_iters);
-    nb_adam_opts o = nb_adamw_defaults(f->learning_rate);
-    o.beta1 = f->beta1, o.beta2 = f->beta2, o.weight_decay = f->weight_decay;
-    r->opt = nb_adamw_new_groups(r->pctx, &r->gpt.params, o, f->weight_decay_1d);
-    if (!r->opt) return gpt_fail(r->prog, "AdamW: %s", nb_ctx_error(r->pctx));
+    gpt_optim_opts oo = {f->optimizer, f->learning_rate, f->beta1, f->beta2, f->weight_decay,
+                         f->muon_lr, f->muon_momentum, f->weight_decay_1d};
+    r->opt = gpt_optim_new(r->pctx, &r->gpt, &oo);
+    if (!r->opt) return gpt_fail(r->prog, "--optimizer=%s: %s", f->optimizer, nb_ctx_error(r->pctx));
     r->sched = (nb_lr_schedule){f->learning_rate, f->decay_lr, f->warmup_iters,
                                 f->lr_decay_iters ? f->lr_decay_iters : r->max_iters, f->min_lr};
     r->iter_t = nb_scalar(r->pctx, NB_I64, 0);
