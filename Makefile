@@ -357,14 +357,19 @@ bench-bpe: $(DEPS_OK) $(B)/bin/nabla-bench-bpe $(NPM_OK)
 	@[ -s $(B)/fortunes.txt ] || sh tools/fortunes-corpus.sh $(B)/fortunes.txt
 	@sh tools/bench/bench-bpe.sh $(B) $(B)/fortunes.txt
 
+# PyTorch at its best: Debian's python3-torch calls the system BLAS, which
+# is the reference BLAS (about 5 GFLOP/s) unless OpenBLAS is installed, so
+# the PyTorch benchmarks install OpenBLAS too.
+TORCH_DEPS := python3-torch libopenblas0-pthread
+
 bench-gpt: $(DEPS_OK) $(B)/bin/nabla-gpt
-	@sh tools/install-deps.sh python3-torch
+	@sh tools/install-deps.sh $(TORCH_DEPS)
 	sh tools/bench/bench-gpt.sh $(B)
 
 # The same steps against PyTorch (Debian's python3-torch), interleaved per
 # config; prints nabla/PyTorch per config. About 3 minutes.
 bench-compare: $(B)/bin/nabla-bench-mha
-	@sh tools/install-deps.sh python3-torch
+	@sh tools/install-deps.sh $(TORCH_DEPS)
 	/usr/bin/python3 tools/bench/bench_compare.py --build $(B)
 
 # What the second-order path costs: a WGAN-GP critic step (the penalty
@@ -372,7 +377,7 @@ bench-compare: $(B)/bin/nabla-bench-mha
 # and 2 threads against PyTorch's three thread modes. Under a minute.
 .PHONY: bench-gp
 bench-gp: $(B)/bin/nabla-bench-gp
-	@sh tools/install-deps.sh python3-torch
+	@sh tools/install-deps.sh $(TORCH_DEPS)
 	$(B)/bin/nabla-bench-gp --threads 1
 	$(B)/bin/nabla-bench-gp --threads 2
 	/usr/bin/python3 tools/bench/bench_torch_gp.py
