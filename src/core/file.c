@@ -1,6 +1,6 @@
 /* core/file.c - opening a file to read only when it is a regular file, for
- * the readers that take a path from the user (config.json, the tokenizer's
- * files, a page's script). */
+ * the readers that take a path from the user (safetensors files and
+ * checkpoints, config.json, the tokenizer's files, a page's script). */
 #include "core/core_internal.h"
 
 #include <errno.h>
@@ -24,6 +24,8 @@ FILE *nb_fopen_regular(const char *path, const char **why) {
         *why = S_ISDIR(sb.st_mode)    ? "not a regular file (a directory)"
                : S_ISFIFO(sb.st_mode) ? "not a regular file (a FIFO)"
                : S_ISCHR(sb.st_mode)  ? "not a regular file (a character device)"
+               : S_ISBLK(sb.st_mode)  ? "not a regular file (a block device)"
+               : S_ISSOCK(sb.st_mode) ? "not a regular file (a socket)"
                                       : "not a regular file";
         close(fd);
         return NULL;

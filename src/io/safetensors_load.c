@@ -263,38 +263,20 @@ static nb_status read_tensors(nb_ctx *ctx, const char *path, FILE *f, const st_e
     return NB_OK;
 }
 
-/* Opens path for reading if it is a regular file. The open does not block
- * (O_NONBLOCK: a FIFO with no writer would otherwise hang it) and the type
- * is checked on the descriptor, so FIFOs, devices such as /dev/zero and
- * directories are refused before anything is read. */
+/* Opens path for reading if it is a regular file (nb_fopen_regular: FIFOs,
+ * devices such as /dev/zero and directories are refused before anything is
+ * read), with its stat in *sb. */
 static FILE *open_regular(nb_ctx *ctx, const char *path, struct stat *sb, nb_status *st) {
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) {
-        *st = nb_io_fail(ctx, NB_ERR_IO, LOAD, path, "cannot open: %s", strerror(errno));
-        return NULL;
+    const char *why = NULL;
+    FILE *f = nb_fopen_regular(path, &why);
+    if (f && fstat(fileno(f), sb) != 0) {
+        why = strerror(errno);
+        fclose(f);
+        f = NULL;
     }
-    if (fstat(fd, sb) != 0) {
-        *st = nb_io_fail(ctx, NB_ERR_IO, LOAD, path, "cannot stat: %s", strerror(errno));
-        close(fd);
-        return NULL;
-    }
-    if (!S_ISREG(sb->st_mode)) {
-        *st = nb_io_fail(ctx, NB_ERR_IO, LOAD, path, "not a regular file (%s)",
-                         S_ISDIR(sb->st_mode)    ? "a directory"
-                         : S_ISFIFO(sb->st_mode) ? "a FIFO"
-                         : S_ISCHR(sb->st_mode)  ? "a character device"
-                         : S_ISBLK(sb->st_mode)  ? "a block device"
-                         : S_ISSOCK(sb->st_mode) ? "a socket"
-                                                 : "not a file");
-        close(fd);
-        return NULL;
-    }
-    int flags = fcntl(fd, F_GETFL);
-    FILE *f = flags < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) < 0 ? NULL : fdopen(fd, "rb");
-    if (!f) {
-        *st = nb_io_fail(ctx, NB_ERR_IO, LOAD, path, "cannot open: %s", strerror(errno));
-        close(fd);
-    }
+    if (!f)
+        *st = nb_io_fail(ctx, NB_ERR_IO, LOAD, path, "%s%s",
+                         strncmp(why, "not a regular file", 18) ? "cannot open: " : "", why);
     return f;
 }
 
