@@ -464,6 +464,18 @@ static nb_status stream_tensor(void *user, const nb_tensor *t) {
     return NB_OK;
 }
 
+/* The path of config.json in the directory of path (malloc'd), or NULL when
+ * out of memory. */
+static char *config_beside(const char *path) {
+    const char *slash = strrchr(path, '/');
+    size_t dir = slash ? (size_t)(slash - path) + 1 : 0;
+    char *cpath = malloc(dir + sizeof "config.json");
+    if (!cpath) return NULL;
+    memcpy(cpath, path, dir);
+    memcpy(cpath + dir, "config.json", sizeof "config.json");
+    return cpath;
+}
+
 nb_status nb_gpt_load_hf(nb_ctx *pctx, nb_gpt *m, const char *path, int n_head, double dropout,
                          nb_dtype dt, nb_pcg32 *dropout_rng) {
     if (!pctx) return NB_ERR_NULL;
@@ -474,13 +486,8 @@ nb_status nb_gpt_load_hf(nb_ctx *pctx, nb_gpt *m, const char *path, int n_head, 
         return nb_ctx_fail(pctx, NB_ERR_VALUE, "%s: n_head %d is negative (0: from config.json "
                            "or the width)", FN, n_head);
     /* config.json beside the file */
-    size_t plen = strlen(path);
-    char *cpath = malloc(plen + sizeof "config.json");
+    char *cpath = config_beside(path);
     if (!cpath) return nb_ctx_fail(pctx, NB_ERR_MEMORY, "%s: out of memory", FN);
-    const char *slash = strrchr(path, '/');
-    size_t dir = slash ? (size_t)(slash - path) + 1 : 0;
-    memcpy(cpath, path, dir);
-    strcpy(cpath + dir, "config.json");
     hf_stream S = {pctx, m, NULL, {.gelu = NB_GELU_TANH, .layer_norm_epsilon = 1e-5},
                    n_head, dropout, dt, dropout_rng, "", false};
     nb_status st = NB_OK;
@@ -572,13 +579,8 @@ nb_status nb_gpt_save_hf(nb_ctx *ctx, const nb_gpt *m, const char *path) {
     nb_list_free(&sd);
     nb_ctx_free(tmp);
     if (st) return st;
-    size_t plen = strlen(path);
-    char *cpath = malloc(plen + sizeof "config.json");
+    char *cpath = config_beside(path);
     if (!cpath) return nb_ctx_fail(ctx, NB_ERR_MEMORY, "%s: out of memory", fn);
-    const char *slash = strrchr(path, '/');
-    size_t dir = slash ? (size_t)(slash - path) + 1 : 0;
-    memcpy(cpath, path, dir);
-    strcpy(cpath + dir, "config.json");
     st = write_config(ctx, fn, cpath, c);
     free(cpath);
     return st;
