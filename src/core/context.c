@@ -58,6 +58,10 @@ static unsigned char *chunk_base(nb_chunk *c) {
 static nb_chunk *chunk_new_as(nb_ctx *ctx, size_t size, bool huge) {
     if (size > SIZE_MAX - sizeof(nb_chunk) - NB_ALIGN - HUGE_PAGE) return NULL;
     nb_chunk *c;
+    /* no object can be larger than PTRDIFF_MAX: a larger request is out of
+     * memory here, before the sum below could wrap or malloc be asked for
+     * what it cannot give */
+    if (size > (size_t)PTRDIFF_MAX - sizeof(nb_chunk) - NB_ALIGN) return NULL;
     size_t bytes = sizeof(nb_chunk) + size + NB_ALIGN;
 #if NB_HUGE_PAGES
     if (huge && size >= HUGE_CHUNK) {
