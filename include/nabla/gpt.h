@@ -70,7 +70,24 @@
 extern "C" {
 #endif
 
-typedef enum nb_gpt_arch { NB_GPT_GPTMODEL, NB_GPT_NANOGPT } nb_gpt_arch;
+/* The model families. GPTMODEL and NANOGPT are GPT-2's block in two
+ * layouts (above). LLAMA3 and QWEN3 are the course's Llama 3.2 and Qwen3
+ * (llama3.py, qwen3.py; Qwen3-MoE is QWEN3 with n_expert > 0):
+ *   x = tok_emb[ids]                                          (B, T, C)
+ *   n_layer times:
+ *       h = rms_norm(x, norm1, norm_eps)
+ *       q = h Wq^T (B, T, H, hd), k = h Wk^T, v = h Wv^T (B, T, Hkv, hd)
+ *       q, k = rms_norm over hd (q_norm, k_norm; qk_norm only)
+ *       q, k = rope(q, k) at positions 0.. (theta, Llama 3 scaling)
+ *       x = x + Wo sdpa(q, k, v, causal, GQA, window)
+ *       h = rms_norm(x, norm2, norm_eps)
+ *       x = x + W3 (silu(h W1^T) * (h W2^T))                    gated MLP
+ *         (MoE: router logits h Wg^T, top n_expert_per_tok, softmax over
+ *          them, the weighted sum of those experts' gated MLPs)
+ *   logits = rms_norm(x, final_norm) head^T  (head = tok_emb when tie_head)
+ * No biases, no dropout layers beyond `dropout` on the attention weights
+ * (the course's models have none: keep it 0 to match them). */
+typedef enum nb_gpt_arch { NB_GPT_GPTMODEL, NB_GPT_NANOGPT, NB_GPT_LLAMA3, NB_GPT_QWEN3 } nb_gpt_arch;
 
 typedef struct nb_gpt_config {
     nb_gpt_arch arch;
@@ -91,6 +108,25 @@ typedef struct nb_gpt_config {
                             nanoGPT's nn.GELU(); the default, and 0) or
                             NB_GELU_TANH (GPT-2's own gelu_new: nb_gpt_from_hf
                             sets it). GPTModel always uses tanh and ignores it. */
+    /* ---- LLAMA3 and QWEN3 only (the GPT-2 layouts ignore these) ---- */
+    int n_kv_head;          /* key/value heads, divides n_head (1: multi-query);
+                               0 means n_head. course n_kv_groups, HF num_key_value_heads */
+    int64_t head_dim;       /* per head, even (RoPE); 0 means n_embd / n_head.
+                               Qwen3-0.6B: 128 with n_embd 1024 and 16 heads */
+    int64_t hidden_dim;     /* the gated MLP's width: course hidden_dim, HF intermediate_size */
+    double norm_eps;        /* every RMSNorm's eps: Llama 3 1e-5, Qwen3 1e-6 */
+    double rope_theta;      /* course rope_base, HF rope_theta: Llama 3.2 500000, Qwen3 1e6 */
+    bool rope_scaled;       /* Llama 3's frequency scaling with rope_scaling (course
+                               rope_freq, HF rope_scaling with rope_type "llama3") */
+    nb_rope_scaling rope_scaling;
+    bool qk_norm;           /* RMSNorm over head_dim on q and k before RoPE (Qwen3) */
+    bool tie_head;          /* the output head is tok_emb (HF tie_word_embeddings) */
+    int n_expert;           /* > 0: each block's MLP is a mixture of n_expert gated MLPs */
+    int n_expert_per_tok;   /* top-k experts a token runs through, 1..n_expert */
+    int64_t moe_hidden_dim; /* each expert's width (HF moe_intermediate_size) */
+    int64_t window;         /* > 0: sliding-window attention over the last `window` keys */
+    bool hf_names;          /* state_dict under Hugging Face's names (model.layers.N...),
+                               else the course's (trf_blocks.N...) */
 } nb_gpt_config;
 
 /* A config with each layout's familiar defaults:
