@@ -302,6 +302,58 @@ nb_status nb_gpt_load_hf(nb_ctx *pctx, nb_gpt *m, const char *path, int n_head, 
  * transposed copies live in a context of its own, freed before it returns. */
 nb_status nb_gpt_save_hf(nb_ctx *ctx, const nb_gpt *m, const char *path);
 
+/* ---- every family from and to a directory ----------------------------------
+ *
+ * A model directory is model.safetensors with its config beside it:
+ * Hugging Face's config.json (hf_names true) or the course's cfg.json
+ * (hf_names false). */
+
+/* Reads a config file into *out (fields it does not set keep
+ * nb_gpt_config_default's values for the family):
+ *   config.json, by "model_type" (else "architectures"): "llama"
+ *     (LlamaForCausalLM) -> NB_GPT_LLAMA3, "qwen3" (Qwen3ForCausalLM) and
+ *     "qwen3_moe" (Qwen3MoeForCausalLM) -> NB_GPT_QWEN3, "gpt2" ->
+ *     NB_GPT_NANOGPT with GPT-2's fields (nb_gpt_hf_config_read's); keys
+ *     vocab_size, hidden_size, num_hidden_layers, num_attention_heads,
+ *     num_key_value_heads, head_dim, intermediate_size, rms_norm_eps,
+ *     rope_theta, rope_scaling {rope_type "llama3", factor,
+ *     low_freq_factor, high_freq_factor, original_max_position_embeddings},
+ *     max_position_embeddings (block_size), tie_word_embeddings,
+ *     num_experts, num_experts_per_tok, moe_intermediate_size,
+ *     norm_topk_prob (must be true), sliding_window (used only when
+ *     use_sliding_window is true); hf_names true.
+ *   cfg.json, the course's cfg dict: vocab_size, context_length, emb_dim,
+ *     n_heads, n_layers, hidden_dim, n_kv_groups, head_dim, qk_norm,
+ *     rope_base, rope_freq {factor, low_freq_factor, high_freq_factor,
+ *     original_context_length}, num_experts, num_experts_per_tok,
+ *     moe_intermediate_size, dtype; Qwen3 when it has qk_norm or head_dim,
+ *     Llama 3 when it has rope_freq or n_kv_groups, else GPT-2's
+ *     GPT_CONFIG (drop_rate, qkv_bias) -> NB_GPT_GPTMODEL; hf_names false.
+ * NB_ERR_IO when it cannot be read; NB_ERR_FORMAT naming the path and the
+ * key for a missing or mistyped key; NB_ERR_VALUE for an unknown
+ * model_type or rope_type or values that cannot be built (n_head not a
+ * multiple of n_kv_head, odd head_dim, n_expert_per_tok > n_expert). */
+nb_status nb_gpt_config_read(nb_ctx *ctx, const char *path, nb_gpt_config *out);
+
+/* Writes cfg as config.json (cfg->hf_names, or NB_GPT_NANOGPT: GPT-2's
+ * GPT2Config) or the course's cfg.json, to a temporary file renamed over
+ * `path`; nb_gpt_config_read gives cfg back. */
+nb_status nb_gpt_config_write(nb_ctx *ctx, const nb_gpt_config *cfg, const char *path);
+
+/* Builds m from a model directory: `path` is its model.safetensors, the
+ * config is the config.json or cfg.json beside it (config.json first), and
+ * the tensors' names and shapes must be the config's (NB_ERR_FORMAT naming
+ * the tensor otherwise). Any family; GPT-2's Hugging Face files go through
+ * nb_gpt_load_hf. dropout, dt and dropout_rng as nb_gpt_from_state_dict. */
+nb_status nb_gpt_load(nb_ctx *pctx, nb_gpt *m, const char *path, double dropout, nb_dtype dt,
+                      nb_pcg32 *dropout_rng);
+
+/* Writes m as a model directory: `path` (model.safetensors, m's state_dict
+ * names, a tied head stored once as Hugging Face does) and the config
+ * beside it in m's layout; each to a temporary file renamed over the old
+ * one. nb_gpt_load reads it back to the same model. */
+nb_status nb_gpt_save(nb_ctx *ctx, const nb_gpt *m, const char *path);
+
 /* Copies values from a state_dict with the model's layout names and shapes
  * (nb_params_copy_from on m->state_dict). With a tied head, lm_head.weight
  * may be absent from sd; when present it must equal transformer.wte.weight.
