@@ -158,7 +158,16 @@ typedef struct nb_gpt_block {
     nb_tensor *c_proj_w, *c_proj_b; /* nanoGPT: (C, C), (C) or NULL */
     nb_tensor *ln2_w, *ln2_b;
     nb_tensor *fc_w, *fc_b;     /* ff.layers.0 | mlp.c_fc: (4C, C), (4C) */
-    nb_tensor *proj_w, *proj_b; /* ff.layers.2 | mlp.c_proj: (C, 4C), (C) */
+    nb_tensor *proj_w, *proj_b; /* ff.layers.2 | mlp.c_proj: (C, 4C), (C);
+                                   Llama 3 / Qwen3: fc3 | down_proj (C, hidden) */
+    /* Llama 3 and Qwen3 (fc_w is fc1 | gate_proj (hidden, C), through silu) */
+    nb_tensor *wq, *wk, *wv;    /* W_query | q_proj (H*hd, C), W_key, W_value (Hkv*hd, C) */
+    nb_tensor *wo;              /* out_proj | o_proj (C, H*hd) */
+    nb_tensor *q_norm, *k_norm; /* (hd), qk_norm only */
+    nb_tensor *up_w;            /* fc2 | up_proj (hidden, C) */
+    nb_tensor *router;          /* MoE: ff.gate | mlp.gate (n_expert, C) */
+    nb_tensor **ex_gate, **ex_up, **ex_down; /* MoE: n_expert each, (moe_hidden, C),
+                                                (moe_hidden, C), (C, moe_hidden) */
 } nb_gpt_block;
 
 typedef struct nb_gpt {
@@ -167,7 +176,9 @@ typedef struct nb_gpt {
     nb_tensor *wpe;          /* pos_emb | transformer.wpe (block_size, C) */
     nb_gpt_block *blocks;    /* n_layer blocks, in the parameter context */
     nb_tensor *lnf_w, *lnf_b; /* final_norm | transformer.ln_f */
-    nb_tensor *head;         /* out_head.weight (V, C); nanoGPT: == wte (tied) */
+    nb_tensor *head;         /* out_head.weight (V, C); nanoGPT, tie_head: == wte (tied) */
+    nb_tensor *rope_cos, *rope_sin; /* Llama 3 / Qwen3: RoPE tables (block_size, hd),
+                                       constants in the parameter context */
     nb_pcg32 *rng;           /* dropout masks (not owned); may be NULL with dropout 0 */
     bool training;           /* true after init; only dropout looks at it */
     nb_tensor_list params;   /* unique parameters in named_parameters() order, for

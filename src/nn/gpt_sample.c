@@ -5,6 +5,7 @@
  * (B, H, block_size, hd). A new token at position t costs, per layer, its
  * q/k/v projections, one pass over t cached keys and values (O(t C)), the
  * output projection and the MLP: no recompute of earlier positions. */
+#include "gpt_family.h"
 #include "gpt_internal.h"
 
 #include <stdlib.h>
@@ -123,7 +124,7 @@ static nb_tensor *cached_attention(nb_ctx *ctx, nb_gpt *m, nb_gpt_cache *c, int 
     nb_gpt_block *blk = &m->blocks[i];
     int64_t C = m->cfg.n_embd;
     nb_tensor *q, *k, *v;
-    if (m->cfg.arch == NB_GPT_GPTMODEL) { /* the MultiHeadAttention module's projections */
+    if (nb_gpt_layout(&m->cfg)->att == ATT_MHA_MODULE) { /* the module's projections */
         nb_nn_mha *a = &blk->att;
         k = nb_gpt_linear(ctx, h, a->W_key.weight, a->W_key.bias);
         v = nb_gpt_linear(ctx, h, a->W_value.weight, a->W_value.bias);
@@ -138,7 +139,7 @@ static nb_tensor *cached_attention(nb_ctx *ctx, nb_gpt *m, nb_gpt_cache *c, int 
     double *w = nb_ctx_alloc(ctx, (size_t)c->cap * sizeof *w);
     if (!q || !k || !v || !y || !w) return NULL;
     attend(c, i, q, k, v, y, 1.0 / sqrt((double)c->hd), w);
-    if (m->cfg.arch == NB_GPT_GPTMODEL)
+    if (nb_gpt_layout(&m->cfg)->att == ATT_MHA_MODULE)
         return nb_gpt_linear(ctx, y, blk->att.out_proj.weight, blk->att.out_proj.bias);
     return nb_gpt_linear(ctx, y, blk->c_proj_w, blk->c_proj_b);
 }
