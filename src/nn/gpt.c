@@ -20,15 +20,90 @@ nb_gpt_config nb_gpt_config_default(nb_gpt_arch arch) {
         c.vocab_size = 50304;
         c.dropout = 0.0;
         c.gelu = NB_GELU_NONE;
+    } else if (arch == NB_GPT_LLAMA3) { /* Llama 3.2 1B (config.json, the course's LLAMA32_CONFIG) */
+        c = (nb_gpt_config){.arch = arch, .vocab_size = 128256, .block_size = 131072,
+                            .n_layer = 16, .n_head = 32, .n_embd = 2048, .n_kv_head = 8,
+                            .head_dim = 64, .hidden_dim = 8192, .norm_eps = 1e-5,
+                            .rope_theta = 500000.0, .rope_scaled = true,
+                            .rope_scaling = {32.0, 1.0, 4.0, 8192}, .tie_head = true,
+                            .dtype = NB_F32};
+    } else if (arch == NB_GPT_QWEN3) { /* Qwen3 0.6B (config.json, the course's QWEN_CONFIG_06_B) */
+        c = (nb_gpt_config){.arch = arch, .vocab_size = 151936, .block_size = 40960,
+                            .n_layer = 28, .n_head = 16, .n_embd = 1024, .n_kv_head = 8,
+                            .head_dim = 128, .hidden_dim = 3072, .norm_eps = 1e-6,
+                            .rope_theta = 1000000.0, .qk_norm = true, .tie_head = true,
+                            .dtype = NB_F32};
     }
     return c;
 }
 
 /* ---- config checks ----------------------------------------------------------- */
 
+#define FAIL(...) nb_ctx_fail(pctx, NB_ERR_VALUE, __VA_ARGS__)
+
+/* The Llama 3 / Qwen3 fields: each error names the key and its values. */
+static nb_status check_rope_family(nb_ctx *pctx, const nb_gpt_config *c) {
+    const char *fam = c->arch == NB_GPT_LLAMA3 ? "llama3" : "qwen3";
+    const int64_t big = INT64_C(1) << 24;
+    if (c->n_kv_head < 0 || c->n_kv_head > c->n_head)
+        return FAIL("%s: n_kv_head %d is outside [1, n_head %d] (0 means n_head)", CLS,
+                    c->n_kv_head, c->n_head);
+    int kv = nb_gpt_kv_heads(c);
+    if (c->n_head % kv)
+        return FAIL("%s: n_head %d is not a multiple of n_kv_head %d", CLS, c->n_head, kv);
+    if (c->head_dim < 0 || c->head_dim > big)
+        return FAIL("%s: head_dim %lld is outside [1, 2^24] (0 means n_embd / n_head)", CLS,
+                    (long long)c->head_dim);
+    int64_t hd = nb_gpt_head_dim(c);
+    if (hd % 2)
+        return FAIL("%s: head_dim %lld is odd; RoPE turns pairs of dims", CLS, (long long)hd);
+    if ((double)c->n_head * (double)hd > (double)big)
+        return nb_ctx_fail(pctx, NB_ERR_SIZE, "%s: n_head %d x head_dim %lld is too large", CLS,
+                           c->n_head, (long long)hd);
+    if (!(c->norm_eps > 0 && isfinite(c->norm_eps)))
+        return FAIL("%s: norm_eps %g must be finite and > 0 (RMSNorm's eps)", CLS, c->norm_eps);
+    if (!(c->rope_theta >= 1 && isfinite(c->rope_theta)))
+        return FAIL("%s: rope_theta %g must be finite and >= 1", CLS, c->rope_theta);
+    const nb_rope_scaling *r = &c->rope_scaling;
+    if (c->rope_scaled &&
+        !(r->factor >= 1 && isfinite(r->factor) && r->low_freq_factor > 0 &&
+          r->high_freq_factor > r->low_freq_factor && isfinite(r->high_freq_factor) &&
+          r->original_max_position_embeddings > 0))
+        return FAIL("%s: rope_scaling (factor %g, low_freq_factor %g, high_freq_factor %g, "
+                    "original_max_position_embeddings %lld) needs factor >= 1, "
+                    "0 < low_freq_factor < high_freq_factor, original length > 0", CLS,
+                    r->factor, r->low_freq_factor, r->high_freq_factor,
+                    (long long)r->original_max_position_embeddings);
+    if (c->window < 0)
+        return FAIL("%s: window %lld is negative (0: no sliding window)", CLS,
+                    (long long)c->window);
+    if (c->arch == NB_GPT_LLAMA3 && (c->qk_norm || c->n_expert))
+        return FAIL("%s: %s %d: Llama 3 has no %s (Qwen3 has)", CLS,
+                    c->qk_norm ? "qk_norm" : "n_expert", c->qk_norm ? 1 : c->n_expert,
+                    c->qk_norm ? "q_norm/k_norm" : "experts");
+    if (c->n_expert < 0 || c->n_expert > 4096)
+        return FAIL("%s: n_expert %d is outside [0, 4096]", CLS, c->n_expert);
+    if (c->n_expert == 0 && (c->hidden_dim < 1 || c->hidden_dim > big))
+        return FAIL("%s: hidden_dim %lld: %s's gated MLP needs a width in [1, 2^24] (course "
+                    "hidden_dim, Hugging Face intermediate_size)", CLS,
+                    (long long)c->hidden_dim, fam);
+    if (c->n_expert > 0) {
+        if (c->n_expert_per_tok < 1 || c->n_expert_per_tok > c->n_expert)
+            return FAIL("%s: n_expert_per_tok %d is outside [1, n_expert %d]", CLS,
+                        c->n_expert_per_tok, c->n_expert);
+        if (c->moe_hidden_dim < 1 || c->moe_hidden_dim > big)
+            return FAIL("%s: moe_hidden_dim %lld: each of the %d experts needs a width in "
+                        "[1, 2^24] (moe_intermediate_size)", CLS, (long long)c->moe_hidden_dim,
+                        c->n_expert);
+    }
+    return NB_OK;
+}
+#undef FAIL
+
+
 static nb_status check_config(nb_ctx *pctx, const nb_gpt_config *c, const nb_pcg32 *rng) {
     if (!c) return nb_ctx_fail(pctx, NB_ERR_NULL, "%s: config is NULL", CLS);
-    if (c->arch != NB_GPT_GPTMODEL && c->arch != NB_GPT_NANOGPT)
+    if (!nb_gpt_layout(c))
         return nb_ctx_fail(pctx, NB_ERR_VALUE, "%s: unknown arch %d", CLS, (int)c->arch);
     const char *what[] = {"vocab_size", "block_size", "n_layer", "n_head", "n_embd"};
     int64_t v[] = {c->vocab_size, c->block_size, c->n_layer, c->n_head, c->n_embd};
@@ -36,7 +111,8 @@ static nb_status check_config(nb_ctx *pctx, const nb_gpt_config *c, const nb_pcg
         if (v[i] < 1)
             return nb_ctx_fail(pctx, NB_ERR_VALUE, "%s: %s %lld must be positive", CLS, what[i],
                                (long long)v[i]);
-    if (c->n_embd % c->n_head)
+    bool rope = nb_gpt_layout(c)->pos == POS_ROPE;
+    if (c->n_embd % c->n_head && !(rope && c->head_dim))
         return nb_ctx_fail(pctx, NB_ERR_VALUE, "%s: n_embd %lld is not divisible by n_head %d",
                            CLS, (long long)c->n_embd, c->n_head);
     if (c->n_layer > 10000 || c->n_embd > (INT64_C(1) << 24) ||
@@ -55,7 +131,7 @@ static nb_status check_config(nb_ctx *pctx, const nb_gpt_config *c, const nb_pcg
     if (c->dtype != NB_F32 && c->dtype != NB_F64)
         return nb_ctx_fail(pctx, NB_ERR_DTYPE, "%s: dtype %s, parameters must be f32 or f64",
                            CLS, nb_dtype_name(c->dtype));
-    return NB_OK;
+    return rope ? check_rope_family(pctx, c) : NB_OK;
 }
 
 /* ---- building: one walk over the family's table -------------------------------- */
@@ -251,6 +327,10 @@ NB_HIDDEN nb_status nb_gpt_init_impl(nb_ctx *pctx, nb_gpt *m, const nb_gpt_confi
     memset(m->blocks, 0, (size_t)cfg->n_layer * sizeof *m->blocks);
     builder b = {m, pctx, draw_rng, nb_gpt_layout(cfg)};
     st = build(&b);
+    if (!st && b.lay->pos == POS_ROPE) /* once per model, block_size positions */
+        st = nb_rope_tables(pctx, nb_gpt_head_dim(cfg), cfg->block_size, cfg->rope_theta,
+                            cfg->rope_scaled ? &cfg->rope_scaling : NULL, cfg->dtype,
+                            &m->rope_cos, &m->rope_sin);
     if (st) {
         nb_gpt_free(m);
         return st;

@@ -7,6 +7,7 @@
  * its two uses because the tape accumulates into the one leaf). */
 #include "gpt_family.h"
 #include "gpt_internal.h"
+#include "moe.h"
 
 #include <math.h>
 #include <string.h>
@@ -166,17 +167,115 @@ static nb_tensor *nano_attention(nb_ctx *ctx, nb_gpt *m, nb_gpt_block *blk, nb_t
     return nano_heads(ctx, m, blk, part, b, t);
 }
 
+/* n linears of one x without biases: one job when recording or for many
+ * rows (nb_linear_n), dot products for a few rows when sampling. 0 or -1. */
+static int linears(nb_ctx *ctx, nb_tensor *x, int n, nb_tensor *const *w, nb_tensor **out) {
+    int64_t rows = x ? (int64_t)x->numel / x->shape[x->ndim - 1] : 0;
+    if (!x || nb_is_grad_enabled(ctx) || rows > FEW_ROWS) return nb_linear_n(ctx, x, n, w, NULL, out);
+    for (int k = 0; k < n; k++) out[k] = nb_gpt_linear(ctx, x, w[k], NULL);
+    return nb_ctx_ok(ctx) ? 0 : -1;
+}
+
+NB_HIDDEN int nb_gpt_qkv(nb_ctx *ctx, nb_gpt *m, nb_gpt_block *blk, nb_tensor *h, int64_t pos0,
+                         nb_tensor **q, nb_tensor **k, nb_tensor **v) {
+    const nb_gpt_config *c = &m->cfg;
+    const gpt_scopes *s = &nb_gpt_layout(c)->s;
+    if (!h) return -1;
+    const int64_t b = h->shape[0], t = h->shape[1], H = c->n_head, G = nb_gpt_kv_heads(c),
+                  hd = nb_gpt_head_dim(c);
+    nb_tensor *w[3] = {blk->wq, blk->wk, blk->wv}, *p[3];
+    NB_LIB_HERE(ctx);
+    if (linears(ctx, h, 3, w, p)) return -1;
+    *q = nb_view(ctx, p[0], NB_SHAPE(b, t, H, hd));
+    *k = nb_view(ctx, p[1], NB_SHAPE(b, t, G, hd));
+    *v = nb_view(ctx, p[2], NB_SHAPE(b, t, G, hd));
+    if (c->qk_norm) {
+        *q = NB_NN_SCOPED(ctx, s->q_norm, nb_rms_norm(ctx, *q, blk->q_norm, c->norm_eps));
+        *k = NB_NN_SCOPED(ctx, s->k_norm, nb_rms_norm(ctx, *k, blk->k_norm, c->norm_eps));
+    }
+    NB_LIB_HERE(ctx);
+    *q = nb_rope(ctx, *q, m->rope_cos, m->rope_sin, pos0, NB_ROPE_THD);
+    *k = nb_rope(ctx, *k, m->rope_cos, m->rope_sin, pos0, NB_ROPE_THD);
+    return nb_ctx_ok(ctx) ? 0 : -1;
+}
+
+/* Llama 3's and Qwen3's attention: q, k, v (nb_gpt_qkv), then one fused
+ * causal nb_sdpa_ex reading the Hkv key/value heads in place for the H
+ * query heads (grouped-query attention: no repeat of k or v), with the
+ * sliding window, then Wo. Dropout on the attention weights as nanoGPT's
+ * (the seed two draws of the model's rng). h (B, T, C) -> (B, T, C). */
+static nb_tensor *gqa_attention(nb_ctx *ctx, nb_gpt *m, nb_gpt_block *blk, nb_tensor *h) {
+    nb_tensor *q, *k, *v;
+    if (nb_gpt_qkv(ctx, m, blk, h, 0, &q, &k, &v)) return NULL;
+    double p = m->training ? m->cfg.dropout : 0.0;
+    uint64_t seed = 0; /* two draws, high word first (a comma sequences them) */
+    if (p > 0.0) seed = (uint64_t)nb_pcg32_next(m->rng) << 32, seed |= nb_pcg32_next(m->rng);
+    NB_LIB_HERE(ctx);
+    nb_tensor *y = nb_sdpa_ex(ctx, q, k, v,
+                              &(nb_sdpa_opts){.causal = true,
+                                              .scale = 1.0 / sqrt((double)q->shape[3]),
+                                              .dropout_p = p, .seed = seed,
+                                              .window = m->cfg.window}); /* (B, T, H hd) */
+    return NB_NN_SCOPED(ctx, nb_gpt_layout(&m->cfg)->s.o, nb_gpt_linear(ctx, y, blk->wo, NULL));
+}
+
 /* The attention of a block: the one place that picks the attention code. */
 static nb_tensor *attention(nb_ctx *ctx, nb_gpt *m, nb_gpt_block *blk, nb_tensor *h) {
     const gpt_layout *l = nb_gpt_layout(&m->cfg);
     switch (l->att) {
     case ATT_MHA_MODULE: return NB_NN_SCOPED(ctx, l->s.att, nb_nn_mha_forward(ctx, &blk->att, h));
-    default: return NB_NN_SCOPED(ctx, l->s.att, nano_attention(ctx, m, blk, h));
+    case ATT_FUSED_QKV: return NB_NN_SCOPED(ctx, l->s.att, nano_attention(ctx, m, blk, h));
+    default: return NB_NN_SCOPED(ctx, l->s.att, gqa_attention(ctx, m, blk, h));
     }
+}
+
+/* The gated MLP: silu(h W1^T) * (h W2^T), then W3; W1 and W2 in one job.
+ * h (..., C) -> (..., C) with W1, W2 (hidden, C), W3 (C, hidden). */
+static nb_tensor *gated_mlp(nb_ctx *ctx, const gpt_scopes *s, nb_tensor *h, nb_tensor *w1,
+                            nb_tensor *w2, nb_tensor *w3) {
+    nb_tensor *w[2] = {w1, w2}, *p[2];
+    NB_LIB_HERE(ctx);
+    if (linears(ctx, h, 2, w, p)) return NULL;
+    nb_tensor *f = nb_mul(ctx, nb_silu(ctx, p[0]), p[1]);
+    return NB_NN_SCOPED(ctx, s->proj, nb_gpt_linear(ctx, f, w3, NULL));
+}
+
+typedef struct expert_job {
+    const nb_gpt_block *blk;
+    const gpt_scopes *s;
+} expert_job;
+
+static nb_tensor *expert(nb_ctx *ctx, int e, nb_tensor *xe, void *user) {
+    const expert_job *j = user;
+    return gated_mlp(ctx, j->s, xe, j->blk->ex_gate[e], j->blk->ex_up[e], j->blk->ex_down[e]);
+}
+
+/* Qwen3-MoE's MLP: router logits h Wg^T (N, E), their top k, a softmax
+ * over those k (Hugging Face's softmax then top-k with norm_topk_prob, the
+ * same numbers), and each token through its k experts only (nb_moe_dispatch).
+ * h (B, T, C) -> (B, T, C). */
+static nb_tensor *moe_mlp(nb_ctx *ctx, nb_gpt *m, nb_gpt_block *blk, nb_tensor *h) {
+    const gpt_scopes *s = &nb_gpt_layout(&m->cfg)->s;
+    const int64_t C = m->cfg.n_embd, N = (int64_t)h->numel / C;
+    NB_LIB_HERE(ctx);
+    nb_tensor *x = nb_view(ctx, h, NB_SHAPE(N, C)), *idx = NULL;
+    nb_tensor *logits = NB_NN_SCOPED(ctx, s->router, nb_gpt_linear(ctx, x, blk->router, NULL));
+    NB_LIB_HERE(ctx);
+    nb_tensor *gates = nb_softmax(ctx, nb_topk(ctx, logits, m->cfg.n_expert_per_tok, -1, &idx));
+    expert_job j = {blk, s};
+    nb_tensor *y = NB_NN_SCOPED(ctx, s->experts,
+                                nb_moe_dispatch(ctx, x, gates, idx, m->cfg.n_expert, expert, &j));
+    NB_LIB_HERE(ctx);
+    return nb_view(ctx, y, h->ndim, h->shape);
 }
 
 NB_HIDDEN nb_tensor *nb_gpt_mlp(nb_ctx *ctx, nb_gpt *m, nb_gpt_block *blk, nb_tensor *h) {
     const gpt_scopes *s = &nb_gpt_layout(&m->cfg)->s;
+    if (!h) return NULL;
+    if (m->cfg.n_expert > 0 && nb_gpt_layout(&m->cfg)->mlp == MLP_GATED)
+        return moe_mlp(ctx, m, blk, h);
+    if (nb_gpt_layout(&m->cfg)->mlp == MLP_GATED)
+        return gated_mlp(ctx, s, h, blk->fc_w, blk->up_w, blk->proj_w);
     nb_gelu_approx g = nb_gpt_layout(&m->cfg)->gelu_from_cfg ? m->cfg.gelu : NB_GELU_TANH;
     NB_LIB_HERE(ctx);
     nb_tensor *f = NB_NN_SCOPED(ctx, s->fc, nb_gpt_linear(ctx, h, blk->fc_w, blk->fc_b));

@@ -19,7 +19,14 @@ NB_HIDDEN nb_tensor *nb_gpt_embed(nb_ctx *ctx, nb_gpt *m, const nb_tensor *ids, 
 NB_HIDDEN nb_tensor *nb_gpt_linear(nb_ctx *ctx, nb_tensor *x, nb_tensor *w, nb_tensor *b);
 /* the model's dropout (identity in eval mode or with p 0) */
 NB_HIDDEN nb_tensor *nb_gpt_dropout(nb_ctx *ctx, nb_gpt *m, nb_tensor *x);
-/* Linear(C, 4C), GELU, Linear(4C, C): (B, T, C) -> (B, T, C) */
+/* Llama 3 / Qwen3: q (B, T, H, hd), k and v (B, T, Hkv, hd) of h (B, T, C)
+ * at positions pos0..: the projections (views of their outputs, no copy),
+ * RMSNorm over hd on q and k (qk_norm), RoPE on q and k. 0, or -1 with the
+ * error on ctx. */
+NB_HIDDEN int nb_gpt_qkv(nb_ctx *ctx, nb_gpt *m, nb_gpt_block *blk, nb_tensor *h, int64_t pos0,
+                         nb_tensor **q, nb_tensor **k, nb_tensor **v);
+/* The block's MLP: Linear(C, 4C), GELU, Linear(4C, C), or the gated MLP,
+ * or the mixture of gated experts: (B, T, C) -> (B, T, C) */
 NB_HIDDEN nb_tensor *nb_gpt_mlp(nb_ctx *ctx, nb_gpt *m, nb_gpt_block *blk, nb_tensor *h);
 /* Block i in two halves around its attention, so that gpt_sample.c can put
  * the cached attention in between:
