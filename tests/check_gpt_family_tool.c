@@ -13,6 +13,7 @@
 #include "gpt_run.h"
 
 #include <cjson/cJSON.h>
+#include <math.h>
 #include <sys/stat.h>
 
 #define SMALL "--n_layer=2 --n_head=4 --n_embd=32 --block_size=16 --batch_size=4 " \
@@ -93,6 +94,23 @@ START_TEST(test_family_from_scratch) {
     gpt_exec(&r, args);
     ck_assert_msg(r.status == 0, "%s: %s", args, r.err);
     ck_assert_msg(!strncmp(r.out, "line", 4) && strstr(r.out, "\n---------------\n"), "%s", r.out);
+    /* bench times the same model: its FLOPs count the experts a token runs through */
+    snprintf(args, sizeof args, "bench %s --n_layer=2 --n_head=4 --n_embd=32 --block_size=16 "
+             "--batch_size=2 --max_iters=2 --rounds=1 --threads=1 --sample=False", f->flags);
+    gpt_exec(&r, args);
+    ck_assert_msg(r.status == 0, "%s: %s", args, r.err);
+    double gf = 0;
+    const char *at = strstr(r.out, "gflop_per_step=");
+    ck_assert_msg(at && sscanf(at, "gflop_per_step=%lf", &gf) == 1, "%s", r.out);
+    /* 6 per weight a token (B T = 32: the blocks' matrices, the head of bench's
+     * vocabulary 65, the norms' gains) plus 12 L B T^2 H hd */
+    double w = _i == 0 ? 2 * (32 * 32 + 2 * 16 * 32 + 32 * 32 + 3 * 128 * 32.0)
+             : _i == 1 ? 2 * (64 * 32 + 2 * 16 * 32 + 32 * 64 + 3 * 96 * 32.0 + 2 * 16)
+                       : 2 * (32 * 32 + 2 * 16 * 32 + 32 * 32 + 4 * 32 + 2 * 3 * 48 * 32.0 + 2 * 8);
+    w += 65 * 32 + 5 * 32; /* the head; norm1, norm2 of each block and final_norm */
+    double attn = 12.0 * 2 * 2 * 16 * 16 * (_i == 1 ? 64 : 32);
+    ck_assert_msg(fabs(gf - (6 * w * 32 + attn) / 1e9) < 1e-5 * gf, "%s: %g vs %g", f->dir, gf,
+                  (6 * w * 32 + attn) / 1e9);
     gpt_run_done(&r);
 }
 END_TEST
