@@ -524,6 +524,14 @@ START_TEST(test_summary_and_scopes) {
                           "\"scope\":\"model.norm\""};
     for (int k = 0; k < 6; k++) ck_assert_msg(strstr(buf, want[k]) != NULL, "%s missing", want[k]);
     free(buf);
+    /* the tape explorer's page, backward steps included */
+    ck_assert_int_eq(nb_backward(s, L, NULL), NB_OK);
+    buf = NULL;
+    f = open_memstream(&buf, &len);
+    ck_assert_int_eq(nb_tape_html(s, L, f), NB_OK);
+    fclose(f);
+    ck_assert_msg(strstr(buf, "model.layers.1.self_attn") != NULL, "no module box");
+    free(buf);
     nb_gpt_free(&m);
     nb_ctx_free(s);
     nb_ctx_free(p);
