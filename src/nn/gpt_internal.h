@@ -40,4 +40,23 @@ NB_HIDDEN nb_tensor *nb_gpt_block_finish(nb_ctx *ctx, nb_gpt *m, int i, nb_tenso
 /* final norm and head: (B, T, C) -> (B, T, V) */
 NB_HIDDEN nb_tensor *nb_gpt_head(nb_ctx *ctx, nb_gpt *m, nb_tensor *x);
 
+/* ---- files (gpt_files.c, gpt_config_json.c) ---- */
+struct cJSON;
+/* The JSON object in the regular file `path` (cJSON_Delete it); NULL with
+ * an error on ctx naming fn and the path (unreadable, not an object,
+ * something after it). */
+NB_HIDDEN struct cJSON *nb_gpt_json_read(nb_ctx *ctx, const char *fn, const char *path);
+/* The path of file `name` in path's directory (malloc'd), NULL when out of memory. */
+NB_HIDDEN char *nb_gpt_beside(const char *path, const char *name);
+/* text written and fsync'ed to "<path>.tmp.<pid>": returns that name
+ * (malloc'd) for nb_gpt_text_commit, or NULL with an error on ctx (path
+ * exists and is not a regular file or a directory, or a write failed). */
+NB_HIDDEN char *nb_gpt_text_stage(nb_ctx *ctx, const char *fn, const char *path,
+                                  const char *text);
+/* Renames the staged tmp over path (removing tmp on failure); frees tmp. */
+NB_HIDDEN nb_status nb_gpt_text_commit(nb_ctx *ctx, const char *fn, char *tmp, const char *path);
+/* cfg as the JSON text nb_gpt_config_write writes (malloc'd), or NULL with
+ * an error on ctx naming fn (a config the layout cannot express). */
+NB_HIDDEN char *nb_gpt_config_json(nb_ctx *ctx, const char *fn, const nb_gpt_config *cfg);
+
 #endif
