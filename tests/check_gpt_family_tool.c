@@ -217,6 +217,41 @@ START_TEST(test_family_init_and_finetune) {
 }
 END_TEST
 
+/* --batches (fixed batches, no text) and the NaN stop, for a Llama 3: the
+ * same paths as the GPT's, only the model differs. */
+START_TEST(test_family_batches_and_nan) {
+    gpt_run r;
+    gpt_run_init(&r);
+    nb_ctx *ctx = nb_ctx_new(0);
+    nb_tensor *x = nb_empty(ctx, NB_I64, NB_SHAPE(3, 2, 8));
+    nb_tensor *y = nb_empty(ctx, NB_I64, NB_SHAPE(3, 2, 8));
+    for (int i = 0; i < 48; i++)
+        ((int64_t *)x->data)[i] = i % 13, ((int64_t *)y->data)[i] = (i + 1) % 13;
+    nb_tensor_list b = {0};
+    nb_list_add(&b, "x", x);
+    nb_list_add(&b, "y", y);
+    char p[256];
+    snprintf(p, sizeof p, "%s/b.safetensors", r.dir);
+    ck_assert_int_eq(nb_save_safetensors(ctx, p, &b, 0, NULL, NULL), NB_OK);
+    const char *m = "--arch=llama3 --n_kv_head=1 --n_layer=1 --n_head=2 --n_embd=16 "
+                    "--block_size=8 --batch_size=2 --vocab_size=13 --threads=1";
+    char args[1024];
+    snprintf(args, sizeof args, "train %s --batches=b.safetensors --out_dir=o", m);
+    gpt_exec(&r, args);
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    ck_assert_msg(strstr(r.out, "llama3, ") && strstr(r.out, "3 iterations from 0"), "%s", r.out);
+    ck_assert(exists(&r, "o/cfg.json"));
+    /* a learning rate that overflows: the run stops at the first non-finite loss */
+    snprintf(args, sizeof args, "train %s --batches=b.safetensors --out_dir=nan "
+             "--learning_rate=1e30 --decay_lr=False --grad_clip=0", m);
+    gpt_exec(&r, args);
+    ck_assert_msg(r.status != 0 && strstr(r.err, "not finite"), "exit %d: %s", r.status, r.err);
+    nb_list_free(&b);
+    nb_ctx_free(ctx);
+    gpt_run_done(&r);
+}
+END_TEST
+
 /* Flags that cannot make a model: exit 2 naming the flag, nothing written. */
 static const struct bad_flags {
     const char *args, *msg;
@@ -224,7 +259,8 @@ static const struct bad_flags {
 } BAD[] = {
     {"--arch=llama3 --n_kv_head=3", "--n_head=4 is not a multiple of --n_kv_head=3", false},
     {"--arch=qwen3 --head_dim=7", "--head_dim=7 is odd", false},
-    {"--arch=qwen3 --n_expert=4 --n_expert_per_tok=5", "--n_expert_per_tok=5 is more than --n_expert=4", false},
+    {"--arch=qwen3 --n_expert=4 --n_expert_per_tok=5",
+     "--n_expert_per_tok=5 is more than --n_expert=4", false},
     {"--arch=qwen3 --window=0", "--window=0 must be positive", false},
     {"--arch=llama3 --n_expert=4", "experts are Qwen3-MoE's", false},
     {"--arch=llama3 --qk_norm", "Llama 3 has no QK-norm", false},
@@ -362,6 +398,7 @@ Suite *suite_gpt_family_tool(void) {
     tcase_add_loop_test(tc, test_family_from_scratch, 0, 3);
     tcase_add_test(tc, test_family_resume_bit_identical);
     tcase_add_test(tc, test_family_init_and_finetune);
+    tcase_add_test(tc, test_family_batches_and_nan);
     tcase_add_test(tc, test_family_bad_flags);
     tcase_add_test(tc, test_family_bad_config);
     tcase_add_test(tc, test_family_docs_commands);

@@ -470,8 +470,10 @@ static nb_status family_json(nb_ctx *ctx, const char *fn, const nb_gpt_config *c
         const field *f = &FIELDS[i];
         const char *key = hf ? f->hf : f->course;
         const void *p = (const char *)c + f->off;
-        double v = f->kind == K_INT ? *(const int *)p : f->kind == K_I64 ? (double)*(const int64_t *)p
-                   : f->kind == K_F64 ? *(const double *)p : 0;
+        double v = f->kind == K_INT   ? *(const int *)p
+                   : f->kind == K_I64 ? (double)*(const int64_t *)p
+                   : f->kind == K_F64 ? *(const double *)p
+                                      : 0;
         if (i == F_KV) v = n_kv;
         if (i == F_HEAD_DIM) v = (double)hd;
         if (f->kind == K_BOOL) cJSON_AddBoolToObject(o, key, *(const bool *)p);

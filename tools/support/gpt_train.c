@@ -365,7 +365,7 @@ static int model_from_init(run *r) {
         nb_list_free(&sd);
         st = nb_gpt_load(r->pctx, &r->gpt, r->init, r->f->dropout, gpt_flags_dtype(r->f),
                          &r->rng_model);
-    } else if (nb_gpt_state_dict_is_hf(&sd)) { /* a Hugging Face GPT-2 file, read again as it streams */
+    } else if (nb_gpt_state_dict_is_hf(&sd)) { /* Hugging Face's GPT-2, read again, streamed */
         nb_list_free(&sd);
         int heads = gpt_flag_given(r->f, "n_head") ? (int)r->f->n_head : 0; /* 0: config.json */
         st = nb_gpt_load_hf(r->pctx, &r->gpt, r->init, heads, r->f->dropout,
