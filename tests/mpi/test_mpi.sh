@@ -66,6 +66,20 @@ for run in gptmodel_cosine_clip:gptmodel gptmodel_qkv_course:gptmodel_qkv \
     else tail -5 "$tmp/s.out" "$tmp/m.out"; bad "$name: 2 ranks = 1 process (float64)"; fi
 done
 
+# ---- Llama 3 / Qwen3: only the model build differs ----------------------------
+# A Qwen3-MoE (multi-query attention, top 2 of 4 experts) from scratch on the
+# same batches: 2 ranks = 1 process, float64.
+name=qwen3_moe
+common="--arch=qwen3 --n_kv_head=1 --n_expert=4 --n_layer=2 --n_head=2 --n_embd=16 \
+    --block_size=6 --batch_size=4 --vocab_size=13 --dtype=float64 --learning_rate=1e-2 \
+    --max_iters=8 --batches=$F/batches.safetensors"
+if $G train $common --out_dir="$tmp/s_$name" > "$tmp/s.out" 2>&1 &&
+   $RUN -np 2 "$M" train $common --out_dir="$tmp/m_$name" > "$tmp/m.out" 2>&1 &&
+   "$CMP" log "$tmp/m_$name/log.jsonl" "$tmp/s_$name/log.jsonl" 1e-12 &&
+   "$CMP" model "$tmp/m_$name/model.safetensors" "$tmp/s_$name/model.safetensors" 1e-12 1e-9
+then ok "$name: 2 ranks = 1 process (float64)"
+else tail -5 "$tmp/s.out" "$tmp/m.out"; bad "$name: 2 ranks = 1 process (float64)"; fi
+
 # The same through messages: NB_MPI_SHM=0, and a window that could not be
 # allocated (NB_MPI_TEST_NOSHM: every rank's allocation "fails"), which must
 # say so and fall back. Both paths give the same bits as the window's.
