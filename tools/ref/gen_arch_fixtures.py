@@ -69,7 +69,9 @@ A f32 run converts the float64 init to float32 first.
 
 The MoE runs check that no token's k-th and (k+1)-th router logits come
 within 1e-4 of each other anywhere in a run (a near tie could route
-differently in float32 in nabla and PyTorch).
+differently in float32 in nabla and PyTorch), and that every expert gets a
+token in every forward (an idle expert has no gradient in PyTorch, so its
+AdamW step is skipped, where nabla's gradient is zero and AdamW still steps).
 
 RoPE tables: float64, rounded once (arch_ref.py); Hugging Face computes
 the angles in float32.
@@ -101,7 +103,7 @@ MODELS = {
                                       original_context_length=8192)), True, 22),
     "qwen3_course": (dict(family="qwen3", vocab_size=V, context_length=CTX, emb_dim=12, n_heads=4,
                           head_dim=6, n_layers=2, hidden_dim=20, n_kv_groups=2, qk_norm=True,
-                          rope_base=1e6), False, 23),
+                          rope_base=1e6), False, 27),
     "qwen3_hf": (dict(family="qwen3", vocab_size=V, context_length=CTX, emb_dim=16, n_heads=2,
                       head_dim=12, n_layers=2, hidden_dim=20, n_kv_groups=1, qk_norm=True,
                       rope_base=1e6, tie=True), True, 24),
@@ -128,8 +130,7 @@ RUNS = [
                                    gradient_accumulation_steps=2)),
     ("adamw", "qwen3_hf", dict()),
     ("adamw", "qwen3moe_course", dict(grad_clip=1.0)),
-    ("adamw", "qwen3moe_hf", dict(decay_lr=True, warmup_iters=2, lr_decay_iters=12,
-                                  gradient_accumulation_steps=2)),
+    ("adamw", "qwen3moe_hf", dict(decay_lr=True, warmup_iters=2, lr_decay_iters=12)),
     ("muon", "llama3_course", dict(optimizer="muon", decay_lr=True, warmup_iters=4,
                                    lr_decay_iters=15, grad_clip=1.0)),
     ("muon", "llama3_hf", dict(optimizer="muon", muon_lr=0.03, muon_momentum=0.9,
@@ -167,10 +168,11 @@ def clone_to(cfg, init, dtype):
 
 
 class RouterWatch:
-    """Smallest gap between the k-th and (k+1)-th router logit seen."""
+    """Smallest gap between the k-th and (k+1)-th router logit seen, and the
+    fewest tokens any expert received in one forward."""
 
     def __init__(self, model):
-        self.gap = math.inf
+        self.gap, self.fewest = math.inf, math.inf
         for block in model.trf_blocks:
             ff = block.ff
             if hasattr(ff, "gate"):
@@ -181,6 +183,9 @@ class RouterWatch:
             if out.size(-1) > k:
                 s = out.detach().sort(dim=-1, descending=True).values
                 self.gap = min(self.gap, (s[..., k - 1] - s[..., k]).min().item())
+                chosen = out.detach().topk(k, dim=-1).indices.reshape(-1)
+                counts = torch.bincount(chosen, minlength=out.size(-1))
+                self.fewest = min(self.fewest, counts.min().item())
         return fn
 
 
@@ -342,6 +347,9 @@ def main():
             named = named_parameters(model, hf)
             losses, lrs = train(model, named, o, bx, by, iters)
             assert watch.gap > 1e-4, "%s %s: router near tie %g" % (mname, run, watch.gap)
+            # an expert with no token has no gradient in PyTorch (AdamW skips it
+            # that step) but a zero one in nabla: keep every expert busy
+            assert watch.fewest > 0, "%s %s: an expert got no token" % (mname, run)
             tensors = [("loss", torch.tensor(losses, dtype=torch.float64)),
                        ("lr", torch.tensor(lrs, dtype=torch.float64))]
             if run == "adamw":
