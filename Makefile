@@ -83,7 +83,7 @@ TOOLS := $(addprefix $(B)/bin/,$(basename $(notdir $(TOOL_SRC))))
 SUPPORT_SRC := $(sort $(wildcard tools/support/*.c)) tools/test/parity.c
 SUPPORT_OBJ := $(addprefix $(B)/support/,$(notdir $(SUPPORT_SRC:.c=.o)))
 SUPPORT_HDR := $(wildcard tools/support/*.h tools/test/*.h) examples/reverse_model.h
-SUPPORT_INC := -Itools/support -Itools/test -Iexamples
+SUPPORT_INC := -Itools/support -Itools/test -Iexamples -Isrc
 TEST_SRC ?= $(sort $(wildcard tests/*.c))
 TEST_BIN := $(B)/tests/check_nabla
 

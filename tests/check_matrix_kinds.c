@@ -559,6 +559,29 @@ DRV(nb_gpt_save_hf) {
     good_path(k, "hf.safetensors", good, sizeof good);
     nb_gpt_save_hf(k->ctx, gpt(k), P(k, 2, good));
 }
+DRV(nb_gpt_config_read) {
+    char good[128];
+    nb_gpt_config c;
+    good_path(k, "config.json", good, sizeof good);
+    nb_gpt_config_read(k->ctx, P(k, 1, good), &c);
+}
+DRV(nb_gpt_config_write) {
+    char good[128];
+    good_path(k, "out.json", good, sizeof good);
+    nb_gpt_config_write(k->ctx, &gpt(k)->cfg, P(k, 2, good));
+}
+DRV(nb_gpt_load) {
+    char good[128];
+    nb_gpt m;
+    good_path(k, "model.safetensors", good, sizeof good);
+    if (nb_gpt_load(k->ctx, &m, P(k, 2, good), F(k, 3, 0), NB_F32, &k->rng) == NB_OK)
+        nb_gpt_free(&m);
+}
+DRV(nb_gpt_save) {
+    char good[128];
+    good_path(k, "saved.safetensors", good, sizeof good);
+    nb_gpt_save(k->ctx, gpt(k), P(k, 2, good));
+}
 DRV(nb_gpt_load_state_dict) { nb_gpt_load_state_dict(gpt(k), L(k, 1, &gpt(k)->state_dict)); }
 DRV(nb_gpt_cache_new) { nb_gpt_cache_free(nb_gpt_cache_new(k->ctx, gpt(k), SZ(k, 2, 1))); }
 /* Arguments 7-8 are the options' temperature and top_k (after the "|"). */
@@ -960,6 +983,10 @@ static const krow kinds[] = {
     {"nb_gpt_from_hf", "ctx ptr list int float enum rng", d_nb_gpt_from_hf},
     {"nb_gpt_load_hf", "ctx ptr path_in:st int float enum rng", d_nb_gpt_load_hf},
     {"nb_gpt_save_hf", "ctx ptr path_out", d_nb_gpt_save_hf},
+    {"nb_gpt_config_read", "ctx path_in:json out", d_nb_gpt_config_read},
+    {"nb_gpt_config_write", "ctx ptr path_out", d_nb_gpt_config_write},
+    {"nb_gpt_load", "ctx ptr path_in:st float enum rng", d_nb_gpt_load},
+    {"nb_gpt_save", "ctx ptr path_out", d_nb_gpt_save},
     {"nb_gpt_load_state_dict", "ptr list", d_nb_gpt_load_state_dict},
     {"nb_gpt_train", "ptr bool", NULL},
     {"nb_gpt_forward", "ctx ptr tensor", NULL},

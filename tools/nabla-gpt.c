@@ -38,20 +38,24 @@ static const char USAGE[] =
     "usage: " PROG " train|sample|bench|init [CONFIG.py] [--key=value ...]\n"
     "       " PROG " prepare --data=input.txt --out_dir=DIR [--tokenizer=char|gpt2]\n"
     "\n"
-    "  train   trains a GPT on --data=FILE (characters) or --dataset=DIR (nanoGPT's\n"
-    "          prepared data, characters or GPT-2 ids), or replays --batches=FILE, and\n"
-    "          writes out_dir/{log.jsonl,model.safetensors,ckpt.safetensors,loss.svg};\n"
+    "  train   trains a model (--arch=gptmodel|nanogpt|llama3|qwen3) on --data=FILE\n"
+    "          (characters) or --dataset=DIR (nanoGPT's prepared data, characters or\n"
+    "          GPT-2 ids), or replays --batches=FILE, and writes out_dir/{log.jsonl,\n"
+    "          model.safetensors,ckpt.safetensors,loss.svg} (llama3/qwen3: and the config);\n"
     "          a checkpoint at every evaluation, Ctrl-C saves and exits 130,\n"
-    "          --init_from=resume goes on, --init_from=PATH fine-tunes a Hugging Face\n"
-    "          GPT-2 model.safetensors. A nanoGPT config file may come first.\n"
+    "          --init_from=resume goes on, --init_from=DIR/model.safetensors fine-tunes\n"
+    "          a model directory (GPT-2 as Hugging Face ships it, or any family with its\n"
+    "          config.json or cfg.json beside). A nanoGPT config file may come first.\n"
     "  prepare writes DIR/{train.bin,val.bin,meta.pkl} as nanoGPT's\n"
     "          data/shakespeare_char/prepare.py does, or with --tokenizer=gpt2\n"
     "          DIR/{train.bin,val.bin} as data/shakespeare/prepare.py (for --dataset)\n"
     "  sample  draws text from out_dir/model.safetensors (or --init_from=PATH), with\n"
     "          the KV cache\n"
     "  bench   times full training steps and sampling: ms_per_step=X peak_rss_mb=Y tok_per_s=Z\n"
-    "  init    writes a GPT-2 of random weights (nanoGPT's init) as Hugging Face ships one,\n"
-    "          --out=DIR/{model.safetensors,config.json}, for --init_from=DIR/model.safetensors\n"
+    "  init    writes a model of random weights as a directory for --init_from:\n"
+    "          --out=DIR/model.safetensors and its config.json (a GPT-2 as Hugging Face\n"
+    "          ships it; --arch=llama3|qwen3 as LlamaForCausalLM / Qwen3ForCausalLM, or\n"
+    "          with --hf_names=False the course's names and cfg.json)\n"
     "\n"
     "'" PROG " COMMAND --help' lists a command's flags and their defaults.\n"
     "Exit status: 0 success, 2 bad usage or input, 1 internal failure.\n";
@@ -125,11 +129,15 @@ static int cmd_sample(const gpt_flags *f) {
         const char *tok = meta_get(n, k, v, "tokenizer");
         bool gpt2 = tok && !strcmp(tok, "gpt2");
         const nb_tensor *wte = sd.n ? sd.t[0] : NULL;
+        const char *arch = meta_get(n, k, v, "arch"); /* llama3, qwen3: a config beside */
+        bool dir = arch && (!strcmp(arch, "llama3") || !strcmp(arch, "qwen3"));
         if (!heads || (!voc && !gpt2) || !wte)
             st = gpt_fail(PROG, "%s: no 'n_head' and 'vocab' metadata: not a model written by "
                           "'nabla-gpt train --data' (a --batches run has no vocabulary)", path);
         else if ((!gpt2 && nb_char_vocab_from_string(pctx, voc, &vocab)) ||
-                 nb_gpt_from_state_dict(pctx, &gpt, &sd, atoi(heads), 0.0, wte->dtype, NULL))
+                 (dir ? nb_gpt_load(pctx, &gpt, path, 0.0, wte->dtype, NULL)
+                      : nb_gpt_from_state_dict(pctx, &gpt, &sd, atoi(heads), 0.0, wte->dtype,
+                                               NULL)))
             st = gpt_fail(PROG, "%s: %s", path, nb_ctx_error(pctx));
         else if (gpt2 && !(bpe = gpt_bpe_open(pctx, PROG, f->tokenizer_dir)))
             st = GPT_EXIT_USAGE;
@@ -344,10 +352,7 @@ static int cmd_bench(const gpt_flags *given) {
     nb_ctx *pctx = nb_ctx_new(0), *sctx = nb_ctx_new(0);
     nb_pcg32 rng;
     nb_pcg32_seed(&rng, (uint64_t)f->seed, 1);
-    nb_gpt_config c = nb_gpt_config_default(gpt_flags_arch(f));
-    c.vocab_size = f->vocab_size, c.block_size = f->block_size, c.n_layer = (int)f->n_layer;
-    c.n_head = (int)f->n_head, c.n_embd = f->n_embd, c.dropout = f->dropout;
-    c.bias = f->bias, c.qkv_bias = f->qkv_bias, c.dtype = gpt_flags_dtype(f);
+    nb_gpt_config c = gpt_flags_model(f, f->vocab_size);
     nb_gpt gpt = {0};
     bench b = {&gpt, NULL, NULL};
     if (!nb_gpt_init(pctx, &gpt, &c, &rng)) {
@@ -388,22 +393,25 @@ static int cmd_bench(const gpt_flags *given) {
 }
 
 /* ---- init -------------------------------------------------------------------- */
-/* A GPT-2 of any size with nanoGPT's random init, written as a Hugging Face
- * download (nb_gpt_save_hf): a model to try fine-tuning with when no
- * weights can be downloaded, loaded exactly as a real gpt2/ would be. */
+/* A model of random weights written as a model directory: a GPT-2 (nanoGPT's
+ * init) as a Hugging Face download (nb_gpt_save_hf), or any other family
+ * with its config.json or cfg.json (nb_gpt_save): a model to fine-tune with
+ * --init_from=DIR/model.safetensors when no weights can be downloaded,
+ * loaded exactly as a real one would be. */
 static int cmd_init(const gpt_flags *f) {
+    nb_gpt_arch a = gpt_flags_arch(f);
+    bool hf = a == NB_GPT_NANOGPT || (a >= NB_GPT_LLAMA3 && f->hf_names);
     char model[4200], config[4200];
     snprintf(model, sizeof model, "%s/model.safetensors", f->out);
-    snprintf(config, sizeof config, "%s/config.json", f->out);
+    snprintf(config, sizeof config, "%s/%s", f->out, hf ? "config.json" : "cfg.json");
     struct stat sb;
     for (int i = 0; i < 2 && !f->force; i++)
         if (stat(i ? config : model, &sb) == 0)
             return gpt_fail(PROG, "init: %s exists: pass --force to replace it, or give another "
                             "--out", i ? config : model);
-    nb_gpt_config c = nb_gpt_config_default(NB_GPT_NANOGPT);
-    c.vocab_size = f->vocab_size, c.block_size = f->block_size, c.n_layer = (int)f->n_layer;
-    c.n_head = (int)f->n_head, c.n_embd = f->n_embd, c.bias = true, c.gelu = NB_GELU_TANH;
-    c.dtype = gpt_flags_dtype(f);
+    nb_gpt_config c = gpt_flags_model(f, f->vocab_size);
+    if (a == NB_GPT_NANOGPT) c.bias = true, c.gelu = NB_GELU_TANH; /* GPT-2's */
+    c.dropout = 0.0;
     nb_pcg32 rng;
     nb_pcg32_seed(&rng, (uint64_t)f->seed, 1);
     nb_ctx *pctx = nb_ctx_new(0);
@@ -412,13 +420,13 @@ static int cmd_init(const gpt_flags *f) {
     if (!pctx) return gpt_fail(PROG, "out of memory");
     if (nb_gpt_init(pctx, &gpt, &c, &rng)) st = gpt_fail(PROG, "init: %s", nb_ctx_error(pctx));
     if (!st) st = gpt_mkdirs(PROG, "--out", f->out);
-    if (!st && nb_gpt_save_hf(pctx, &gpt, model))
-        st = gpt_fail(PROG, "init: %s", nb_ctx_error(pctx));
+    if (!st && nb_gpt_save(pctx, &gpt, model)) st = gpt_fail(PROG, "init: %s", nb_ctx_error(pctx));
     if (!st)
-        printf("%s: wrote %s and %s: GPT-2 layout, %d layers, %d heads, n_embd %lld, "
-               "vocab %lld, %lld positions, %lld parameters, seed %ld\n", PROG, model, config,
-               c.n_layer, c.n_head, (long long)c.n_embd, (long long)c.vocab_size,
-               (long long)c.block_size, (long long)nb_gpt_num_params(&gpt, false), f->seed);
+        printf("%s: wrote %s and %s: %s, %d layers, %d heads, n_embd %lld, vocab %lld, "
+               "%lld positions, %lld parameters, seed %ld\n", PROG, model, config,
+               a == NB_GPT_NANOGPT ? "GPT-2 layout" : gpt_arch_name(a), c.n_layer, c.n_head,
+               (long long)c.n_embd, (long long)c.vocab_size, (long long)c.block_size,
+               (long long)nb_gpt_num_params(&gpt, false), f->seed);
     nb_gpt_free(&gpt);
     nb_ctx_free(pctx);
     return st;

@@ -86,7 +86,33 @@ extern "C" {
  *          them, the weighted sum of those experts' gated MLPs)
  *   logits = rms_norm(x, final_norm) head^T  (head = tok_emb when tie_head)
  * No biases, no dropout layers beyond `dropout` on the attention weights
- * (the course's models have none: keep it 0 to match them). */
+ * (the course's models have none: keep it 0 to match them).
+ *
+ * Their state_dict names, in order (N the block; E the expert), course | HF:
+ *   tok_emb.weight | model.embed_tokens.weight (V, C)
+ *   Llama 3 (course): trf_blocks.N.att.W_key.weight, .att.W_value.weight
+ *     (Hkv*hd, C), .att.W_query.weight (H*hd, C), .att.out_proj.weight (C, H*hd),
+ *     .ff.fc1.weight, .ff.fc2.weight (hidden, C), .ff.fc3.weight (C, hidden),
+ *     .norm1.weight, .norm2.weight (C); final_norm.weight
+ *   Qwen3 (course): trf_blocks.N.att.W_query, W_key, W_value, out_proj,
+ *     .att.q_norm.scale, .att.k_norm.scale (hd; qk_norm), then the MLP: dense
+ *     .ff.fc1/fc2/fc3.weight, or MoE .ff.gate.weight (n_expert, C) and
+ *     .ff.fc1.E.weight for every E, then every fc2.E, then every fc3.E
+ *     (moe_hidden, C), (moe_hidden, C), (C, moe_hidden); .norm1.scale,
+ *     .norm2.scale; final_norm.scale
+ *   HF (both): model.layers.N.self_attn.{q,k,v,o}_proj.weight,
+ *     .self_attn.{q,k}_norm.weight (qk_norm), .mlp.{gate,up,down}_proj.weight
+ *     or .mlp.gate.weight and .mlp.experts.E.{gate,up,down}_proj.weight
+ *     (each expert's three together), .input_layernorm.weight,
+ *     .post_attention_layernorm.weight; model.norm.weight
+ *   out_head.weight | lm_head.weight (V, C); with tie_head it is tok_emb's
+ *     tensor, listed once in `params` and under both names in `state_dict`.
+ * Init, drawn from rng in that order: the course's names take PyTorch's
+ * defaults, as the course's modules are constructed (nn.Embedding N(0, 1),
+ * nn.Linear U(-1/sqrt(in), 1/sqrt(in)), norms 1); Hugging Face's names take
+ * its _init_weights (every Linear and Embedding weight N(0, 0.02), norms 1).
+ * The RoPE tables (block_size, hd) are made once, at init, in the parameter
+ * context (m->rope_cos, m->rope_sin). */
 typedef enum nb_gpt_arch { NB_GPT_GPTMODEL, NB_GPT_NANOGPT, NB_GPT_LLAMA3, NB_GPT_QWEN3 } nb_gpt_arch;
 
 typedef struct nb_gpt_config {
@@ -134,7 +160,14 @@ typedef struct nb_gpt_config {
  *     emb 768, 12 heads, 12 layers, dropout 0.1, qkv_bias false,
  *     gelu tanh);
  *   NB_GPT_NANOGPT: nanoGPT's GPTConfig (vocab 50304, block 1024, 12/12/768,
- *     dropout 0, bias true, gelu NB_GELU_NONE).
+ *     dropout 0, bias true, gelu NB_GELU_NONE);
+ *   NB_GPT_LLAMA3: Llama 3.2 1B (vocab 128256, context 131072, 16 layers,
+ *     32 heads, 8 kv heads, head_dim 64, emb 2048, hidden 8192, eps 1e-5,
+ *     theta 500000, Llama 3 scaling 32/1/4/8192, tied head);
+ *   NB_GPT_QWEN3: Qwen3 0.6B (vocab 151936, context 40960, 28 layers, 16
+ *     heads, 8 kv heads, head_dim 128, emb 1024, hidden 3072, eps 1e-6,
+ *     theta 1e6, qk_norm, tied head).
+ * The course's names (hf_names false), dropout 0 for the last two.
  * dtype F32, no_grad false. */
 nb_gpt_config nb_gpt_config_default(nb_gpt_arch arch);
 
@@ -158,7 +191,16 @@ typedef struct nb_gpt_block {
     nb_tensor *c_proj_w, *c_proj_b; /* nanoGPT: (C, C), (C) or NULL */
     nb_tensor *ln2_w, *ln2_b;
     nb_tensor *fc_w, *fc_b;     /* ff.layers.0 | mlp.c_fc: (4C, C), (4C) */
-    nb_tensor *proj_w, *proj_b; /* ff.layers.2 | mlp.c_proj: (C, 4C), (C) */
+    nb_tensor *proj_w, *proj_b; /* ff.layers.2 | mlp.c_proj: (C, 4C), (C);
+                                   Llama 3 / Qwen3: fc3 | down_proj (C, hidden) */
+    /* Llama 3 and Qwen3 (fc_w is fc1 | gate_proj (hidden, C), through silu) */
+    nb_tensor *wq, *wk, *wv;    /* W_query | q_proj (H*hd, C), W_key, W_value (Hkv*hd, C) */
+    nb_tensor *wo;              /* out_proj | o_proj (C, H*hd) */
+    nb_tensor *q_norm, *k_norm; /* (hd), qk_norm only */
+    nb_tensor *up_w;            /* fc2 | up_proj (hidden, C) */
+    nb_tensor *router;          /* MoE: ff.gate | mlp.gate (n_expert, C) */
+    nb_tensor **ex_gate, **ex_up, **ex_down; /* MoE: n_expert each, (moe_hidden, C),
+                                                (moe_hidden, C), (C, moe_hidden) */
 } nb_gpt_block;
 
 typedef struct nb_gpt {
@@ -167,7 +209,9 @@ typedef struct nb_gpt {
     nb_tensor *wpe;          /* pos_emb | transformer.wpe (block_size, C) */
     nb_gpt_block *blocks;    /* n_layer blocks, in the parameter context */
     nb_tensor *lnf_w, *lnf_b; /* final_norm | transformer.ln_f */
-    nb_tensor *head;         /* out_head.weight (V, C); nanoGPT: == wte (tied) */
+    nb_tensor *head;         /* out_head.weight (V, C); nanoGPT, tie_head: == wte (tied) */
+    nb_tensor *rope_cos, *rope_sin; /* Llama 3 / Qwen3: RoPE tables (block_size, hd),
+                                       constants in the parameter context */
     nb_pcg32 *rng;           /* dropout masks (not owned); may be NULL with dropout 0 */
     bool training;           /* true after init; only dropout looks at it */
     nb_tensor_list params;   /* unique parameters in named_parameters() order, for
@@ -181,7 +225,11 @@ typedef struct nb_gpt {
  * zero (then load them). The rng pointer is kept for dropout: it must
  * outlive the model's training use (or be NULL with dropout 0). Clears *m
  * first. Returns NB_OK or the status recorded on pctx (bad config: "gpt:
- * n_embd 10 is not divisible by n_head 4"). */
+ * n_embd 10 is not divisible by n_head 4"; Llama 3 / Qwen3 name the key
+ * and its values: "gpt: n_head 4 is not a multiple of n_kv_head 3", an odd
+ * head_dim, n_expert_per_tok outside [1, n_expert], a negative window, no
+ * hidden_dim or moe_hidden_dim, rope_theta, rope_scaling or norm_eps out
+ * of range, qk_norm or experts for Llama 3). */
 nb_status nb_gpt_init(nb_ctx *pctx, nb_gpt *m, const nb_gpt_config *cfg, nb_pcg32 *rng);
 
 /* Releases the heap storage of m's lists (params and state_dict grow past
@@ -384,10 +432,12 @@ nb_tensor *nb_gpt_infer(nb_ctx *ctx, nb_gpt *m, const nb_tensor *ids);
 /* ---- KV cache ------------------------------------------------------------ */
 
 /* Keys and values of every layer for positions 0..len-1 of `batch`
- * sequences, capacity block_size positions. Owns its memory. */
+ * sequences, capacity block_size positions: n_kv_head heads of head_dim
+ * (grouped-query attention caches only its key/value heads), keys turned
+ * by RoPE at their positions. Owns its memory. */
 typedef struct nb_gpt_cache nb_gpt_cache;
 
-/* A cache for m (its dtype, n_layer, n_embd, block_size) and `batch`
+/* A cache for m (its dtype, n_layer, kv heads, head_dim, block_size) and `batch`
  * sequences. NULL and an error on ctx when out of memory or batch < 1 (ctx
  * only records errors: the cache's memory is its own). */
 nb_gpt_cache *nb_gpt_cache_new(nb_ctx *ctx, const nb_gpt *m, int64_t batch);
@@ -398,7 +448,8 @@ int64_t nb_gpt_cache_len(const nb_gpt_cache *c);
 /* Inference forward of n new tokens ids (B, n) at positions len..len+n-1,
  * attending to the cached positions and to each other causally; appends
  * their keys and values (len += n). -> logits (B, n, V), equal to the last
- * n positions of nb_gpt_infer on the whole sequence (to rounding). The cost
+ * n positions of nb_gpt_infer on the whole sequence (to rounding; RoPE at
+ * positions len.., the sliding window counted from each position). The cost
  * of one token at position t is O(t C) per layer for attention plus the
  * linear layers. len + n must not exceed block_size (NB_ERR_VALUE). */
 nb_tensor *nb_gpt_forward_cached(nb_ctx *ctx, nb_gpt *m, nb_gpt_cache *c, const nb_tensor *ids);

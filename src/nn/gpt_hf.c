@@ -7,7 +7,6 @@
 #include "gpt_internal.h"
 
 #include <cjson/cJSON.h>
-#include <errno.h>
 #include <math.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -30,52 +29,6 @@ int nb_gpt_hf_n_head(int64_t n_embd) {
 
 /* ---- config.json ------------------------------------------------------------- */
 
-/* The whole file, NUL-terminated, malloc'ed; NULL with an error on ctx. */
-static char *read_text(nb_ctx *ctx, const char *fn, const char *path, size_t *len) {
-    const char *why = NULL;
-    FILE *f = nb_fopen_regular(path, &why);
-    if (!f) {
-        nb_ctx_fail(ctx, NB_ERR_IO, "%s: %s: %s", fn, path, why);
-        return NULL;
-    }
-    size_t cap = 4096, n = 0;
-    char *buf = malloc(cap);
-    while (buf) {
-        if (n + 1 >= cap) {
-            if (cap >= ((size_t)1 << 24)) { /* a config.json is a few hundred bytes */
-                free(buf);
-                fclose(f);
-                nb_ctx_fail(ctx, NB_ERR_FORMAT, "%s: %s: larger than 16 MB", fn, path);
-                return NULL;
-            }
-            char *nb = realloc(buf, cap * 2);
-            if (!nb) {
-                free(buf);
-                buf = NULL;
-                break;
-            }
-            buf = nb, cap *= 2;
-        }
-        size_t got = fread(buf + n, 1, cap - 1 - n, f);
-        n += got;
-        if (got == 0) break;
-    }
-    bool err = ferror(f);
-    fclose(f);
-    if (!buf) {
-        nb_ctx_fail(ctx, NB_ERR_MEMORY, "%s: %s: out of memory", fn, path);
-        return NULL;
-    }
-    if (err) {
-        free(buf);
-        nb_ctx_fail(ctx, NB_ERR_IO, "%s: %s: read error", fn, path);
-        return NULL;
-    }
-    buf[n] = '\0';
-    *len = n;
-    return buf;
-}
-
 /* A positive integer field (absent: *out unchanged). */
 static nb_status json_pos_int(nb_ctx *ctx, const char *path, const cJSON *root,
                               const char *key, int64_t max, int64_t *out) {
@@ -94,24 +47,8 @@ nb_status nb_gpt_hf_config_read(nb_ctx *ctx, const char *path, nb_gpt_hf_config 
     if (!nb_ctx_ok(ctx)) return nb_ctx_status(ctx);
     if (!path || !out)
         return nb_ctx_fail(ctx, NB_ERR_NULL, "%s: %s is NULL", fn, path ? "out" : "path");
-    size_t len = 0;
-    char *text = read_text(ctx, fn, path, &len);
-    if (!text) return nb_ctx_status(ctx);
-    const char *end = NULL;
-    cJSON *root = cJSON_ParseWithLengthOpts(text, len, &end, false);
-    /* cJSON stops after the first value: only white space may follow it */
-    size_t at = root && end ? (size_t)(end - text) : len;
-    while (at < len && (text[at] == ' ' || text[at] == '\t' || text[at] == '\r' ||
-                        text[at] == '\n'))
-        at++;
-    free(text);
-    if (!cJSON_IsObject(root) || at < len) {
-        cJSON_Delete(root);
-        if (root && at < len)
-            return nb_ctx_fail(ctx, NB_ERR_FORMAT, "%s: %s: something follows the JSON object "
-                               "at byte %zu", fn, path, at);
-        return nb_ctx_fail(ctx, NB_ERR_FORMAT, "%s: %s: not a JSON object", fn, path);
-    }
+    cJSON *root = nb_gpt_json_read(ctx, fn, path);
+    if (!root) return nb_ctx_status(ctx);
     nb_gpt_hf_config c = {.gelu = NB_GELU_TANH, .layer_norm_epsilon = 1e-5};
     int64_t n_layer = 0, n_head = 0, n_ctx = 0;
     nb_status st = NB_OK;
@@ -464,18 +401,6 @@ static nb_status stream_tensor(void *user, const nb_tensor *t) {
     return NB_OK;
 }
 
-/* The path of config.json in the directory of path (malloc'd), or NULL when
- * out of memory. */
-static char *config_beside(const char *path) {
-    const char *slash = strrchr(path, '/');
-    size_t dir = slash ? (size_t)(slash - path) + 1 : 0;
-    char *cpath = malloc(dir + sizeof "config.json");
-    if (!cpath) return NULL;
-    memcpy(cpath, path, dir);
-    memcpy(cpath + dir, "config.json", sizeof "config.json");
-    return cpath;
-}
-
 nb_status nb_gpt_load_hf(nb_ctx *pctx, nb_gpt *m, const char *path, int n_head, double dropout,
                          nb_dtype dt, nb_pcg32 *dropout_rng) {
     if (!pctx) return NB_ERR_NULL;
@@ -486,7 +411,7 @@ nb_status nb_gpt_load_hf(nb_ctx *pctx, nb_gpt *m, const char *path, int n_head, 
         return nb_ctx_fail(pctx, NB_ERR_VALUE, "%s: n_head %d is negative (0: from config.json "
                            "or the width)", FN, n_head);
     /* config.json beside the file */
-    char *cpath = config_beside(path);
+    char *cpath = nb_gpt_beside(path, "config.json");
     if (!cpath) return nb_ctx_fail(pctx, NB_ERR_MEMORY, "%s: out of memory", FN);
     hf_stream S = {pctx, m, NULL, {.gelu = NB_GELU_TANH, .layer_norm_epsilon = 1e-5},
                    n_head, dropout, dt, dropout_rng, "", false};
@@ -519,27 +444,10 @@ static void transpose_out(nb_tensor *dst, const nb_tensor *src) {
 /* config.json beside the weights, written to a temporary file and renamed. */
 static nb_status write_config(nb_ctx *ctx, const char *fn, const char *cpath,
                               const nb_gpt_config *c) {
-    size_t n = strlen(cpath) + 32;
-    char *tmp = malloc(n);
-    if (!tmp) return nb_ctx_fail(ctx, NB_ERR_MEMORY, "%s: out of memory", fn);
-    snprintf(tmp, n, "%s.tmp.%ld", cpath, (long)getpid());
-    FILE *f = fopen(tmp, "w");
-    bool ok = f && fprintf(f,
-        "{\n  \"architectures\": [\"GPT2LMHeadModel\"],\n  \"model_type\": \"gpt2\",\n"
-        "  \"activation_function\": \"%s\",\n  \"layer_norm_epsilon\": 1e-05,\n"
-        "  \"n_ctx\": %lld,\n  \"n_positions\": %lld,\n  \"n_embd\": %lld,\n  \"n_head\": %d,\n"
-        "  \"n_layer\": %d,\n  \"vocab_size\": %lld\n}\n",
-        c->gelu == NB_GELU_TANH ? "gelu_new" : "gelu", (long long)c->block_size,
-        (long long)c->block_size, (long long)c->n_embd, c->n_head, c->n_layer,
-        (long long)c->vocab_size) > 0;
-    ok = ok && fflush(f) == 0 && fsync(fileno(f)) == 0;
-    if (f && fclose(f)) ok = false;
-    if (ok && rename(tmp, cpath)) ok = false;
-    nb_status st = ok ? NB_OK : nb_ctx_fail(ctx, NB_ERR_IO, "%s: cannot write %s: %s", fn, cpath,
-                                            strerror(errno));
-    if (!ok) remove(tmp);
-    free(tmp);
-    return st;
+    char *text = nb_gpt_config_json(ctx, fn, c);
+    char *tmp = text ? nb_gpt_text_stage(ctx, fn, cpath, text) : NULL;
+    free(text);
+    return tmp ? nb_gpt_text_commit(ctx, fn, tmp, cpath) : nb_ctx_status(ctx);
 }
 
 nb_status nb_gpt_save_hf(nb_ctx *ctx, const nb_gpt *m, const char *path) {
@@ -579,7 +487,7 @@ nb_status nb_gpt_save_hf(nb_ctx *ctx, const nb_gpt *m, const char *path) {
     nb_list_free(&sd);
     nb_ctx_free(tmp);
     if (st) return st;
-    char *cpath = config_beside(path);
+    char *cpath = nb_gpt_beside(path, "config.json");
     if (!cpath) return nb_ctx_fail(ctx, NB_ERR_MEMORY, "%s: out of memory", fn);
     st = write_config(ctx, fn, cpath, c);
     free(cpath);

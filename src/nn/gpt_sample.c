@@ -2,9 +2,12 @@
  * generate: temperature, top-k, a PCG32 draw per token).
  *
  * The cache keeps, per layer, the keys and values of positions 0..len-1 as
- * (B, H, block_size, hd). A new token at position t costs, per layer, its
+ * (B, Hkv, block_size, hd): the n_kv_head key/value heads of grouped-query
+ * attention (n_head for the GPT-2 families), keys after RoPE at their
+ * positions. A new token at position t costs, per layer, its
  * q/k/v projections, one pass over t cached keys and values (O(t C)), the
  * output projection and the MLP: no recompute of earlier positions. */
+#include "gpt_family.h"
 #include "gpt_internal.h"
 
 #include <stdlib.h>
@@ -32,14 +35,14 @@ nb_gpt_cache *nb_gpt_cache_new(nb_ctx *ctx, const nb_gpt *m, int64_t batch) {
     if (!c) goto oom;
     c->dtype = m->cfg.dtype;
     c->batch = batch;
-    c->heads = m->cfg.n_head;
-    c->hd = m->cfg.n_embd / m->cfg.n_head;
+    c->heads = nb_gpt_kv_heads(&m->cfg); /* key/value heads: n_kv_head with GQA */
+    c->hd = nb_gpt_head_dim(&m->cfg);
     c->cap = m->cfg.block_size;
     c->n_layer = m->cfg.n_layer;
     c->k = calloc((size_t)c->n_layer, sizeof *c->k);
     c->v = calloc((size_t)c->n_layer, sizeof *c->v);
     if (!c->k || !c->v) goto oom;
-    double bytes = (double)batch * (double)m->cfg.n_embd * (double)c->cap *
+    double bytes = (double)batch * (double)(c->heads * c->hd) * (double)c->cap *
                    (double)nb_dtype_size(c->dtype);
     if (bytes > 1e12) goto oom;
     for (int i = 0; i < c->n_layer; i++) {
@@ -72,45 +75,51 @@ void nb_gpt_cache_reset(nb_gpt_cache *c) {
 
 int64_t nb_gpt_cache_len(const nb_gpt_cache *c) { return c ? c->len : 0; }
 
-/* Appends k, v (B, n, C) of layer i at positions len.. and writes to y
- * (B, n, C) the attention of q (B, n, C) over positions 0..len+p for each
- * new position p: softmax(q . K_j * scale) weighted sum of V_j, per head. */
+/* Appends k, v (B, n, Hkv hd) of layer i at positions len.. and writes to
+ * y (B, n, H hd) the attention of q (B, n, H hd) over positions
+ * j0..len+p for each new position p (j0 = 0, or the first key of the
+ * sliding window): softmax(q . K_j * scale) weighted sum of V_j, per query
+ * head, query head h reading key/value head h / (H / Hkv). */
 static void attend(nb_gpt_cache *c, int i, const nb_tensor *q, const nb_tensor *k,
-                   const nb_tensor *v, nb_tensor *y, double scale, double *w) {
-    const int64_t B = c->batch, H = c->heads, hd = c->hd, n = q->shape[1], C = H * hd;
+                   const nb_tensor *v, nb_tensor *y, double scale, int64_t window, double *w) {
+    const int64_t B = c->batch, G = c->heads, hd = c->hd, n = q->shape[1];
+    const int64_t Ckv = G * hd, Cq = q->shape[2] * (q->ndim == 4 ? q->shape[3] : 1);
+    const int64_t H = Cq / hd, per = H / G;
 #define K(T)                                                                          \
     {                                                                                 \
         T *kc = c->k[i], *vc = c->v[i];                                               \
         const T *qp = q->data, *kp = k->data, *vp = v->data;                          \
         T *yp = y->data;                                                              \
         for (int64_t b = 0; b < B; b++)                                               \
-            for (int64_t h = 0; h < H; h++) {                                         \
-                T *kh = kc + ((b * H + h) * c->cap) * hd;                             \
-                T *vh = vc + ((b * H + h) * c->cap) * hd;                             \
+            for (int64_t g = 0; g < G; g++) {                                         \
+                T *kh = kc + ((b * G + g) * c->cap) * hd;                             \
+                T *vh = vc + ((b * G + g) * c->cap) * hd;                             \
                 for (int64_t p = 0; p < n; p++) {                                     \
-                    memcpy(kh + (c->len + p) * hd, kp + (b * n + p) * C + h * hd,     \
+                    memcpy(kh + (c->len + p) * hd, kp + (b * n + p) * Ckv + g * hd,   \
                            (size_t)hd * sizeof(T));                                   \
-                    memcpy(vh + (c->len + p) * hd, vp + (b * n + p) * C + h * hd,     \
+                    memcpy(vh + (c->len + p) * hd, vp + (b * n + p) * Ckv + g * hd,   \
                            (size_t)hd * sizeof(T));                                   \
                 }                                                                     \
-                for (int64_t p = 0; p < n; p++) {                                     \
-                    const T *qr = qp + (b * n + p) * C + h * hd;                      \
-                    int64_t t = c->len + p + 1; /* visible positions */               \
-                    double mx = -INFINITY, sum = 0;                                   \
-                    for (int64_t j = 0; j < t; j++) {                                 \
-                        T s = 0;                                                      \
-                        for (int64_t d = 0; d < hd; d++) s += qr[d] * kh[j * hd + d]; \
-                        w[j] = (double)(T)(s * (T)scale);                             \
-                        if (w[j] > mx) mx = w[j];                                     \
+                for (int64_t h = g * per; h < (g + 1) * per; h++)                     \
+                    for (int64_t p = 0; p < n; p++) {                                 \
+                        const T *qr = qp + (b * n + p) * Cq + h * hd;                 \
+                        int64_t t = c->len + p + 1; /* visible: j0 .. t-1 */          \
+                        int64_t j0 = window > 0 && t > window ? t - window : 0;       \
+                        double mx = -INFINITY, sum = 0;                               \
+                        for (int64_t j = j0; j < t; j++) {                            \
+                            T s = 0;                                                  \
+                            for (int64_t d = 0; d < hd; d++) s += qr[d] * kh[j * hd + d]; \
+                            w[j] = (double)(T)(s * (T)scale);                         \
+                            if (w[j] > mx) mx = w[j];                                 \
+                        }                                                             \
+                        for (int64_t j = j0; j < t; j++) sum += (w[j] = exp(w[j] - mx)); \
+                        T *yr = yp + (b * n + p) * Cq + h * hd;                       \
+                        for (int64_t d = 0; d < hd; d++) yr[d] = 0;                   \
+                        for (int64_t j = j0; j < t; j++) {                            \
+                            T wj = (T)(w[j] / sum);                                   \
+                            for (int64_t d = 0; d < hd; d++) yr[d] += wj * vh[j * hd + d]; \
+                        }                                                             \
                     }                                                                 \
-                    for (int64_t j = 0; j < t; j++) sum += (w[j] = exp(w[j] - mx));   \
-                    T *yr = yp + (b * n + p) * C + h * hd;                            \
-                    for (int64_t d = 0; d < hd; d++) yr[d] = 0;                       \
-                    for (int64_t j = 0; j < t; j++) {                                 \
-                        T wj = (T)(w[j] / sum);                                       \
-                        for (int64_t d = 0; d < hd; d++) yr[d] += wj * vh[j * hd + d]; \
-                    }                                                                 \
-                }                                                                     \
             }                                                                         \
     }
     NB_DISPATCH(c->dtype, K);
@@ -123,7 +132,9 @@ static nb_tensor *cached_attention(nb_ctx *ctx, nb_gpt *m, nb_gpt_cache *c, int 
     nb_gpt_block *blk = &m->blocks[i];
     int64_t C = m->cfg.n_embd;
     nb_tensor *q, *k, *v;
-    if (m->cfg.arch == NB_GPT_GPTMODEL) { /* the MultiHeadAttention module's projections */
+    if (nb_gpt_layout(&m->cfg)->att == ATT_GQA) { /* normed and turned at positions len.. */
+        if (nb_gpt_qkv(ctx, m, blk, h, c->len, &q, &k, &v)) return NULL;
+    } else if (nb_gpt_layout(&m->cfg)->att == ATT_MHA_MODULE) { /* the module's projections */
         nb_nn_mha *a = &blk->att;
         k = nb_gpt_linear(ctx, h, a->W_key.weight, a->W_key.bias);
         v = nb_gpt_linear(ctx, h, a->W_value.weight, a->W_value.bias);
@@ -134,11 +145,15 @@ static nb_tensor *cached_attention(nb_ctx *ctx, nb_gpt *m, nb_gpt_cache *c, int 
         if (nb_split(ctx, qkv, 2, 3, (const int64_t[]){C, C, C}, part)) return NULL;
         q = part[0], k = part[1], v = part[2];
     }
-    nb_tensor *y = nb_empty(ctx, m->cfg.dtype, 3, h->shape);
+    if (!q || !k || !v) return NULL;
+    int64_t Cq = (int64_t)q->numel / (h->shape[0] * h->shape[1]);
+    nb_tensor *y = nb_empty(ctx, m->cfg.dtype, 3, (const int64_t[]){h->shape[0], h->shape[1], Cq});
     double *w = nb_ctx_alloc(ctx, (size_t)c->cap * sizeof *w);
-    if (!q || !k || !v || !y || !w) return NULL;
-    attend(c, i, q, k, v, y, 1.0 / sqrt((double)c->hd), w);
-    if (m->cfg.arch == NB_GPT_GPTMODEL)
+    if (!y || !w) return NULL;
+    attend(c, i, q, k, v, y, 1.0 / sqrt((double)c->hd), m->cfg.window, w);
+    if (nb_gpt_layout(&m->cfg)->att == ATT_GQA)
+        return nb_gpt_linear(ctx, y, blk->wo, NULL);
+    if (nb_gpt_layout(&m->cfg)->att == ATT_MHA_MODULE)
         return nb_gpt_linear(ctx, y, blk->att.out_proj.weight, blk->att.out_proj.bias);
     return nb_gpt_linear(ctx, y, blk->c_proj_w, blk->c_proj_b);
 }
@@ -151,7 +166,8 @@ nb_tensor *nb_gpt_forward_cached(nb_ctx *ctx, nb_gpt *m, nb_gpt_cache *c, const 
     }
     if (!nb_gpt_check_ids(ctx, m, ids, "ids", INT64_MAX)) return NULL;
     if (ids->shape[0] != c->batch || c->dtype != m->cfg.dtype || c->n_layer != m->cfg.n_layer ||
-        c->heads * c->hd != m->cfg.n_embd || c->cap != m->cfg.block_size) {
+        c->heads != nb_gpt_kv_heads(&m->cfg) || c->hd != nb_gpt_head_dim(&m->cfg) ||
+        c->cap != m->cfg.block_size) {
         nb_ctx_fail(ctx, NB_ERR_SHAPE, "gpt_forward_cached: ids batch %lld, cache batch %lld "
                     "(the cache must be made for this model)", (long long)ids->shape[0],
                     (long long)c->batch);

@@ -1,4 +1,5 @@
 /* nn/gpt_summary.c - parameter counts and the per-module table. */
+#include "gpt_family.h"
 #include "gpt_internal.h"
 
 #include <stdlib.h>
@@ -31,22 +32,41 @@ static void module_of(const char *name, char *mod, size_t n, int *blk) {
     char *dot = strrchr(mod, '.');
     if (dot) *dot = '\0';
     *blk = -1;
-    const char *p = !strncmp(name, "trf_blocks.", 11) ? name + 11
-                    : !strncmp(name, "transformer.h.", 14) ? name + 14 : NULL;
+    const char *p = !strncmp(name, "trf_blocks.", 11)       ? name + 11
+                    : !strncmp(name, "transformer.h.", 14) ? name + 14
+                    : !strncmp(name, "model.layers.", 13)  ? name + 13
+                                                           : NULL;
     if (p) *blk = atoi(p);
 }
 
 void nb_gpt_summary(const nb_gpt *m, FILE *f) {
     if (!m || !m->wte || !f) return;
     const nb_gpt_config *c = &m->cfg;
+    const gpt_layout *l = nb_gpt_layout(c);
     char a[32], s[64];
-    fprintf(f, "%s: vocab_size %lld, block_size %lld, n_layer %d, n_head %d, n_embd %lld, "
-            "dropout %g, %s, %s\n", c->arch == NB_GPT_GPTMODEL ? "GPTModel" : "nanoGPT",
-            (long long)c->vocab_size, (long long)c->block_size, c->n_layer, c->n_head,
-            (long long)c->n_embd, c->dropout,
-            c->arch == NB_GPT_GPTMODEL ? (c->qkv_bias ? "qkv_bias" : "no qkv_bias")
-                                       : (c->bias ? "bias" : "no bias"),
-            nb_dtype_name(c->dtype));
+    if (l->pos == POS_ROPE) {
+        fprintf(f, "%s: vocab_size %lld, block_size %lld, n_layer %d, n_head %d, n_kv_head %d, "
+                "head_dim %lld, n_embd %lld, ", l->label, (long long)c->vocab_size,
+                (long long)c->block_size, c->n_layer, c->n_head, nb_gpt_kv_heads(c),
+                (long long)nb_gpt_head_dim(c), (long long)c->n_embd);
+        if (c->n_expert)
+            fprintf(f, "%d experts of %lld (top %d), ", c->n_expert,
+                    (long long)c->moe_hidden_dim, c->n_expert_per_tok);
+        else
+            fprintf(f, "hidden_dim %lld, ", (long long)c->hidden_dim);
+        fprintf(f, "norm_eps %g, rope_theta %g%s%s, window %lld, %s head, %s\n", c->norm_eps,
+                c->rope_theta, c->rope_scaled ? " (Llama 3 scaling)" : "",
+                c->qk_norm ? ", qk_norm" : "", (long long)c->window,
+                c->tie_head ? "tied" : "untied", nb_dtype_name(c->dtype));
+    } else {
+        fprintf(f, "%s: vocab_size %lld, block_size %lld, n_layer %d, n_head %d, n_embd %lld, "
+                "dropout %g, %s, %s\n", l->label, (long long)c->vocab_size,
+                (long long)c->block_size, c->n_layer, c->n_head, (long long)c->n_embd,
+                c->dropout,
+                c->arch == NB_GPT_GPTMODEL ? (c->qkv_bias ? "qkv_bias" : "no qkv_bias")
+                                           : (c->bias ? "bias" : "no bias"),
+                nb_dtype_name(c->dtype));
+    }
     fprintf(f, "%-36s %-22s %14s\n", "module (blocks: block 0, each alike)", "parameter shapes",
             "parameters");
     /* one row per module, in state_dict order; blocks other than 0 are summed */
@@ -68,10 +88,10 @@ void nb_gpt_summary(const nb_gpt *m, FILE *f) {
         }
         if (blk >= 0) blocks_total += cnt;
         bool tied =
-            !strcmp(nb_list_name(&m->state_dict, i), "lm_head.weight") && m->head == m->wte;
+            !strcmp(nb_list_name(&m->state_dict, i), l->head_name) && m->head == m->wte;
         if (blk <= 0)
-            fprintf(f, "%-36s %-22s %14s%s\n", mod, shapes, commas(cnt, a),
-                    tied ? " (tied to transformer.wte)" : "");
+            fprintf(f, "%-36s %-22s %14s%s%s%s\n", mod, shapes, commas(cnt, a),
+                    tied ? " (tied to " : "", tied ? l->s.tok : "", tied ? ")" : "");
         i = j;
     }
     fprintf(f, "%-36s %-22s %14s\n", "all blocks", "", commas(blocks_total, a));

@@ -32,7 +32,11 @@ typedef struct flag_def {
 /* One row per flag and per default: a flag whose default differs between
  * commands has one row for each. */
 static const flag_def FLAGS[] = {
-    {"arch", F_STR, AT(arch), "gptmodel", T | B, 0, "gptmodel (the course's GPTModel) or nanogpt"},
+    {"arch", F_STR, AT(arch), "gptmodel", T | B, 0,
+     "gptmodel (the course's GPTModel), nanogpt, llama3 or qwen3 (the course's Llama 3.2 and "
+     "Qwen3: RMSNorm, RoPE, grouped-query attention, a SiLU-gated MLP)"},
+    {"arch", F_STR, AT(arch), "nanogpt", I, 0,
+     "nanogpt (GPT-2 as Hugging Face ships it), gptmodel, llama3 or qwen3"},
     {"n_layer", F_LONG, AT(n_layer), "4", T | B, 1, "transformer blocks"},
     {"n_head", F_LONG, AT(n_head), "4", T | B, 1, "attention heads (must divide n_embd)"},
     {"n_embd", F_LONG, AT(n_embd), "128", T | B, 1, "embedding width C"},
@@ -40,6 +44,34 @@ static const flag_def FLAGS[] = {
     {"dropout", F_DOUBLE, AT(dropout), "0.0", T | B, 0, "every dropout of the model, in [0, 1)"},
     {"bias", F_BOOL, AT(bias), "False", T | B, 0, "nanogpt: biases in Linear and LayerNorm"},
     {"qkv_bias", F_BOOL, AT(qkv_bias), "False", T | B, 0, "gptmodel: W_query/W_key/W_value biases"},
+    {"n_kv_head", F_LONG, AT(n_kv_head), "0", T | B | I, 0,
+     "llama3/qwen3: key/value heads, dividing n_head (1: multi-query; 0: n_head)"},
+    {"head_dim", F_LONG, AT(head_dim), "0", T | B | I, 0,
+     "llama3/qwen3: width of one head, even for RoPE (0: n_embd / n_head)"},
+    {"hidden_dim", F_LONG, AT(hidden_dim), "0", T | B | I, 0,
+     "llama3/qwen3: the gated MLP's width (0: 4 n_embd for llama3, 3 n_embd for qwen3)"},
+    {"rope_theta", F_DOUBLE, AT(rope_theta), "0", T | B | I, 0,
+     "llama3/qwen3: RoPE's base (0: 500000 for llama3, 1e6 for qwen3)"},
+    {"norm_eps", F_DOUBLE, AT(norm_eps), "0", T | B | I, 0,
+     "llama3/qwen3: every RMSNorm's eps (0: 1e-5 for llama3, 1e-6 for qwen3)"},
+    {"qk_norm", F_BOOL, AT(qk_norm), "False", T | B | I, 0,
+     "RMSNorm over head_dim on queries and keys (qwen3: True unless given)"},
+    {"tie_head", F_BOOL, AT(tie_head), "False", T | B | I, 0,
+     "llama3/qwen3: the output head is the token embedding (one tensor)"},
+    {"n_expert", F_LONG, AT(n_expert), "0", T | B | I, 0,
+     "qwen3: experts per block, Qwen3-MoE (0: one dense gated MLP)"},
+    {"n_expert_per_tok", F_LONG, AT(n_expert_per_tok), "2", T | B | I, 1,
+     "qwen3 with experts: the top-k experts each token runs through"},
+    {"moe_hidden_dim", F_LONG, AT(moe_hidden_dim), "0", T | B | I, 0,
+     "qwen3 with experts: each expert's width (0: hidden_dim / n_expert_per_tok)"},
+    {"window", F_LONG, AT(window), "0", T | B | I, 0,
+     "llama3/qwen3: sliding-window attention, each query sees the last `window` keys (leave it "
+     "out for full causal attention)"},
+    {"hf_names", F_BOOL, AT(hf_names), "False", T | B, 0,
+     "llama3/qwen3: Hugging Face's names (model.layers.N...) and config.json; False: the "
+     "course's (trf_blocks.N...) and cfg.json"},
+    {"hf_names", F_BOOL, AT(hf_names), "True", I, 0,
+     "llama3/qwen3: Hugging Face's names and config.json (False: the course's and cfg.json)"},
     {"vocab_size", F_LONG, AT(vocab_size), "0", T, 0,
      "with --batches and no --init: the vocabulary size (0: from --init or the text)"},
     {"vocab_size", F_LONG, AT(vocab_size), "65", B, 1, "vocabulary size of the random tokens"},
@@ -49,7 +81,8 @@ static const flag_def FLAGS[] = {
     {"block_size", F_LONG, AT(block_size), "1024", I, 1, "positions, config.json's n_positions"},
     {"vocab_size", F_LONG, AT(vocab_size), "50257", I, 1, "vocabulary size (GPT-2's BPE: 50257)"},
     {"out", F_STR, AT(out), "", I, 0,
-     "the directory to write model.safetensors and config.json to (created with its parents)"},
+     "the directory to write model.safetensors and its config.json (or the course's cfg.json) "
+     "to (created with its parents)"},
     {"batch_size", F_LONG, AT(batch_size), "12", T | B, 1, "sequences per micro-batch B"},
     {"learning_rate", F_DOUBLE, AT(learning_rate), "1e-3", T, 0, "peak learning rate"},
     {"max_iters", F_LONG, AT(max_iters), "2000", T, 0,
@@ -248,6 +281,52 @@ static const char *type_words(const flag_def *d) {
     }
 }
 
+/* The Llama 3 / Qwen3 flags: only with those families, and a model the
+ * family's files can hold. */
+static int check_family(const gpt_flags *f, const char *prog) {
+    static const char *const mine[] = {"n_kv_head", "head_dim", "hidden_dim", "rope_theta",
+                                       "norm_eps", "qk_norm", "tie_head", "n_expert",
+                                       "n_expert_per_tok", "moe_hidden_dim", "window", "hf_names"};
+    nb_gpt_arch a = gpt_flags_arch(f);
+    if (a < NB_GPT_LLAMA3) {
+        for (size_t i = 0; i < sizeof mine / sizeof *mine; i++)
+            if (gpt_flag_given(f, mine[i]))
+                return gpt_fail(prog, "--%s goes with --arch=llama3 or --arch=qwen3 (not %s)",
+                                mine[i], f->arch);
+        return 0;
+    }
+    long kv = f->n_kv_head ? f->n_kv_head : f->n_head;
+    long hd = f->head_dim ? f->head_dim : f->n_embd / f->n_head;
+    if (f->n_head % kv)
+        return gpt_fail(prog, "--n_head=%ld is not a multiple of --n_kv_head=%ld", f->n_head, kv);
+    if (hd % 2)
+        return gpt_fail(prog, "--head_dim=%ld is odd: RoPE rotates pairs of a head's features%s",
+                        hd, f->head_dim ? "" : " (n_embd / n_head; give an even --head_dim)");
+    if (gpt_flag_given(f, "window") && f->window <= 0)
+        return gpt_fail(prog, "--window=%ld must be positive (leave it out for full causal "
+                        "attention)", f->window);
+    if (f->n_expert && a != NB_GPT_QWEN3)
+        return gpt_fail(prog, "--n_expert=%ld: experts are Qwen3-MoE's (--arch=qwen3)",
+                        f->n_expert);
+    if (f->n_expert && f->n_expert_per_tok > f->n_expert)
+        return gpt_fail(prog, "--n_expert_per_tok=%ld is more than --n_expert=%ld",
+                        f->n_expert_per_tok, f->n_expert);
+    if (a == NB_GPT_LLAMA3 && f->qk_norm)
+        return gpt_fail(prog, "--qk_norm with --arch=llama3: Llama 3 has no QK-norm (it is "
+                        "Qwen3's: --arch=qwen3)");
+    if (a == NB_GPT_QWEN3 && f->hf_names && !f->qk_norm)
+        return gpt_fail(prog, "--qk_norm=False with --hf_names: Hugging Face's Qwen3 always "
+                        "has it (the course's layout, --hf_names=False, can leave it out)");
+    if (a == NB_GPT_LLAMA3 && f->hf_names && f->window)
+        return gpt_fail(prog, "--window with --arch=llama3 --hf_names: LlamaForCausalLM's "
+                        "config.json has no sliding window");
+    if (a == NB_GPT_LLAMA3 && !f->hf_names && hd * f->n_head != f->n_embd)
+        return gpt_fail(prog, "--head_dim=%ld with --arch=llama3: the course's Llama 3 has "
+                        "head_dim = n_embd / n_head (%ld); use --hf_names or --arch=qwen3", hd,
+                        f->n_embd / f->n_head);
+    return 0;
+}
+
 static int check_choices(const gpt_flags *f, const char *prog, gpt_cmd cmd) {
     if (cmd == GPT_INIT && !f->out[0])
         return gpt_fail(prog, "init needs --out=DIR, the directory to write the model to");
@@ -257,17 +336,22 @@ static int check_choices(const gpt_flags *f, const char *prog, gpt_cmd cmd) {
     if (cmd != GPT_INIT && f->compile)
         fprintf(stderr, "%s: note: --compile=True: nabla has nothing to compile; ignored\n", prog);
     if (cmd != GPT_SAMPLE) {
-        if (cmd != GPT_INIT && strcmp(f->arch, "gptmodel") && strcmp(f->arch, "nanogpt"))
-            return gpt_fail(prog, "--arch: '%s' is not gptmodel or nanogpt", f->arch);
+        if (strcmp(f->arch, "gptmodel") && strcmp(f->arch, "nanogpt") &&
+            strcmp(f->arch, "llama3") && strcmp(f->arch, "qwen3"))
+            return gpt_fail(prog, "--arch: '%s' is not gptmodel, nanogpt, llama3 or qwen3",
+                            f->arch);
+        int st = check_family(f, prog);
+        if (st) return st;
         if (strcmp(f->dtype, "float32") && strcmp(f->dtype, "float64"))
             return gpt_fail(prog, "--dtype: '%s' is not float32 or float64 (nanoGPT's bfloat16 "
                             "and float16 are GPU types)", f->dtype);
         if (f->dropout >= 1)
             return gpt_fail(prog, "--dropout: %g is not in [0, 1): at 1 every activation is "
                             "dropped and nothing can be learned", f->dropout);
-        if (f->n_embd % f->n_head)
-            return gpt_fail(prog, "--n_embd=%ld is not divisible by --n_head=%ld", f->n_embd,
-                            f->n_head);
+        if (f->n_embd % f->n_head && !f->head_dim)
+            return gpt_fail(prog, "--n_embd=%ld is not divisible by --n_head=%ld%s", f->n_embd,
+                            f->n_head, gpt_flags_arch(f) >= NB_GPT_LLAMA3 ? " (or give --head_dim)"
+                                                                         : "");
     }
     if (cmd == GPT_TRAIN || cmd == GPT_BENCH) {
         if (strcmp(f->optimizer, "adamw") && strcmp(f->optimizer, "muon"))
@@ -388,6 +472,8 @@ int gpt_flags_parse(gpt_flags *f, gpt_cmd cmd, const char *prog, int argc, char 
         const char *value = arg[2 + klen] == '=' ? arg + 3 + klen : NULL;
         if ((st = set_flag(f, cmd, prog, arg + 2, klen, value, ""))) return st;
     }
+    if (cmd != GPT_SAMPLE && !gpt_flag_given(f, "qk_norm"))
+        f->qk_norm = gpt_flags_arch(f) == NB_GPT_QWEN3; /* Qwen3 has it unless told */
     return check_choices(f, prog, cmd);
 }
 
@@ -415,7 +501,41 @@ bool gpt_flag_given(const gpt_flags *f, const char *name) {
 }
 
 nb_gpt_arch gpt_flags_arch(const gpt_flags *f) {
-    return strcmp(f->arch, "nanogpt") ? NB_GPT_GPTMODEL : NB_GPT_NANOGPT;
+    return !strcmp(f->arch, "nanogpt") ? NB_GPT_NANOGPT
+           : !strcmp(f->arch, "llama3") ? NB_GPT_LLAMA3
+           : !strcmp(f->arch, "qwen3")  ? NB_GPT_QWEN3
+                                        : NB_GPT_GPTMODEL;
+}
+
+const char *gpt_arch_name(nb_gpt_arch arch) {
+    return arch == NB_GPT_NANOGPT  ? "nanogpt"
+           : arch == NB_GPT_LLAMA3 ? "llama3"
+           : arch == NB_GPT_QWEN3  ? "qwen3"
+                                   : "gptmodel";
+}
+
+nb_gpt_config gpt_flags_model(const gpt_flags *f, int64_t vocab_size) {
+    nb_gpt_arch a = gpt_flags_arch(f);
+    nb_gpt_config c = nb_gpt_config_default(a);
+    c.vocab_size = vocab_size, c.block_size = f->block_size, c.n_layer = (int)f->n_layer;
+    c.n_head = (int)f->n_head, c.n_embd = f->n_embd, c.dropout = f->dropout;
+    c.bias = f->bias, c.qkv_bias = f->qkv_bias, c.dtype = gpt_flags_dtype(f);
+    if (a < NB_GPT_LLAMA3) return c;
+    bool llama = a == NB_GPT_LLAMA3;
+    c.bias = false, c.qkv_bias = false;
+    c.n_kv_head = (int)(f->n_kv_head ? f->n_kv_head : f->n_head);
+    c.head_dim = f->head_dim ? f->head_dim : f->n_embd / f->n_head;
+    c.hidden_dim = f->hidden_dim ? f->hidden_dim : (llama ? 4 : 3) * f->n_embd;
+    c.rope_theta = f->rope_theta > 0 ? f->rope_theta : llama ? 500000.0 : 1e6;
+    c.norm_eps = f->norm_eps > 0 ? f->norm_eps : llama ? 1e-5 : 1e-6;
+    c.rope_scaled = false;
+    c.qk_norm = f->qk_norm, c.tie_head = f->tie_head, c.hf_names = f->hf_names;
+    c.n_expert = (int)f->n_expert;
+    c.n_expert_per_tok = c.n_expert ? (int)f->n_expert_per_tok : 0;
+    c.moe_hidden_dim = !c.n_expert ? 0 : f->moe_hidden_dim ? f->moe_hidden_dim
+                                       : c.hidden_dim / f->n_expert_per_tok;
+    c.window = f->window;
+    return c;
 }
 
 nb_dtype gpt_flags_dtype(const gpt_flags *f) {

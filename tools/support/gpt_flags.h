@@ -22,6 +22,10 @@ typedef struct gpt_flags {
     long n_layer, n_head, n_embd, block_size, vocab_size;
     double dropout;
     bool bias, qkv_bias;
+    /* Llama 3 and Qwen3 (--arch=llama3|qwen3): 0 means the family's default */
+    long n_kv_head, head_dim, hidden_dim, n_expert, n_expert_per_tok, moe_hidden_dim, window;
+    double rope_theta, norm_eps;
+    bool qk_norm, tie_head, hf_names;
     /* training */
     long batch_size, max_iters, warmup_iters, lr_decay_iters, eval_interval, eval_iters,
         gradient_accumulation_steps, seed, threads;
@@ -83,6 +87,15 @@ long gpt_threads(const char *prog, long want, int procs);
 
 /* nb_gpt_arch / nb_dtype of the flags (valid after a successful parse). */
 nb_gpt_arch gpt_flags_arch(const gpt_flags *f);
+/* --arch's name of a family: gptmodel, nanogpt, llama3, qwen3. */
+const char *gpt_arch_name(nb_gpt_arch arch);
+/* The model the flags describe, with vocab_size V: every size flag, each 0
+ * of the Llama 3 / Qwen3 flags replaced by the family's default (hidden_dim
+ * 4 n_embd for llama3 and 3 n_embd for qwen3, as Llama 3.2-1B and
+ * Qwen3-0.6B; rope_theta 500000 / 1e6; norm_eps 1e-5 / 1e-6;
+ * moe_hidden_dim hidden_dim / n_expert_per_tok, so the k experts a token
+ * runs through cost about one dense MLP). */
+nb_gpt_config gpt_flags_model(const gpt_flags *f, int64_t vocab_size);
 nb_dtype gpt_flags_dtype(const gpt_flags *f);
 
 /* Prints "<prog>: <message>" to stderr; returns GPT_EXIT_USAGE. */

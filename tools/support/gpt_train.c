@@ -73,7 +73,7 @@ typedef struct run {
     const char *vocab_str;
     nb_tensor_list extra;
     bool has_extra;
-    char flag_key[40][64], flag_val[40][PATH_LEN];
+    char flag_key[56][64], flag_val[56][PATH_LEN];
     char path_log[PATH_LEN], path_model[PATH_LEN], path_ckpt[PATH_LEN], path_svg[PATH_LEN];
     char path_diag_jsonl[PATH_LEN]; /* --diagnostics=PAGE's PAGE.jsonl */
 } run;
@@ -332,23 +332,24 @@ static int check_dataset_ids(run *r) {
 }
 
 /* ---- the model ------------------------------------------------------------ */
-static nb_gpt_config config_from_flags(const run *r, int64_t vocab_size) {
-    const gpt_flags *f = r->f;
-    nb_gpt_config c = nb_gpt_config_default(gpt_flags_arch(f));
-    c.vocab_size = vocab_size;
-    c.block_size = f->block_size;
-    c.n_layer = (int)f->n_layer;
-    c.n_head = (int)f->n_head;
-    c.n_embd = f->n_embd;
-    c.dropout = f->dropout;
-    c.bias = f->bias;
-    c.qkv_bias = f->qkv_bias;
-    c.dtype = gpt_flags_dtype(f);
-    return c;
+/* Whether a config.json or cfg.json sits beside the model file `path`. */
+static bool has_config(const char *path) {
+    const char *slash = strrchr(path, '/');
+    int dir = slash ? (int)(slash - path) + 1 : 0;
+    char p[PATH_LEN + 16];
+    snprintf(p, sizeof p, "%.*sconfig.json", dir, path);
+    if (access(p, F_OK) == 0) return true;
+    snprintf(p, sizeof p, "%.*scfg.json", dir, path);
+    return access(p, F_OK) == 0;
 }
 
 /* --init_from=PATH (or --init): the model from a safetensors state_dict,
- * either layout, through the library; its vocabulary from the metadata.
+ * either layout, through the library; its vocabulary from the metadata. A
+ * model directory (a config.json or the course's cfg.json beside the file:
+ * any family, as nb_gpt_save and `nabla-gpt init` write them) is built by
+ * nb_gpt_load from its config; GPT-2's Hugging Face files by
+ * nb_gpt_load_hf; anything else is a state_dict of nanoGPT's or GPTModel's
+ * names with --n_head.
  * The one place a model comes from a file other than the run's checkpoint
  * (a GPT-2 checkpoint reader would hook in here). */
 static int model_from_init(run *r) {
@@ -359,7 +360,12 @@ static int model_from_init(run *r) {
         return gpt_fail(r->prog, "--init_from: %s", nb_ctx_error(r->pctx));
     vocab_from_meta(r, n_meta < 64 ? n_meta : 64, keys, values);
     nb_status st;
-    if (nb_gpt_state_dict_is_hf(&sd)) { /* a Hugging Face GPT-2 file, read again as it streams */
+    bool dir = has_config(r->init); /* a model directory: its config says what to build */
+    if (dir && !nb_gpt_state_dict_is_hf(&sd)) {
+        nb_list_free(&sd);
+        st = nb_gpt_load(r->pctx, &r->gpt, r->init, r->f->dropout, gpt_flags_dtype(r->f),
+                         &r->rng_model);
+    } else if (nb_gpt_state_dict_is_hf(&sd)) { /* a Hugging Face GPT-2 file, read again as it streams */
         nb_list_free(&sd);
         int heads = gpt_flag_given(r->f, "n_head") ? (int)r->f->n_head : 0; /* 0: config.json */
         st = nb_gpt_load_hf(r->pctx, &r->gpt, r->init, heads, r->f->dropout,
@@ -379,7 +385,7 @@ static int build_model(run *r) {
     int64_t V = r->has_vocab ? r->vocab.size : r->has_ds ? r->V : r->f->vocab_size;
     if (V < 1)
         return gpt_fail(r->prog, "--batches without --init needs --vocab_size");
-    nb_gpt_config c = config_from_flags(r, V);
+    nb_gpt_config c = gpt_flags_model(r->f, V);
     if (nb_gpt_init(r->pctx, &r->gpt, &c, &r->rng_model))
         return gpt_fail(r->prog, "%s", nb_ctx_error(r->pctx));
     return 0;
@@ -652,8 +658,12 @@ static int train_loop(run *r) {
 /* ---- files ------------------------------------------------------------------ */
 /* --force: an earlier run's files move to out_dir/old-N/ (N the first free). */
 static int move_aside(run *r) {
-    const char *outs[] = {r->path_log, r->path_model, r->path_ckpt, r->path_svg};
-    const char *names[] = {"log.jsonl", "model.safetensors", "ckpt.safetensors", "loss.svg"};
+    char cfg[2][PATH_LEN + 16];
+    snprintf(cfg[0], sizeof cfg[0], "%s/config.json", r->f->out_dir);
+    snprintf(cfg[1], sizeof cfg[1], "%s/cfg.json", r->f->out_dir);
+    const char *outs[] = {r->path_log, r->path_model, r->path_ckpt, r->path_svg, cfg[0], cfg[1]};
+    const char *names[] = {"log.jsonl", "model.safetensors", "ckpt.safetensors", "loss.svg",
+                           "config.json", "cfg.json"};
     struct stat st;
     bool any = false;
     for (int i = 0; i < 4; i++) any |= stat(outs[i], &st) == 0;
@@ -664,7 +674,7 @@ static int move_aside(run *r) {
         if (mkdir(dir, 0777) == 0) break;
         if (errno != EEXIST) return gpt_fail(r->prog, "--force: %s: %s", dir, strerror(errno));
     }
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < 6; i++) {
         snprintf(to, sizeof to, "%s/%s", dir, names[i]);
         if (stat(outs[i], &st) == 0 && rename(outs[i], to))
             return gpt_fail(r->prog, "--force: moving %s: %s", outs[i], strerror(errno));
@@ -718,8 +728,9 @@ static int prepare_out_dir(run *r) {
     if (r->hooks.rank != 0 || r->f->eval_only || r->max_iters == 0) return 0;
     int st = gpt_mkdirs(r->prog, "--out_dir", r->f->out_dir);
     if (st) return st;
-    const char *const mine[] = {"model.safetensors", "ckpt.safetensors", "log.jsonl"};
-    remove_stale_tmp(r, r->f->out_dir, mine, 3);
+    const char *const mine[] = {"model.safetensors", "ckpt.safetensors", "log.jsonl",
+                                "config.json", "cfg.json"};
+    remove_stale_tmp(r, r->f->out_dir, mine, 5);
     if (r->resume) return 0;
     if (r->f->force) return move_aside(r);
     const char *outs[] = {r->path_log, r->path_model, r->path_ckpt, r->path_svg};
@@ -809,6 +820,8 @@ static void meta_add(meta *m, const char *key, const char *value) {
  * error), then the ones a resume may change. */
 static const char *const RESUME_FLAGS[] = {
     "arch", "n_layer", "n_head", "n_embd", "block_size", "dropout", "bias", "qkv_bias", "dtype",
+    "n_kv_head", "head_dim", "hidden_dim", "rope_theta", "norm_eps", "qk_norm", "tie_head",
+    "n_expert", "n_expert_per_tok", "moe_hidden_dim", "window", "hf_names",
     "data", "dataset", "batches", "init", "vocab_size", "batch_size",
     "gradient_accumulation_steps", "optimizer", "muon_lr", "muon_momentum", "learning_rate",
     "weight_decay", "weight_decay_1d", "beta1",
@@ -818,7 +831,7 @@ static const char *const RESUME_FLAGS[] = {
 static void meta_fill(run *r, meta *m, bool ckpt) {
     const nb_gpt_config *c = &r->gpt.cfg;
     m->n = 0;
-    meta_add(m, "arch", c->arch == NB_GPT_NANOGPT ? "nanogpt" : "gptmodel");
+    meta_add(m, "arch", gpt_arch_name(c->arch));
     if (c->arch == NB_GPT_NANOGPT && c->gelu == NB_GELU_TANH) meta_add(m, "gelu", "tanh"); /* GPT-2's */
     snprintf(m->buf[0], 32, "%d", c->n_head);
     meta_add(m, "n_head", m->buf[0]);
@@ -880,6 +893,13 @@ static int save_outputs(run *r) {
     const char *how;
     if (nb_save_safetensors(r->pctx, r->path_model, &r->gpt.state_dict, mm.n, mm.k, mm.v))
         return gpt_fail(r->prog, "%s", nb_ctx_error(r->pctx));
+    if (r->gpt.cfg.arch >= NB_GPT_LLAMA3) { /* out_dir is a model directory (nb_gpt_load) */
+        char cfg[PATH_LEN + 16];
+        snprintf(cfg, sizeof cfg, "%s/%s", r->f->out_dir,
+                 r->gpt.cfg.hf_names ? "config.json" : "cfg.json");
+        if (nb_gpt_config_write(r->pctx, &r->gpt.cfg, cfg))
+            return gpt_fail(r->prog, "%s", nb_ctx_error(r->pctx));
+    }
     if (g_signal && test_signal_at(&how) >= 0 && !strcmp(how, "TWICE")) {
         FILE *half = fopen(g_tmp[TMP_CKPT], "wb"); /* as the checkpoint's save has begun it */
         if (half) fputs("partial", half), fclose(half);
@@ -1096,7 +1116,7 @@ static int run_training(run *r) {
     if (r->hooks.rank == 0) {
         int threads = nb_get_num_threads();
         printf("%s: %s, %lld parameters, vocab %lld, %lld iterations from %lld, run %s, "
-               "%d thread%s\n", r->prog, r->gpt.cfg.arch == NB_GPT_NANOGPT ? "nanogpt" : "gptmodel",
+               "%d thread%s\n", r->prog, gpt_arch_name(r->gpt.cfg.arch),
                (long long)nb_gpt_num_params(&r->gpt, false), (long long)r->gpt.cfg.vocab_size,
                (long long)r->max_iters, (long long)r->iter, r->run_id, threads,
                threads == 1 ? "" : "s");

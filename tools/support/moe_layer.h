@@ -1,6 +1,7 @@
 /* moe_layer.h - a mixture-of-experts layer composed from nabla's ops
- * (moe_layer.c), for the MoE gradcheck test and nabla-bench-moe. Internal
- * to the tools: the architectures build their own from the same ops. */
+ * (moe_layer.c), for the MoE gradcheck test and nabla-bench-moe: its own
+ * softmax routing and non-gated experts, the library's dispatch
+ * (src/nn/moe.h, which the Qwen3-MoE blocks use too). */
 #ifndef NB_MOE_LAYER_H
 #define NB_MOE_LAYER_H
 
