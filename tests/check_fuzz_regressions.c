@@ -110,6 +110,21 @@ static nb_status replay_config(const char *path, char *msg, size_t n) {
     return line ? NB_ERR_FORMAT : NB_OK;
 }
 
+/* nb_gpt_config_read on a config.json / cfg.json: a refusal leaves *out as
+ * it was, an accepted config has buildable sizes (nb_fuzz_config_ok). */
+static nb_status replay_config_json(const char *path, char *msg, size_t n) {
+    nb_ctx *ctx = nb_ctx_new(0);
+    nb_gpt_config c, keep;
+    memset(&c, 0xa5, sizeof c);
+    keep = c;
+    nb_status st = nb_gpt_config_read(ctx, path, &c);
+    snprintf(msg, n, "%s", st ? nb_ctx_error(ctx) : "");
+    if (st) ck_assert_msg(!memcmp(&c, &keep, sizeof c), "%s: a refused read changed *out", path);
+    else ck_assert_msg(nb_fuzz_config_ok(&c), "%s: a config that cannot be built", path);
+    nb_ctx_free(ctx);
+    return st;
+}
+
 /* loader NULL: the target has no refusals to check, every file must pass
  * its properties (fn returns NB_OK). fn NULL: the target's library part is
  * not built here. */
@@ -122,6 +137,7 @@ static const struct {
     {"text", NULL, replay_text},
     {"meta_pkl", "meta.pkl", replay_meta_pkl},
     {"config", "config", replay_config},
+    {"config_json", "config_read", replay_config_json},
 };
 #define N_REPLAYS (int)(sizeof replays / sizeof replays[0])
 

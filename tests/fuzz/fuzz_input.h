@@ -96,4 +96,23 @@ static inline uint64_t nb_fuzz_model_hash(nb_fuzz_model *m) {
     return h;
 }
 
+/* What a config nb_gpt_config_read accepted must satisfy (the config_json
+ * target and its replay check it): a known family, and for Llama 3 / Qwen3
+ * sizes the model can be built with (n_kv_head dividing n_head, an even
+ * head_dim, at most n_expert experts a token, a positive window or none). */
+static inline bool nb_fuzz_config_ok(const nb_gpt_config *c) {
+    if (c->arch != NB_GPT_GPTMODEL && c->arch != NB_GPT_NANOGPT && c->arch != NB_GPT_LLAMA3 &&
+        c->arch != NB_GPT_QWEN3)
+        return false;
+    if (c->vocab_size < 1 || c->block_size < 1 || c->n_layer < 1 || c->n_head < 1 ||
+        c->n_embd < 1)
+        return false;
+    if (c->arch == NB_GPT_GPTMODEL || c->arch == NB_GPT_NANOGPT) return true;
+    return c->n_kv_head >= 1 && c->n_head % c->n_kv_head == 0 && c->head_dim >= 2 &&
+           c->head_dim % 2 == 0 && c->window >= 0 &&
+           (c->n_expert == 0 || (c->n_expert_per_tok >= 1 &&
+                                 c->n_expert_per_tok <= c->n_expert)) &&
+           c->norm_eps > 0 && c->rope_theta > 0;
+}
+
 #endif

@@ -805,7 +805,7 @@ static int check_diagnostics_path(run *r) {
 
 /* Metadata of model.safetensors, and of ckpt.safetensors with the run id
  * and the flags a resume takes (RESUME_FLAGS). */
-#define META_MAX 64
+#define META_MAX 128 /* the caller's pairs plus the optimizer's options (Muon has two groups) */
 typedef struct meta {
     int n;
     const char *k[META_MAX], *v[META_MAX];
