@@ -12,7 +12,8 @@
  *   - the gradient and the gradient of the squared gradient (float64);
  * and through the nabla-gpt program (`train --init_from=DIR/model.safetensors
  * --batches=FILE`): 20 steps of --optimizer=muon on both Llama 3 models, and
- * the 5-step fine-tunes of the Hugging Face-layout Llama 3 and Qwen3. */
+ * the 5-step fine-tunes of the Hugging Face-layout Llama 3 and Qwen3; and
+ * nabla-gpt bench's FLOP count for these families (make bench-gpt's rows). */
 #include "gpt_run.h"
 
 #define ARCH_DIR NB_SOURCE_DIR "/tests/fixtures/arch/"
@@ -408,6 +409,26 @@ static const char *const FINETUNE_MODELS[] = {"llama3_hf", "qwen3_hf"};
 START_TEST(test_finetune_steps) { tool_run(FINETUNE_MODELS[_i / 2], "finetune", _i % 2 == 0); }
 END_TEST
 
+/* nabla-gpt bench's FLOP count (make bench-gpt's GFLOP/s) for a Qwen3-MoE:
+ * 1 layer, C 48, 4 heads of 16 (2 kv heads), top-2 of 8 experts of 24,
+ * vocab 65, 4 x 64 tokens. Matmul weights a token runs through:
+ * q and o 2 * 48 * 64, k and v 2 * 48 * 32, router 48 * 8, two experts
+ * 2 * 3 * 48 * 24, head 65 * 48 = 19632 (no position table; the 6 idle
+ * experts not counted), so 6 * 19632 * 256 + 12 * 4 * 64^2 * 64 for
+ * attention (of width 4 * 16) = 42737664. */
+START_TEST(test_bench_flops_moe) {
+    gpt_run r;
+    gpt_run_init(&r);
+    gpt_exec(&r, "bench --arch=qwen3 --n_layer=1 --n_head=4 --n_kv_head=2 --n_embd=48 --head_dim=16 "
+                 "--vocab_size=65 --block_size=70 --batch_size=4 --seq_len=64 --qk_norm=True "
+                 "--n_expert=8 --n_expert_per_tok=2 --moe_hidden_dim=24 --max_iters=1 --rounds=1 "
+                 "--sample=False");
+    ck_assert_msg(r.status == 0, "exit %d: %s", r.status, r.err);
+    ck_assert_msg(strstr(r.out, "gflop_per_step=0.0427377 "), "%s", r.out);
+    gpt_run_done(&r);
+}
+END_TEST
+
 Suite *suite_gpt_arch_parity(void) {
     Suite *s = suite_create("gpt_arch_parity");
     TCase *tc = tcase_create("core");
@@ -417,6 +438,7 @@ Suite *suite_gpt_arch_parity(void) {
     tcase_add_loop_test(tc, test_second_order, 0, N_CASES);
     tcase_add_loop_test(tc, test_muon_steps, 0, 4);
     tcase_add_loop_test(tc, test_finetune_steps, 0, 4);
+    tcase_add_test(tc, test_bench_flops_moe);
     suite_add_tcase(s, tc);
     return s;
 }
