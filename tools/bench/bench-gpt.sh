@@ -89,8 +89,10 @@ arch_row() { # name arch target steps torch_flags nabla_flags
     done
     awk -v name="$1" -v arch="$2" -v target="$3" -v a="$a" -v b="$b" -v t="$t" -v mode="$mode" 'BEGIN {
             best = a < b ? a : b; thr = a < b ? 1 : 2
-            printf "%-10s %-7s nabla %8.3f ms/step (%d thr)  torch %8.3f ms/step (%s)  ratio %.3f (target <= %s)\n",
-                   name, arch, best, thr, t, mode, best / t, target
+            printf "%-11s %-7s nabla %8.3f ms/step (%d thr)  torch %8.3f ms/step (%s)  ratio %.3f",
+                   name, arch, best, thr, t, mode, best / t
+            if (target != "-") printf " (target <= %s)", target
+            printf "\n"
         }'
     arch_nabla=$(awk -v a="$a" -v b="$b" 'BEGIN { print (a < b ? a : b) }') arch_torch=$t
 }
