@@ -78,7 +78,7 @@ done
 # The same rounds and best-of rules as above.
 echo "Llama 3 and Qwen3 (GQA), the same step, float32, best of $rounds rounds"
 arch_row() { # name arch target steps torch_flags nabla_flags
-    a="" b="" t="" mode=""
+    a="" b="" t="" mode="" rss=0 trss=""
     for round in $(seq "$rounds"); do
         n1=$("$bin" bench --arch=$2 $6 --max_iters=$4 --threads=1 --sample=False)
         n2=$("$bin" bench --arch=$2 $6 --max_iters=$4 --threads=2 --sample=False)
@@ -86,13 +86,17 @@ arch_row() { # name arch target steps torch_flags nabla_flags
         a=$(least "$a" "$(val "$n1" ms_per_step)") b=$(least "$b" "$(val "$n2" ms_per_step)")
         tv=$(val "$tl" torch_best_ms_per_step)
         if [ -z "$t" ] || [ "$(least "$t" "$tv")" != "$t" ]; then t=$tv mode=$(val "$tl" mode); fi
+        trss=$(least "$trss" "$(val "$tl" peak_rss_mb)")
+        rss=$(awk -v r="$rss" -v p="$(val "$n1" peak_rss_mb)" -v q="$(val "$n2" peak_rss_mb)" \
+            'BEGIN { m = r; if (p > m) m = p; if (q > m) m = q; print m }')
     done
-    awk -v name="$1" -v arch="$2" -v target="$3" -v a="$a" -v b="$b" -v t="$t" -v mode="$mode" 'BEGIN {
+    awk -v name="$1" -v arch="$2" -v target="$3" -v a="$a" -v b="$b" -v t="$t" -v mode="$mode" \
+        -v rss="$rss" -v trss="$trss" 'BEGIN {
             best = a < b ? a : b; thr = a < b ? 1 : 2
             printf "%-11s %-7s nabla %8.3f ms/step (%d thr)  torch %8.3f ms/step (%s)  ratio %.3f",
                    name, arch, best, thr, t, mode, best / t
             if (target != "-") printf " (target <= %s)", target
-            printf "\n"
+            printf "  peak_rss_mb %.1f (torch %.1f)\n", rss, trss
         }'
     arch_nabla=$(awk -v a="$a" -v b="$b" 'BEGIN { print (a < b ? a : b) }') arch_torch=$t
 }
