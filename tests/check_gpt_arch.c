@@ -524,7 +524,88 @@ START_TEST(test_summary_and_scopes) {
                           "\"scope\":\"model.norm\""};
     for (int k = 0; k < 6; k++) ck_assert_msg(strstr(buf, want[k]) != NULL, "%s missing", want[k]);
     free(buf);
+    /* the tape explorer's page, backward steps included */
+    ck_assert_int_eq(nb_backward(s, L, NULL), NB_OK);
+    buf = NULL;
+    f = open_memstream(&buf, &len);
+    ck_assert_int_eq(nb_tape_html(s, L, f), NB_OK);
+    fclose(f);
+    ck_assert_msg(strstr(buf, "model.layers.1.self_attn") != NULL, "no module box");
+    free(buf);
     nb_gpt_free(&m);
+    nb_ctx_free(s);
+    nb_ctx_free(p);
+}
+END_TEST
+
+/* ---- state_dict, no_grad, dropout --------------------------------------------------------- */
+
+/* A model's state_dict copied into a model of the same config gives the same
+ * logits; a tied head may be absent, and must equal the embedding when present. */
+START_TEST(test_load_state_dict) {
+    int i = _i;
+    nb_ctx *p = nb_ctx_new(0), *s = nb_ctx_new(0);
+    nb_gpt a, b;
+    make(p, &a, i, NB_F64, 41);
+    nb_gpt_config c = a.cfg;
+    ck_assert_int_eq(nb_gpt_init(p, &b, &c, NULL), NB_OK);
+    ck_assert_int_eq(nb_gpt_load_state_dict(&b, &a.state_dict), NB_OK);
+    nb_tensor *ya = nb_gpt_infer(s, &a, nb_from_data(s, NB_I64, NB_SHAPE(2, 8), SEQ));
+    nb_tensor *yb = nb_gpt_infer(s, &b, nb_from_data(s, NB_I64, NB_SHAPE(2, 8), SEQ));
+    ck_assert_int_eq(memcmp(ya->data, yb->data, ya->numel * sizeof(double)), 0);
+    const char *head = c.hf_names ? "lm_head.weight" : "out_head.weight";
+    nb_tensor_list sd = {0};
+    for (int k = 0; k < a.state_dict.n; k++) /* without the head */
+        if (strcmp(nb_list_name(&a.state_dict, k), head))
+            ck_assert_int_eq(nb_list_add(&sd, nb_list_name(&a.state_dict, k),
+                                            nb_list_tensor(&a.state_dict, k)), 0);
+    if (c.tie_head) {
+        ck_assert_int_eq(nb_gpt_load_state_dict(&b, &sd), NB_OK);
+        nb_tensor *other = nb_copy(p, a.wte, NB_F64);
+        nb_set(other, 3, 99.0);
+        ck_assert_int_eq(nb_list_add(&sd, head, other), 0);
+        ck_assert_int_eq(nb_gpt_load_state_dict(&b, &sd), NB_ERR_FORMAT);
+        ck_assert_error_has(p, "differs from");
+        ck_assert_error_has(p, "at 3; the");
+    } else {
+        ck_assert_int_ne(nb_gpt_load_state_dict(&b, &sd), NB_OK); /* an untied head is needed */
+        ck_assert_error_has(p, head);
+    }
+    nb_ctx_reset(p);
+    nb_list_free(&sd);
+    nb_gpt_free(&a);
+    nb_gpt_free(&b);
+    nb_ctx_free(s);
+    nb_ctx_free(p);
+}
+END_TEST
+
+/* no_grad: no gradient buffers and no tape; dropout: training draws masks
+ * from the model's rng, eval mode is the deterministic forward. */
+START_TEST(test_no_grad_and_dropout) {
+    nb_ctx *p = nb_ctx_new(0), *s = nb_ctx_new(0);
+    nb_pcg32 rng;
+    nb_pcg32_seed(&rng, 4, 1);
+    nb_gpt_config c = spec(4, NB_F32);
+    c.no_grad = true;
+    nb_gpt m;
+    ck_assert_int_eq(nb_gpt_init(p, &m, &c, &rng), NB_OK);
+    for (int k = 0; k < m.params.n; k++) ck_assert(!nb_list_tensor(&m.params, k)->requires_grad);
+    nb_gpt_free(&m);
+    c = spec(2, NB_F64);
+    c.dropout = 0.5;
+    ck_assert_int_eq(nb_gpt_init(p, &m, &c, &rng), NB_OK);
+    nb_tensor *ids = nb_from_data(s, NB_I64, NB_SHAPE(2, 8), SEQ);
+    nb_tensor *t1 = nb_gpt_forward(s, &m, ids), *t2 = nb_gpt_forward(s, &m, ids);
+    nb_tensor *e1 = nb_gpt_infer(s, &m, ids), *e2 = nb_gpt_infer(s, &m, ids);
+    ck_assert(t1 && t2 && e1 && e2);
+    ck_assert_int_ne(memcmp(t1->data, t2->data, t1->numel * sizeof(double)), 0);
+    ck_assert_int_eq(memcmp(e1->data, e2->data, e1->numel * sizeof(double)), 0);
+    ck_assert_int_ne(memcmp(t1->data, e1->data, t1->numel * sizeof(double)), 0);
+    /* dropout needs an rng */
+    nb_gpt_free(&m);
+    ck_assert_int_eq(nb_gpt_init(p, &m, &c, NULL), NB_ERR_NULL);
+    ck_assert_error_has(p, "dropout 0.5 needs an rng");
     nb_ctx_free(s);
     nb_ctx_free(p);
 }
@@ -641,6 +722,8 @@ Suite *suite_gpt_arch(void) {
     tcase_add_loop_test(tc, test_cache_matches_full, 0, N_SPEC);
     tcase_add_test(tc, test_summary_and_scopes);
     tcase_add_test(tc, test_bad_configs);
+    tcase_add_loop_test(tc, test_load_state_dict, 0, N_SPEC);
+    tcase_add_test(tc, test_no_grad_and_dropout);
     suite_add_tcase(s, tc);
     TCase *tg = tcase_create("gradcheck");
     tcase_add_loop_test(tg, test_gradcheck_loss, 0, N_SPEC);

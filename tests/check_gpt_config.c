@@ -325,6 +325,10 @@ static void save_load(int k) {
     nb_ctx_free(p);
 }
 
+/* Llama 3, Qwen3 and Qwen3-MoE in both layouts, a tied head among them. */
+START_TEST(test_save_load_family) { save_load(_i); }
+END_TEST
+
 START_TEST(test_save_load_gpt2) {
     save_load(8); /* the course's GPTModel, cfg.json */
     save_load(9); /* GPT-2's Hugging Face files */
@@ -441,6 +445,7 @@ Suite *suite_gpt_config(void) {
     tcase_add_test(tc, test_config_nulls);
     suite_add_tcase(s, tc);
     TCase *dir = tcase_create("dir");
+    tcase_add_loop_test(dir, test_save_load_family, 0, 8);
     tcase_add_test(dir, test_save_load_gpt2);
     tcase_add_test(dir, test_load_contradicts);
     suite_add_tcase(s, dir);

@@ -324,7 +324,6 @@ NB_HIDDEN nb_status nb_gpt_init_impl(nb_ctx *pctx, nb_gpt *m, const nb_gpt_confi
     m->rng = dropout_rng;
     m->blocks = nb_ctx_alloc(pctx, (size_t)cfg->n_layer * sizeof *m->blocks);
     if (!m->blocks) return nb_ctx_status(pctx);
-    memset(m->blocks, 0, (size_t)cfg->n_layer * sizeof *m->blocks);
     builder b = {m, pctx, draw_rng, nb_gpt_layout(cfg)};
     st = build(&b);
     if (!st && b.lay->pos == POS_ROPE) /* once per model, block_size positions */
@@ -376,7 +375,7 @@ nb_status nb_gpt_config_from_state_dict(nb_ctx *ctx, const nb_tensor_list *sd, i
     if (!wte || !wpe)
         return nb_ctx_fail(ctx, NB_ERR_FORMAT, "%s: neither tok_emb.weight/pos_emb.weight "
                            "(GPTModel) nor transformer.wte.weight/transformer.wpe.weight "
-                           "(nanoGPT) is in the state_dict", fn);
+                           "(nanoGPT) is in the state_dict (Llama 3 and Qwen3 need their config: nb_gpt_load)", fn);
     if (wte->ndim != 2 || wpe->ndim != 2 || wte->shape[1] != wpe->shape[1] ||
         (wte->dtype != NB_F32 && wte->dtype != NB_F64)) {
         char a[64], b[64];

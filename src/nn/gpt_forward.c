@@ -48,14 +48,14 @@ NB_HIDDEN bool nb_gpt_check_ids(nb_ctx *ctx, const nb_gpt *m, const nb_tensor *i
 
 /* tok_emb[ids] + pos_emb[pos0 .. pos0+T-1], then drop_emb: (B, T, C). */
 NB_HIDDEN nb_tensor *nb_gpt_embed(nb_ctx *ctx, nb_gpt *m, const nb_tensor *ids, int64_t pos0) {
+    const gpt_layout *l = nb_gpt_layout(&m->cfg);
+    nb_tensor *x = NB_NN_SCOPED(ctx, l->s.tok, nb_embedding(ctx, m->wte, ids));
+    if (l->pos == POS_ROPE) return x; /* positions are turned into q and k instead */
     int64_t t = ids->shape[1];
     nb_tensor *pos = nb_empty(ctx, NB_I64, 1, &t);
     if (!pos) return NULL;
     for (int64_t i = 0; i < t; i++) ((int64_t *)pos->data)[i] = pos0 + i;
-    const gpt_layout *l = nb_gpt_layout(&m->cfg);
-    nb_tensor *x = NB_NN_SCOPED(ctx, l->s.tok, nb_embedding(ctx, m->wte, ids));
-    if (l->pos == POS_LEARNED)
-        x = nb_add(ctx, x, NB_NN_SCOPED(ctx, l->s.pos, nb_embedding(ctx, m->wpe, pos)));
+    x = nb_add(ctx, x, NB_NN_SCOPED(ctx, l->s.pos, nb_embedding(ctx, m->wpe, pos)));
     return nb_gpt_dropout(ctx, m, x);
 }
 

@@ -13,7 +13,8 @@ NB_HIDDEN nb_status nb_gpt_init_impl(nb_ctx *pctx, nb_gpt *m, const nb_gpt_confi
 /* ids is I64 (B, T), 1 <= T <= max_t, values in [0, V); else an error on ctx. */
 NB_HIDDEN bool nb_gpt_check_ids(nb_ctx *ctx, const nb_gpt *m, const nb_tensor *ids,
                                 const char *what, int64_t max_t);
-/* wte[ids] + wpe[pos0 ..], dropout: (B, T) -> (B, T, C) */
+/* wte[ids] + wpe[pos0 ..], dropout: (B, T) -> (B, T, C); wte[ids] alone for
+ * the RoPE families (their positions are turned into q and k) */
 NB_HIDDEN nb_tensor *nb_gpt_embed(nb_ctx *ctx, nb_gpt *m, const nb_tensor *ids, int64_t pos0);
 /* x @ w^T + b; a dot-product loop for few rows when nothing is recorded */
 NB_HIDDEN nb_tensor *nb_gpt_linear(nb_ctx *ctx, nb_tensor *x, nb_tensor *w, nb_tensor *b);

@@ -340,7 +340,10 @@ static int check_choices(const gpt_flags *f, const char *prog, gpt_cmd cmd) {
             strcmp(f->arch, "llama3") && strcmp(f->arch, "qwen3"))
             return gpt_fail(prog, "--arch: '%s' is not gptmodel, nanogpt, llama3 or qwen3",
                             f->arch);
-        int st = check_family(f, prog);
+        /* a resume takes the family from the checkpoint, after this; a flag
+         * given beside --resume must then equal the checkpoint's */
+        bool resuming = cmd == GPT_TRAIN && (f->resume || !strcmp(f->init_from, "resume"));
+        int st = resuming ? 0 : check_family(f, prog);
         if (st) return st;
         if (strcmp(f->dtype, "float32") && strcmp(f->dtype, "float64"))
             return gpt_fail(prog, "--dtype: '%s' is not float32 or float64 (nanoGPT's bfloat16 "
