@@ -4,7 +4,7 @@
  * tests/fixtures/arch/ (six tiny models: each family in the course's layout
  * with cfg.json and in Hugging Face's with config.json; head_dim != C/H,
  * 1 and 2 key/value heads, Llama 3 RoPE scaling, tied heads, top-2 of 4
- * experts). Every model is read by nb_gpt_load, as a user would:
+ * experts, a sliding window). Every model is read by nb_gpt_load, as a user would:
  *   - the config read from the file beside the weights;
  *   - the logits of one batch, float64 within 1e-10 and float32 within 1e-5;
  *   - 20 AdamW steps (nanoGPT's loop: schedule, clipping, accumulation):
@@ -26,15 +26,16 @@ typedef struct arch_case {
     int n_head, n_kv_head, n_expert, n_expert_per_tok;
     int64_t n_embd, head_dim;
     double norm_eps, rope_theta;
+    int64_t window;
 } arch_case;
 
 static const arch_case CASES[] = {
-    {"llama3_course", NB_GPT_LLAMA3, false, false, false, true, 2, 1, 0, 0, 16, 8, 1e-5, 1e4},
-    {"llama3_hf", NB_GPT_LLAMA3, true, true, false, true, 4, 2, 0, 0, 16, 4, 1e-5, 5e5},
-    {"qwen3_course", NB_GPT_QWEN3, false, false, true, false, 4, 2, 0, 0, 12, 6, 1e-6, 1e6},
-    {"qwen3_hf", NB_GPT_QWEN3, true, true, true, false, 2, 1, 0, 0, 16, 12, 1e-6, 1e6},
-    {"qwen3moe_course", NB_GPT_QWEN3, false, false, true, false, 4, 2, 4, 2, 12, 4, 1e-6, 1e6},
-    {"qwen3moe_hf", NB_GPT_QWEN3, true, false, true, false, 2, 1, 4, 2, 16, 8, 1e-6, 1e6},
+    {"llama3_course", NB_GPT_LLAMA3, false, false, false, true, 2, 1, 0, 0, 16, 8, 1e-5, 1e4, 0},
+    {"llama3_hf", NB_GPT_LLAMA3, true, true, false, true, 4, 2, 0, 0, 16, 4, 1e-5, 5e5, 0},
+    {"qwen3_course", NB_GPT_QWEN3, false, false, true, false, 4, 2, 0, 0, 12, 6, 1e-6, 1e6, 0},
+    {"qwen3_hf", NB_GPT_QWEN3, true, true, true, false, 2, 1, 0, 0, 16, 12, 1e-6, 1e6, 0},
+    {"qwen3moe_course", NB_GPT_QWEN3, false, false, true, false, 4, 2, 4, 2, 12, 4, 1e-6, 1e6, 0},
+    {"qwen3moe_hf", NB_GPT_QWEN3, true, false, true, false, 2, 1, 4, 2, 16, 8, 1e-6, 1e6, 4},
 };
 #define N_CASES ((int)(sizeof CASES / sizeof CASES[0]))
 
@@ -99,6 +100,7 @@ static void load_model(nb_ctx *pctx, nb_gpt *m, const arch_case *k, nb_dtype dt)
     ck_assert_int_eq(c->n_expert_per_tok, k->n_expert_per_tok);
     ck_assert_double_eq(c->norm_eps, k->norm_eps);
     ck_assert_double_eq(c->rope_theta, k->rope_theta);
+    ck_assert_int_eq(c->window, k->window);
     ck_assert_int_eq(c->dtype, dt);
 }
 

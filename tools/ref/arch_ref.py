@@ -13,6 +13,8 @@ head_dim hd, Hkv key/value heads:
         q, k = rope(q), rope(k)                        split halves, positions 0..T-1
         k, v repeated to H heads (each of H / Hkv query heads reads one)
         x = x + out_proj(softmax(q k^T / sqrt(hd) + causal mask) v)
+                                                       (window > 0: query i also
+                                                        masks keys <= i - window)
         h = norm2(x)
         x = x + fc3(silu(fc1 h) * fc2 h)               gated MLP (or the MoE below)
     logits = out_head(final_norm(x))                   out_head = tok_emb when tied
@@ -50,9 +52,10 @@ cfg (the course's cfg dict keys): vocab_size, context_length, emb_dim,
 n_heads, n_layers, hidden_dim, n_kv_groups (the number of key/value heads),
 head_dim (None: emb_dim // n_heads), qk_norm, rope_base, rope_freq (None or
 {factor, low_freq_factor, high_freq_factor, original_context_length}),
-num_experts, num_experts_per_tok, moe_intermediate_size; and two of this
-file's: family ("llama3" or "qwen3": names and RMSNorm eps 1e-5 / 1e-6) and
-tie (head tied to tok_emb).
+num_experts, num_experts_per_tok, moe_intermediate_size; and three of this
+file's: family ("llama3" or "qwen3": names and RMSNorm eps 1e-5 / 1e-6),
+tie (head tied to tok_emb) and window (sliding-window attention in every
+layer, Hugging Face's use_sliding_window with max_window_layers 0).
 """
 import math
 
@@ -120,6 +123,7 @@ class GroupedQueryAttention(nn.Module):
         C, H, Hkv = cfg["emb_dim"], cfg["n_heads"], cfg["n_kv_groups"]
         assert H % Hkv == 0
         self.H, self.Hkv, self.hd = H, Hkv, head_dim
+        self.window = cfg.get("window", 0)
         self.W_query = nn.Linear(C, H * head_dim, bias=False)
         self.W_key = nn.Linear(C, Hkv * head_dim, bias=False)
         self.W_value = nn.Linear(C, Hkv * head_dim, bias=False)
@@ -143,6 +147,8 @@ class GroupedQueryAttention(nn.Module):
         v = v.repeat_interleave(group, dim=1)
         scores = q @ k.transpose(2, 3)
         mask = torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1)
+        if self.window:  # query i sees keys i - window + 1 .. i
+            mask = mask | torch.tril(torch.ones(T, T, dtype=torch.bool), diagonal=-self.window)
         scores = scores.masked_fill(mask, -torch.inf)
         w = torch.softmax(scores / self.hd ** 0.5, dim=-1)
         ctx = (w @ v).transpose(1, 2).reshape(B, T, self.H * self.hd)
@@ -337,7 +343,9 @@ def hf_config_json(cfg):
     if llama:
         out["mlp_bias"] = False
     else:
-        out["use_sliding_window"] = False
+        out["use_sliding_window"] = bool(cfg.get("window"))
+        if cfg.get("window"):
+            out.update(sliding_window=cfg["window"], max_window_layers=0)
     if moe:
         out.update(num_experts=cfg["num_experts"], num_experts_per_tok=cfg["num_experts_per_tok"],
                    moe_intermediate_size=cfg["moe_intermediate_size"], norm_topk_prob=True,

@@ -22,7 +22,9 @@ context 8):
   qwen3moe_course Qwen3-MoE, course names: C 12, 4 heads of 4, 2 kv heads,
                   top-2 of 4 experts of width 8, untied
   qwen3moe_hf     Qwen3-MoE, HF names (Qwen3MoeForCausalLM): C 16, 2 heads
-                  of 8, 1 kv head, top-2 of 4 experts of width 12, untied
+                  of 8, 1 kv head, top-2 of 4 experts of width 12, untied,
+                  sliding-window attention over the last 4 keys in every
+                  layer (use_sliding_window, max_window_layers 0)
 
 Files (safetensors; float tensors F64 unless said):
   batches.safetensors   x, y: I64 (20, 4, 6), tokens in [0, 19), y is x shifted
@@ -117,7 +119,7 @@ MODELS = {
     "qwen3moe_hf": (dict(family="qwen3", vocab_size=V, context_length=CTX, emb_dim=16, n_heads=2,
                          head_dim=8, n_layers=2, hidden_dim=32, n_kv_groups=1, qk_norm=True,
                          rope_base=1e6, num_experts=4, num_experts_per_tok=2,
-                         moe_intermediate_size=12), True, 26),
+                         moe_intermediate_size=12, window=4), True, 26),
 }
 
 BASE = dict(learning_rate=1e-2, weight_decay=0.1, weight_decay_1d=False, beta1=0.9, beta2=0.95,
