@@ -611,6 +611,47 @@ START_TEST(test_no_grad_and_dropout) {
 }
 END_TEST
 
+/* The composed attention (use_fused false) that the tape explorer draws per
+ * query head: the fused one's logits and gradients to rounding. */
+START_TEST(test_composed_attention) {
+    const int specs[3] = {1, 2, 4}; /* multi-query; window 3; GQA 2:1 with experts */
+    int i = specs[_i];
+    nb_ctx *p = nb_ctx_new(0), *s = nb_ctx_new(0);
+    nb_gpt m;
+    make(p, &m, i, NB_F64, 51);
+    nb_tensor *ids = nb_from_data(s, NB_I64, NB_SHAPE(2, 8), SEQ);
+    static const int64_t next[16] = {5, 2, 9, 0, 3, 3, 12, 4, 4, 7, 1, 6, 2, 8, 11, 10};
+    nb_tensor *tg = nb_from_data(s, NB_I64, NB_SHAPE(2, 8), next);
+    nb_tensor *lf = NULL, *lc = NULL;
+    nb_tensor *L = nb_gpt_loss(s, &m, ids, tg, &lf);
+    ck_assert_msg(nb_backward(s, L, NULL) == NB_OK, "%s", nb_ctx_error(s));
+    double *gf = malloc(m.blocks[0].wk->numel * sizeof *gf);
+    for (size_t e = 0; e < m.blocks[0].wk->numel; e++) gf[e] = nb_grad_get(m.blocks[0].wk, e);
+    nb_params_zero_grad(&m.params);
+    m.use_fused = false;
+    nb_tensor *L2 = nb_gpt_loss(s, &m, ids, tg, &lc);
+    ck_assert_int_eq(nb_backward(s, L2, NULL), NB_OK);
+    for (size_t e = 0; e < lf->numel; e++)
+        ck_assert_double_eq_tol(nb_get(lc, e), nb_get(lf, e), 1e-12);
+    for (size_t e = 0; e < m.blocks[0].wk->numel; e++)
+        ck_assert_double_eq_tol(nb_grad_get(m.blocks[0].wk, e), gf[e], 1e-12);
+    free(gf);
+    /* the weights are a (B, H, T, T) softmax on the tape */
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    ck_assert_int_eq(nb_tape_json(s, L2, f), NB_OK);
+    fclose(f);
+    char want[32];
+    snprintf(want, sizeof want, "\"shape\":[2,%d,8,8]", m.cfg.n_head);
+    ck_assert_msg(strstr(buf, want) != NULL, "no %s", want);
+    free(buf);
+    nb_gpt_free(&m);
+    nb_ctx_free(s);
+    nb_ctx_free(p);
+}
+END_TEST
+
 /* ---- bad configs ------------------------------------------------------------------------ */
 
 START_TEST(test_bad_configs) {
@@ -724,6 +765,7 @@ Suite *suite_gpt_arch(void) {
     tcase_add_test(tc, test_bad_configs);
     tcase_add_loop_test(tc, test_load_state_dict, 0, N_SPEC);
     tcase_add_test(tc, test_no_grad_and_dropout);
+    tcase_add_loop_test(tc, test_composed_attention, 0, 3);
     suite_add_tcase(s, tc);
     TCase *tg = tcase_create("gradcheck");
     tcase_add_loop_test(tg, test_gradcheck_loss, 0, N_SPEC);

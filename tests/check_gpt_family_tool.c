@@ -293,6 +293,50 @@ START_TEST(test_family_bad_config) {
 }
 END_TEST
 
+/* docs/gpt.md's Llama 3 and Qwen3 commands, as written there: a Llama 3
+ * from scratch and a sample from it, a Qwen3-MoE under Hugging Face's names,
+ * then GPT-2's tokens, an init'd Qwen3 and its fine-tune. */
+START_TEST(test_family_docs_commands) {
+    gpt_run r;
+    gpt_run_init(&r);
+    static char cmds[16][1024];
+    int n = gpt_doc_commands("<!-- tests/check_gpt_family_tool.c runs the commands of the next "
+                             "block -->", cmds, 16);
+    ck_assert_int_eq(n, 7);
+    char prog[512], cmd[4096], *out = NULL;
+    snprintf(prog, sizeof prog, "%s/bin/nabla-gpt", nb_test_build_dir());
+    for (int i = 0; i < n; i++) {
+        if (!strncmp(cmds[i], "curl ", 5)) { /* the Shakespeare text: a shorter one here */
+            ck_assert_ptr_nonnull(strstr(cmds[i], "/tinyshakespeare/input.txt"));
+            snprintf(cmd, sizeof cmd, "cd '%s' && for i in 1 2 3 4 5 6; do cat "
+                     NB_SOURCE_DIR "/tests/fixtures/prepare/input.txt; done >input.txt", r.dir);
+        } else {
+            const char *bin = "build/bin/nabla-gpt";
+            ck_assert_msg(!strncmp(cmds[i], bin, strlen(bin)), "%s", cmds[i]);
+            bool threads = strstr(cmds[i], " train ") || strstr(cmds[i], " sample ");
+            snprintf(cmd, sizeof cmd, "cd '%s' && '%s'%s%s 2>&1", r.dir, prog,
+                     cmds[i] + strlen(bin), threads ? " --threads=1" : "");
+        }
+        int st = nb_test_run(cmd, &out);
+        ck_assert_msg(st == 0, "%s: exit %d: %s", cmds[i], st, out);
+        if (i == 1) ck_assert_msg(strstr(out, "llama3, ") && strstr(out, "step 20: "), "%s", out);
+        if (i == 2) ck_assert_msg(!strncmp(out, "First Citizen:", 14), "%s", out);
+        if (i == 3) ck_assert_msg(strstr(out, "qwen3, ") && strstr(out, "step 20: "), "%s", out);
+        if (i == 5) ck_assert_msg(strstr(out, "wrote qwen3-tiny/model.safetensors and "
+                                         "qwen3-tiny/config.json: qwen3"), "%s", out);
+        if (i == 6) ck_assert_msg(strstr(out, "vocab 50257, 10 iterations") &&
+                                  strstr(out, "step 10: train loss "), "%s", out);
+        free(out);
+    }
+    char text[4096];
+    char p[256];
+    snprintf(p, sizeof p, "%s/out-moe/config.json", r.dir);
+    nb_test_read_text(p, text, sizeof text);
+    ck_assert_msg(strstr(text, "\"Qwen3MoeForCausalLM\""), "%s", text);
+    gpt_run_done(&r);
+}
+END_TEST
+
 Suite *suite_gpt_family_tool(void) {
     Suite *s = suite_create("gpt_family_tool");
     TCase *tc = tcase_create("core");
@@ -302,6 +346,7 @@ Suite *suite_gpt_family_tool(void) {
     tcase_add_test(tc, test_family_init_and_finetune);
     tcase_add_test(tc, test_family_bad_flags);
     tcase_add_test(tc, test_family_bad_config);
+    tcase_add_test(tc, test_family_docs_commands);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -305,40 +305,13 @@ START_TEST(test_bench_preset_and_flops) {
 }
 END_TEST
 
-/* The commands of the block after the marker line in docs/gpt.md, one a
- * line (continuations joined), into cmds; returns how many. */
-static int doc_commands(const char *marker, char cmds[][1024], int max) {
-    char *text = NULL, *out = NULL;
-    ck_assert_int_eq(nb_test_run("cat " NB_SOURCE_DIR "/docs/gpt.md", &text), 0);
-    char *at = strstr(text, marker);
-    ck_assert_msg(at != NULL, "docs/gpt.md lacks '%s'", marker);
-    at = strstr(at, "```sh\n");
-    ck_assert_ptr_nonnull(at);
-    at += 6;
-    char *end = strstr(at, "```");
-    ck_assert_ptr_nonnull(end);
-    *end = '\0';
-    int n = 0;
-    size_t len = 0;
-    for (char *l = strtok(at, "\n"); l && n < max; l = strtok(NULL, "\n")) {
-        while (*l == ' ') l++;
-        size_t k = strlen(l);
-        bool more = k && l[k - 1] == '\\';
-        len += (size_t)snprintf(cmds[n] + len, 1024 - len, "%.*s%s", (int)(k - more), l,
-                                more ? " " : "");
-        if (!more) n++, len = 0;
-    }
-    free(text), free(out);
-    return n;
-}
-
 /* docs/gpt.md's fine-tune, as written there: prepare --tokenizer=gpt2,
  * init, train --init_from, sample (the download replaced by a short text). */
 START_TEST(test_docs_finetune_walkthrough) {
     gpt_run r;
     gpt_run_init(&r);
     static char cmds[16][1024];
-    int n = doc_commands("<!-- tests/check_gpt_tool.c runs the commands of the next block -->",
+    int n = gpt_doc_commands("<!-- tests/check_gpt_tool.c runs the commands of the next block -->",
                          cmds, 16);
     ck_assert_int_eq(n, 5);
     char prog[512], cmd[4096], *out = NULL;

@@ -214,6 +214,12 @@ typedef struct nb_gpt {
                                        constants in the parameter context */
     nb_pcg32 *rng;           /* dropout masks (not owned); may be NULL with dropout 0 */
     bool training;           /* true after init; only dropout looks at it */
+    bool use_fused;          /* Llama 3 / Qwen3, true after init: attention in one
+                                nb_sdpa_ex. false: composed ops (scores, causal and
+                                window masks, softmax, @ v, with k and v gathered to
+                                the query heads), so that the tape explorer draws
+                                each query head's weights; the same values to
+                                rounding, slower, and dropout from nb_dropout's mask */
     nb_tensor_list params;   /* unique parameters in named_parameters() order, for
                                 the optimizer (nanoGPT: no lm_head entry) */
     nb_tensor_list state_dict; /* every state_dict name (nanoGPT: lm_head.weight too,

@@ -335,6 +335,7 @@ NB_HIDDEN nb_status nb_gpt_init_impl(nb_ctx *pctx, nb_gpt *m, const nb_gpt_confi
         return st;
     }
     m->training = true;
+    m->use_fused = true;
     return NB_OK;
 }
 

@@ -199,6 +199,50 @@ NB_HIDDEN int nb_gpt_qkv(nb_ctx *ctx, nb_gpt *m, nb_gpt_block *blk, nb_tensor *h
     return nb_ctx_ok(ctx) ? 0 : -1;
 }
 
+/* kv (B, G, T, hd) -> (B, H, T, hd), query head h reading kv head
+ * h / (H / G): a gathered copy, for the composed attention only. */
+static nb_tensor *kv_per_query_head(nb_ctx *ctx, nb_tensor *kv, int64_t H) {
+    const int64_t B = kv->shape[0], G = kv->shape[1], T = kv->shape[2], hd = kv->shape[3];
+    if (G == H) return kv;
+    nb_tensor *idx = nb_empty(ctx, NB_I64, 1, (const int64_t[]){B * H});
+    if (!idx) return NULL;
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t h = 0; h < H; h++) ((int64_t *)idx->data)[b * H + h] = b * G + h / (H / G);
+    nb_tensor *rows = nb_index_select(ctx, nb_view(ctx, kv, NB_SHAPE(B * G, T * hd)), idx);
+    return nb_view(ctx, rows, NB_SHAPE(B, H, T, hd));
+}
+
+/* The attention as composed ops (m->use_fused false), for the tape
+ * explorer: scores (B, H, T, T) per query head, scaled, the causal and
+ * window masks, softmax (the weights the page draws per head), dropout
+ * (nb_dropout's mask, not nb_sdpa's), @ v, heads merged. q (B, T, H, hd),
+ * k and v (B, T, Hkv, hd) -> (B, T, H hd); nb_sdpa_ex's values to rounding. */
+static nb_tensor *gqa_composed(nb_ctx *ctx, nb_gpt *m, nb_tensor *q, nb_tensor *k, nb_tensor *v,
+                               double p) {
+    const int64_t B = q->shape[0], T = q->shape[1], H = q->shape[2], hd = q->shape[3];
+    const int64_t W = m->cfg.window;
+    const int perm[4] = {0, 2, 1, 3};
+    NB_LIB_HERE(ctx);
+    q = nb_permute(ctx, q, perm); /* (B, H, T, hd) */
+    k = kv_per_query_head(ctx, nb_permute(ctx, k, perm), H);
+    v = kv_per_query_head(ctx, nb_permute(ctx, v, perm), H);
+    if (!q || !k || !v) return NULL;
+    nb_tensor *sc = nb_scale(ctx, nb_matmul(ctx, q, nb_transpose(ctx, k, 2, 3)),
+                             1.0 / sqrt((double)hd));
+    sc = nb_causal_fill(ctx, sc, -INFINITY);
+    if (W > 0 && W < T) { /* keys j <= i - window are out of the window */
+        nb_tensor *out = nb_empty(ctx, NB_BOOL, 2, (const int64_t[]){T, T});
+        if (!out) return NULL;
+        for (int64_t i = 0; i < T; i++)
+            for (int64_t j = 0; j < T; j++) ((uint8_t *)out->data)[i * T + j] = j <= i - W;
+        sc = nb_masked_fill(ctx, sc, out, -INFINITY);
+    }
+    nb_tensor *w = nb_softmax(ctx, sc); /* (B, H, T, T) */
+    if (p > 0.0) w = nb_dropout(ctx, w, p, true, m->rng);
+    nb_tensor *y = nb_permute(ctx, nb_matmul(ctx, w, v), perm); /* (B, T, H, hd) */
+    return nb_view(ctx, y, NB_SHAPE(B, T, H * hd));
+}
+
 /* Llama 3's and Qwen3's attention: q, k, v (nb_gpt_qkv), then one fused
  * causal nb_sdpa_ex reading the Hkv key/value heads in place for the H
  * query heads (grouped-query attention: no repeat of k or v), with the
@@ -208,6 +252,10 @@ static nb_tensor *gqa_attention(nb_ctx *ctx, nb_gpt *m, nb_gpt_block *blk, nb_te
     nb_tensor *q, *k, *v;
     if (nb_gpt_qkv(ctx, m, blk, h, 0, &q, &k, &v)) return NULL;
     double p = m->training ? m->cfg.dropout : 0.0;
+    const gpt_scopes *s = &nb_gpt_layout(&m->cfg)->s;
+    if (!m->use_fused)
+        return NB_NN_SCOPED(ctx, s->o,
+                            nb_gpt_linear(ctx, gqa_composed(ctx, m, q, k, v, p), blk->wo, NULL));
     uint64_t seed = 0; /* two draws, high word first (a comma sequences them) */
     if (p > 0.0) seed = (uint64_t)nb_pcg32_next(m->rng) << 32, seed |= nb_pcg32_next(m->rng);
     NB_LIB_HERE(ctx);
@@ -216,7 +264,7 @@ static nb_tensor *gqa_attention(nb_ctx *ctx, nb_gpt *m, nb_gpt_block *blk, nb_te
                                               .scale = 1.0 / sqrt((double)q->shape[3]),
                                               .dropout_p = p, .seed = seed,
                                               .window = m->cfg.window}); /* (B, T, H hd) */
-    return NB_NN_SCOPED(ctx, nb_gpt_layout(&m->cfg)->s.o, nb_gpt_linear(ctx, y, blk->wo, NULL));
+    return NB_NN_SCOPED(ctx, s->o, nb_gpt_linear(ctx, y, blk->wo, NULL));
 }
 
 /* The attention of a block: the one place that picks the attention code. */
