@@ -362,7 +362,7 @@ bench-bpe: $(DEPS_OK) $(B)/bin/nabla-bench-bpe $(NPM_OK)
 # the PyTorch benchmarks install OpenBLAS too.
 TORCH_DEPS := python3-torch libopenblas0-pthread
 
-bench-gpt: $(DEPS_OK) $(B)/bin/nabla-gpt
+bench-gpt: $(DEPS_OK) $(B)/bin/nabla-gpt $(B)/bin/nabla-bench-attention
 	@sh tools/install-deps.sh $(TORCH_DEPS)
 	sh tools/bench/bench-gpt.sh $(B)
 

@@ -233,32 +233,33 @@ static double sgemm_peak_gflops(void) {
 }
 
 /* FLOPs of one training step, as llm.c and PaLM count them: 6 per matmul
- * parameter per token (forward 2, backward 4; the position table and an
- * untied token table are lookups, not matmuls; of a mixture of experts only
- * the n_expert_per_tok experts a token runs through), plus attention's two
- * (T, T) products per layer, forward and backward, 12 * L * B * T^2 * H hd
- * (H hd = C for the GPT). */
+ * parameter a token runs through (forward 2, backward 4; the position table
+ * and an untied token table are lookups, not matmuls), plus attention's two
+ * (T, T) products per layer, forward and backward, 12 * L * B * T^2 * D with
+ * D = n_head * head_dim (C for GPT-2). Llama 3 / Qwen3 have no position
+ * table; their head is a matmul, tied or not; a token runs through the
+ * router and n_expert_per_tok of the n_expert experts. */
 static double matmul_params(const nb_gpt *g) {
     const nb_gpt_config *c = &g->cfg;
-    double n = (double)nb_gpt_num_params(g, false), VC = (double)(c->vocab_size * c->n_embd);
-    if (c->arch < NB_GPT_LLAMA3) {
-        n -= (double)(c->block_size * c->n_embd);
-        if (c->arch == NB_GPT_GPTMODEL) n -= VC; /* untied tok_emb */
-        return n;
+    if (c->arch == NB_GPT_LLAMA3 || c->arch == NB_GPT_QWEN3) {
+        double C = (double)c->n_embd, hd = (double)(c->head_dim ? c->head_dim : c->n_embd / c->n_head);
+        double q = c->n_head * hd, kv = (c->n_kv_head ? c->n_kv_head : c->n_head) * hd;
+        double mlp = c->n_expert > 0 ? C * c->n_expert + 3.0 * C * (double)c->moe_hidden_dim *
+                                                             c->n_expert_per_tok
+                                     : 3.0 * C * (double)c->hidden_dim;
+        return c->n_layer * (2.0 * C * q + 2.0 * C * kv + mlp) + (double)c->vocab_size * C;
     }
-    if (!c->tie_head) n -= VC; /* RoPE has no table; an untied tok_emb is a lookup */
-    if (c->n_expert > c->n_expert_per_tok) /* the experts a token does not run through */
-        n -= (double)c->n_layer * (c->n_expert - c->n_expert_per_tok) * 3.0 *
-             (double)(c->moe_hidden_dim * c->n_embd);
+    double n = (double)nb_gpt_num_params(g, false) - (double)(c->block_size * c->n_embd);
+    if (c->arch == NB_GPT_GPTMODEL) n -= (double)(c->vocab_size * c->n_embd); /* untied tok_emb */
     return n;
 }
 
 static double step_gflop(const nb_gpt *g, int64_t B, int64_t T) {
     const nb_gpt_config *c = &g->cfg;
-    double n = matmul_params(g);
-    double width = c->arch < NB_GPT_LLAMA3 ? (double)c->n_embd
-                                           : (double)c->n_head * (double)c->head_dim;
-    double attn = 12.0 * c->n_layer * (double)B * (double)(T * T) * width;
+    double n = matmul_params(g), D = (double)c->n_embd;
+    if (c->arch == NB_GPT_LLAMA3 || c->arch == NB_GPT_QWEN3)
+        D = (double)c->n_head * (double)(c->head_dim ? c->head_dim : c->n_embd / c->n_head);
+    double attn = 12.0 * c->n_layer * (double)B * (double)(T * T) * D;
     return (6.0 * n * (double)(B * T) + attn) / 1e9;
 }
 

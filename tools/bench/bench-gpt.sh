@@ -19,6 +19,8 @@
 # This machine's vCPUs slow down in spells of a few seconds, which can land
 # on either side's run, so each config runs ROUNDS times (3), nabla and
 # PyTorch alternating, and each side keeps its best (fastest) round.
+# Then the Llama 3 / Qwen3 rows (GQA; Qwen3-MoE against a dense MLP) and
+# grouped-query against multi-head attention, described where they run.
 #   sh tools/bench/bench-gpt.sh BUILD_DIR [STEPS] [ROUNDS]
 set -e
 bin=$1/bin/nabla-gpt
@@ -67,6 +69,59 @@ for cfg in "tiny 2 2 32 16 8 0.15 400 65 16 0 gptmodel,nanogpt $rounds" \
                        "", "", a, b, rss, trss, rss / trss, gf, pct, peak
             }'; fi
     done
+done
+# The Llama 3 and Qwen3 families (tools/ref/arch_ref.py on PyTorch's side), both
+# with grouped-query attention (2 key/value heads for 4 query heads):
+#   llama-tiny  2/4/32, 2 kv heads, hidden 96, block_size 16 x batch_size 8
+#   qwen3-baby  cpu-baby's 4/4/128, 2 kv heads, head_dim 32, hidden 384,
+#               QK-norm, block_size 64 x batch_size 12
+# The same rounds and best-of rules as above.
+echo "Llama 3 and Qwen3 (GQA), the same step, float32, best of $rounds rounds"
+arch_row() { # name arch target steps torch_flags nabla_flags
+    a="" b="" t="" mode="" rss=0 trss=""
+    for round in $(seq "$rounds"); do
+        n1=$("$bin" bench --arch=$2 $6 --max_iters=$4 --threads=1 --sample=False)
+        n2=$("$bin" bench --arch=$2 $6 --max_iters=$4 --threads=2 --sample=False)
+        tl=$(/usr/bin/python3 "$here/bench_torch_gpt.py" --arch=$2 $5 --steps=$4 | tail -1)
+        a=$(least "$a" "$(val "$n1" ms_per_step)") b=$(least "$b" "$(val "$n2" ms_per_step)")
+        tv=$(val "$tl" torch_best_ms_per_step)
+        if [ -z "$t" ] || [ "$(least "$t" "$tv")" != "$t" ]; then t=$tv mode=$(val "$tl" mode); fi
+        trss=$(least "$trss" "$(val "$tl" peak_rss_mb)")
+        rss=$(awk -v r="$rss" -v p="$(val "$n1" peak_rss_mb)" -v q="$(val "$n2" peak_rss_mb)" \
+            'BEGIN { m = r; if (p > m) m = p; if (q > m) m = q; print m }')
+    done
+    awk -v name="$1" -v arch="$2" -v target="$3" -v a="$a" -v b="$b" -v t="$t" -v mode="$mode" \
+        -v rss="$rss" -v trss="$trss" 'BEGIN {
+            best = a < b ? a : b; thr = a < b ? 1 : 2
+            printf "%-11s %-7s nabla %8.3f ms/step (%d thr)  torch %8.3f ms/step (%s)  ratio %.3f",
+                   name, arch, best, thr, t, mode, best / t
+            if (target != "-") printf " (target <= %s)", target
+            printf "  peak_rss_mb %.1f (torch %.1f)\n", rss, trss
+        }'
+    arch_nabla=$(awk -v a="$a" -v b="$b" 'BEGIN { print (a < b ? a : b) }') arch_torch=$t
+}
+tiny_t="--n_layer=2 --n_head=4 --n_kv_head=2 --n_embd=32 --hidden_dim=96 --block_size=16 --batch_size=8 --vocab_size=65"
+baby_t="--n_layer=4 --n_head=4 --n_kv_head=2 --n_embd=128 --head_dim=32 --hidden_dim=384 --block_size=64 --batch_size=12 --vocab_size=65"
+arch_row llama-tiny llama3 0.15 "${steps_arg:-400}" "$tiny_t" "$tiny_t"
+arch_row qwen3-baby qwen3 0.5 "${steps_arg:-40}" "$baby_t --qk_norm=1" "$baby_t --qk_norm=True"
+# Qwen3-MoE at qwen3-baby's size: each block's MLP top-2 of 8 experts of
+# hidden 192, against the same model with one dense MLP of 2 x 192 (the FLOPs
+# each token runs): target <= 1.3. PyTorch's reference runs the course's
+# per-expert loop (each expert on its own tokens), printed alongside.
+moe_t="--n_layer=4 --n_head=4 --n_kv_head=2 --n_embd=128 --head_dim=32 --block_size=64 --batch_size=12 --vocab_size=65"
+arch_row qwen3-moe qwen3 - "${steps_arg:-40}" "$moe_t --qk_norm=1 --n_expert=8 --n_expert_per_tok=2 --moe_hidden_dim=192" \
+    "$moe_t --qk_norm=True --n_expert=8 --n_expert_per_tok=2 --moe_hidden_dim=192"
+moe_n=$arch_nabla moe_torch=$arch_torch
+arch_row qwen3-dense qwen3 - "${steps_arg:-40}" "$moe_t --qk_norm=1 --hidden_dim=384" "$moe_t --qk_norm=True --hidden_dim=384"
+awk -v m="$moe_n" -v d="$arch_nabla" -v tm="$moe_torch" -v td="$arch_torch" 'BEGIN {
+        printf "qwen3-moe top-2 of 8 / dense MLP of 2 x 192: nabla %.3f (target <= 1.3), torch per-expert loop %.3f\n", m / d, tm / td
+    }'
+# Grouped-query attention against multi-head at nabla-bench-attention's
+# medium size (B 16, T 128, C 256, 8 heads; k, v of 2 heads): GFLOP/s of the
+# same products, and arena_mb, what the backward allocated.
+echo "Fused attention forward + backward, GQA (8 query heads, 2 kv heads) vs MHA, medium size:"
+for t in 1 2; do
+    "$1/bin/nabla-bench-attention" --config medium --part gqa --threads $t --rounds 5
 done
 echo "Sampling (block_size - 1 tokens from one, threads=1), tokens/s with and without the KV cache"
 echo "(pct_of_bandwidth: against the copy bandwidth's limit for reading every weight once a token;"

@@ -11,7 +11,8 @@ static bool starts_with(const char *s, const char *prefix) {
 
 bool gpt_optim_muon_param(const char *name, const nb_tensor *t) {
     return t && t->ndim >= 2 &&
-           (starts_with(name, "trf_blocks.") || starts_with(name, "transformer.h."));
+           (starts_with(name, "trf_blocks.") || starts_with(name, "transformer.h.") ||
+            starts_with(name, "model.layers."));
 }
 
 nb_optim *gpt_optim_new(nb_ctx *pctx, const nb_gpt *gpt, const gpt_optim_opts *o) {

@@ -13,8 +13,11 @@ typedef struct gpt_optim_opts {
 } gpt_optim_opts;
 
 /* Does Muon update this parameter under --optimizer=muon? The 2-D weights
- * inside the blocks ("trf_blocks." or "transformer.h." names); the
- * embeddings, the head and every gain and bias go to AdamW. */
+ * inside the blocks ("trf_blocks." (the course's GPTModel, Llama 3, Qwen3),
+ * "transformer.h." (nanoGPT) or "model.layers." (Hugging Face's Llama 3 and
+ * Qwen3) names: the attention and MLP matrices, a MoE's router and experts);
+ * the embeddings, the head and every gain (QK-norm's too) and bias go to
+ * AdamW. */
 bool gpt_optim_muon_param(const char *name, const nb_tensor *t);
 
 /* adamw: nanoGPT's AdamW groups (nb_adamw_new_groups, eps 1e-8).
