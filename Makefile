@@ -439,8 +439,8 @@ WASM_SKIP := src/data/bpe.c src/data/bpe_load.c src/io/safetensors_load.c \
   src/io/safetensors_save.c src/nn/gpt_hf.c
 WASM_SRC := $(filter-out $(WASM_SKIP),$(SRC))
 WASM_OBJ := $(WASM_SRC:src/%.c=$(WASM_B)/obj/%.o)
-WASM_GLUE := tools/wasm/nabla_wasm.c
-WASM_JS_SRC := tools/wasm/nabla_api.js
+WASM_GLUE := tools/wasm/nabla_wasm.c tools/wasm/nabla_wasm_nn.c
+WASM_JS_SRC := tools/wasm/nabla_api.js tools/wasm/nabla_nn.js
 # The library functions nabla.js calls as they are (tools/wasm/nabla_api.js);
 # the glue's own (nb_wasm_*) are exported by EMSCRIPTEN_KEEPALIVE.
 WASM_LIB_EXPORTS := nb_ctx_new nb_ctx_free nb_ctx_reset nb_ctx_error nb_ctx_status \
@@ -449,7 +449,8 @@ WASM_LIB_EXPORTS := nb_ctx_new nb_ctx_free nb_ctx_reset nb_ctx_error nb_ctx_stat
   nb_exp nb_log nb_sqrt nb_pow nb_tanh nb_sigmoid nb_relu nb_erf nb_gelu nb_silu nb_relu2 \
   nb_sum nb_mean nb_sum_dim nb_mean_dim nb_max_dim nb_matmul nb_transpose nb_permute \
   nb_concat nb_masked_fill nb_causal_fill nb_softmax nb_log_softmax nb_cross_entropy \
-  nb_mse_loss nb_linear nb_embedding nb_layer_norm nb_rms_norm
+  nb_mse_loss nb_linear nb_embedding nb_layer_norm nb_rms_norm nb_optim_step nb_optim_zero_grad \
+  nb_optim_free nb_optim_set_lr nb_optim_get_lr nb_params_zero_grad nb_clip_grad_norm
 wasm_space := $() $()
 WASM_EXPORT_LIST := $(subst $(wasm_space),$(comma),$(addprefix _,malloc free $(WASM_LIB_EXPORTS)))
 WASM_CFLAGS := -std=c11 -D_POSIX_C_SOURCE=200809L -ffp-contract=off -Wall -Wextra -Iinclude -Isrc -O2
@@ -475,13 +476,18 @@ $(WASM_B)/libnabla.a: $(WASM_OBJ)
 
 $(WASM_B)/nabla.js: $(WASM_GLUE) $(WASM_JS_SRC) $(WASM_B)/libnabla.a $(HDR)
 	$(WASM_ENV) $(EMCC) $(WASM_CFLAGS) $(WASM_GLUE) $(WASM_B)/libnabla.a -o $@ $(WASM_LDFLAGS) \
-	  --post-js tools/wasm/nabla_api.js
+	  $(addprefix --post-js ,$(WASM_JS_SRC))
 	@echo "wasm: $@ $$(wc -c < $@) bytes"
 
 wasm: $(WASM_B)/nabla.js
 
-# The JavaScript API against the C library's numbers, under node.
-test-wasm: $(WASM_B)/nabla.js
+# The JavaScript API against the C library's numbers, under node; the
+# float64 training run is compared with train_step_ref's (native).
+$(B)/wasm-ref/train_step_ref: tools/wasm/train_step_ref.c $(LIB_A) $(HDR)
+	@mkdir -p $(dir $@)
+	$(CC) $(NB_CFLAGS) $(CPPFLAGS) $(CFLAGS) $< -o $@ $(LDFLAGS) $(LIB_A) $(CJSON_LIBS) $(NB_LIBS)
+
+test-wasm: $(WASM_B)/nabla.js $(B)/wasm-ref/train_step_ref
 	node tools/wasm/test_wasm.js $(WASM_B)/nabla.js $(abspath $(B))
 
 # ---- fuzzing (tests/fuzz/README.md) ------------------------------------------
