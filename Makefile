@@ -450,7 +450,8 @@ WASM_LIB_EXPORTS := nb_ctx_new nb_ctx_free nb_ctx_reset nb_ctx_error nb_ctx_stat
   nb_sum nb_mean nb_sum_dim nb_mean_dim nb_max_dim nb_matmul nb_transpose nb_permute \
   nb_concat nb_masked_fill nb_causal_fill nb_softmax nb_log_softmax nb_cross_entropy \
   nb_mse_loss nb_linear nb_embedding nb_layer_norm nb_rms_norm nb_optim_step nb_optim_zero_grad \
-  nb_optim_free nb_optim_set_lr nb_optim_get_lr nb_params_zero_grad nb_clip_grad_norm
+  nb_optim_free nb_optim_set_lr nb_optim_get_lr nb_params_zero_grad nb_clip_grad_norm \
+  nb_diag_new nb_diag_step nb_diag_free
 wasm_space := $() $()
 WASM_EXPORT_LIST := $(subst $(wasm_space),$(comma),$(addprefix _,malloc free $(WASM_LIB_EXPORTS)))
 WASM_CFLAGS := -std=c11 -D_POSIX_C_SOURCE=200809L -ffp-contract=off -Wall -Wextra -Iinclude -Isrc -O2
@@ -480,6 +481,17 @@ $(WASM_B)/nabla.js: $(WASM_GLUE) $(WASM_JS_SRC) $(WASM_B)/libnabla.a $(HDR)
 	@echo "wasm: $@ $$(wc -c < $@) bytes"
 
 wasm: $(WASM_B)/nabla.js
+
+# docs/playground.html: the page where students write a forward pass in
+# nabla.js and step through its backward in the tape explorer
+# (docs/teaching.md); one file, nabla.js and the explorer inlined. Committed,
+# like the docs' pictures; make docs remakes it.
+PLAYGROUND_SRC := tools/wasm/playground.html tools/wasm/playground.js tools/wasm/make_playground.py \
+  src/teach/tape_page.html src/teach/tape_page.js
+docs/playground.html: $(WASM_B)/nabla.js $(PLAYGROUND_SRC)
+	python3 tools/wasm/make_playground.py $(WASM_B)/nabla.js $@
+.PHONY: playground
+playground: docs/playground.html
 
 # The JavaScript API against the C library's numbers, under node; the
 # float64 training run is compared with train_step_ref's (native).

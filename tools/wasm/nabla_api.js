@@ -253,12 +253,16 @@ Tensor.prototype.requiresGrad_ = function () {
   return this;
 };
 
-Tensor.prototype.zeroGrad = function () { Module._nb_zero_grad(this.check()); return this; };
+Tensor.prototype.zeroGrad = function () {
+  if (!replay) Module._nb_zero_grad(this.check());
+  return this;
+};
 
 /* Backward from this tensor (one element, or with gradOutput of its shape)
  * over the tape of the context that made it. */
 Tensor.prototype.backward = function (gradOutput) {
   var p = this.check(), owner = Module._nb_wasm_owner(p);
+  if (replay) return; /* a replayed forward changes no gradient */
   var g = gradOutput === undefined ? 0 : asTensor(gradOutput, this).check();
   if (Module._nb_backward(owner, p, g)) throwCtxError(owner, 'backward');
 };
@@ -337,7 +341,8 @@ function finish(t, opts) {
  * runs fn and lists what it made, in order; nb.replay(list, fn) runs fn
  * with each maker returning the next of the list instead (generators put
  * back to their state when first made), so the same code builds the same
- * tape on the same leaves. */
+ * tape on the same leaves. A replayed forward changes no gradient or
+ * parameter: backward, zeroGrad and the optimizers' steps do nothing. */
 var recording = null, replay = null;
 function made(obj) {
   if (recording) recording.push(obj);

@@ -206,22 +206,25 @@ GPT.prototype.loss = function (ids, targets) {
 
 /* ---- optimizers ---------------------------------------------------------------- */
 
-/* The parameters as a C list: tensors, modules, or arrays of either. */
+/* The parameters as a C list: tensors, modules, or arrays of either,
+ * named as PyTorch would ("weight", "0.bias" for the first of an array). */
 function paramList(params, what) {
   var ts = [];
-  (function add(p) {
-    if (p instanceof Tensor) ts.push(p);
-    else if (p instanceof NbModule) p.parameters().forEach(add);
-    else if (Array.isArray(p)) p.forEach(add);
+  (function add(p, prefix) {
+    if (p instanceof Tensor) ts.push({name: prefix || p.name || 'param', t: p});
+    else if (p instanceof NbModule)
+      p.namedParameters().forEach(function (e) { ts.push({name: prefix + e.name, t: e.tensor}); });
+    else if (Array.isArray(p)) p.forEach(function (q, i) { add(q, prefix + i + '.'); });
     else throw NablaError(what + ': parameters must be tensors or modules, got ' + p);
-  })(params);
+  })(params, '');
   if (!ts.length) throw NablaError(what + ': no parameters');
   var l = Module._nb_wasm_list_new();
   if (!l) throw NablaError('out of memory', 6);
-  ts.forEach(function (t) {
-    if (Module._nb_wasm_list_add(l, t.check())) {
+  ts.forEach(function (e) {
+    var st = withString(e.name.replace(/\.$/, ''), function (c) { return Module._nb_wasm_list_add(l, e.t.check(), c); });
+    if (st) {
       Module._nb_wasm_list_free(l);
-      throw NablaError(what + ': could not list the parameters', 6);
+      throw NablaError(what + ": could not list the parameter '" + e.name + "' (listed twice?)", st);
     }
   });
   return l;
@@ -248,9 +251,10 @@ Optimizer.prototype.check = function () {
 };
 /* One update of every parameter that has a gradient. */
 Optimizer.prototype.step = function () {
+  if (replay) return; /* a replayed forward changes no parameter */
   if (Module._nb_optim_step(this.check())) throwCtxError(this.rec.ptr, this.kind);
 };
-Optimizer.prototype.zeroGrad = function () { Module._nb_optim_zero_grad(this.check()); };
+Optimizer.prototype.zeroGrad = function () { if (!replay) Module._nb_optim_zero_grad(this.check()); };
 Object.defineProperty(Optimizer.prototype, 'lr', {
   get: function () { return Module._nb_optim_get_lr(this.check()); },
   set: function (v) {
@@ -299,6 +303,34 @@ function clipGradNorm(params, maxNorm) {
   }
 }
 
+/* ---- training diagnostics ---------------------------------------------------------- */
+
+/* nb_diag (nabla/teach.h) over the parameters: every `every` steps the
+ * activation and gradient histograms and the update-to-data ratio.
+ * step(i, loss) after the optimizer's step, while loss's tape is there;
+ * html() the diagnostics page as it stands. */
+function Diagnostics(params, opts) {
+  opts = opts || {};
+  var rec = current(), l = paramList(params, 'Diagnostics');
+  var d = Module._nb_diag_new(rec.ptr, opts.every || 10, opts.bins || 0);
+  if (!d) { Module._nb_wasm_list_free(l); throwCtxError(rec.ptr, 'Diagnostics'); }
+  this.ptr = d;
+  this.list = l;
+  this.rec = rec;
+  own(rec, function () { Module._nb_diag_free(d); Module._nb_wasm_list_free(l); });
+}
+Diagnostics.prototype.step = function (i, loss) {
+  if (!this.rec.alive) throw NablaError('Diagnostics: used after its scope ended', NB_ERR_STATE);
+  if (replay) return;
+  var p = loss.check(), owner = Module._nb_wasm_owner(p);
+  if (Module._nb_diag_step(owner, this.ptr, i, Module._nb_item(p), this.list)) throwCtxError(owner, 'diag_step');
+};
+Diagnostics.prototype.html = function () {
+  var s = Module._nb_wasm_diag_html(this.rec.ptr, this.ptr);
+  if (!s) throwCtxError(this.rec.ptr, 'diag_write_html');
+  return takeString(s);
+};
+
 /* ---- the explorer's page model --------------------------------------------------- */
 
 var checkForward = null;
@@ -340,5 +372,5 @@ Object.assign(Module, {
   Generator: Generator, manualSeed: manualSeed, NbModule: NbModule, Linear: Linear, Dropout: Dropout,
   Embedding: Embedding, LayerNorm: LayerNorm, MultiHeadAttention: MultiHeadAttention, GPT: GPT,
   Optimizer: Optimizer, SGD: SGD, Adam: Adam, AdamW: AdamW, clipGradNorm: clipGradNorm,
-  pageJSON: pageJSON,
+  pageJSON: pageJSON, Diagnostics: Diagnostics,
 });

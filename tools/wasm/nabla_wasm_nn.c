@@ -191,10 +191,14 @@ EMSCRIPTEN_KEEPALIVE void nb_wasm_list_free(nb_tensor_list *l) {
     if (l) nb_list_free(l);
     free(l);
 }
-/* Appends t under its own name (the tensor's, which lives in its context),
- * or "param". */
-EMSCRIPTEN_KEEPALIVE int nb_wasm_list_add(nb_tensor_list *l, nb_tensor *t) {
-    return (int)nb_list_add(l, t->name ? t->name : "param", t);
+/* Appends t as `name`, copied into t's context (the list and the
+ * optimizer made from it keep the pointer). */
+EMSCRIPTEN_KEEPALIVE int nb_wasm_list_add(nb_tensor_list *l, nb_tensor *t, const char *name) {
+    size_t n = strlen(name) + 1;
+    char *copy = nb_ctx_alloc(t->owner, n);
+    if (!copy) return (int)NB_ERR_MEMORY;
+    memcpy(copy, name, n);
+    return (int)nb_list_add(l, copy, t);
 }
 EMSCRIPTEN_KEEPALIVE int nb_wasm_list_len(const nb_tensor_list *l) { return l->n; }
 EMSCRIPTEN_KEEPALIVE nb_tensor *nb_wasm_list_tensor(const nb_tensor_list *l, int i) {
@@ -259,6 +263,26 @@ EMSCRIPTEN_KEEPALIVE char *nb_wasm_page_json(nb_ctx *ctx, const nb_tensor *root,
     if (fclose(f) != 0 && s == NB_OK) s = NB_ERR_MEMORY;
     if (s != NB_OK) {
         if (nb_ctx_ok(ctx)) nb_ctx_fail(ctx, s, "tape_html: the page's model could not be written");
+        free(text);
+        return NULL;
+    }
+    return text;
+}
+
+/* ---- training diagnostics ------------------------------------------------------------ */
+
+/* nb_diag_write_html's page for d, malloc'ed; NULL with the error on ctx. */
+EMSCRIPTEN_KEEPALIVE char *nb_wasm_diag_html(nb_ctx *ctx, nb_diag *d) {
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    if (!f) {
+        nb_ctx_fail(ctx, NB_ERR_MEMORY, "diag_write_html: no memory for the page");
+        return NULL;
+    }
+    nb_status s = nb_diag_write_html(ctx, d, f);
+    if (fclose(f) != 0 && s == NB_OK) s = nb_ctx_fail(ctx, NB_ERR_MEMORY, "diag_write_html: no memory");
+    if (s != NB_OK) {
         free(text);
         return NULL;
     }
