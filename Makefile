@@ -150,7 +150,10 @@ ELK_DIR ?= $(abspath $(B))/elk
 export ELK_DIR
 ELK_JS := $(ELK_DIR)/node_modules/elkjs/lib/elk.bundled.js
 ELK_PATHS := -DNB_ELK_PATHS='"$(ELK_JS)","$(DATADIR)/nabla/elk.bundled.js"'
-$(B)/obj/teach/tape_html.o $(B)/pic/teach/tape_html.o: NB_CFLAGS += $(ELK_PATHS)
+# The playground the explorer pages link to (docs/playground.html, or the
+# copy make install puts beside elkjs).
+PLAYGROUND_PATHS := -DNB_PLAYGROUND_PATHS='"$(abspath docs/playground.html)","$(DATADIR)/nabla/playground.html"'
+$(B)/obj/teach/tape_html.o $(B)/pic/teach/tape_html.o: NB_CFLAGS += $(ELK_PATHS) $(PLAYGROUND_PATHS)
 ifneq ($(BUILD_DEPS),build-deps-check)
 all: $(ELK_JS)
 endif
@@ -573,6 +576,8 @@ install: lib
 	$(call write_pc,$(DESTDIR)$(PKGCONFIGDIR)/nabla.pc)
 	if [ -f $(ELK_JS) ]; then install -d $(DESTDIR)$(DATADIR)/nabla && \
 	  install -m 644 $(ELK_JS) $(DESTDIR)$(DATADIR)/nabla/; fi
+	install -d $(DESTDIR)$(DATADIR)/nabla
+	install -m 644 docs/playground.html $(DESTDIR)$(DATADIR)/nabla/
 
 uninstall:
 	rm -rf $(DESTDIR)$(INCLUDEDIR)/nabla $(DESTDIR)$(INCLUDEDIR)/nabla.h
