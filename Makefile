@@ -15,7 +15,7 @@
 #   make bench-compare  MultiHeadAttention training steps, nabla vs PyTorch (~2 min)
 #   make bench-gemm  the float32 matmul vs OpenBLAS sgemm (the yardstick only)
 #   make bench-gp   a gradient-penalty step (second order) vs PyTorch
-#   make test-browser  the tape explorer page clicked through in headless Chromium
+#   make test-browser  the tape explorer pages and the playground clicked through in headless Chromium
 #   make wasm       build/wasm/nabla.js: libnabla in WebAssembly + its JavaScript API
 #   make test-wasm  that API's tests under node (tools/wasm/test_wasm.js)
 #   make docs       docs/tape.svg redrawn from the current tape (Graphviz)
@@ -349,6 +349,7 @@ BENCH_CONFIGS := seed small medium large
 bench: $(B)/bin/nabla-bench $(B)/bin/nabla-bench-mha
 	$(B)/bin/nabla-bench
 	@for c in $(BENCH_CONFIGS); do $(B)/bin/nabla-bench-mha --config $$c || exit 1; done
+	@$(MAKE) --no-print-directory bench-wasm
 	@$(MAKE) --no-print-directory bench-bpe
 	@$(MAKE) --no-print-directory bench-gpt
 
@@ -418,11 +419,14 @@ teach-page:
 # The tape explorer pages (nb_tape_html_ex) and the training-diagnostics page
 # driven by headless Chromium: every backward step clicked, the gradients
 # shown checked against nabla's, the layout, folding, pictures and op checks
-# measured in the DOM; screenshots in $(B)/browser/.
+# measured in the DOM; then the playground (tools/test/test_playground.py:
+# presets, edits, errors, live training, heap, speed, no network);
+# screenshots in $(B)/browser/.
 .PHONY: test-browser docs elk teach-page
-test-browser: $(DEPS_OK) all $(ELK_JS)
+test-browser: $(DEPS_OK) all $(ELK_JS) docs/playground.html
 	@sh tools/install-deps.sh chromium chromium-driver python3-selenium
 	/usr/bin/python3 tools/test/test_browser.py $(B)
+	/usr/bin/python3 tools/test/test_playground.py $(B)
 
 # ---- WebAssembly (docs/wasm.md) ---------------------------------------------
 # libnabla compiled by Emscripten (Debian's emscripten, installed when emcc
@@ -496,6 +500,12 @@ docs/playground.html: $(WASM_B)/nabla.js $(PLAYGROUND_SRC)
 .PHONY: playground
 playground: docs/playground.html
 
+# The reverse-digits training step natively (one thread) and in nabla.js
+# under node, and the ratio (tools/bench/bench-wasm.sh).
+.PHONY: bench-wasm
+bench-wasm: $(B)/bin/nabla-bench $(WASM_B)/nabla.js
+	@sh tools/bench/bench-wasm.sh $(B)
+
 # The JavaScript API against the C library's numbers, under node; the
 # float64 training run is compared with train_step_ref's (native).
 $(B)/wasm-ref/train_step_ref: tools/wasm/train_step_ref.c $(LIB_A) $(HDR)
@@ -556,9 +566,9 @@ soak: $(B)/bin/nabla-soak
 # docs/explorer-folded.png, explorer.png, explorer-unfolded.png,
 # attention-map.png and diagnostics.png: the tape explorer on the 2-layer
 # GPT as the default build writes it (elkjs is part of it) and the
-# training-diagnostics page, taken in headless Chromium
-# (tools/teach/docs_pictures.py).
-docs: $(DEPS_OK) all $(ELK_JS)
+# training-diagnostics page, and docs/playground.png, the playground
+# (remade first), taken in headless Chromium (tools/teach/docs_pictures.py).
+docs: $(DEPS_OK) all $(ELK_JS) docs/playground.html
 	@command -v dot >/dev/null || sh tools/install-deps.sh graphviz
 	$(B)/examples/teach_backprop --dot=$(B)/tape.dot --force >/dev/null
 	dot -Tsvg -Gsize=8,20 $(B)/tape.dot -o docs/tape.svg

@@ -13,7 +13,7 @@
   var MAX_CHECKED_OPS = 60;  /* per-op checks run the forward twice per entry */
   var SLICE_MS = 30;         /* training runs this long, then yields to the page */
   var DIAG_EVERY = 20;       /* steps between diagnostics pages */
-  var nb = null, training = null, backwards = 0, replaying = false;
+  var nb = null, training = null, replaying = false;
 
   /* ---- presets ------------------------------------------------------------ */
 
@@ -212,6 +212,21 @@
     frame.onload = then || null;
     frame.srcdoc = html;
   }
+  /* The model in the explorer: loaded once, then handed to its nbExplore
+   * (no page load, so a Run shows its graph at once); then() when shown. */
+  var explorerLoaded = false;
+  function showExplorer(json, then) {
+    var f = $("pg-explorer"), w = f.contentWindow;
+    if (explorerLoaded && w && w.nbExplore) {
+      try {
+        w.nbExplore(json);
+        requestAnimationFrame(function () { then(); }); /* shown: the frame that paints it */
+        return;
+      } catch (e) { /* the page went wrong: load it afresh */ }
+    }
+    explorerLoaded = false;
+    showPage(f, explorerPage(json), function () { explorerLoaded = true; then(); });
+  }
 
   /* ---- Run ---------------------------------------------------------------- */
 
@@ -234,7 +249,6 @@
     nb.reset();
     nb.setDefaultDtype("float64"); /* the per-op checks are float64 */
     nb.manualSeed(0);
-    backwards = 0;
     var fn, code = $("pg-code").value, text = $("pg-text").value;
     try {
       fn = new Function("nb", "print", "text", code);
@@ -252,7 +266,8 @@
       if (root && typeof root.step === "function") return startTraining(root, t0);
       if (!(root instanceof nb.Tensor))
         throw new Error("return the tensor to explore (for example: return loss;), or {step} to train");
-      if (!backwards) root.backward(root.numel === 1 ? undefined : nb.ones(root.shape, {dtype: root.dtype}));
+      /* backward from the root unless the code ran it (its gradient is there) */
+      if (!root.grad) root.backward(root.numel === 1 ? undefined : nb.ones(root.shape, {dtype: root.dtype}));
       var ops = JSON.parse(nb.tapeJSON(root)).nodes.length;
       var check = $("pg-check").checked && ops <= MAX_CHECKED_OPS;
       var t1 = performance.now();
@@ -261,7 +276,7 @@
         try { return nb.replay(rec.made, forward); } finally { replaying = false; }
       } : null);
       var t2 = performance.now();
-      showPage($("pg-explorer"), explorerPage(json), function () {
+      showExplorer(json, function () {
         var t3 = performance.now();
         pg.lastShownMs = t3 - t0;
         status(ops + " ops; ran in " + (t1 - t0).toFixed(0) + " ms, " + (check ? "checked" : "model") +
@@ -355,6 +370,9 @@
 
   var pg = window.pg = {runs: 0, shown: 0, diagPages: 0, ops: 0, lastShownMs: 0, losses: [], trainSteps: 0,
                         presets: PRESETS.map(function (p) { return p.name; }), run: run,
+                        presetCode: function (name) {
+                          return PRESETS.filter(function (p) { return p.name === name; })[0].code;
+                        },
                         stop: function () { stopTraining("stopped"); }, nb: null};
 
   PRESETS.forEach(function (p, i) {
@@ -379,12 +397,6 @@
   status("loading the WebAssembly module...");
   nablaModule().then(function (m) {
     nb = pg.nb = m;
-    var wrapped = nb.Tensor.prototype.backward;
-    nb.Tensor.prototype.backward = function () {
-      if (replaying) return undefined; /* the checks re-run the forward only */
-      backwards++;
-      return wrapped.apply(this, arguments);
-    };
     /* "open this in the playground" from an explorer page: #code=... */
     var h = /^#code=(.*)$/.exec(location.hash);
     if (h) $("pg-code").value = decodeURIComponent(h[1]); else loadPreset(0);
