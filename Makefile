@@ -15,10 +15,12 @@
 #   make bench-compare  MultiHeadAttention training steps, nabla vs PyTorch (~2 min)
 #   make bench-gemm  the float32 matmul vs OpenBLAS sgemm (the yardstick only)
 #   make bench-gp   a gradient-penalty step (second order) vs PyTorch
-#   make test-browser  the tape explorer pages and the playground clicked through in headless Chromium
+#   make test-browser  the tape explorer pages and the playground in headless Chromium
 #   make wasm       build/wasm/nabla.js: libnabla in WebAssembly + its JavaScript API
 #   make test-wasm  that API's tests under node (tools/wasm/test_wasm.js)
-#   make docs       docs/tape.svg redrawn from the current tape (Graphviz)
+#   make playground  docs/playground.html: nabla.js and the tape explorer in one page
+#   make bench-wasm  the reverse-digits training step, wasm (node) vs native, 1 thread
+#   make docs       docs/tape.svg, docs/playground.html and the docs' pictures remade
 #   make test-asan  suite, examples, gradcheck under ASan+UBSan (clang), in build/asan
 #   make test-tsan  the threaded ops and the demo at 2 threads under TSan, in build/tsan
 #   make debug      NB_DEBUG build in build/debug (use-after-reset checks) + suite

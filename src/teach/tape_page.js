@@ -713,7 +713,8 @@
     playgroundLink();
     layout();
     render();
-    window.nbTape = { folded: folded, modules: moduleList, layouts: function () { return layoutCount; } };
+    window.nbTape = { folded: folded, modules: moduleList, nodes: N.length,
+                     layouts: function () { return layoutCount; } };
   }
   explore(JSON.parse(document.getElementById("nb-tape").textContent));
   window.nbExplore = function (text) {

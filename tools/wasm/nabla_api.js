@@ -416,9 +416,19 @@ function asTensor(x, like) {
   return tensor(x, {dtype: dt});
 }
 
+/* Where ops are made: nb.setSiteHook(fn), fn() giving the line of the
+ * caller's code (0: unknown), which each op's node then records as its
+ * site "code:LINE" for the explorer (the playground reads its stack). */
+var siteHook = null;
+function setSiteHook(fn) { siteHook = typeof fn === 'function' ? fn : null; }
+
 /* An op of the current context on pointers: fn(ctx, ...) -> tensor. */
 function call(what, fn) {
   var r = current();
+  if (siteHook) {
+    var line = siteHook();
+    if (line > 0) Module._nb_wasm_set_site(r.ptr, line);
+  }
   return wrap(fn(r.ptr), r, what);
 }
 
@@ -654,6 +664,9 @@ function tapeJSON(root) {
   return takeString(s);
 }
 
+/* How many ops the context that made t has recorded (its tape's length). */
+function tapeLength(t) { return Module._nb_tape_len(Module._nb_wasm_owner(t.check())); }
+
 /* Bytes malloc holds for the program (flat over released scopes), and
  * the wasm memory's size (grows, never shrinks). */
 function heapBytes() { return Module._nb_wasm_heap_used(); }
@@ -664,7 +677,7 @@ var api = {
   noGrad: noGrad, gradcheck: gradcheck, tapeJSON: tapeJSON, heapBytes: heapBytes,
   memoryBytes: memoryBytes, setDefaultDtype: setDefaultDtype,
   getDefaultDtype: function () { return defaultDtype; },
-  record: record, replay: replayRun,
+  record: record, replay: replayRun, setSiteHook: setSiteHook, tapeLength: tapeLength,
   zeros: function (shape, opts) { return full(shape, 0, opts); },
   ones: function (shape, opts) { return full(shape, 1, opts); },
   full: full,

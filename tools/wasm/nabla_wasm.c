@@ -94,6 +94,10 @@ EMSCRIPTEN_KEEPALIVE void nb_wasm_set_name(nb_tensor *t, const char *name) {
     t->name = copy;
 }
 
+/* The next recorded ops were made at line `line` of the student's code
+ * (the explorer's "site"): file "code", a literal that outlives ctx. */
+EMSCRIPTEN_KEEPALIVE void nb_wasm_set_site(nb_ctx *ctx, int line) { nb_ctx_set_site(ctx, "code", line); }
+
 /* ---- a tensor's fields --------------------------------------------------------- */
 
 EMSCRIPTEN_KEEPALIVE int nb_wasm_dtype(const nb_tensor *t) { return (int)t->dtype; }

@@ -268,8 +268,8 @@
         throw new Error("return the tensor to explore (for example: return loss;), or {step} to train");
       /* backward from the root unless the code ran it (its gradient is there) */
       if (!root.grad) root.backward(root.numel === 1 ? undefined : nb.ones(root.shape, {dtype: root.dtype}));
-      var ops = JSON.parse(nb.tapeJSON(root)).nodes.length;
-      var check = $("pg-check").checked && ops <= MAX_CHECKED_OPS;
+      var recorded = nb.tapeLength(root); /* root's tape and any ops after it */
+      var check = $("pg-check").checked && recorded <= MAX_CHECKED_OPS;
       var t1 = performance.now();
       var json = nb.pageJSON(root, check ? function () {
         replaying = true;
@@ -277,14 +277,14 @@
       } : null);
       var t2 = performance.now();
       showExplorer(json, function () {
-        var t3 = performance.now();
+        var t3 = performance.now(), ops = $("pg-explorer").contentWindow.nbTape.nodes;
+        pg.ops = ops;
         pg.lastShownMs = t3 - t0;
         status(ops + " ops; ran in " + (t1 - t0).toFixed(0) + " ms, " + (check ? "checked" : "model") +
                " in " + (t2 - t1).toFixed(0) + " ms, shown in " + (t3 - t0).toFixed(0) + " ms" +
                (check || !$("pg-check").checked ? "" : " (over " + MAX_CHECKED_OPS + " ops: not checked)"));
         pg.shown++;
       });
-      pg.ops = ops;
     } catch (e) {
       showError(e);
       status("error: the page is ready for the next Run");
@@ -397,6 +397,12 @@
   status("loading the WebAssembly module...");
   nablaModule().then(function (m) {
     nb = pg.nb = m;
+    /* each op's site: the line of the code box that made it (new Function's
+     * body starts on line 3 of its source) */
+    nb.setSiteHook(function () {
+      var at = /<anonymous>:(\d+):\d+/.exec(new Error().stack || "");
+      return at ? Number(at[1]) - 2 : 0;
+    });
     /* "open this in the playground" from an explorer page: #code=... */
     var h = /^#code=(.*)$/.exec(location.hash);
     if (h) $("pg-code").value = decodeURIComponent(h[1]); else loadPreset(0);
