@@ -15,6 +15,8 @@ driven in headless Chromium from file://, as a student would:
 - 1000 Run clicks leave the wasm heap where it was;
 - Run on a 199-op graph shows the new graph in under 100 ms (the best of 9
   Runs, the least disturbed on a shared machine; all 9 times printed);
+- an explorer page's "open this in the playground" link rebuilds its tape
+  in the playground, op for op;
 - nothing is fetched from the network (the browser's own request log has no
   http(s) URL) and the page's size is printed (target <= 3 MB).
 Screenshots go to BUILD_DIR/browser/playground-*.png.
@@ -25,7 +27,9 @@ import math
 import os
 import re
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -239,6 +243,29 @@ def check_speed(d, shots):
     return f"Run on 199 ops: the new graph shown in {best:.0f} ms at best, {med:.0f} median ({shown} ms)"
 
 
+def check_explorer_link(d, build):
+    """An explorer page's "open this in the playground": the attention
+    tape written out as code runs in the playground with the same ops."""
+    with tempfile.TemporaryDirectory(prefix="nb-playground-") as tmp:
+        page, side = os.path.join(tmp, "attention.html"), os.path.join(tmp, "attention.json")
+        subprocess.run([os.path.join(build, "examples", "teach_backprop"), "--model=attention",
+                        "--html=" + page, "--json=" + side], check=True, stdout=subprocess.DEVNULL)
+        with open(side) as f:
+            tape = json.load(f)
+        d.get("file://" + page)
+        href = wait_for(d, "the playground link", lambda: d.execute_script(
+            "var a = document.getElementById('nb-playground'); return a && !a.hidden && a.href;"))
+    assert "#code=" in href, href
+    d.get(href)
+    wait_for(d, "the playground's graph", lambda: d.execute_script("return window.pg && pg.shown;"))
+    s = state(d)
+    assert not s["errorShown"], s["error"]
+    model, _, _ = explorer_model(d)
+    want, got = [n["op"] for n in tape["nodes"]], [n["op"] for n in model["nodes"]]
+    assert got == want, f"the playground rebuilt {got}, the page had {want}"
+    return f"teach_backprop --model=attention's page opened in the playground: its {len(got)} ops rebuilt"
+
+
 def network_urls(d):
     urls = []
     for e in d.get_log("performance"):
@@ -259,7 +286,7 @@ def main():
     driver = browser(performance_log=True)
     failed, parts = 0, [("presets", check_presets), ("edits and errors", check_edits_and_errors),
                         ("live training", check_training), ("heap", check_heap),
-                        ("speed", check_speed)]
+                        ("speed", check_speed), ("explorer link", check_explorer_link)]
     try:
         t = time.time()
         driver.get("file://" + page)
@@ -271,7 +298,8 @@ def main():
             print(f"FAIL  playground: {size} bytes, more than {MAX_BYTES}")
         for name, fn in parts:
             try:
-                note = fn(driver, shots) if fn.__code__.co_argcount == 2 else fn(driver)
+                note = fn(driver, build) if fn is check_explorer_link else \
+                    fn(driver, shots) if fn.__code__.co_argcount == 2 else fn(driver)
                 print(f"ok    playground {name}: {note}")
             except Exception as e:  # report every part, then fail
                 failed += 1
