@@ -15,10 +15,12 @@
 #   make bench-compare  MultiHeadAttention training steps, nabla vs PyTorch (~2 min)
 #   make bench-gemm  the float32 matmul vs OpenBLAS sgemm (the yardstick only)
 #   make bench-gp   a gradient-penalty step (second order) vs PyTorch
-#   make test-browser  the tape explorer page clicked through in headless Chromium
+#   make test-browser  the tape explorer pages and the playground in headless Chromium
 #   make wasm       build/wasm/nabla.js: libnabla in WebAssembly + its JavaScript API
 #   make test-wasm  that API's tests under node (tools/wasm/test_wasm.js)
-#   make docs       docs/tape.svg redrawn from the current tape (Graphviz)
+#   make playground  docs/playground.html: nabla.js and the tape explorer in one page
+#   make bench-wasm  the reverse-digits training step, wasm (node) vs native, 1 thread
+#   make docs       docs/tape.svg, docs/playground.html and the docs' pictures remade
 #   make test-asan  suite, examples, gradcheck under ASan+UBSan (clang), in build/asan
 #   make test-tsan  the threaded ops and the demo at 2 threads under TSan, in build/tsan
 #   make debug      NB_DEBUG build in build/debug (use-after-reset checks) + suite
@@ -150,7 +152,10 @@ ELK_DIR ?= $(abspath $(B))/elk
 export ELK_DIR
 ELK_JS := $(ELK_DIR)/node_modules/elkjs/lib/elk.bundled.js
 ELK_PATHS := -DNB_ELK_PATHS='"$(ELK_JS)","$(DATADIR)/nabla/elk.bundled.js"'
-$(B)/obj/teach/tape_html.o $(B)/pic/teach/tape_html.o: NB_CFLAGS += $(ELK_PATHS)
+# The playground the explorer pages link to (docs/playground.html, or the
+# copy make install puts beside elkjs).
+PLAYGROUND_PATHS := -DNB_PLAYGROUND_PATHS='"$(abspath docs/playground.html)","$(DATADIR)/nabla/playground.html"'
+$(B)/obj/teach/tape_html.o $(B)/pic/teach/tape_html.o: NB_CFLAGS += $(ELK_PATHS) $(PLAYGROUND_PATHS)
 ifneq ($(BUILD_DEPS),build-deps-check)
 all: $(ELK_JS)
 endif
@@ -346,6 +351,7 @@ BENCH_CONFIGS := seed small medium large
 bench: $(B)/bin/nabla-bench $(B)/bin/nabla-bench-mha
 	$(B)/bin/nabla-bench
 	@for c in $(BENCH_CONFIGS); do $(B)/bin/nabla-bench-mha --config $$c || exit 1; done
+	@$(MAKE) --no-print-directory bench-wasm
 	@$(MAKE) --no-print-directory bench-bpe
 	@$(MAKE) --no-print-directory bench-gpt
 
@@ -415,11 +421,14 @@ teach-page:
 # The tape explorer pages (nb_tape_html_ex) and the training-diagnostics page
 # driven by headless Chromium: every backward step clicked, the gradients
 # shown checked against nabla's, the layout, folding, pictures and op checks
-# measured in the DOM; screenshots in $(B)/browser/.
+# measured in the DOM; then the playground (tools/test/test_playground.py:
+# presets, edits, errors, live training, heap, speed, no network);
+# screenshots in $(B)/browser/.
 .PHONY: test-browser docs elk teach-page
-test-browser: $(DEPS_OK) all $(ELK_JS)
+test-browser: $(DEPS_OK) all $(ELK_JS) docs/playground.html
 	@sh tools/install-deps.sh chromium chromium-driver python3-selenium
 	/usr/bin/python3 tools/test/test_browser.py $(B)
+	/usr/bin/python3 tools/test/test_playground.py $(B)
 
 # ---- WebAssembly (docs/wasm.md) ---------------------------------------------
 # libnabla compiled by Emscripten (Debian's emscripten, installed when emcc
@@ -439,8 +448,8 @@ WASM_SKIP := src/data/bpe.c src/data/bpe_load.c src/io/safetensors_load.c \
   src/io/safetensors_save.c src/nn/gpt_hf.c
 WASM_SRC := $(filter-out $(WASM_SKIP),$(SRC))
 WASM_OBJ := $(WASM_SRC:src/%.c=$(WASM_B)/obj/%.o)
-WASM_GLUE := tools/wasm/nabla_wasm.c
-WASM_JS_SRC := tools/wasm/nabla_api.js
+WASM_GLUE := tools/wasm/nabla_wasm.c tools/wasm/nabla_wasm_nn.c
+WASM_JS_SRC := tools/wasm/nabla_api.js tools/wasm/nabla_nn.js
 # The library functions nabla.js calls as they are (tools/wasm/nabla_api.js);
 # the glue's own (nb_wasm_*) are exported by EMSCRIPTEN_KEEPALIVE.
 WASM_LIB_EXPORTS := nb_ctx_new nb_ctx_free nb_ctx_reset nb_ctx_error nb_ctx_status \
@@ -449,10 +458,15 @@ WASM_LIB_EXPORTS := nb_ctx_new nb_ctx_free nb_ctx_reset nb_ctx_error nb_ctx_stat
   nb_exp nb_log nb_sqrt nb_pow nb_tanh nb_sigmoid nb_relu nb_erf nb_gelu nb_silu nb_relu2 \
   nb_sum nb_mean nb_sum_dim nb_mean_dim nb_max_dim nb_matmul nb_transpose nb_permute \
   nb_concat nb_masked_fill nb_causal_fill nb_softmax nb_log_softmax nb_cross_entropy \
-  nb_mse_loss nb_linear nb_embedding nb_layer_norm nb_rms_norm
+  nb_mse_loss nb_linear nb_embedding nb_layer_norm nb_rms_norm nb_optim_step nb_optim_zero_grad \
+  nb_optim_free nb_optim_set_lr nb_optim_get_lr nb_params_zero_grad nb_clip_grad_norm \
+  nb_diag_new nb_diag_step nb_diag_free
 wasm_space := $() $()
 WASM_EXPORT_LIST := $(subst $(wasm_space),$(comma),$(addprefix _,malloc free $(WASM_LIB_EXPORTS)))
-WASM_CFLAGS := -std=c11 -D_POSIX_C_SOURCE=200809L -ffp-contract=off -Wall -Wextra -Iinclude -Isrc -O2
+# -msimd128: WebAssembly SIMD, which the portable kernels' loops vectorize
+# into (every current browser and node runs it).
+WASM_CFLAGS := -std=c11 -D_POSIX_C_SOURCE=200809L -ffp-contract=off -Wall -Wextra -Iinclude -Isrc -O3 \
+  -msimd128
 WASM_LDFLAGS := -O2 -sSINGLE_FILE=1 -sMODULARIZE=1 -sEXPORT_NAME=nablaModule -sALLOW_MEMORY_GROWTH=1 \
   -sENVIRONMENT=web,node -sEXPORTED_FUNCTIONS=$(WASM_EXPORT_LIST) \
   -sEXPORTED_RUNTIME_METHODS=UTF8ToString,stringToUTF8,lengthBytesUTF8
@@ -475,13 +489,35 @@ $(WASM_B)/libnabla.a: $(WASM_OBJ)
 
 $(WASM_B)/nabla.js: $(WASM_GLUE) $(WASM_JS_SRC) $(WASM_B)/libnabla.a $(HDR)
 	$(WASM_ENV) $(EMCC) $(WASM_CFLAGS) $(WASM_GLUE) $(WASM_B)/libnabla.a -o $@ $(WASM_LDFLAGS) \
-	  --post-js tools/wasm/nabla_api.js
+	  $(addprefix --post-js ,$(WASM_JS_SRC))
 	@echo "wasm: $@ $$(wc -c < $@) bytes"
 
 wasm: $(WASM_B)/nabla.js
 
-# The JavaScript API against the C library's numbers, under node.
-test-wasm: $(WASM_B)/nabla.js
+# docs/playground.html: the page where students write a forward pass in
+# nabla.js and step through its backward in the tape explorer
+# (docs/teaching.md); one file, nabla.js and the explorer inlined. Committed,
+# like the docs' pictures; make docs remakes it.
+PLAYGROUND_SRC := tools/wasm/playground.html tools/wasm/playground.js tools/wasm/make_playground.py \
+  src/teach/tape_page.html src/teach/tape_page.js
+docs/playground.html: $(WASM_B)/nabla.js $(PLAYGROUND_SRC)
+	python3 tools/wasm/make_playground.py $(WASM_B)/nabla.js $@
+.PHONY: playground
+playground: docs/playground.html
+
+# The reverse-digits training step natively (one thread) and in nabla.js
+# under node, and the ratio (tools/bench/bench-wasm.sh).
+.PHONY: bench-wasm
+bench-wasm: $(B)/bin/nabla-bench $(WASM_B)/nabla.js
+	@sh tools/bench/bench-wasm.sh $(B)
+
+# The JavaScript API against the C library's numbers, under node; the
+# float64 training run is compared with train_step_ref's (native).
+$(B)/wasm-ref/train_step_ref: tools/wasm/train_step_ref.c $(LIB_A) $(HDR)
+	@mkdir -p $(dir $@)
+	$(CC) $(NB_CFLAGS) $(CPPFLAGS) $(CFLAGS) $< -o $@ $(LDFLAGS) $(LIB_A) $(CJSON_LIBS) $(NB_LIBS)
+
+test-wasm: $(WASM_B)/nabla.js $(B)/wasm-ref/train_step_ref
 	node tools/wasm/test_wasm.js $(WASM_B)/nabla.js $(abspath $(B))
 
 # ---- fuzzing (tests/fuzz/README.md) ------------------------------------------
@@ -535,9 +571,9 @@ soak: $(B)/bin/nabla-soak
 # docs/explorer-folded.png, explorer.png, explorer-unfolded.png,
 # attention-map.png and diagnostics.png: the tape explorer on the 2-layer
 # GPT as the default build writes it (elkjs is part of it) and the
-# training-diagnostics page, taken in headless Chromium
-# (tools/teach/docs_pictures.py).
-docs: $(DEPS_OK) all $(ELK_JS)
+# training-diagnostics page, and docs/playground.png, the playground
+# (remade first), taken in headless Chromium (tools/teach/docs_pictures.py).
+docs: $(DEPS_OK) all $(ELK_JS) docs/playground.html
 	@command -v dot >/dev/null || sh tools/install-deps.sh graphviz
 	$(B)/examples/teach_backprop --dot=$(B)/tape.dot --force >/dev/null
 	dot -Tsvg -Gsize=8,20 $(B)/tape.dot -o docs/tape.svg
@@ -555,6 +591,8 @@ install: lib
 	$(call write_pc,$(DESTDIR)$(PKGCONFIGDIR)/nabla.pc)
 	if [ -f $(ELK_JS) ]; then install -d $(DESTDIR)$(DATADIR)/nabla && \
 	  install -m 644 $(ELK_JS) $(DESTDIR)$(DATADIR)/nabla/; fi
+	install -d $(DESTDIR)$(DATADIR)/nabla
+	install -m 644 docs/playground.html $(DESTDIR)$(DATADIR)/nabla/
 
 uninstall:
 	rm -rf $(DESTDIR)$(INCLUDEDIR)/nabla $(DESTDIR)$(INCLUDEDIR)/nabla.h

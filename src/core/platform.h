@@ -28,6 +28,17 @@
 #define NB_X86_KERNELS 0
 #endif
 
+/* NB_FMAF(x, y, z): x * y + z rounded once (fmaf). WebAssembly has no
+ * fused multiply-add, and musl's software fmaf there is slow enough to be a
+ * third of a training step's time (exp's polynomial runs on it): the float
+ * product is exact in double, so one double add and the rounding to float
+ * give fmaf's value but for rare double-rounding ties (one ulp). */
+#if defined(__wasm__)
+#define NB_FMAF(x, y, z) ((float)((double)(x) * (double)(y) + (double)(z)))
+#else
+#define NB_FMAF(x, y, z) fmaf((x), (y), (z))
+#endif
+
 /* NB_ASAN: built under AddressSanitizer (clang says so with __has_feature,
  * gcc with __SANITIZE_ADDRESS__); the arena then poisons its free space
  * (core/context.c). NB_SANITIZED: under any sanitizer nabla's builds use

@@ -3,7 +3,7 @@
  * plus nb_expf_poly and the choice of kernel set. Products and sums are
  * separate statements so that no compiler fuses them: the SIMD builds use
  * separate multiplies and adds too, and only exp's polynomial uses FMA, in
- * every build. */
+ * every build (NB_FMAF: in WebAssembly, which has none, a double add). */
 #include "kernels/kernels_internal.h"
 
 #include <pthread.h>
@@ -20,16 +20,16 @@ float nb_expf_poly(float x) {
     float xc = x < EXP_LO ? EXP_LO : x > EXP_HI ? EXP_HI : x;
     float t = xc * LOG2E;
     float n = nearbyintf(t);
-    float r = fmaf(n, -LN2_HI, xc);
-    r = fmaf(n, -LN2_LO, r);
+    float r = NB_FMAF(n, -LN2_HI, xc);
+    r = NB_FMAF(n, -LN2_LO, r);
     float p = 1.0f / 5040;
-    p = fmaf(p, r, 1.0f / 720);
-    p = fmaf(p, r, 1.0f / 120);
-    p = fmaf(p, r, 1.0f / 24);
-    p = fmaf(p, r, 1.0f / 6);
-    p = fmaf(p, r, 0.5f);
-    p = fmaf(p, r, 1.0f);
-    p = fmaf(p, r, 1.0f);
+    p = NB_FMAF(p, r, 1.0f / 720);
+    p = NB_FMAF(p, r, 1.0f / 120);
+    p = NB_FMAF(p, r, 1.0f / 24);
+    p = NB_FMAF(p, r, 1.0f / 6);
+    p = NB_FMAF(p, r, 0.5f);
+    p = NB_FMAF(p, r, 1.0f);
+    p = NB_FMAF(p, r, 1.0f);
     int ni = (int)n, n1 = ni >> 1, n2 = ni - n1;
     uint32_t u1 = (uint32_t)(n1 + 127) << 23, u2 = (uint32_t)(n2 + 127) << 23;
     float s1, s2;
@@ -170,14 +170,14 @@ void nb_gelu1(float x, int tanh_approx, float *y, float *d) {
         den = den + 1.0f;
         float t = 1.0f / den;
         float p = NB_GELU_P8;
-        p = fmaf(p, t, NB_GELU_P7);
-        p = fmaf(p, t, NB_GELU_P6);
-        p = fmaf(p, t, NB_GELU_P5);
-        p = fmaf(p, t, NB_GELU_P4);
-        p = fmaf(p, t, NB_GELU_P3);
-        p = fmaf(p, t, NB_GELU_P2);
-        p = fmaf(p, t, NB_GELU_P1);
-        p = fmaf(p, t, NB_GELU_P0);
+        p = NB_FMAF(p, t, NB_GELU_P7);
+        p = NB_FMAF(p, t, NB_GELU_P6);
+        p = NB_FMAF(p, t, NB_GELU_P5);
+        p = NB_FMAF(p, t, NB_GELU_P4);
+        p = NB_FMAF(p, t, NB_GELU_P3);
+        p = NB_FMAF(p, t, NB_GELU_P2);
+        p = NB_FMAF(p, t, NB_GELU_P1);
+        p = NB_FMAF(p, t, NB_GELU_P0);
         float zz = z * z;
         float ez = nb_expf_poly(-zz);
         float e = t * p;

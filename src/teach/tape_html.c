@@ -50,6 +50,24 @@ static const char *default_layout_js(void) {
     return NULL;
 }
 
+/* The playground (docs/playground.html) the page's "open this in the
+ * playground" link opens: the first readable of the source tree's copy and
+ * the one `make install` put under the prefix (NB_PLAYGROUND_PATHS, from the
+ * Makefile). NULL: the link names playground.html beside the page. */
+static const char *playground_path(void) {
+#ifdef NB_PLAYGROUND_PATHS
+    static const char *const paths[] = {NB_PLAYGROUND_PATHS};
+    for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) {
+        FILE *in = fopen(paths[i], "rb");
+        if (in) {
+            fclose(in);
+            return paths[i];
+        }
+    }
+#endif
+    return NULL;
+}
+
 static nb_status write_page(nb_ctx *ctx, const nb_tensor *root, const nb_tape_html_opts *o,
                             FILE *f) {
     if (!ctx || !f) return NB_ERR_NULL;
@@ -64,6 +82,14 @@ static nb_status write_page(nb_ctx *ctx, const nb_tensor *root, const nb_tape_ht
         if (s) return nb_ctx_fail(ctx, s, "tape_html: cannot read the layout script %s%s", layout,
                                   o && o->layout_js ? "" : " (named by NB_LAYOUT_JS)");
         fputs("\n</script>\n", f);
+    }
+    const char *playground = playground_path();
+    if (playground) {
+        char url[4096];
+        snprintf(url, sizeof url, "file://%s", playground);
+        fputs("<script>var NB_PLAYGROUND = ", f);
+        nb_json_str(f, url);
+        fputs(";</script>\n", f);
     }
     fputs("<script>\n", f);
     write_lines(f, page_script, sizeof page_script / sizeof page_script[0]);

@@ -7,8 +7,12 @@
  * otherwise,
  * steps the backward pass, draws tensors as heatmaps and shows each op's
  * gradient check. Element ids and classes are what make test-browser reads. */
-(function () {
-  var model = JSON.parse(document.getElementById("nb-tape").textContent);
+/* Shows `model`; called again for each tape the playground
+ * (docs/playground.html) hands nbExplore, in the same page: no page load. */
+function nbExploreModel(model) {
+  ["nb-graph", "nb-step-info", "nb-tensor-info"].forEach(function (id) {
+    document.getElementById(id).textContent = "";
+  });
   var T = model.tensors, N = model.nodes;
   var SVGNS = "http://www.w3.org/2000/svg";
   var steps = N.filter(function (n) { return n.sends; }).reverse();
@@ -623,19 +627,100 @@
     if (changed) layout();
     else paint();
   }
+  /* ---- "open this in the playground" ----------------------------------
+   * The tape as nabla.js code for the playground (docs/playground.html,
+   * where NB_PLAYGROUND points when the page was written beside a build):
+   * the leaves with their values, then each op as a method call, up to the
+   * first op with arguments the model does not carry (a comment says
+   * which). Hidden inside the playground itself. */
+  var jsUsed = {};
+  function jsName(t) { /* an identifier from its name, unique in the code */
+    var s = (t.name || "leaf" + t.id).replace(/[^A-Za-z0-9_$]/g, "_");
+    if (/^[0-9]/.test(s)) s = "_" + s;
+    if (jsUsed[s] || /^t[0-9]+$/.test(s)) s += "_" + t.id;
+    jsUsed[s] = true;
+    return s;
+  }
+  function jsNum(v) { v = num(v); return isFinite(v) ? String(v) : v > 0 ? "Infinity" : isNaN(v) ? "NaN" : "-Infinity"; }
+  var UNARY = { neg: "neg", exp: "exp", log: "log", sqrt: "sqrt", tanh: "tanh", sigmoid: "sigmoid",
+                relu: "relu", erf: "erf", silu: "silu", relu2: "relu2", gelu: "gelu", softmax: "softmax",
+                log_softmax: "logSoftmax", causal_fill: "causalMask" };
+  var BINARY = { add: "add", sub: "sub", mul: "mul", div: "div", matmul: "matmul", mse_loss: "mseLoss",
+                 linear: "linear" };
+  function opCode(n, ins, out) {
+    var a = ins[0], rest = ins.slice(1).join(", ");
+    var k = /(-?[0-9.e+-]+)$/.exec(n.label || ""), c = k ? Number(k[1]) : NaN;
+    if (UNARY[n.op] && ins.length === 1) return a + "." + UNARY[n.op] + "()";
+    if (BINARY[n.op]) return a + "." + BINARY[n.op] + "(" + rest + ")";
+    if (n.op === "scale" && !isNaN(c)) return a + ".mul(" + c + ")";
+    if (n.op === "pow" && !isNaN(c)) return a + ".pow(" + c + ")";
+    if (n.op === "add_scalar" && !isNaN(c)) return a + ".add(" + c + ")";
+    if ((n.op === "sum" || n.op === "mean") && out.numel === 1) return a + "." + n.op + "()";
+    if (n.op === "reshape" || n.op === "view") return a + ".reshape(" + JSON.stringify(out.shape) + ")";
+    if (n.op === "transpose") {
+      var x = T[n.inputs[0]].shape, d = x.length;
+      if (d >= 2 && out.shape[d - 1] === x[d - 2] && out.shape[d - 2] === x[d - 1]) return a + ".transpose(-2, -1)";
+    }
+    return null;
+  }
+  function playgroundCode() {
+    var lines = ["// " + N.length + " ops from a tape explorer page, as nabla.js; edit and Run"], done = {};
+    var dtype = T.length && T[0].dtype === "f32" ? "float32" : "float64", last = null;
+    lines.push("nb.setDefaultDtype('" + dtype + "');");
+    T.forEach(function (t) {
+      if (t.node >= 0 || !t.data) return;
+      var name = jsName(t), opts = "{shape: " + JSON.stringify(t.shape) +
+        (t.grad || t.requires_grad ? ", requiresGrad: true" : "") + (t.name ? ", name: " + JSON.stringify(t.name) : "") + "}";
+      if (t.truncated || t.data.length !== t.numel) {
+        lines.push("const " + name + " = nb.randn(" + JSON.stringify(t.shape) + ", " + t.id + ", " + opts + "); // values not in the page");
+      } else {
+        lines.push("const " + name + " = nb.tensor([" + t.data.map(jsNum).join(", ") + "], " + opts + ");");
+      }
+      done[t.id] = name;
+    });
+    for (var i = 0; i < N.length; i++) {
+      var n = N[i], out = T[n.out], ins = n.inputs.map(function (k) { return done[k]; });
+      var code = ins.every(function (v) { return v; }) ? opCode(n, ins, out) : null;
+      if (!code) {
+        lines.push("// #" + n.index + " " + (n.label || n.op) + ": not written out here (its arguments are not in the page); the code stops before it");
+        break;
+      }
+      var name = "t" + n.index;
+      lines.push("const " + name + " = " + code + ";" + (n.scope ? "  // " + n.scope : ""));
+      done[n.out] = last = name;
+    }
+    lines.push("return " + (done[model.root] || last || "null") + ";");
+    return lines.join("\n");
+  }
+  function playgroundLink() {
+    var a = document.getElementById("nb-playground");
+    if (!a || window.parent !== window) return;
+    try {
+      a.href = (window.NB_PLAYGROUND || "playground.html") + "#code=" + encodeURIComponent(playgroundCode());
+      a.hidden = false;
+    } catch (e) { /* a model the code cannot be written from: no link */ }
+  }
   function go(k) { current = Math.max(-1, Math.min(steps.length - 1, k)); render(); }
-  document.getElementById("nb-step").addEventListener("click", function () { go(current + 1); });
-  document.getElementById("nb-back").addEventListener("click", function () { go(current - 1); });
-  document.getElementById("nb-reset").addEventListener("click", function () { go(-1); });
-  document.getElementById("nb-all").addEventListener("click", function () { go(steps.length - 1); });
+  document.getElementById("nb-step").onclick = function () { go(current + 1); };
+  document.getElementById("nb-back").onclick = function () { go(current - 1); };
+  document.getElementById("nb-reset").onclick = function () { go(-1); };
+  document.getElementById("nb-all").onclick = function () { go(steps.length - 1); };
   /* folding only where there are modules */
-  if (!moduleList.length)
-    ["nb-unfold", "nb-fold"].forEach(function (id) { document.getElementById(id).style.display = "none"; });
-  document.getElementById("nb-unfold").addEventListener("click", function () {
-    moduleList.forEach(function (m) { folded[m.path] = false; }); layout(); });
-  document.getElementById("nb-fold").addEventListener("click", function () {
-    moduleList.forEach(function (m) { folded[m.path] = true; }); layout(); });
+  ["nb-unfold", "nb-fold"].forEach(function (id) {
+    document.getElementById(id).style.display = moduleList.length ? "" : "none";
+  });
+  document.getElementById("nb-unfold").onclick = function () {
+    moduleList.forEach(function (m) { folded[m.path] = false; }); layout(); };
+  document.getElementById("nb-fold").onclick = function () {
+    moduleList.forEach(function (m) { folded[m.path] = true; }); layout(); };
+  playgroundLink();
   layout();
   render();
-  window.nbTape = { folded: folded, modules: moduleList, layouts: function () { return layoutCount; } };
-})();
+  window.nbTape = { folded: folded, modules: moduleList, nodes: N.length,
+                   layouts: function () { return layoutCount; } };
+}
+nbExploreModel(JSON.parse(document.getElementById("nb-tape").textContent));
+window.nbExplore = function (text) {
+  document.getElementById("nb-tape").textContent = text;
+  nbExploreModel(JSON.parse(text));
+};

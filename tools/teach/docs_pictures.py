@@ -13,6 +13,8 @@ pictures, taken from the pages themselves in headless Chromium:
                         per head, the future hatched)
   docs/diagnostics.png  nabla-gpt train --diagnostics on a 2-layer GPT, 1280
                         wide (tall enough for all six plots)
+  docs/playground.png   the playground (docs/playground.html) on micrograd's
+                        neuron, stepped to the add that receives tanh's 0.5
 
     tools/teach/docs_pictures.py BUILD_DIR DOCS_DIR"""
 import os
@@ -23,6 +25,20 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "test"))
 from test_browser import browser, click_js, layouts, wait_for  # noqa: E402
+
+
+def playground_picture(driver, docs):
+    """docs/playground.png: the first preset, two backward steps in."""
+    driver.set_window_size(1280, 760)
+    driver.get("file://" + os.path.join(docs, "playground.html"))
+    wait_for(driver, "the playground's first graph",
+             lambda: driver.execute_script("return window.pg && pg.shown;"))
+    driver.switch_to.frame(driver.find_element("id", "pg-explorer"))
+    for _ in range(2):
+        driver.find_element("id", "nb-step").click()
+    driver.switch_to.default_content()
+    time.sleep(0.3)
+    driver.save_screenshot(os.path.join(docs, "playground.png"))
 
 
 def main():
@@ -75,10 +91,11 @@ def main():
             wait_for(driver, "the plots", lambda: driver.execute_script(
                 "return document.body.getAttribute('data-plots');"))
             driver.save_screenshot(os.path.join(docs, "diagnostics.png"))
+            playground_picture(driver, docs)
     finally:
         driver.quit()
     print("wrote docs/explorer-folded.png, explorer.png, explorer-unfolded.png, attention-map.png, "
-          "diagnostics.png")
+          "diagnostics.png, playground.png")
 
 
 if __name__ == "__main__":

@@ -72,7 +72,9 @@ def expect_close(what, got, want):
             raise AssertionError(f"{what}: shows {got}, nabla has {want}")
 
 
-def browser():
+def browser(performance_log=False):
+    """Headless Chromium; with performance_log, its network events too
+    (the playground's test reads the requests from them)."""
     opts = webdriver.ChromeOptions()
     for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
                  "--no-first-run", "--disable-background-networking",
@@ -81,7 +83,10 @@ def browser():
                  "--user-data-dir=" + tempfile.mkdtemp(prefix="nb-chromium-")):
         opts.add_argument(flag)
     opts.binary_location = "/usr/bin/chromium"
-    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    logs = {"browser": "ALL"}
+    if performance_log:
+        logs["performance"] = "ALL"
+    opts.set_capability("goog:loggingPrefs", logs)
     return webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=opts)
 
 

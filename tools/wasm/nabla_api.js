@@ -46,7 +46,15 @@ var baseCtx = null;
 function newCtx() {
   var p = ctxPool.length ? ctxPool.pop() : Module._nb_ctx_new(0);
   if (!p) throw NablaError('out of memory: no context', 6);
-  return {ptr: p, alive: true};
+  return {ptr: p, alive: true, owned: []};
+}
+
+/* What a context record owns beside its arena (modules, optimizers,
+ * generators made while it was current): released, newest first, when
+ * the context ends. */
+function own(rec, release) { rec.owned.push(release); }
+function releaseOwned(rec) {
+  while (rec.owned.length) rec.owned.pop()();
 }
 
 function current() {
@@ -75,6 +83,7 @@ function scope(fn) {
   } finally {
     ctxStack.pop();
     rec.alive = false;
+    releaseOwned(rec);
     Module._nb_ctx_reset(rec.ptr);
     ctxPool.push(rec.ptr);
   }
@@ -84,8 +93,9 @@ function scope(fn) {
 function reset() {
   if (!baseCtx) return;
   baseCtx.alive = false;
+  releaseOwned(baseCtx);
   Module._nb_ctx_reset(baseCtx.ptr);
-  baseCtx = {ptr: baseCtx.ptr, alive: true};
+  baseCtx = {ptr: baseCtx.ptr, alive: true, owned: []};
 }
 
 /* fn() with gradient recording off in the current context (torch.no_grad). */
@@ -135,8 +145,15 @@ function takeString(p) {
   return s;
 }
 
+/* The dtype of tensors and modules made without one (torch's default). */
+var defaultDtype = 'float32';
+function setDefaultDtype(dt) {
+  if (dt !== 'float32' && dt !== 'float64') throw NablaError("setDefaultDtype: '" + dt + "' is not float32 or float64");
+  defaultDtype = dt;
+}
+
 function dtypeCode(dt) {
-  var k = NB_DTYPES.indexOf(dt === undefined ? 'float32' : dt);
+  var k = NB_DTYPES.indexOf(dt === undefined ? defaultDtype : dt);
   if (k < 0) throw NablaError("dtype: '" + dt + "' is not one of " + NB_DTYPES.join(', '));
   return k;
 }
@@ -236,12 +253,16 @@ Tensor.prototype.requiresGrad_ = function () {
   return this;
 };
 
-Tensor.prototype.zeroGrad = function () { Module._nb_zero_grad(this.check()); return this; };
+Tensor.prototype.zeroGrad = function () {
+  if (!replay) Module._nb_zero_grad(this.check());
+  return this;
+};
 
 /* Backward from this tensor (one element, or with gradOutput of its shape)
  * over the tape of the context that made it. */
 Tensor.prototype.backward = function (gradOutput) {
   var p = this.check(), owner = Module._nb_wasm_owner(p);
+  if (replay) return; /* a replayed forward changes no gradient */
   var g = gradOutput === undefined ? 0 : asTensor(gradOutput, this).check();
   if (Module._nb_backward(owner, p, g)) throwCtxError(owner, 'backward');
 };
@@ -289,6 +310,7 @@ function flatten(data, out) {
 /* nb.tensor(data, {shape, dtype, requiresGrad, name}): data a number,
  * nested arrays (the shape is theirs) or a flat array with opts.shape. */
 function tensor(data, opts) {
+  if (replay) return replayed();
   opts = opts || {};
   var values = flatten(data, []);
   var shape = opts.shape !== undefined ? checkShape(opts.shape, 'tensor') :
@@ -309,10 +331,51 @@ function tensor(data, opts) {
 function finish(t, opts) {
   if (opts.requiresGrad) t.requiresGrad_();
   if (opts.name !== undefined) t.name = opts.name;
-  return t;
+  return made(t);
+}
+
+/* ---- replaying a forward ---------------------------------------------------
+ * The tape explorer's per-op check runs the student's forward again on a
+ * fresh context and moves one entry of a leaf in place: the leaves (and
+ * modules, generators) must be the first run's, not new ones. nb.record(fn)
+ * runs fn and lists what it made, in order; nb.replay(list, fn) runs fn
+ * with each maker returning the next of the list instead (generators put
+ * back to their state when first made), so the same code builds the same
+ * tape on the same leaves. A replayed forward changes no gradient or
+ * parameter: backward, zeroGrad and the optimizers' steps do nothing. */
+var recording = null, replay = null;
+function made(obj) {
+  if (recording) recording.push(obj);
+  return obj;
+}
+function replayed() {
+  if (replay.k >= replay.list.length)
+    throw NablaError('replay: the forward made more tensors than its first run');
+  var obj = replay.list[replay.k++];
+  if (obj.rewind) obj.rewind();
+  return obj;
+}
+function record(fn) {
+  var outer = recording, list = [];
+  recording = list;
+  try {
+    return {value: fn(), made: list};
+  } finally {
+    recording = outer;
+  }
+}
+function replayRun(list, fn) {
+  var outer = replay;
+  replay = {list: list, k: 0};
+  try {
+    return fn();
+  } finally {
+    replay = outer;
+  }
 }
 
 function full(shape, value, opts) {
+  if (replay) return replayed();
   opts = opts || {};
   checkShape(shape, 'full');
   var r = current(), dt = dtypeCode(opts.dtype);
@@ -324,6 +387,7 @@ function full(shape, value, opts) {
 
 /* N(0, 1) (randn) or U[0, 1) (rand) from PCG32 seeded (seed, 0). */
 function random(normal, shape, seed, opts) {
+  if (replay) return replayed();
   opts = opts || {};
   checkShape(shape, normal ? 'randn' : 'rand');
   if (seed === undefined) seed = 0;
@@ -344,7 +408,7 @@ function random(normal, shape, seed, opts) {
 function asTensor(x, like) {
   if (x instanceof Tensor) { x.check(); return x; }
   if (x === null || x === undefined) throw NablaError('expected a tensor, got ' + x);
-  var dt = like ? like.dtype : 'float32';
+  var dt = like ? like.dtype : defaultDtype;
   if (typeof x === 'number') {
     var r = current();
     return wrap(Module._nb_scalar(r.ptr, dtypeCode(dt), x), r, 'scalar');
@@ -352,9 +416,19 @@ function asTensor(x, like) {
   return tensor(x, {dtype: dt});
 }
 
+/* Where ops are made: nb.setSiteHook(fn), fn() giving the line of the
+ * caller's code (0: unknown), which each op's node then records as its
+ * site "code:LINE" for the explorer (the playground reads its stack). */
+var siteHook = null;
+function setSiteHook(fn) { siteHook = typeof fn === 'function' ? fn : null; }
+
 /* An op of the current context on pointers: fn(ctx, ...) -> tensor. */
 function call(what, fn) {
   var r = current();
+  if (siteHook) {
+    var line = siteHook();
+    if (line > 0) Module._nb_wasm_set_site(r.ptr, line);
+  }
   return wrap(fn(r.ptr), r, what);
 }
 
@@ -494,6 +568,21 @@ T.embedding = function (ids) {
   return call('embedding', function (c) { return Module._nb_embedding(c, w, i); });
 };
 
+/* Splits along dim into pieces of the given sizes (torch.split with a list). */
+T.split = function (sizes, dim) {
+  var x = this.check(), d = dim || 0;
+  if (!Array.isArray(sizes)) throw NablaError('split: the sizes must be an array');
+  var r = current();
+  return withInt32s(sizes, function (sp) {
+    return withBytes(4 * sizes.length, function (op) {
+      if (Module._nb_wasm_split(r.ptr, x, d, sizes.length, sp, op)) throwCtxError(r.ptr, 'split');
+      var out = [];
+      for (var i = 0; i < sizes.length; i++) out.push(new Tensor(Module.HEAP32[(op >> 2) + i], r));
+      return out;
+    });
+  });
+};
+
 /* Joins tensors along dim. */
 function cat(tensors, dim) {
   var ps = tensors.map(function (t) { return asTensor(t).ptr; });
@@ -511,7 +600,7 @@ var forwardFn = null;
  * the tensors at `inputs` on the private context ctx go to the function
  * under check; its output pointer goes back, or 0 with the error on ctx. */
 Module.nbForward = function (ctx, inputs, n) {
-  var rec = {ptr: ctx, alive: true}, args = [];
+  var rec = {ptr: ctx, alive: true, owned: []}, args = [];
   for (var i = 0; i < n; i++) args.push(new Tensor(Module.HEAP32[(inputs >> 2) + i], rec));
   ctxStack.push(rec);
   try {
@@ -525,6 +614,7 @@ Module.nbForward = function (ctx, inputs, n) {
   } finally {
     ctxStack.pop();
     rec.alive = false;
+    releaseOwned(rec);
   }
 };
 
@@ -574,6 +664,9 @@ function tapeJSON(root) {
   return takeString(s);
 }
 
+/* How many ops the context that made t has recorded (its tape's length). */
+function tapeLength(t) { return Module._nb_tape_len(Module._nb_wasm_owner(t.check())); }
+
 /* Bytes malloc holds for the program (flat over released scopes), and
  * the wasm memory's size (grows, never shrinks). */
 function heapBytes() { return Module._nb_wasm_heap_used(); }
@@ -582,7 +675,9 @@ function memoryBytes() { return Module.HEAP8.length; }
 var api = {
   Tensor: Tensor, NablaError: NablaError, tensor: tensor, cat: cat, scope: scope, reset: reset,
   noGrad: noGrad, gradcheck: gradcheck, tapeJSON: tapeJSON, heapBytes: heapBytes,
-  memoryBytes: memoryBytes,
+  memoryBytes: memoryBytes, setDefaultDtype: setDefaultDtype,
+  getDefaultDtype: function () { return defaultDtype; },
+  record: record, replay: replayRun, setSiteHook: setSiteHook, tapeLength: tapeLength,
   zeros: function (shape, opts) { return full(shape, 0, opts); },
   ones: function (shape, opts) { return full(shape, 1, opts); },
   full: full,

@@ -66,6 +66,16 @@ EMSCRIPTEN_KEEPALIVE nb_tensor *nb_wasm_reshape(nb_ctx *ctx, nb_tensor *a, int n
     return nb_reshape(ctx, a, ndim, s);
 }
 
+/* nb_split with int32 sizes: the n pieces go to out[0..n-1]. */
+EMSCRIPTEN_KEEPALIVE int nb_wasm_split(nb_ctx *ctx, nb_tensor *a, int dim, int n,
+                                       const int32_t *sizes, nb_tensor **out) {
+    int64_t s[64];
+    if (n < 1 || n > 64)
+        return (int)nb_ctx_fail(ctx, NB_ERR_SIZE, "split: %d pieces (1..64 allowed)", n);
+    for (int i = 0; i < n; i++) s[i] = sizes[i];
+    return (int)nb_split(ctx, a, dim, n, s, out);
+}
+
 /* nb_dropout with its mask drawn from PCG32 seeded (seed, 0). */
 EMSCRIPTEN_KEEPALIVE nb_tensor *nb_wasm_dropout(nb_ctx *ctx, nb_tensor *x, double p, bool train,
                                                 double seed) {
@@ -83,6 +93,10 @@ EMSCRIPTEN_KEEPALIVE void nb_wasm_set_name(nb_tensor *t, const char *name) {
     memcpy(copy, name, n);
     t->name = copy;
 }
+
+/* The next recorded ops were made at line `line` of the student's code
+ * (the explorer's "site"): file "code", a literal that outlives ctx. */
+EMSCRIPTEN_KEEPALIVE void nb_wasm_set_site(nb_ctx *ctx, int line) { nb_ctx_set_site(ctx, "code", line); }
 
 /* ---- a tensor's fields --------------------------------------------------------- */
 

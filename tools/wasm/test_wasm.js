@@ -254,6 +254,130 @@ test('both dtypes, int64 targets, shapes and views', nb => nb.scope(() => {
   assert.deepStrictEqual(json.tensors[json.nodes[0].inputs[0]].grad, logits.grad);
 }));
 
+/* ---- modules, optimizers, training --------------------------------------------- */
+
+/* tools/wasm/train_step_ref.c's model, built here from the same seeds: the
+ * seed's MultiHeadAttention (composed ops), tanh, Linear; Adam 3 steps,
+ * then SGD with momentum 2 steps; the losses and the parameters after. */
+function trainRun(nb) {
+  const out = {losses: [], params: {}};
+  nb.scope(() => {
+    nb.manualSeed(7, 1);
+    const mha = new nb.MultiHeadAttention(3, 4, 6, 0.0, 2, {dtype: 'float64'});
+    const head = new nb.Linear(4, 3, {dtype: 'float64'});
+    const x = nb.randn([2, 6, 3], 5, {dtype: 'float64'});
+    const y = nb.tensor(Array.from({length: 12}, (_, i) => (i * 7) % 3), {dtype: 'int64'});
+    const adam = new nb.Adam([mha, head], {lr: 1e-2});
+    const sgd = new nb.SGD([mha, head], {lr: 0.1, momentum: 0.9});
+    for (let s = 0; s < 5; s++) {
+      const opt = s < 3 ? adam : sgd;
+      opt.zeroGrad();
+      const loss = nb.scope(() => {
+        const l = head.forward(mha.forward(x).tanh()).reshape(12, 3).crossEntropy(y);
+        l.backward();
+        return l.item();
+      });
+      out.losses.push(loss);
+      opt.step();
+    }
+    for (const [prefix, m] of [['mha', mha], ['head', head]])
+      for (const {name, tensor} of m.namedParameters()) out.params[prefix + '.' + name] = tensor.data;
+  });
+  return out;
+}
+
+test('a float64 training run (Adam, then SGD with momentum) equals the native one', nb => {
+  const ref = nativeDir && path.join(nativeDir, 'wasm-ref/train_step_ref');
+  if (!ref || !fs.existsSync(ref)) return 'skipped: no ' + ref;
+  const text = execFileSync(ref, {encoding: 'utf8'});
+  const run = trainRun(nb);
+  let worst = 0, n = 0;
+  const cmp = (a, b, what) => {
+    const rel = Math.abs(a - b) / Math.max(1, Math.abs(b));
+    assert(rel <= 1e-13, what + ': wasm ' + a + ', native ' + b);
+    worst = Math.max(worst, rel);
+    n++;
+  };
+  for (const m of text.matchAll(/^loss (\d) (\S+)$/gm)) cmp(run.losses[+m[1]], Number(m[2]), 'loss ' + m[1]);
+  for (const m of text.matchAll(/^param (\S+) (.*)$/gm)) {
+    const want = m[2].split(' ').map(Number), got = run.params[m[1]];
+    assert(got && got.length === want.length, m[1] + ': ' + (got && got.length) + ' values');
+    want.forEach((v, i) => cmp(got[i], v, m[1] + '[' + i + ']'));
+  }
+  assert.strictEqual(n, 5 + Object.values(run.params).reduce((a, p) => a + p.length, 0));
+  assert(run.losses[4] < run.losses[0], 'the loss went down: ' + run.losses);
+  return n + ' numbers, worst relative difference ' + worst.toExponential(1);
+});
+
+test('modules: shapes, names, dropout, train/eval, errors', nb => nb.scope(() => {
+  nb.manualSeed(1);
+  const lin = new nb.Linear(3, 2);
+  assert.deepStrictEqual(lin.weight.shape, [2, 3]);
+  assert.deepStrictEqual(lin.namedParameters().map(p => p.name), ['weight', 'bias']);
+  const bound = 1 / Math.sqrt(3);
+  assert(lin.weight.data.every(v => Math.abs(v) <= bound), 'U(-1/sqrt(in), 1/sqrt(in))');
+  const x = nb.ones([4, 3]);
+  const y = lin.forward(x);
+  assert.deepStrictEqual(y.shape, [4, 2]);
+  const w = lin.weight.data, b = lin.bias.data;
+  assert(Math.abs(y.data[1] - (w[3] + w[4] + w[5] + b[1])) < 1e-6);
+  const drop = new nb.Dropout(0.5, {generator: nb.Generator(3)});
+  const d = drop.forward(nb.ones([1000])).data;
+  assert(d.every(v => v === 0 || v === 2) && d.filter(v => v === 2).length > 400);
+  drop.eval();
+  assert.deepStrictEqual(drop.forward(nb.ones([3])).data, [1, 1, 1]);
+  const mha = new nb.MultiHeadAttention(3, 4, 6, 0.1, 2);
+  assert.deepStrictEqual(mha.namedParameters().map(p => p.name),
+    ['W_query.weight', 'W_key.weight', 'W_value.weight', 'out_proj.weight', 'out_proj.bias']);
+  assert.deepStrictEqual(mha.forward(nb.randn([2, 5, 3], 1)).shape, [2, 5, 4]);
+  assert.throws(() => new nb.MultiHeadAttention(3, 5, 6, 0, 2), e => e instanceof nb.NablaError &&
+    /MultiHeadAttention: d_out 5 is not divisible by num_heads 2/.test(e.message));
+  assert.throws(() => mha.forward(nb.randn([2, 7, 3], 1)), /context_length/);
+  assert.throws(() => new nb.SGD([lin], {}), /learning rate/);
+  const gpt = new nb.GPT({vocabSize: 11, contextLength: 8, embDim: 16, nHeads: 2, nLayers: 2});
+  const ids = [[1, 2, 3, 4], [5, 6, 7, 8]];
+  const loss = gpt.loss(ids, [[2, 3, 4, 5], [6, 7, 8, 9]]);
+  assert(Math.abs(loss.item() - Math.log(11)) < 0.5, 'an untrained GPT is near log(V): ' + loss.item());
+  assert.deepStrictEqual(gpt.forward(ids).shape, [2, 4, 11]);
+  const opt = new nb.AdamW(gpt, {lr: 1e-2});
+  const first = loss.item();
+  loss.backward();
+  opt.step();
+  assert(gpt.loss(ids, [[2, 3, 4, 5], [6, 7, 8, 9]]).item() < first);
+}));
+
+test('modules and optimizers are released with their scope', nb => {
+  const cycle = () => nb.scope(() => {
+    const m = new nb.MultiHeadAttention(8, 8, 4, 0.1, 2, {generator: nb.Generator(1)});
+    const opt = new nb.Adam(m, {lr: 1e-3});
+    m.forward(nb.randn([1, 4, 8], 2)).sum().backward();
+    opt.step();
+  });
+  for (let i = 0; i < 10; i++) cycle();
+  const heap0 = nb.heapBytes();
+  for (let i = 0; i < 300; i++) cycle();
+  assert.strictEqual(nb.heapBytes(), heap0);
+});
+
+test("the explorer's page model: steps and a passing check on every op, leaves replayed", nb => {
+  nb.reset();
+  const forward = () => {
+    const x = nb.tensor([[0.5, -1, 2]], {dtype: 'float64', requiresGrad: true, name: 'x'});
+    const lin = new nb.Linear(3, 2, {dtype: 'float64', generator: nb.Generator(4)});
+    const drop = new nb.Dropout(0.3, {generator: nb.Generator(9)});
+    return drop.forward(lin.forward(x).tanh()).sum();
+  };
+  const {value: root, made} = nb.record(forward);
+  root.backward();
+  const page = JSON.parse(nb.pageJSON(root, () => nb.replay(made, forward)));
+  assert(page.nodes.length >= 4, page.nodes.length + ' nodes');
+  for (const n of page.nodes) {
+    assert(n.sends, 'node ' + n.op + ' has its sends');
+    assert(n.check && n.check.passed, 'node ' + n.op + ' check ' + JSON.stringify(n.check));
+  }
+  nb.reset();
+});
+
 /* ---- memory ---------------------------------------------------------------- */
 
 test('1000 build/backward/release cycles keep the heap flat', nb => {
