@@ -422,10 +422,13 @@ nb_status nb_hvp(nb_ctx *ctx, nb_tensor *y, int n_in, nb_tensor *const *inputs,
     if (!g) return ctx->status;
     nb_grad_opts cg = {.create_graph = true, .allow_unused = true};
     if (nb_grad(ctx, 1, &y, NULL, n_in, inputs, &cg, g)) return ctx->status;
-    /* forward-over-reverse: v pushed through the forward and the recorded
-     * backward by the forward-mode rules, one pass; reverse-over-reverse
-     * (the gradient of <g, v>) when a custom op has no forward-mode rule */
-    int fwd = nb_fwd_push(ctx, n_in, inputs, v, n_in, g, opts && opts->create_graph, hv);
+    /* forward-over-reverse when asked: v pushed through the forward and the
+     * recorded backward by the forward-mode rules, one pass; otherwise, or
+     * when a custom op has no forward-mode rule, reverse-over-reverse (the
+     * gradient of <g, v>), which runs the fused first-order kernels */
+    int fwd = opts && opts->forward_over_reverse
+                  ? nb_fwd_push(ctx, n_in, inputs, v, n_in, g, opts->create_graph, hv)
+                  : 0;
     if (fwd < 0) return ctx->status;
     if (fwd == 0) return grad_or_zeros(ctx, dot_all(ctx, n_in, g, v), n_in, inputs, opts, hv);
     return zeros_where_null(ctx, n_in, inputs, hv);
