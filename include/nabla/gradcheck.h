@@ -48,6 +48,17 @@ extern "C" {
  * stopped by nb_record with an error naming the op and the missing dtype. */
 typedef nb_tensor *(*nb_gradcheck_fn)(nb_ctx *ctx, nb_tensor *const *in, void *user);
 
+/* Forward mode's JVP of f at inputs along tangents, in one forward pass
+ * (functorch's jvp): f runs once on duals of the inputs (nb_make_dual), and
+ * *out = f(inputs), *out_tangent = J tangents (zeros when no input reaches
+ * the output). tangents[j] must have inputs[j]'s shape and dtype; a NULL
+ * entry is a zero tangent. Tensors of ctx; the tangent is recorded when
+ * grad is on and an input requires grad (differentiable again). Errors as
+ * nb_make_dual's, "jvp_fwd" named for NULL arguments or f returning NULL. */
+nb_status nb_jvp_fwd(nb_ctx *ctx, nb_gradcheck_fn f, void *user, int n_in,
+                     nb_tensor *const *inputs, nb_tensor *const *tangents, nb_tensor **out,
+                     nb_tensor **out_tangent);
+
 typedef struct nb_gradcheck_opts {
     double eps;  /* finite-difference step (PyTorch: 1e-6) */
     double atol; /* absolute tolerance (1e-5) */
@@ -56,6 +67,13 @@ typedef struct nb_gradcheck_opts {
     int n_dirs;  /* fast mode: how many (u, v) pairs (default 4) */
     uint64_t seed; /* directions (fast mode, blame) come from PCG32 with this seed */
     bool blame;    /* look for a wrong backward even when the check passes */
+    /* also check forward mode (PyTorch's check_forward_ad): the JVP J u of
+     * a dual forward (each input carrying a tangent u: every basis vector,
+     * or fast mode's directions) against the central difference of f along
+     * u; a failure names the op whose forward-mode rule disagrees.
+     * nb_gradgradcheck passes it on to its check of the gradient, which
+     * then checks forward-over-reverse too */
+    bool check_forward_ad;
 } nb_gradcheck_opts;
 
 /* PyTorch's defaults: eps 1e-6, atol 1e-5, rtol 1e-3, full Jacobian; blame
@@ -88,6 +106,14 @@ typedef struct nb_gradcheck_result {
     double blame_analytic;  /* along the direction that blamed it: sum_i
                              * <d_i, t_i> by its rule ... */
     double blame_numeric;   /* ... and <g, t_out> by differences (see above) */
+    /* check_forward_ad: `passed` is backward_passed && forward_passed */
+    bool backward_passed;       /* the reverse-mode check passed */
+    bool forward_passed;        /* every forward-mode JVP agreed (true when not asked) */
+    double forward_max_abs_err; /* worst |JVP - numeric| over its entries */
+    int forward_blame_index;    /* the first op, in f's order (nb_tape_print's #), whose
+                                 * output's tangent disagrees with the difference of that
+                                 * output along u: its forward-mode rule is wrong; -1 none */
+    char forward_blame_op[64];  /* its name; "" if none */
 } nb_gradcheck_result;
 
 /* Checks d f(in) / d in[i] for every input that requires grad: analytic
