@@ -205,6 +205,8 @@ typedef struct nb_tensor {
     nb_ctx *owner;              /* the context whose arena holds it */
     const char *name;           /* optional label for printing and graphs */
     uint32_t stamp;             /* which reset of owner made it (see nb_ctx_reset) */
+    struct nb_tensor *tangent;  /* forward mode: the tangent it carries, or NULL (zero);
+                                 * read it with nb_tangent, which finishes computing it */
 } nb_tensor;
 
 /* Shape arguments are (ndim, const int64_t *shape). NB_SHAPE(2, 3) expands to
@@ -417,6 +419,33 @@ nb_status nb_jvp(nb_ctx *ctx, int n_out, nb_tensor *const *outputs, int n_in,
                  nb_tensor *const *inputs, nb_tensor *const *u, const nb_grad_opts *opts,
                  nb_tensor **ju);
 
+/* ------------------------------------------------------------------------
+ * Forward mode (PyTorch's torch.autograd.forward_ad): dual tensors.
+ *
+ *   nb_tensor *xd = nb_make_dual(ctx, x, v);   // x's value carrying tangent v
+ *   nb_tensor *y = nb_tanh(ctx, nb_mul(ctx, xd, xd));
+ *   nb_tensor *jv = nb_tangent(y);             // dy/dx v, from the same forward pass
+ *
+ * Every op whose input carries a tangent computes its output's tangent with
+ * its forward-mode rule (one for every op of nabla/ops.def; custom ops
+ * declare theirs with nb_node_set_forward_rule). An input without a tangent
+ * counts as a zero tangent. The rules are written with recorded ops, so
+ * when grad is on a tangent is differentiable like any result: a dual
+ * forward can be differentiated in reverse (forward-over-reverse Hessian-
+ * vector products, nb_hvp), and the tangent of a reverse pass recorded with
+ * nb_grad's create_graph can be pushed forward. One level of tangents:
+ * while a rule runs, its own ops carry none.
+ *
+ * nb_make_dual returns a new tensor of ctx with primal's value (a view: it
+ * shares primal's data) carrying tangent, and, when primal requires grad,
+ * recorded as primal's reshape, so gradients reach primal. tangent must have
+ * primal's shape (else NB_ERR_SHAPE) and dtype (else NB_ERR_DTYPE), both
+ * float; NULLs give NB_ERR_NULL. NULL and the error on ctx on failure.
+ * nb_tangent returns the tangent reaching t (a tensor of t's shape and
+ * dtype), or NULL when none does (t NULL, or no dual among its inputs). */
+nb_tensor *nb_make_dual(nb_ctx *ctx, nb_tensor *primal, nb_tensor *tangent);
+nb_tensor *nb_tangent(const nb_tensor *t);
+
 /* Anomaly mode (PyTorch's detect_anomaly): after each local rule, checks
  * the gradients it produced; the first NaN or inf stops the backward with an
  * error naming the op, its tape index and its creation site. The forward
@@ -462,7 +491,9 @@ nb_status nb_tape_dot(nb_ctx *ctx, const nb_tensor *root, FILE *f);
 typedef void (*nb_backward_fn)(nb_ctx *ctx, nb_node *node);
 
 /* Records `out` as the result of `name`(in[0..n_in-1]). Does nothing and
- * returns NULL when no input requires grad or grad is disabled; on success
+ * returns NULL when no input requires grad or grad is disabled, unless an
+ * input carries a tangent (forward mode): then the node is made, off the
+ * tape, so that its forward-mode rule can be declared on it; on success
  * out->requires_grad becomes true. `name` must outlive the context.
  * NB_ERR_STATE when out was already recorded by a node (an output belongs to
  * one node) and NB_ERR_VALUE when out is also one of the inputs (a cycle). */
@@ -489,6 +520,18 @@ typedef void (*nb_graph_backward_fn)(nb_ctx *ctx, nb_node *node, nb_tensor *dout
                                      nb_tensor **din);
 /* Declares node's graph backward (n from nb_record; NULL n is a no-op). */
 void nb_node_set_graph_backward(nb_node *n, nb_graph_backward_fn fn);
+
+/* A custom op's forward-mode rule: given the tangents of its inputs
+ * (tangents[i], input i's shape, or NULL for a zero tangent) return the
+ * tangent of the node's output (its shape and dtype), J times the inputs'
+ * tangents, computed with nabla's ops on ctx so that it is recorded when
+ * grad is on; NULL means a zero tangent. It runs once the op has returned
+ * (before the next op is recorded or nb_tangent reads it). A dual tensor
+ * reaching a custom op without one is an error naming the op
+ * (NB_ERR_STATE); nb_gradcheck's check_forward_ad checks the rule. */
+typedef nb_tensor *(*nb_forward_fn)(nb_ctx *ctx, nb_node *node, nb_tensor *const *tangents);
+/* Declares node's forward-mode rule (n from nb_record; NULL n is a no-op). */
+void nb_node_set_forward_rule(nb_node *n, nb_forward_fn fn);
 
 #ifdef __cplusplus
 }

@@ -48,6 +48,17 @@ extern "C" {
  * stopped by nb_record with an error naming the op and the missing dtype. */
 typedef nb_tensor *(*nb_gradcheck_fn)(nb_ctx *ctx, nb_tensor *const *in, void *user);
 
+/* Forward mode's JVP of f at inputs along tangents, in one forward pass
+ * (functorch's jvp): f runs once on duals of the inputs (nb_make_dual), and
+ * *out = f(inputs), *out_tangent = J tangents (zeros when no input reaches
+ * the output). tangents[j] must have inputs[j]'s shape and dtype; a NULL
+ * entry is a zero tangent. Tensors of ctx; the tangent is recorded when
+ * grad is on and an input requires grad (differentiable again). Errors as
+ * nb_make_dual's, "jvp_fwd" named for NULL arguments or f returning NULL. */
+nb_status nb_jvp_fwd(nb_ctx *ctx, nb_gradcheck_fn f, void *user, int n_in,
+                     nb_tensor *const *inputs, nb_tensor *const *tangents, nb_tensor **out,
+                     nb_tensor **out_tangent);
+
 typedef struct nb_gradcheck_opts {
     double eps;  /* finite-difference step (PyTorch: 1e-6) */
     double atol; /* absolute tolerance (1e-5) */

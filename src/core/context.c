@@ -178,6 +178,7 @@ void nb_ctx_reset(nb_ctx *ctx) {
     ctx->used = 0;
     ctx->free_grads = NULL;
     ctx->tape = NULL;
+    ctx->fwd_pending = NULL;
     ctx->tape_len = 0;
     ctx->scope_depth = 0;
     ctx->backward_done = false;

@@ -67,6 +67,12 @@ struct nb_ctx {
      * parameters) come from this context's arena, not their own, so that
      * gradients asked for as tensors leave the long-lived contexts alone. */
     bool grad_local;
+    /* Forward mode (ops/forward_ad.c): the node whose forward-mode rule
+     * runs next (the op that recorded it may still be setting its
+     * parameters), and how deep in rules the context is (their own ops
+     * carry no tangents). */
+    nb_node *fwd_pending;
+    int fwd_depth;
 };
 
 /* The free list (emptied by reset): nb_ctx_give_back hands a buffer of ctx

@@ -467,3 +467,15 @@ void nb_graph_backward_sdpa(nb_ctx *ctx, nb_node *n, nb_tensor *dout, nb_tensor 
                                  n->i[2], n->f[0], n->f[1], (uint64_t)n->i[1]);
     nb_graph_backward_composed(ctx, n, y, dout, din);
 }
+
+/* forward mode: through the composed form (mask, causal, window, GQA and
+ * dropout from the node), whose elementary ops carry q's, k's and v's
+ * tangents */
+static nb_tensor *sdpa_build(nb_ctx *ctx, const nb_node *n, nb_tensor *const *x) {
+    return sdpa_composed(ctx, x[0], x[1], x[2], n->saved_t, n->i[0] != 0, n->i[2], n->f[0],
+                         n->f[1], (uint64_t)n->i[1]);
+}
+
+nb_tensor *nb_forward_sdpa(nb_ctx *ctx, nb_node *n, nb_tensor *const *tin) {
+    return nb_forward_composed(ctx, n, tin, sdpa_build);
+}

@@ -227,3 +227,26 @@ void nb_graph_backward_div(nb_ctx *ctx, nb_node *n, nb_tensor *dout, nb_tensor *
         din[1] = nb_sum_to(ctx, nb_neg(ctx, nb_div(ctx, nb_mul(ctx, dout, a), nb_mul(ctx, b, b))),
                            b);
 }
+
+/* ---- forward-mode rules: the tangent of a broadcast result -------------------
+ * add: ta + tb;  sub: ta - tb;  mul: ta b + a tb;  div: (ta - out tb) / b. */
+nb_tensor *nb_forward_add(nb_ctx *ctx, nb_node *n, nb_tensor *const *tin) {
+    return nb_fwd_sum(ctx, n->out, tin[0], tin[1], 1);
+}
+
+nb_tensor *nb_forward_sub(nb_ctx *ctx, nb_node *n, nb_tensor *const *tin) {
+    return nb_fwd_sum(ctx, n->out, tin[0], tin[1], -1);
+}
+
+nb_tensor *nb_forward_mul(nb_ctx *ctx, nb_node *n, nb_tensor *const *tin) {
+    nb_tensor *a = tin[0] ? nb_mul(ctx, tin[0], n->in[1]) : NULL;
+    nb_tensor *b = tin[1] ? nb_mul(ctx, n->in[0], tin[1]) : NULL;
+    return nb_fwd_sum(ctx, n->out, a, b, 1);
+}
+
+nb_tensor *nb_forward_div(nb_ctx *ctx, nb_node *n, nb_tensor *const *tin) {
+    nb_tensor *b = n->in[1];
+    nb_tensor *num = nb_fwd_sum(ctx, n->out, tin[0], tin[1] ? nb_mul(ctx, n->out, tin[1]) : NULL,
+                                -1);
+    return num ? nb_div(ctx, num, b) : NULL;
+}

@@ -147,3 +147,8 @@ void nb_graph_backward_dropout(nb_ctx *ctx, nb_node *n, nb_tensor *dout, nb_tens
         if (mask[i]) nb_set(m, i, n->f[0]);
     din[0] = nb_mul(ctx, dout, m);
 }
+
+/* forward mode: t · mask / (1 - p), the diagonal graph backward on t */
+nb_tensor *nb_forward_dropout(nb_ctx *ctx, nb_node *n, nb_tensor *const *tin) {
+    return nb_forward_symmetric(ctx, n, tin, nb_graph_backward_dropout);
+}

@@ -130,3 +130,10 @@ void nb_graph_backward_embedding(nb_ctx *ctx, nb_node *n, nb_tensor *dout, nb_te
     for (int64_t p = 0; p < P; p++) nb_set(hot, (size_t)(ids[p] * P + p), 1.0);
     din[0] = nb_matmul(ctx, hot, nb_reshape(ctx, dout, NB_SHAPE(P, D)));
 }
+
+/* forward mode: the rows of the weight's tangent at the same ids */
+nb_tensor *nb_forward_embedding(nb_ctx *ctx, nb_node *n, nb_tensor *const *tin) {
+    if (!tin[0]) return NULL;
+    nb_tensor *ids = nb_from_data(ctx, NB_I64, n->out->ndim - 1, n->out->shape, n->saved);
+    return ids ? nb_embedding(ctx, tin[0], ids) : NULL;
+}

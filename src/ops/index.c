@@ -383,3 +383,25 @@ void nb_graph_backward_index_add(nb_ctx *ctx, nb_node *n, nb_tensor *dout, nb_te
     if (n->in[0]->requires_grad) din[0] = dout;
     if (n->in[1]->requires_grad) din[1] = nb_index_select(ctx, dout, saved_ids(ctx, n));
 }
+
+/* ---- forward-mode rules: topk and index_select gather the tangent where
+ * they gathered x; index_add scatters the source's tangent into the base's */
+nb_tensor *nb_forward_topk(nb_ctx *ctx, nb_node *n, nb_tensor *const *tin) {
+    if (!tin[0]) return NULL;
+    int64_t Q = (int64_t)n->out->numel;
+    nb_tensor *pos = nb_empty(ctx, NB_I64, 1, (const int64_t[]){Q});
+    if (!pos) return NULL;
+    int64_t *p = pos->data;
+    for (int64_t q = 0; q < Q; q++) p[q] = (int64_t)topk_source(n, (size_t)q);
+    nb_tensor *flat = nb_reshape(ctx, tin[0], NB_SHAPE((int64_t)tin[0]->numel, 1));
+    return nb_reshape(ctx, nb_index_select(ctx, flat, pos), n->out->ndim, n->out->shape);
+}
+
+nb_tensor *nb_forward_index_select(nb_ctx *ctx, nb_node *n, nb_tensor *const *tin) {
+    return tin[0] ? nb_index_select(ctx, tin[0], saved_ids(ctx, n)) : NULL;
+}
+
+nb_tensor *nb_forward_index_add(nb_ctx *ctx, nb_node *n, nb_tensor *const *tin) {
+    if (!tin[1]) return tin[0];
+    return nb_index_add(ctx, nb_fwd_or_zeros(ctx, tin[0], n->in[0]), saved_ids(ctx, n), tin[1]);
+}

@@ -530,3 +530,23 @@ void nb_graph_backward_rms_norm(nb_ctx *ctx, nb_node *n, nb_tensor *dout, nb_ten
     nb_tensor *x = n->in[0], *w = n->i[0] ? n->in[1] : NULL;
     nb_graph_backward_composed(ctx, n, rms_norm_composed(ctx, x, w, n->f[0]), dout, din);
 }
+
+/* ---- forward-mode rules: through the composed forms, whose elementary ops
+ * carry the tangents of x, γ and β ------------------------------------------ */
+static nb_tensor *layer_norm_build(nb_ctx *ctx, const nb_node *n, nb_tensor *const *x) {
+    nb_tensor *w = n->i[0] ? x[1] : NULL;
+    nb_tensor *b = n->i[1] ? x[1 + (n->i[0] ? 1 : 0)] : NULL;
+    return layer_norm_composed(ctx, x[0], w, b, n->f[0]);
+}
+
+nb_tensor *nb_forward_layer_norm(nb_ctx *ctx, nb_node *n, nb_tensor *const *tin) {
+    return nb_forward_composed(ctx, n, tin, layer_norm_build);
+}
+
+static nb_tensor *rms_norm_build(nb_ctx *ctx, const nb_node *n, nb_tensor *const *x) {
+    return rms_norm_composed(ctx, x[0], n->i[0] ? x[1] : NULL, n->f[0]);
+}
+
+nb_tensor *nb_forward_rms_norm(nb_ctx *ctx, nb_node *n, nb_tensor *const *tin) {
+    return nb_forward_composed(ctx, n, tin, rms_norm_build);
+}

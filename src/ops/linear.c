@@ -260,3 +260,12 @@ void nb_graph_backward_linear(nb_ctx *ctx, nb_node *n, nb_tensor *dout, nb_tenso
         din[1] = nb_matmul(ctx, nb_transpose(ctx, dy, 0, 1), nb_reshape(ctx, x, NB_SHAPE(R, K)));
     if (b && b->requires_grad) din[2] = nb_sum_dim(ctx, dy, 0, false);
 }
+
+/* forward mode: linear(tx, W) + linear(x, tW) + tb (broadcast over rows) */
+nb_tensor *nb_forward_linear(nb_ctx *ctx, nb_node *n, nb_tensor *const *tin) {
+    nb_tensor *x = n->in[0], *w = n->in[1];
+    nb_tensor *tb = n->n_in > 2 ? tin[2] : NULL;
+    nb_tensor *a = tin[0] ? nb_linear(ctx, tin[0], w, NULL) : NULL;
+    nb_tensor *b = tin[1] ? nb_linear(ctx, x, tin[1], NULL) : NULL;
+    return nb_fwd_sum(ctx, n->out, nb_fwd_sum(ctx, n->out, a, b, 1), tb, 1);
+}

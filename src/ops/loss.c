@@ -163,9 +163,10 @@ nb_tensor *nb_cross_entropy(nb_ctx *ctx, nb_tensor *logits, const nb_tensor *tar
     size_t nrows = logits->numel / cols;
     nb_tensor *out = nb_empty(ctx, logits->dtype, 0, NULL);
     if (!out) return NULL;
-    /* The per-row record is only needed when a backward can follow. */
+    /* The per-row record is only needed when a backward or a forward-mode
+     * rule can follow. */
     ce_row *rows = NULL;
-    if (ctx->grad_enabled && logits->requires_grad) {
+    if ((ctx->grad_enabled && logits->requires_grad) || nb_fwd_active(ctx, 1, &logits)) {
         rows = nb_ctx_alloc(ctx, nrows * sizeof *rows);
         if (!rows) return NULL;
     }
@@ -269,4 +270,24 @@ void nb_graph_backward_mse_loss(nb_ctx *ctx, nb_node *n, nb_tensor *dout, nb_ten
     nb_tensor *d = nb_mul(ctx, nb_sub(ctx, a, b), nb_scale(ctx, dout, 2.0 / (double)a->numel));
     din[0] = d;
     if (b->requires_grad) din[1] = nb_neg(ctx, d);
+}
+
+/* ---- forward-mode rules: scalar losses, J t = <dloss/dx, t> ------------------ */
+/* cross_entropy: <(softmax(logits) - onehot(target)) / N, t>, the gradient
+ * from the graph backward at dout = 1 */
+nb_tensor *nb_forward_cross_entropy(nb_ctx *ctx, nb_node *n, nb_tensor *const *tin) {
+    if (!tin[0]) return NULL;
+    nb_tensor *din[1] = {NULL};
+    nb_tensor *one = nb_ones(ctx, n->out->dtype, 0, NULL);
+    if (!one) return NULL;
+    nb_graph_backward_cross_entropy(ctx, n, one, din);
+    return din[0] ? nb_sum(ctx, nb_mul(ctx, din[0], tin[0])) : NULL;
+}
+
+/* mse_loss: 2 Σ (a - b)(ta - tb) / numel */
+nb_tensor *nb_forward_mse_loss(nb_ctx *ctx, nb_node *n, nb_tensor *const *tin) {
+    nb_tensor *a = n->in[0], *b = n->in[1];
+    nb_tensor *t = nb_fwd_sum(ctx, a, tin[0], tin[1], -1);
+    if (!t) return NULL;
+    return nb_scale(ctx, nb_sum(ctx, nb_mul(ctx, nb_sub(ctx, a, b), t)), 2.0 / (double)a->numel);
 }

@@ -184,3 +184,13 @@ void nb_graph_backward_causal_fill(nb_ctx *ctx, nb_node *n, nb_tensor *dout, nb_
     NB_UNUSED(n);
     din[0] = nb_causal_fill(ctx, dout, 0.0); /* 0 above the diagonal */
 }
+
+/* forward mode: both fills are diagonal (1 where kept, 0 where filled), so
+ * their tangents are their graph backwards on t: t filled with 0 */
+nb_tensor *nb_forward_masked_fill(nb_ctx *ctx, nb_node *n, nb_tensor *const *tin) {
+    return nb_forward_symmetric(ctx, n, tin, nb_graph_backward_masked_fill);
+}
+
+nb_tensor *nb_forward_causal_fill(nb_ctx *ctx, nb_node *n, nb_tensor *const *tin) {
+    return nb_forward_symmetric(ctx, n, tin, nb_graph_backward_causal_fill);
+}

@@ -289,3 +289,11 @@ void nb_graph_backward_matmul(nb_ctx *ctx, nb_node *n, nb_tensor *dout, nb_tenso
         din[1] = as_shape_of(ctx, nb_sum_to(ctx, nb_matmul(ctx, last_two_swapped(ctx, a), g), b),
                              n->in[1]);
 }
+
+/* forward mode: ta @ b + a @ tb (nb_matmul broadcasts the batch dims and
+ * treats 1-D operands as the forward did) */
+nb_tensor *nb_forward_matmul(nb_ctx *ctx, nb_node *n, nb_tensor *const *tin) {
+    nb_tensor *a = tin[0] ? nb_matmul(ctx, tin[0], n->in[1]) : NULL;
+    nb_tensor *b = tin[1] ? nb_matmul(ctx, n->in[0], tin[1]) : NULL;
+    return nb_fwd_sum(ctx, n->out, a, b, 1);
+}

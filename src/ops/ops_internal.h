@@ -27,6 +27,36 @@ NB_HIDDEN int nb_linear_n(nb_ctx *ctx, nb_tensor *x, int n, nb_tensor *const *w,
  * recording, into din (n->n_in entries, NULL-initialised); an error on ctx
  * naming a custom op that has none. */
 NB_HIDDEN void nb_graph_backward_node(nb_ctx *ctx, nb_node *n, nb_tensor *dout, nb_tensor **din);
+/* ---- forward-mode rules (ops/forward_ad.c runs them) -----------------------
+ * nb_forward_<name>: op <name>'s forward-mode rule, beside its graph
+ * backward in the op's file. Given tin[i], input i's tangent (its shape) or
+ * NULL for a zero tangent, it returns the output's tangent J tin (the
+ * output's shape and dtype), or NULL for zero, computed with recorded ops
+ * so that the tangent can be differentiated in reverse (forward-over-
+ * reverse). One for every row of ops.def: a missing one stops the link,
+ * naming it. */
+#define NB_OP(id, name, n_in, formula, ...)                                                \
+    NB_HIDDEN nb_tensor *nb_forward_##name(nb_ctx *ctx, nb_node *n, nb_tensor *const *tin);
+#include "nabla/ops.def"
+#undef NB_OP
+/* The rule of an op of one input whose Jacobian is symmetric (elementwise
+ * ops, softmax, the fills, dropout): J t = J^T t, its graph backward gb
+ * applied to t as the output's gradient. */
+NB_HIDDEN nb_tensor *nb_forward_symmetric(nb_ctx *ctx, nb_node *n, nb_tensor *const *tin,
+                                          nb_graph_backward_fn gb);
+/* The rule of a fused op through its composed form: build computes the
+ * op's output again from x (n's inputs, those with a tangent as dual
+ * tensors) with elementary ops, whose rules give the tangent. */
+typedef nb_tensor *(*nb_composed_fn)(nb_ctx *ctx, const nb_node *n, nb_tensor *const *x);
+NB_HIDDEN nb_tensor *nb_forward_composed(nb_ctx *ctx, nb_node *n, nb_tensor *const *tin,
+                                         nb_composed_fn build);
+/* a + sign b for tangents of out's shape or broadcast to it, a NULL one
+ * being zero: NULL when both are. */
+NB_HIDDEN nb_tensor *nb_fwd_sum(nb_ctx *ctx, const nb_tensor *out, nb_tensor *a, nb_tensor *b,
+                                int sign);
+/* t, or zeros of like's shape and dtype when t is NULL. */
+NB_HIDDEN nb_tensor *nb_fwd_or_zeros(nb_ctx *ctx, nb_tensor *t, const nb_tensor *like);
+
 /* g (a gradient of a broadcast result) summed back to like's shape. */
 NB_HIDDEN nb_tensor *nb_sum_to(nb_ctx *ctx, nb_tensor *g, const nb_tensor *like);
 /* g broadcast to like's shape (g + zeros). */

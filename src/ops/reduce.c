@@ -245,15 +245,24 @@ nb_tensor *nb_max_dim(nb_ctx *ctx, nb_tensor *a, int dim, bool keepdim, nb_tenso
 
 /* max_dim: dout broadcast back, times the constant one-hot of the saved
  * arg-max (its derivative is 0 wherever the arg-max does not change). */
-void nb_graph_backward_max_dim(nb_ctx *ctx, nb_node *n, nb_tensor *dout, nb_tensor **din) {
+/* 1 at each arg-max of max_dim's node n, 0 elsewhere: a tensor of its
+ * input's shape */
+static nb_tensor *max_dim_hot(nb_ctx *ctx, const nb_node *n) {
     nb_tensor *a = n->in[0];
     nb_tensor *hot = nb_zeros(ctx, a->dtype, a->ndim, a->shape);
-    if (!hot) return;
+    if (!hot) return NULL;
     geom g = geom_of(a, (int)n->i[0]);
     const int64_t *am = n->saved;
     for (size_t o = 0; o < g.outer; o++)
         for (size_t k = 0; k < g.inner; k++)
             nb_set(hot, (o * g.n + (size_t)am[o * g.inner + k]) * g.inner + k, 1.0);
+    return hot;
+}
+
+void nb_graph_backward_max_dim(nb_ctx *ctx, nb_node *n, nb_tensor *dout, nb_tensor **din) {
+    nb_tensor *a = n->in[0];
+    nb_tensor *hot = max_dim_hot(ctx, n);
+    if (!hot) return;
     nb_tensor *gk = dout;
     if (!n->i[1] && a->ndim > 0) {
         int64_t shape[NB_MAX_DIMS];
@@ -261,4 +270,31 @@ void nb_graph_backward_max_dim(nb_ctx *ctx, nb_node *n, nb_tensor *dout, nb_tens
         gk = nb_reshape(ctx, dout, a->ndim, shape);
     }
     din[0] = nb_mul(ctx, hot, gk);
+}
+
+/* ---- forward-mode rules: the reductions are linear, so each applies
+ * itself to the tangent; max_dim takes the tangent at each arg-max. */
+nb_tensor *nb_forward_sum(nb_ctx *ctx, nb_node *n, nb_tensor *const *tin) {
+    NB_UNUSED(n);
+    return tin[0] ? nb_sum(ctx, tin[0]) : NULL;
+}
+
+nb_tensor *nb_forward_mean(nb_ctx *ctx, nb_node *n, nb_tensor *const *tin) {
+    NB_UNUSED(n);
+    return tin[0] ? nb_mean(ctx, tin[0]) : NULL;
+}
+
+nb_tensor *nb_forward_sum_dim(nb_ctx *ctx, nb_node *n, nb_tensor *const *tin) {
+    return tin[0] ? nb_sum_dim(ctx, tin[0], (int)n->i[0], n->i[1] != 0) : NULL;
+}
+
+nb_tensor *nb_forward_mean_dim(nb_ctx *ctx, nb_node *n, nb_tensor *const *tin) {
+    return tin[0] ? nb_mean_dim(ctx, tin[0], (int)n->i[0], n->i[1] != 0) : NULL;
+}
+
+nb_tensor *nb_forward_max_dim(nb_ctx *ctx, nb_node *n, nb_tensor *const *tin) {
+    if (!tin[0]) return NULL;
+    nb_tensor *picked = nb_mul(ctx, max_dim_hot(ctx, n), tin[0]);
+    if (n->in[0]->ndim == 0) return picked;
+    return nb_sum_dim(ctx, picked, (int)n->i[0], n->i[1] != 0);
 }

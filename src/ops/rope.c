@@ -343,3 +343,20 @@ nb_status nb_rope_tables(nb_ctx *ctx, int64_t head_dim, int64_t n_pos, double th
     *sin = s;
     return NB_OK;
 }
+
+/* forward mode: rope is a rotation of x, linear in x, so the tangent is t
+ * rotated by the same angles: cos and sin rows pos0 .. are the saved cos
+ * (saved_t) and the saved sin with its halves swapped and negated back. */
+nb_tensor *nb_forward_rope(nb_ctx *ctx, nb_node *n, nb_tensor *const *tin) {
+    if (!tin[0]) return NULL;
+    const nb_tensor *st = n->saved;
+    int64_t T = st->shape[0], hd = st->shape[1], h = hd / 2;
+    nb_tensor *sin = nb_empty(ctx, st->dtype, NB_SHAPE(T, hd));
+    if (!sin) return NULL;
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t i = 0; i < h; i++) {
+            nb_set(sin, (size_t)(t * hd + i), -nb_get(st, (size_t)(t * hd + i + h)));
+            nb_set(sin, (size_t)(t * hd + i + h), -nb_get(st, (size_t)(t * hd + i)));
+        }
+    return nb_rope(ctx, tin[0], n->saved_t, sin, 0, (unsigned)n->i[0]);
+}

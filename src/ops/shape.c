@@ -455,3 +455,44 @@ void nb_graph_backward_split(nb_ctx *ctx, nb_node *n, nb_tensor *dout, nb_tensor
     }
     din[0] = k == 1 ? dout : nb_concat(ctx, k, parts, dim);
 }
+
+/* ---- forward-mode rules: every op here moves elements, so each does the
+ * same to the tangents (concat fills a missing tangent with zeros). */
+nb_tensor *nb_forward_permute(nb_ctx *ctx, nb_node *n, nb_tensor *const *tin) {
+    if (!tin[0]) return NULL;
+    int perm[NB_MAX_DIMS];
+    for (int d = 0; d < n->in[0]->ndim; d++) perm[d] = (int)n->i[d];
+    return nb_permute(ctx, tin[0], perm);
+}
+
+nb_tensor *nb_forward_transpose(nb_ctx *ctx, nb_node *n, nb_tensor *const *tin) {
+    return nb_forward_permute(ctx, n, tin);
+}
+
+nb_tensor *nb_forward_reshape(nb_ctx *ctx, nb_node *n, nb_tensor *const *tin) {
+    return tin[0] ? nb_reshape(ctx, tin[0], n->out->ndim, n->out->shape) : NULL;
+}
+
+nb_tensor *nb_forward_contiguous(nb_ctx *ctx, nb_node *n, nb_tensor *const *tin) {
+    NB_UNUSED(ctx), NB_UNUSED(n);
+    return tin[0];
+}
+
+nb_tensor *nb_forward_concat(nb_ctx *ctx, nb_node *n, nb_tensor *const *tin) {
+    nb_tensor **t = nb_ctx_alloc(ctx, (size_t)n->n_in * sizeof *t);
+    if (!t) return NULL;
+    for (int i = 0; i < n->n_in; i++)
+        if (!(t[i] = nb_fwd_or_zeros(ctx, tin[i], n->in[i]))) return NULL;
+    return nb_concat(ctx, n->n_in, t, (int)n->i[0]);
+}
+
+/* split: the tangent's piece at the same offset along the same dim */
+nb_tensor *nb_forward_split(nb_ctx *ctx, nb_node *n, nb_tensor *const *tin) {
+    if (!tin[0]) return NULL;
+    int dim = (int)n->i[0];
+    int64_t size = n->out->shape[dim];
+    int64_t sizes[3] = {n->i[1], size, n->in[0]->shape[dim] - n->i[1] - size};
+    nb_tensor *parts[3] = {NULL};
+    if (nb_split(ctx, tin[0], dim, 3, sizes, parts)) return NULL;
+    return parts[1];
+}

@@ -194,3 +194,16 @@ void nb_graph_backward_log_softmax(nb_ctx *ctx, nb_node *n, nb_tensor *dout, nb_
     nb_tensor *s = nb_sum_dim(ctx, dout, -1, true);
     din[0] = nb_sub(ctx, dout, nb_mul(ctx, nb_exp(ctx, y), s));
 }
+
+/* forward mode: softmax's Jacobian diag(y) - y yᵀ (per row) is symmetric,
+ * so its tangent is its graph backward on t; log_softmax's is
+ * t - Σ softmax(x) t (per row). */
+nb_tensor *nb_forward_softmax(nb_ctx *ctx, nb_node *n, nb_tensor *const *tin) {
+    return nb_forward_symmetric(ctx, n, tin, nb_graph_backward_softmax);
+}
+
+nb_tensor *nb_forward_log_softmax(nb_ctx *ctx, nb_node *n, nb_tensor *const *tin) {
+    if (!tin[0]) return NULL;
+    nb_tensor *s = nb_sum_dim(ctx, nb_mul(ctx, nb_exp(ctx, n->out), tin[0]), -1, true);
+    return nb_sub(ctx, tin[0], s);
+}

@@ -557,3 +557,25 @@ nb_tensor *nb_relu2(nb_ctx *ctx, nb_tensor *a) {
 void nb_graph_backward_relu2(nb_ctx *ctx, nb_node *n, nb_tensor *dout, nb_tensor **din) {
     din[0] = nb_mul(ctx, dout, nb_scale(ctx, nb_relu(ctx, n->in[0]), 2.0));
 }
+
+/* ---- forward-mode rules ------------------------------------------------------
+ * Every op here is elementwise, so its Jacobian is diagonal (symmetric):
+ * the tangent is J t = J^T t, the graph backward applied to t. */
+#define UNARY_FORWARD(NAME)                                                               \
+    nb_tensor *nb_forward_##NAME(nb_ctx *ctx, nb_node *n, nb_tensor *const *tin) {        \
+        return nb_forward_symmetric(ctx, n, tin, nb_graph_backward_##NAME);               \
+    }
+UNARY_FORWARD(neg)
+UNARY_FORWARD(scale)
+UNARY_FORWARD(add_scalar)
+UNARY_FORWARD(exp)
+UNARY_FORWARD(log)
+UNARY_FORWARD(sqrt)
+UNARY_FORWARD(pow)
+UNARY_FORWARD(tanh)
+UNARY_FORWARD(sigmoid)
+UNARY_FORWARD(erf)
+UNARY_FORWARD(relu)
+UNARY_FORWARD(gelu)
+UNARY_FORWARD(silu)
+UNARY_FORWARD(relu2)

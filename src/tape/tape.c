@@ -49,10 +49,18 @@ static bool forward_ok(nb_ctx *ctx, int op, const char *name, const nb_tensor *o
     return false;
 }
 
+/* A node goes on the tape when grad is on and an input requires grad; a
+ * node whose input carries a tangent (forward mode) is made either way,
+ * off the tape when it is not recorded, and its forward-mode rule runs
+ * once the op that made it has set its parameters: when the next node is
+ * made, or when nb_tangent asks (ctx->fwd_pending). */
 static nb_node *record(nb_ctx *ctx, int op, const char *name, nb_tensor *out, int n_in,
                        nb_tensor *const *in, nb_backward_fn backward) {
-    if (!nb_ctx_ok(ctx) || !out || !ctx->grad_enabled || !any_requires_grad(n_in, in))
-        return NULL;
+    if (ctx && ctx->fwd_pending) nb_fwd_flush(ctx);
+    if (!nb_ctx_ok(ctx) || !out) return NULL;
+    bool taped = ctx->grad_enabled && any_requires_grad(n_in, in);
+    bool dual = nb_fwd_active(ctx, n_in, in);
+    if (!taped && !dual) return NULL;
     const nb_tensor *o = out;
     if (!nb_check_live(ctx, name, 1, &o) ||
         !nb_check_live(ctx, name, n_in, (const nb_tensor *const *)in))
@@ -68,7 +76,7 @@ static nb_node *record(nb_ctx *ctx, int op, const char *name, nb_tensor *out, in
                         i + 1);
             return NULL;
         }
-    if (ctx->detect_anomaly && !forward_ok(ctx, op, name, out, n_in, in)) return NULL;
+    if (taped && ctx->detect_anomaly && !forward_ok(ctx, op, name, out, n_in, in)) return NULL;
     nb_node *n = nb_ctx_alloc(ctx, sizeof *n);
     if (!n) return NULL;
     n->in = n->in_small;
@@ -95,6 +103,11 @@ static nb_node *record(nb_ctx *ctx, int op, const char *name, nb_tensor *out, in
     } else if (ctx->site.lib) {
         n->call_file = ctx->user_site.file;
         n->call_line = ctx->user_site.line;
+    }
+    if (dual) ctx->fwd_pending = n;
+    if (!taped) {
+        n->index = -1; /* off the tape: only its forward-mode rule reads it */
+        return n;
     }
     n->index = ctx->tape_len++;
     n->prev = ctx->tape;
@@ -162,6 +175,9 @@ void *nb_node_userdata(const nb_node *n) { return n ? n->userdata : NULL; }
 const char *nb_node_name(const nb_node *n) { return n ? n->name : NULL; }
 void nb_node_set_graph_backward(nb_node *n, nb_graph_backward_fn fn) {
     if (n) n->graph_backward = fn;
+}
+void nb_node_set_forward_rule(nb_node *n, nb_forward_fn fn) {
+    if (n) n->forward_rule = fn;
 }
 
 /* The zeroed buffer is the fresh one cleared: one place decides where a

@@ -16,6 +16,8 @@ struct nb_node {
     nb_graph_backward_fn graph_backward; /* a custom op's rule from ops (nb_grad's
                                             create_graph); built-in ops use their
                                             nb_graph_backward_<name> */
+    nb_forward_fn forward_rule; /* a custom op's forward-mode rule; built-in ops use
+                                   their nb_forward_<name> */
     nb_tensor *out;
     int n_in;
     nb_tensor **in;          /* n_in inputs (points at in_small when they fit) */
@@ -40,6 +42,12 @@ struct nb_node {
 /* "created at FILE:LINE" into buf, or, for a node made without NB_HERE
  * (file NULL), "no creation site recorded: use NB_HERE". */
 NB_HIDDEN void nb_site_str(const char *file, int line, char *buf, size_t size);
+
+/* Forward mode (ops/forward_ad.c). Runs the pending node's forward-mode
+ * rule (ctx->fwd_pending), setting its output's tangent. */
+NB_HIDDEN void nb_fwd_flush(nb_ctx *ctx);
+/* Does an input carry a tangent that ops should carry on? */
+NB_HIDDEN bool nb_fwd_active(const nb_ctx *ctx, int n_in, nb_tensor *const *in);
 
 /* Records a built-in op. Same contract as nb_record. */
 NB_HIDDEN nb_node *nb_record_op(nb_ctx *ctx, nb_op op, nb_tensor *out, int n_in,

@@ -1,0 +1,198 @@
+/* ops/forward_ad.c - forward mode: dual tensors (nb_make_dual, nb_tangent),
+ * running each op's forward-mode rule, nb_jvp_fwd, and pushing tangents
+ * along a recorded tape (nb_hvp's forward-over-reverse).
+ *
+ * A tensor may carry a tangent (t->tangent). When an op's input carries one,
+ * the node the op makes (on the tape, or off it when nothing is recorded)
+ * becomes ctx->fwd_pending, and its rule nb_forward_<name> runs once the op
+ * has set the node's parameters: when the next node is made, or when
+ * nb_tangent reads the output. So no op's code changes for forward mode
+ * beyond its rule.
+ *
+ * The rules are written with recorded ops, as the graph backwards are, not
+ * as fused kernels: with grad on, a tangent is then an ordinary recorded
+ * result, and differentiating it in reverse (forward-over-reverse Hessian-
+ * vector products) or pushing a tangent through a recorded reverse pass
+ * needs nothing more. The price is some speed on fused ops, whose rules go
+ * through their composed forms (layer_norm, rms_norm, sdpa). While a rule
+ * runs, ctx->fwd_depth is raised and its own ops carry no tangents: one
+ * level of forward mode. */
+#include "ops/ops_internal.h"
+
+#include "nabla/gradcheck.h"
+
+/* The forward-mode rule of every built-in op, from the op list. */
+static const nb_forward_fn forward_rule[NB_OP_COUNT] = {
+#define NB_OP(id, name, n_in, formula, ...) [NB_OP_##id] = nb_forward_##name,
+#include "nabla/ops.def"
+#undef NB_OP
+};
+
+bool nb_fwd_active(const nb_ctx *ctx, int n_in, nb_tensor *const *in) {
+    if (ctx->fwd_depth > 0) return false;
+    for (int i = 0; i < n_in; i++)
+        if (in[i] && in[i]->tangent) return true;
+    return false;
+}
+
+/* Node n's rule on its inputs' tangents: the output's tangent, or NULL
+ * (zero, or an error on ctx naming the op). */
+static nb_tensor *run_rule(nb_ctx *ctx, nb_node *n) {
+    nb_forward_fn fn = n->forward_rule;
+    if (!fn && n->op != NB_OP_CUSTOM) fn = forward_rule[n->op];
+    char site[300], s1[64], s2[64];
+    if (!fn) {
+        nb_site_str(n->file, n->line, site, sizeof site);
+        nb_ctx_fail(ctx, NB_ERR_STATE,
+                    "forward: custom op '%s' (%s) has no forward-mode rule, so a tangent "
+                    "(nb_make_dual) cannot pass through it; declare one with "
+                    "nb_node_set_forward_rule",
+                    n->name, site);
+        return NULL;
+    }
+    nb_tensor *small[NB_NODE_MAX_INPUTS] = {0}, **tin = small;
+    if (n->n_in > NB_NODE_MAX_INPUTS) {
+        tin = nb_ctx_alloc(ctx, (size_t)n->n_in * sizeof *tin);
+        if (!tin) return NULL;
+    }
+    for (int i = 0; i < n->n_in; i++) tin[i] = n->in[i]->tangent;
+    ctx->fwd_depth++;
+    nb_tensor *t = fn(ctx, n, tin);
+    ctx->fwd_depth--;
+    if (!nb_ctx_ok(ctx) || !t) return NULL;
+    if (!nb_same_shape(t, n->out) || t->dtype != n->out->dtype) {
+        nb_site_str(n->file, n->line, site, sizeof site);
+        nb_ctx_fail(ctx, nb_same_shape(t, n->out) ? NB_ERR_DTYPE : NB_ERR_SHAPE,
+                    "forward: the forward-mode rule of op '%s' (%s) gave a tangent %s %s, "
+                    "expected its output's %s %s",
+                    n->name, site, nb_shape_str(t, s1, sizeof s1), nb_dtype_name(t->dtype),
+                    nb_shape_str(n->out, s2, sizeof s2), nb_dtype_name(n->out->dtype));
+        return NULL;
+    }
+    return t;
+}
+
+void nb_fwd_flush(nb_ctx *ctx) {
+    nb_node *n = ctx->fwd_pending;
+    ctx->fwd_pending = NULL;
+    if (n && nb_ctx_ok(ctx)) n->out->tangent = run_rule(ctx, n);
+}
+
+/* ---- dual tensors ---------------------------------------------------------- */
+/* primal's value carrying tangent: a reshape of primal to its own shape (a
+ * view, recorded when primal requires grad), made with forward mode off so
+ * that a tangent primal carries itself is not passed on. */
+static nb_tensor *dual_of(nb_ctx *ctx, nb_tensor *primal, nb_tensor *tangent) {
+    ctx->fwd_depth++;
+    nb_tensor *d = nb_reshape(ctx, primal, primal->ndim, primal->shape);
+    ctx->fwd_depth--;
+    if (d) d->tangent = tangent;
+    return d;
+}
+
+/* primal and tangent present, live, float, of one shape and dtype; `op`
+ * and `which` name the call and the pair in the error. */
+static bool dual_ok(nb_ctx *ctx, const char *op, const char *which, nb_tensor *primal,
+                    nb_tensor *tangent) {
+    char s1[64], s2[64];
+    if (!primal || !tangent) {
+        nb_ctx_fail(ctx, NB_ERR_NULL, "%s: %s%s is NULL", op, which, !primal ? "primal" : "tangent");
+        return false;
+    }
+    const nb_tensor *both[2] = {primal, tangent};
+    if (!nb_check_live(ctx, op, 2, both)) return false;
+    if ((primal->dtype != NB_F32 && primal->dtype != NB_F64) || tangent->dtype != primal->dtype ||
+        !nb_same_shape(primal, tangent)) {
+        nb_ctx_fail(ctx, nb_same_shape(primal, tangent) ? NB_ERR_DTYPE : NB_ERR_SHAPE,
+                    "%s: %stangent %s %s does not match primal %s %s (same shape and dtype, "
+                    "f32 or f64)",
+                    op, which, nb_shape_str(tangent, s1, sizeof s1),
+                    nb_dtype_name(tangent->dtype), nb_shape_str(primal, s2, sizeof s2),
+                    nb_dtype_name(primal->dtype));
+        return false;
+    }
+    return true;
+}
+
+nb_tensor *nb_make_dual(nb_ctx *ctx, nb_tensor *primal, nb_tensor *tangent) {
+    if (!nb_ctx_ok(ctx)) return NULL;
+    if (ctx->fwd_pending) nb_fwd_flush(ctx);
+    if (!dual_ok(ctx, "make_dual", "", primal, tangent)) return NULL;
+    return dual_of(ctx, primal, tangent);
+}
+
+nb_tensor *nb_tangent(const nb_tensor *t) {
+    if (!t) return NULL;
+    if (t->owner && t->owner->fwd_pending) nb_fwd_flush(t->owner);
+    return t->tangent;
+}
+
+nb_status nb_jvp_fwd(nb_ctx *ctx, nb_gradcheck_fn f, void *user, int n_in,
+                     nb_tensor *const *inputs, nb_tensor *const *tangents, nb_tensor **out,
+                     nb_tensor **out_tangent) {
+    if (out) *out = NULL;
+    if (out_tangent) *out_tangent = NULL;
+    if (!ctx) return NB_ERR_NULL;
+    if (ctx->status) return ctx->status;
+    if (!f || n_in < 1 || !inputs || !tangents || !out || !out_tangent)
+        return nb_ctx_fail(ctx, NB_ERR_NULL,
+                           "jvp_fwd: f, at least one input (n_in %d), inputs, tangents, out and "
+                           "out_tangent are required", n_in);
+    if (ctx->fwd_pending) nb_fwd_flush(ctx);
+    nb_tensor *small[8], **x = small;
+    if (n_in > 8 && !(x = nb_ctx_alloc(ctx, (size_t)n_in * sizeof *x))) return ctx->status;
+    for (int j = 0; j < n_in; j++) {
+        char which[32];
+        snprintf(which, sizeof which, "input %d's ", j);
+        if (!inputs[j]) return nb_ctx_fail(ctx, NB_ERR_NULL, "jvp_fwd: input %d is NULL", j);
+        x[j] = inputs[j];
+        if (tangents[j] && !dual_ok(ctx, "jvp_fwd", which, inputs[j], tangents[j]))
+            return ctx->status;
+        if (tangents[j] && !(x[j] = dual_of(ctx, inputs[j], tangents[j]))) return ctx->status;
+    }
+    nb_tensor *y = f(ctx, x, user);
+    if (!y) return nb_ctx_ok(ctx) ? nb_ctx_fail(ctx, NB_ERR_NULL, "jvp_fwd: f returned NULL")
+                                  : ctx->status;
+    nb_tensor *t = nb_tangent(y);
+    if (!nb_ctx_ok(ctx)) return ctx->status;
+    if (!t) t = nb_zeros(ctx, y->dtype, y->ndim, y->shape);
+    if (!t) return ctx->status;
+    *out = y;
+    *out_tangent = t;
+    return NB_OK;
+}
+
+/* ---- helpers of the rules ------------------------------------------------------ */
+nb_tensor *nb_forward_symmetric(nb_ctx *ctx, nb_node *n, nb_tensor *const *tin,
+                                nb_graph_backward_fn gb) {
+    if (!tin[0]) return NULL;
+    nb_tensor *din[1] = {NULL};
+    gb(ctx, n, tin[0], din);
+    return din[0];
+}
+
+nb_tensor *nb_forward_composed(nb_ctx *ctx, nb_node *n, nb_tensor *const *tin,
+                               nb_composed_fn build) {
+    nb_tensor *x[NB_NODE_MAX_INPUTS];
+    for (int i = 0; i < n->n_in && i < NB_NODE_MAX_INPUTS; i++) {
+        x[i] = tin[i] ? dual_of(ctx, n->in[i], tin[i]) : n->in[i];
+        if (!x[i]) return NULL;
+    }
+    int depth = ctx->fwd_depth; /* the composed ops carry the tangents */
+    ctx->fwd_depth = 0;
+    nb_tensor *y = build(ctx, n, x);
+    nb_tensor *t = nb_tangent(y);
+    ctx->fwd_depth = depth;
+    return t;
+}
+
+nb_tensor *nb_fwd_sum(nb_ctx *ctx, const nb_tensor *out, nb_tensor *a, nb_tensor *b, int sign) {
+    if (a && b) return sign < 0 ? nb_sub(ctx, a, b) : nb_add(ctx, a, b);
+    if (b && sign < 0) b = nb_neg(ctx, b);
+    nb_tensor *t = a ? a : b;
+    return t ? nb_expand_as(ctx, t, out) : NULL;
+}
+
+nb_tensor *nb_fwd_or_zeros(nb_ctx *ctx, nb_tensor *t, const nb_tensor *like) {
+    return t ? t : nb_zeros(ctx, like->dtype, like->ndim, like->shape);
+}
