@@ -67,6 +67,11 @@ typedef struct nb_gradcheck_opts {
     int n_dirs;  /* fast mode: how many (u, v) pairs (default 4) */
     uint64_t seed; /* directions (fast mode, blame) come from PCG32 with this seed */
     bool blame;    /* look for a wrong backward even when the check passes */
+    /* also check forward mode (PyTorch's check_forward_ad): the JVP J u of
+     * a dual forward (each input carrying a tangent u: every basis vector,
+     * or fast mode's directions) against the central difference of f along
+     * u; a failure names the op whose forward-mode rule disagrees */
+    bool check_forward_ad;
 } nb_gradcheck_opts;
 
 /* PyTorch's defaults: eps 1e-6, atol 1e-5, rtol 1e-3, full Jacobian; blame
@@ -99,6 +104,14 @@ typedef struct nb_gradcheck_result {
     double blame_analytic;  /* along the direction that blamed it: sum_i
                              * <d_i, t_i> by its rule ... */
     double blame_numeric;   /* ... and <g, t_out> by differences (see above) */
+    /* check_forward_ad: `passed` is backward_passed && forward_passed */
+    bool backward_passed;       /* the reverse-mode check passed */
+    bool forward_passed;        /* every forward-mode JVP agreed (true when not asked) */
+    double forward_max_abs_err; /* worst |JVP - numeric| over its entries */
+    int forward_blame_index;    /* the first op, in f's order (nb_tape_print's #), whose
+                                 * output's tangent disagrees with the difference of that
+                                 * output along u: its forward-mode rule is wrong; -1 none */
+    char forward_blame_op[64];  /* its name; "" if none */
 } nb_gradcheck_result;
 
 /* Checks d f(in) / d in[i] for every input that requires grad: analytic

@@ -73,6 +73,7 @@ struct nb_ctx {
      * carry no tangents). */
     nb_node *fwd_pending;
     int fwd_depth;
+    int fwd_in_rule; /* rules running (the composed ones lower fwd_depth, not this) */
 };
 
 /* The free list (emptied by reset): nb_ctx_give_back hands a buffer of ctx

@@ -14,7 +14,7 @@
 #include <stdlib.h>
 
 nb_gradcheck_opts nb_gradcheck_defaults(void) {
-    nb_gradcheck_opts o = {1e-6, 1e-5, 1e-3, false, 4, 0x5eed, false};
+    nb_gradcheck_opts o = {1e-6, 1e-5, 1e-3, false, 4, 0x5eed, false, false};
     return o;
 }
 
@@ -308,12 +308,25 @@ static nb_status gradcheck_all(nb_gradcheck_fn f, void *user, const nb_tensor_li
     double worst = -INFINITY;
     if (st == NB_OK) st = o.fast ? check_fast(&g, &o, &worst) : check_full(&g, &o, &worst);
     if (st == NB_OK) {
-        res->passed = worst <= 0.0;
+        res->passed = res->backward_passed = worst <= 0.0;
+        res->forward_passed = true;
+        res->forward_blame_index = -1;
         bool y_untracked = false;
         nb_status bst = NB_OK;
         if (!res->passed || o.blame) bst = nb_gc_blame(&g, &o, !res->passed, &y_untracked);
-        nb_gc_write_message(&g, &o, y_untracked, bst);
-        st = res->passed ? NB_OK : NB_ERR_VALUE;
+        nb_status fst = o.check_forward_ad ? nb_gc_forward(&g, &o) : NB_OK;
+        if (fst == NB_ERR_MEMORY) {
+            st = fail(&g, fst, "out of memory");
+        } else if (fst == NB_ERR_STATE) {
+            st = fail(&g, fst, "forward mode: the function's output changed size between "
+                               "evaluations");
+        } else if (fst) {
+            st = eval_failed(&g);
+        } else {
+            res->passed = res->backward_passed && res->forward_passed;
+            nb_gc_write_message(&g, &o, y_untracked, bst);
+            st = res->passed ? NB_OK : NB_ERR_VALUE;
+        }
     }
     unbind(&g);
     nb_ctx_free(g.leaves);

@@ -36,6 +36,12 @@ NB_HIDDEN nb_tensor *nb_gc_eval(gc *g, bool with_grad);
 NB_HIDDEN nb_status nb_gc_blame(gc *g, const nb_gradcheck_opts *o, bool failed,
                                 bool *y_untracked);
 
+/* forward_check.c: check_forward_ad, after the reverse check: fills the
+ * forward_* fields of res (and its worst entry when only forward mode
+ * failed); a status other than NB_OK when f failed (the error on g->work),
+ * changed size (NB_ERR_STATE) or memory ran out. */
+NB_HIDDEN nb_status nb_gc_forward(gc *g, const nb_gradcheck_opts *o);
+
 /* message.c: res->message from the finished check and blame (bst is the
  * blame search's status). */
 NB_HIDDEN void nb_gc_write_message(const gc *g, const nb_gradcheck_opts *o, bool y_untracked,

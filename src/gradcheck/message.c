@@ -46,6 +46,30 @@ static void input_label(const gc *g, int i, char *buf, size_t n) {
         snprintf(buf, n, "input %d", i);
 }
 
+/* The message of a check whose reverse mode passed and forward mode
+ * (check_forward_ad) did not: the op blamed, then the worst JVP entry. */
+static void forward_message(const gc *g, const nb_gradcheck_opts *o) {
+    const nb_gradcheck_result *r = g->res;
+    char who[160], along[128], label[96];
+    if (r->forward_blame_index >= 0)
+        snprintf(who, sizeof who, "forward-mode rule of op #%d '%.63s' disagrees with finite "
+                 "differences", r->forward_blame_index, r->forward_blame_op);
+    else
+        snprintf(who, sizeof who, "forward mode disagrees with finite differences (no op "
+                 "blamed: every op's tangent agrees with its output's differences)");
+    if (o->fast || r->worst_input < 0) {
+        snprintf(along, sizeof along, "along direction %zu", r->worst_index);
+    } else {
+        input_label(g, r->worst_input, label, sizeof label);
+        snprintf(along, sizeof along, "along %s [%zu]", label, r->worst_index);
+    }
+    snprintf(g->res->message, sizeof g->res->message,
+             "gradcheck: %s; worst JVP element out[%zu] %s: forward %.10g vs numeric %.10g "
+             "(|error| %.3g > atol %g + rtol %g * |numeric|)",
+             who, r->worst_output, along, r->analytic, r->numeric,
+             fabs(r->analytic - r->numeric), o->atol, o->rtol);
+}
+
 /* res->message from the finished check and blame. */
 void nb_gc_write_message(const gc *g, const nb_gradcheck_opts *o, bool y_untracked,
                          nb_status bst) {
@@ -66,6 +90,10 @@ void nb_gc_write_message(const gc *g, const nb_gradcheck_opts *o, bool y_untrack
                  "(|error| %.3g > atol %g + rtol %g * |numeric|)",
                  res->worst_output, label, res->worst_index, res->analytic, res->numeric,
                  fabs(res->analytic - res->numeric), o->atol, o->rtol);
+    }
+    if (o->check_forward_ad && res->backward_passed && !res->forward_passed) {
+        forward_message(g, o);
+        return;
     }
     describe_blame(res, y_untracked, who, sizeof who);
     if (who[0] && res->passed)

@@ -56,9 +56,9 @@ static nb_tensor *run_rule(nb_ctx *ctx, nb_node *n) {
         if (!tin) return NULL;
     }
     for (int i = 0; i < n->n_in; i++) tin[i] = n->in[i]->tangent;
-    ctx->fwd_depth++;
+    ctx->fwd_depth++, ctx->fwd_in_rule++;
     nb_tensor *t = fn(ctx, n, tin);
-    ctx->fwd_depth--;
+    ctx->fwd_depth--, ctx->fwd_in_rule--;
     if (!nb_ctx_ok(ctx) || !t) return NULL;
     if (!nb_same_shape(t, n->out) || t->dtype != n->out->dtype) {
         nb_site_str(n->file, n->line, site, sizeof site);
@@ -83,9 +83,9 @@ void nb_fwd_flush(nb_ctx *ctx) {
  * view, recorded when primal requires grad), made with forward mode off so
  * that a tangent primal carries itself is not passed on. */
 static nb_tensor *dual_of(nb_ctx *ctx, nb_tensor *primal, nb_tensor *tangent) {
-    ctx->fwd_depth++;
+    ctx->fwd_depth++, ctx->fwd_in_rule++;
     nb_tensor *d = nb_reshape(ctx, primal, primal->ndim, primal->shape);
-    ctx->fwd_depth--;
+    ctx->fwd_depth--, ctx->fwd_in_rule--;
     if (d) d->tangent = tangent;
     return d;
 }
