@@ -351,6 +351,31 @@ START_TEST(test_plain_inputs_and_zero_derivatives) {
 }
 END_TEST
 
+static nb_tensor *f_weighted(nb_ctx *c, nb_tensor *const *in, void *u) {
+    (void)u; /* sum(w * x^2): per sample, d / dw = x^2 */
+    return nb_sum(c, nb_mul(c, in[0], nb_mul(c, in[1], in[1])));
+}
+
+/* Parameters that require grad (as a module's do) are read through views:
+ * their values and .grad stay as they were, f32 gives f32 rows. */
+START_TEST(test_per_sample_grads_leave_params_alone) {
+    nb_ctx *p = nb_ctx_new(0), *c = nb_ctx_new(0);
+    nb_tensor *w = nb_requires_grad(nb_from_doubles(p, NB_F32, NB_SHAPE(2), (double[]){3, 4}));
+    nb_tensor *x = nb_from_doubles(c, NB_F32, NB_SHAPE(3, 2), (double[]){1, 2, -1, 0.5, 0, 3});
+    nb_tensor *g;
+    ck_assert_int_eq(nb_per_sample_grads(c, f_weighted, NULL, 1, &w, 1, &x, &g), NB_OK);
+    ck_assert_int_eq(g->dtype, NB_F32);
+    ck_assert_int_eq(g->ndim, 2);
+    ck_assert_tensor_near(g, ((double[]){1, 4, 1, 0.25, 0, 9}), 6, 0);
+    ck_assert_tensor_near(w, ((double[]){3, 4}), 2, 0);
+    ck_assert_double_eq(nb_grad_get(w, 0), 0);
+    ck_assert_double_eq(nb_grad_get(w, 1), 0);
+    ck_assert_int_eq(nb_tape_len(p), 0);
+    nb_ctx_free(c);
+    nb_ctx_free(p);
+}
+END_TEST
+
 Suite *suite_transforms(void) {
     Suite *s = suite_create("transforms");
     TCase *tc = tcase_create("transforms");
@@ -361,6 +386,7 @@ Suite *suite_transforms(void) {
     tcase_add_test(tc, test_per_sample_grads_match_functorch);
     tcase_add_test(tc, test_jacobian_create_graph_differentiates);
     tcase_add_test(tc, test_plain_inputs_and_zero_derivatives);
+    tcase_add_test(tc, test_per_sample_grads_leave_params_alone);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -218,10 +218,13 @@ nb_status nb_hessian(nb_ctx *ctx, nb_gradcheck_fn f, void *user, int n_in,
  * scalar; grads[j] (shape (B, params[j]'s shape), params[j]'s dtype) holds
  * d loss(sample b) / d params[j] in row b. Every data tensor must have the
  * same dim 0, B (else NB_ERR_SHAPE) and at least one dim; n_params and
- * n_data must be >= 1 (NB_ERR_VALUE). params are read, never changed
- * (their .grad is not touched). Which ops are computed batched and which
- * per sample is in docs/gradcheck.md. Other errors as for nb_jacobian;
- * a loss that is not a scalar is NB_ERR_SHAPE. */
+ * n_data must be >= 1 (NB_ERR_VALUE). params are read, never changed,
+ * and their .grad is not touched as long as the loss reads them from `in`
+ * (a tensor it reaches otherwise, such as a module's own parameter, gets
+ * the batch's summed gradient, as from nb_backward). Each sample's loss is
+ * recorded on ctx and one backward runs over them all; which ops are
+ * batched and which run per sample is in docs/gradcheck.md. Other errors
+ * as for nb_jacobian; a loss that is not a scalar is NB_ERR_SHAPE. */
 nb_status nb_per_sample_grads(nb_ctx *ctx, nb_gradcheck_fn loss, void *user, int n_params,
                               nb_tensor *const *params, int n_data, nb_tensor *const *data,
                               nb_tensor **grads);

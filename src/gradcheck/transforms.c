@@ -12,7 +12,6 @@
 #include "nabla/gradcheck.h"
 #include "nabla/ops.h"
 
-#include <limits.h>
 #include <string.h>
 
 static bool is_float(nb_dtype dt) { return dt == NB_F32 || dt == NB_F64; }
@@ -110,6 +109,11 @@ static nb_tensor *basis(nb_ctx *ctx, const nb_tensor *like, size_t i) {
  * off, off + step, ..., src->numel of them. */
 static void put(nb_tensor *dst, const nb_tensor *src, size_t off, size_t step) {
     if (!src) return;
+    if (step == 1 && src->dtype == dst->dtype) {
+        size_t es = nb_dtype_size(src->dtype);
+        memcpy((char *)dst->data + off * es, src->data, src->numel * es);
+        return;
+    }
     for (size_t k = 0; k < src->numel; k++) nb_set(dst, off + k * step, nb_get(src, k));
 }
 
@@ -253,16 +257,18 @@ nb_status nb_hessian(nb_ctx *ctx, nb_gradcheck_fn f, void *user, int n_in,
 }
 
 /* ---- nb_per_sample_grads -------------------------------------------------- */
-/* How: every sample gets its own copy of the parameters (leaves of ctx),
- * its loss is recorded on the one tape, and a single nb_grad of the summed
- * losses with respect to all B copies gives each sample's gradient in its
- * own copy. The alternative, functorch's, is to run the loss once on the
+/* How: every sample gets its own leaves for the parameters (views of
+ * params' data, so nothing is copied, whose gradient buffers are that
+ * sample's rows of grads), its loss is recorded on the one tape, and a
+ * single backward of the summed losses leaves each sample's gradient in
+ * its rows. The alternative, functorch's, is to run the loss once on the
  * whole batch with ops that take a leading batch dim on their weights (the
  * per-sample weight gradient of a linear then is one batched product of
  * its saved input and output gradient); that needs a batched form of every
- * op the loss uses and a loss written for it, and nabla's ops have no such
- * form yet, so every op here runs per sample (see docs/gradcheck.md). What
- * is shared is the one backward walk and the context's memory. */
+ * op the loss uses, which nabla's ops do not have yet, so every op here
+ * runs per sample (see docs/gradcheck.md). What is shared is the one
+ * backward walk and the context's memory; nothing is copied but the data
+ * samples. */
 nb_status nb_per_sample_grads(nb_ctx *ctx, nb_gradcheck_fn loss, void *user, int n_params,
                               nb_tensor *const *params, int n_data, nb_tensor *const *data,
                               nb_tensor **grads) {
@@ -295,15 +301,20 @@ nb_status nb_per_sample_grads(nb_ctx *ctx, nb_gradcheck_fn loss, void *user, int
         memcpy(shape + 1, params[j]->shape, (size_t)params[j]->ndim * sizeof *shape);
         grads[j] = nb_zeros(ctx, params[j]->dtype, params[j]->ndim + 1, shape);
     }
-    size_t np = (size_t)n_params, nin = np + (size_t)n_data;
-    nb_tensor **copies = nb_ctx_alloc(ctx, ((size_t)B * np + nin) * sizeof *copies + 1);
-    nb_tensor **in = copies ? copies + (size_t)B * np : NULL;
+    size_t np = (size_t)n_params;
+    nb_tensor **in = nb_ctx_alloc(ctx, (np + (size_t)n_data) * sizeof *in);
     nb_tensor *total = NULL;
-    bool was = nb_set_grad_enabled(ctx, true);
-    for (int64_t b = 0; b < B && nb_ctx_status(ctx) == NB_OK; b++) {
-        for (size_t j = 0; j < np; j++)
-            in[j] = copies[(size_t)b * np + j] =
-                nb_requires_grad(nb_copy(ctx, params[j], params[j]->dtype));
+    for (int64_t b = 0; in && b < B && nb_ctx_status(ctx) == NB_OK; b++) {
+        /* unrecorded views: leaves, even of parameters that require grad */
+        bool was = nb_set_grad_enabled(ctx, false);
+        for (size_t j = 0; j < np; j++) {
+            in[j] = nb_reshape(ctx, params[j], params[j]->ndim, params[j]->shape);
+            if (!in[j]) break;
+            in[j]->grad = (char *)grads[j]->data +
+                          (size_t)b * params[j]->numel * nb_dtype_size(params[j]->dtype);
+            nb_requires_grad(in[j]);
+        }
+        nb_set_grad_enabled(ctx, was);
         for (int k = 0; k < n_data; k++) {
             const nb_tensor *d = data[k];
             size_t per = d->numel / (size_t)B;
@@ -322,19 +333,9 @@ nb_status nb_per_sample_grads(nb_ctx *ctx, nb_gradcheck_fn loss, void *user, int
         }
         total = total ? nb_add(ctx, total, l) : l;
     }
-    nb_set_grad_enabled(ctx, was);
     /* a loss that does not reach the parameters: the zeros are the answer */
-    size_t n_copies = (size_t)B * np;
-    if (total && total->requires_grad && nb_ctx_status(ctx) == NB_OK) {
-        nb_grad_opts o = {.allow_unused = true};
-        nb_tensor **all = nb_ctx_alloc(ctx, n_copies * sizeof *all);
-        if (all && n_copies > (size_t)INT_MAX)
-            nb_ctx_fail(ctx, NB_ERR_SIZE, "%s: %zu parameter copies is more than one walk "
-                        "takes", op, n_copies);
-        else if (all && nb_grad(ctx, 1, &total, NULL, (int)n_copies, copies, &o, all) == NB_OK)
-            for (size_t c = 0; c < n_copies; c++)
-                put(grads[c % np], all[c], (c / np) * params[c % np]->numel, 1);
-    }
+    if (total && total->requires_grad && nb_ctx_status(ctx) == NB_OK)
+        nb_backward(ctx, total, NULL);
     nb_status st = nb_ctx_status(ctx);
     for (int j = 0; st != NB_OK && j < n_params; j++) grads[j] = NULL;
     return st;
