@@ -1,5 +1,5 @@
 /* check_transforms.c - nb_jacobian, nb_hessian and nb_per_sample_grads (and
- * nb_jvp) against functorch's jacrev, jacfwd, hessian, jvp and vmap(grad)
+ * nb_jvp, nb_jvp_fwd) against functorch's jacrev, jacfwd, hessian, jvp and vmap(grad)
  * in float64 within 1e-10 (tests/fixtures/functorch/transforms.safetensors,
  * written by tools/ref/gen_functorch_fixtures.py, which describes each
  * case), then what the fixtures cannot show: create_graph, inputs that
@@ -215,7 +215,7 @@ START_TEST(test_hessian_matches_functorch) {
 }
 END_TEST
 
-/* functorch.jvp against nb_jvp (reverse mode's double-backward JVP). */
+/* functorch.jvp against nb_jvp (the double-backward JVP) and nb_jvp_fwd. */
 START_TEST(test_jvp_matches_functorch) {
     fx f;
     fx_open(&f);
@@ -227,12 +227,17 @@ START_TEST(test_jvp_matches_functorch) {
     nb_tensor *y = f_mlp(c, x, NULL);
     ck_assert_int_eq(nb_jvp(c, 1, &y, 5, x, u, NULL, &ju), NB_OK);
     near(ju, get(&f, "mlp.jvp"), "mlp.jvp");
+    /* forward mode proper: one dual forward pass */
+    ck_assert_int_eq(nb_jvp_fwd(c, f_mlp, NULL, 5, in, u, &y, &ju), NB_OK);
+    near(ju, get(&f, "mlp.jvp"), "mlp.jvp (nb_jvp_fwd)");
     nb_gelu_approx approx[2] = {NB_GELU_NONE, NB_GELU_TANH};
     const char *name[2] = {"gelu.jvp", "gelu_tanh.jvp"};
     nb_tensor *g = nb_requires_grad(nb_copy(c, get(&f, "gelu.x"), NB_F64)), *ug = get(&f, "gelu.u");
     for (int k = 0; k < 2; k++) {
         y = f_gelu(c, &g, &approx[k]);
         ck_assert_int_eq(nb_jvp(c, 1, &y, 1, &g, &ug, NULL, &ju), NB_OK);
+        near(ju, get(&f, name[k]), name[k]);
+        ck_assert_int_eq(nb_jvp_fwd(c, f_gelu, &approx[k], 1, &g, &ug, &y, &ju), NB_OK);
         near(ju, get(&f, name[k]), name[k]);
     }
     nb_ctx_free(c);
