@@ -8,8 +8,10 @@
  *     (tests/fixtures/add_op, made from the same row by
  *     tools/ref/gen_add_op_fixture.sh) beside every other fixture;
  *   - the value test passes in a runner of the unary suite built there;
- *   - without its graph backward (second-order rule) the build stops,
- *     naming nb_graph_backward_softplus; with an empty PyTorch expression it
+ *   - without its forward-mode rule the build stops, naming
+ *     nb_forward_softplus; without its graph backward (second-order rule)
+ *     it stops naming nb_graph_backward_softplus; with an empty PyTorch
+ *     expression it
  *     stops naming the op, and so does the fixture generator's reader.
  * The compiler is NB_CC (default cc). */
 #include "check_nabla.h"
@@ -49,6 +51,7 @@ START_TEST(test_softplus_from_one_row) {
     char *diff = nb_test_read(cmd, NULL);
     ck_assert_ptr_nonnull(strstr(diff, "+NB_OP(SOFTPLUS, softplus, 1,"));
     ck_assert_ptr_nonnull(strstr(diff, "+void nb_graph_backward_softplus("));
+    ck_assert_ptr_nonnull(strstr(diff, "+nb_tensor *nb_forward_softplus("));
     free(diff);
 
     /* it builds; gradcheck and gradgradcheck pass on the row's case */
@@ -58,7 +61,7 @@ START_TEST(test_softplus_from_one_row) {
     ck_assert_msg(run(tree, "build/bin/nabla-gradcheck softplus") == 0, "%s", g_out);
     const char *out = g_out;
     ck_assert_msg(strstr(out, "softplus") && strstr(out, "1 passed, 0 failed"), "%s", out);
-    ck_assert_msg(strstr(out, "PASS   ") && strstr(out, "op list"), "%s", out);
+    ck_assert_msg(strstr(out, " PASS\n") && strstr(out, "op list"), "%s", out);
 
     /* parity: softplus's fixture beside all the others, every op covered */
     snprintf(cmd, sizeof cmd,
@@ -81,6 +84,17 @@ START_TEST(test_softplus_from_one_row) {
              cc());
     ck_assert_msg(run(tree, cmd) == 0, "the value test: %s", g_out);
     ck_assert_msg(strstr(g_out, "test_softplus_values:0: Passed"), "%s", g_out);
+
+    /* without its forward-mode rule the link stops, naming it */
+    ck_assert_int_eq(run(tree,
+                         "cp src/ops/unary.c build/unary.c.keep && "
+                         "sed -i 's/^nb_tensor \\*nb_forward_softplus/static nb_tensor *gone_fwd/' "
+                         "src/ops/unary.c"),
+                     0);
+    snprintf(cmd, sizeof cmd, "make -j2 CC='%s' CFLAGS=-O0 build/bin/nabla-gradcheck", cc());
+    ck_assert_int_ne(run(tree, cmd), 0);
+    ck_assert_msg(strstr(g_out, "nb_forward_softplus"), "%s", g_out);
+    ck_assert_int_eq(run(tree, "cp build/unary.c.keep src/ops/unary.c"), 0);
 
     /* without its second-order rule the link stops, naming it */
     ck_assert_int_eq(run(tree,

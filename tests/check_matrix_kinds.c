@@ -412,6 +412,10 @@ DRV(nb_jvp) {
     nb_tensor *y = nb_mul(k->ctx, k->x, k->x), *ju[1];
     nb_jvp(k->ctx, INT(k, 1, 1), &y, INT(k, 3, 1), &k->x, &k->x, NULL, ju);
 }
+DRV(nb_jvp_fwd) {
+    nb_tensor *y, *t;
+    nb_jvp_fwd(k->ctx, f_sum_sq, NULL, INT(k, 3, 1), &k->x, &k->x, &y, &t);
+}
 static void no_backward(nb_ctx *ctx, nb_node *n) { (void)ctx, (void)n; }
 DRV(nb_record) {
     nb_tensor *out = nb_zeros(k->ctx, NB_F32, 2, shp);
@@ -937,6 +941,8 @@ static const krow kinds[] = {
     {"nb_grad", "ctx count tensors tensors count tensors ptr out", d_nb_grad},
     {"nb_hvp", "ctx tensor count tensors tensors ptr out", d_nb_hvp},
     {"nb_jvp", "ctx count tensors count tensors tensors ptr out", d_nb_jvp},
+    {"nb_make_dual", "ctx tensor tensor", NULL},
+    {"nb_tangent", "tensor", NULL},
     {"nb_set_detect_anomaly", "ctx bool", NULL},
     {"nb_tape_len", "ctx", NULL},
     {"nb_tape_print", "ctx file", NULL},
@@ -949,6 +955,7 @@ static const krow kinds[] = {
     {"nb_node_name", "ptr", NULL},
     {"nb_grad_buffer", "ctx tensor", NULL},
     {"nb_node_set_graph_backward", "ptr fn", NULL},
+    {"nb_node_set_forward_rule", "ptr fn", NULL},
     {"nb_utf8_check", "ctx string text len", d_nb_utf8_check},
     {"nb_char_vocab_build", "ctx text len ptr", d_nb_char_vocab_build},
     {"nb_char_encode", "ctx ptr text len", d_nb_char_encode},
@@ -990,6 +997,7 @@ static const krow kinds[] = {
     {"nb_gpt_generate", "ctx ptr ints count ptr out out | float size", d_nb_gpt_generate},
     {"nb_gpt_num_params", "ptr bool", NULL},
     {"nb_gpt_summary", "ptr file", NULL},
+    {"nb_jvp_fwd", "ctx fn user count tensors tensors out out", d_nb_jvp_fwd},
     {"nb_gradcheck_defaults", "", NULL},
     {"nb_gradcheck", "ctx fn user count tensors ptr ptr", d_nb_gradcheck},
     {"nb_gradcheck_params", "ctx fn user list count tensors ptr ptr", d_nb_gradcheck_params},

@@ -610,6 +610,60 @@ START_TEST(test_transform_args) {
 }
 END_TEST
 
+/* nb_make_dual, nb_tangent, nb_jvp_fwd, nb_node_set_forward_rule: NULLs,
+ * a tangent of another shape or dtype, an integer primal, a context
+ * already in error, f returning NULL; each names the call, none crashes. */
+START_TEST(test_forward_mode_args) {
+    nb_ctx *ctx = nb_ctx_new(0);
+    nb_tensor *x = nb_from_doubles(ctx, NB_F64, NB_SHAPE(2), (const double[]){1, 2});
+    nb_tensor *three = nb_ones(ctx, NB_F64, NB_SHAPE(3)), *f32 = nb_ones(ctx, NB_F32, NB_SHAPE(2));
+    nb_tensor *ids = nb_zeros(ctx, NB_I64, NB_SHAPE(2)), *y, *t;
+    ck_assert_ptr_null(nb_make_dual(NULL, x, x));
+    ck_assert_ptr_null(nb_make_dual(ctx, NULL, x));
+    ck_assert_error_has(ctx, "make_dual: primal is NULL");
+    nb_ctx_clear_error(ctx);
+    ck_assert_ptr_null(nb_make_dual(ctx, x, NULL));
+    ck_assert_error_has(ctx, "make_dual: tangent is NULL");
+    nb_ctx_clear_error(ctx);
+    ck_assert_ptr_null(nb_make_dual(ctx, x, three));
+    ck_assert_int_eq(nb_ctx_status(ctx), NB_ERR_SHAPE);
+    ck_assert_error_has(ctx, "make_dual: tangent (3) f64 does not match primal (2) f64");
+    nb_ctx_clear_error(ctx);
+    ck_assert_ptr_null(nb_make_dual(ctx, x, f32));
+    ck_assert_int_eq(nb_ctx_status(ctx), NB_ERR_DTYPE);
+    nb_ctx_clear_error(ctx);
+    ck_assert_ptr_null(nb_make_dual(ctx, ids, ids));
+    ck_assert_int_eq(nb_ctx_status(ctx), NB_ERR_DTYPE);
+    nb_ctx_clear_error(ctx);
+    ck_assert_ptr_null(nb_tangent(NULL));
+    ck_assert_ptr_null(nb_tangent(x)); /* not a dual */
+    ck_assert_int_eq(nb_jvp_fwd(NULL, f_square_sum, NULL, 1, &x, &x, &y, &t), NB_ERR_NULL);
+    ck_assert_int_eq(nb_jvp_fwd(ctx, NULL, NULL, 1, &x, &x, &y, &t), NB_ERR_NULL);
+    ck_assert_error_has(ctx, "jvp_fwd:");
+    nb_ctx_clear_error(ctx);
+    ck_assert_int_eq(nb_jvp_fwd(ctx, f_square_sum, NULL, 0, &x, &x, &y, &t), NB_ERR_NULL);
+    nb_ctx_clear_error(ctx);
+    ck_assert_int_eq(nb_jvp_fwd(ctx, f_square_sum, NULL, 1, &x, &x, NULL, &t), NB_ERR_NULL);
+    nb_ctx_clear_error(ctx);
+    ck_assert_int_eq(nb_jvp_fwd(ctx, f_square_sum, NULL, 1, &x, &three, &y, &t), NB_ERR_SHAPE);
+    ck_assert_error_has(ctx, "jvp_fwd: input 0's tangent (3)");
+    ck_assert_ptr_null(y);
+    nb_ctx_clear_error(ctx);
+    ck_assert_int_eq(nb_jvp_fwd(ctx, f_fails, NULL, 1, &x, &x, &y, &t), NB_ERR_SHAPE);
+    ck_assert_error_has(ctx, "user function failed");
+    nb_ctx_clear_error(ctx);
+    nb_node_set_forward_rule(NULL, NULL); /* a no-op */
+    nb_ctx_fail(ctx, NB_ERR_VALUE, "earlier"); /* a context in error: nothing runs */
+    ck_assert_ptr_null(nb_make_dual(ctx, x, x));
+    ck_assert_int_eq(nb_jvp_fwd(ctx, f_square_sum, NULL, 1, &x, &x, &y, &t), NB_ERR_VALUE);
+    ck_assert_error_has(ctx, "earlier");
+    nb_ctx_clear_error(ctx); /* and a clean one works: d/dx sum(x^2) . x = 2 |x|^2 */
+    ck_assert_int_eq(nb_jvp_fwd(ctx, f_square_sum, NULL, 1, &x, &x, &y, &t), NB_OK);
+    ck_assert_double_eq_tol(nb_item(t), 10.0, 1e-12);
+    nb_ctx_free(ctx);
+}
+END_TEST
+
 Suite *suite_matrix_misc(void) {
     Suite *s = suite_create("matrix_misc");
     TCase *tc = tcase_create("misc");
@@ -623,6 +677,7 @@ Suite *suite_matrix_misc(void) {
     tcase_add_test(tc, test_gradcheck_params_args);
     tcase_add_test(tc, test_grad_args);
     tcase_add_test(tc, test_transform_args);
+    tcase_add_test(tc, test_forward_mode_args);
     suite_add_tcase(s, tc);
     return s;
 }

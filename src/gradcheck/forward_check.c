@@ -21,7 +21,10 @@ typedef struct fwd_watch {
     nb_probe probe;
     bool copy;
     int n, cap;
-    nb_node **nodes;
+    nb_node **nodes; /* valid until the work context is reset */
+    int *ops;        /* what stays: each op and its name and size */
+    const char **names;
+    size_t *numel;
     double **vals;
     bool failed; /* out of memory */
 } fwd_watch;
@@ -33,7 +36,13 @@ static void watch_recorded(nb_probe *p, nb_node *n) {
         int cap = w->cap ? 2 * w->cap : 64;
         nb_node **nn = realloc(w->nodes, (size_t)cap * sizeof *nn);
         if (nn) w->nodes = nn;
-        double **nv = nn ? realloc(w->vals, (size_t)cap * sizeof *nv) : NULL;
+        int *no = nn ? realloc(w->ops, (size_t)cap * sizeof *no) : NULL;
+        if (no) w->ops = no;
+        const char **nm = no ? realloc(w->names, (size_t)cap * sizeof *nm) : NULL;
+        if (nm) w->names = nm;
+        size_t *ne = nm ? realloc(w->numel, (size_t)cap * sizeof *ne) : NULL;
+        if (ne) w->numel = ne;
+        double **nv = ne ? realloc(w->vals, (size_t)cap * sizeof *nv) : NULL;
         if (!nv) {
             w->failed = true;
             return;
@@ -50,6 +59,9 @@ static void watch_recorded(nb_probe *p, nb_node *n) {
         for (size_t k = 0; k < n->out->numel; k++) v[k] = nb_get(n->out, k);
     }
     w->nodes[w->n] = n;
+    w->ops[w->n] = n->op;
+    w->names[w->n] = n->name;
+    w->numel[w->n] = n->out->numel;
     w->vals[w->n++] = v;
 }
 
@@ -59,7 +71,7 @@ static void watch_backward(nb_probe *p, nb_node *n, bool done) {
 
 static void watch_free(fwd_watch *w) {
     for (int i = 0; i < w->n; i++) free(w->vals[i]);
-    free(w->nodes), free(w->vals);
+    free(w->nodes), free(w->ops), free(w->names), free(w->numel), free(w->vals);
     *w = (fwd_watch){0};
 }
 
@@ -94,9 +106,9 @@ static void move(gc *g, nb_tensor *const *u, double s) {
 /* Finds the op whose rule is wrong along u (see the top); NB_ERR_STATE
  * when f's three calls recorded different ops. */
 static nb_status blame(gc *g, const nb_gradcheck_opts *o, nb_tensor *const *u) {
-    fwd_watch w[3] = {{{watch_recorded, watch_backward}, false, 0, 0, NULL, NULL, false},
-                      {{watch_recorded, watch_backward}, true, 0, 0, NULL, NULL, false},
-                      {{watch_recorded, watch_backward}, true, 0, 0, NULL, NULL, false}};
+    fwd_watch w[3];
+    for (int s = 0; s < 3; s++)
+        w[s] = (fwd_watch){.probe = {watch_recorded, watch_backward}, .copy = s > 0};
     nb_status st = NB_OK;
     for (int s = 0; s < 3 && st == NB_OK; s++) {
         double step = s == 1 ? o->eps : s == 2 ? -o->eps : 0.0;
@@ -119,19 +131,21 @@ static nb_status blame(gc *g, const nb_gradcheck_opts *o, nb_tensor *const *u) {
     }
     if (st == NB_OK && (w[1].n != w[0].n || w[2].n != w[0].n)) st = NB_ERR_STATE;
     for (int j = 0; j < w[0].n && st == NB_OK; j++) {
-        nb_node *n = w[0].nodes[j];
-        if (w[1].nodes[j]->op != n->op || w[1].nodes[j]->out->numel != n->out->numel) {
+        size_t m = w[0].numel[j];
+        if (w[1].ops[j] != w[0].ops[j] || w[2].ops[j] != w[0].ops[j] || w[1].numel[j] != m ||
+            w[2].numel[j] != m) {
             st = NB_ERR_STATE;
             break;
         }
         bool bad = false;
-        for (size_t k = 0; k < n->out->numel && !bad; k++) {
+        for (size_t k = 0; k < m && !bad; k++) {
             double num = (w[1].vals[j][k] - w[2].vals[j][k]) / (2 * o->eps);
             bad = !(fabs(w[0].vals[j][k] - num) <= o->atol + o->rtol * fabs(num));
         }
         if (bad) {
             g->res->forward_blame_index = j;
-            snprintf(g->res->forward_blame_op, sizeof g->res->forward_blame_op, "%s", n->name);
+            snprintf(g->res->forward_blame_op, sizeof g->res->forward_blame_op, "%s",
+                     w[0].names[j]);
             break;
         }
     }

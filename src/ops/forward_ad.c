@@ -196,3 +196,66 @@ nb_tensor *nb_fwd_sum(nb_ctx *ctx, const nb_tensor *out, nb_tensor *a, nb_tensor
 nb_tensor *nb_fwd_or_zeros(nb_ctx *ctx, nb_tensor *t, const nb_tensor *like) {
     return t ? t : nb_zeros(ctx, like->dtype, like->ndim, like->shape);
 }
+
+/* ---- tangents pushed along a recorded tape -------------------------------------- */
+/* A tensor whose tangent the push changed, and what it carried before. */
+typedef struct kept_tangent {
+    nb_tensor *t, *old;
+} kept_tangent;
+
+typedef struct push {
+    kept_tangent *kept;
+    int n, cap;
+} push;
+
+static bool keep_tangent(nb_ctx *ctx, push *p, nb_tensor *t) {
+    if (p->n == p->cap) {
+        int cap = p->cap ? 2 * p->cap : 64;
+        kept_tangent *k = nb_ctx_alloc(ctx, (size_t)cap * sizeof *k);
+        if (!k) return false;
+        if (p->n) memcpy(k, p->kept, (size_t)p->n * sizeof *k);
+        p->kept = k, p->cap = cap;
+    }
+    p->kept[p->n++] = (kept_tangent){t, t->tangent};
+    t->tangent = NULL;
+    return true;
+}
+
+int nb_fwd_push(nb_ctx *ctx, int n_in, nb_tensor *const *inputs, nb_tensor *const *v, int n_out,
+                nb_tensor *const *outputs, bool record, nb_tensor **tout) {
+    if (ctx->fwd_pending) nb_fwd_flush(ctx);
+    int top = -1;
+    for (int i = 0; i < n_out; i++) {
+        nb_node *n = outputs[i]->owner == ctx ? outputs[i]->node : NULL;
+        if (n && n->index > top) top = n->index;
+    }
+    nb_node **nodes = nb_ctx_alloc(ctx, (size_t)(top + 2) * sizeof *nodes);
+    if (!nodes) return -1;
+    for (nb_node *n = ctx->tape; n; n = n->prev)
+        if (n->index <= top) nodes[n->index] = n;
+    for (int i = 0; i <= top; i++)
+        if (nodes[i]->op == NB_OP_CUSTOM && !nodes[i]->forward_rule) return 0;
+    /* Only the tangents of this push count: every tensor the walk reads
+     * starts without one, and gets back what it carried. */
+    push p = {0};
+    for (int i = 0; i <= top; i++) {
+        for (int k = 0; k < nodes[i]->n_in; k++)
+            if (nodes[i]->in[k]->tangent && !keep_tangent(ctx, &p, nodes[i]->in[k])) return -1;
+        if (nodes[i]->out->tangent && !keep_tangent(ctx, &p, nodes[i]->out)) return -1;
+    }
+    for (int j = 0; j < n_in; j++)
+        if (inputs[j]->tangent && !keep_tangent(ctx, &p, inputs[j])) return -1;
+    for (int j = 0; j < n_in; j++) inputs[j]->tangent = v[j];
+    bool enabled = ctx->grad_enabled;
+    ctx->grad_enabled = record;
+    for (int i = 0; i <= top && nb_ctx_ok(ctx); i++) {
+        nb_node *n = nodes[i];
+        if (nb_fwd_active(ctx, n->n_in, n->in)) n->out->tangent = run_rule(ctx, n);
+    }
+    ctx->grad_enabled = enabled;
+    for (int i = 0; i < n_out; i++) tout[i] = outputs[i]->tangent;
+    for (int i = 0; i <= top; i++) nodes[i]->out->tangent = NULL;
+    for (int j = 0; j < n_in; j++) inputs[j]->tangent = NULL;
+    for (int k = p.n - 1; k >= 0; k--) p.kept[k].t->tangent = p.kept[k].old;
+    return nb_ctx_ok(ctx) ? 1 : -1;
+}

@@ -381,6 +381,13 @@ static nb_status grad_or_zeros(nb_ctx *ctx, nb_tensor *s, int n, nb_tensor *cons
     return nb_ctx_status(ctx);
 }
 
+/* out[j], or zeros of like[j]'s shape and dtype where it is NULL. */
+static nb_status zeros_where_null(nb_ctx *ctx, int n, nb_tensor *const *like, nb_tensor **out) {
+    for (int j = 0; j < n && nb_ctx_ok(ctx); j++)
+        if (!out[j]) out[j] = nb_zeros(ctx, like[j]->dtype, like[j]->ndim, like[j]->shape);
+    return nb_ctx_status(ctx);
+}
+
 /* out[0..n_out) cleared; of[j] and v[j] of one shape and dtype, j < n. */
 static bool check_vectors(nb_ctx *ctx, const char *op, int n, nb_tensor *const *of,
                           nb_tensor *const *v, nb_tensor **out, int n_out) {
@@ -415,7 +422,13 @@ nb_status nb_hvp(nb_ctx *ctx, nb_tensor *y, int n_in, nb_tensor *const *inputs,
     if (!g) return ctx->status;
     nb_grad_opts cg = {.create_graph = true, .allow_unused = true};
     if (nb_grad(ctx, 1, &y, NULL, n_in, inputs, &cg, g)) return ctx->status;
-    return grad_or_zeros(ctx, dot_all(ctx, n_in, g, v), n_in, inputs, opts, hv);
+    /* forward-over-reverse: v pushed through the forward and the recorded
+     * backward by the forward-mode rules, one pass; reverse-over-reverse
+     * (the gradient of <g, v>) when a custom op has no forward-mode rule */
+    int fwd = nb_fwd_push(ctx, n_in, inputs, v, n_in, g, opts && opts->create_graph, hv);
+    if (fwd < 0) return ctx->status;
+    if (fwd == 0) return grad_or_zeros(ctx, dot_all(ctx, n_in, g, v), n_in, inputs, opts, hv);
+    return zeros_where_null(ctx, n_in, inputs, hv);
 }
 
 nb_status nb_jvp(nb_ctx *ctx, int n_out, nb_tensor *const *outputs, int n_in,
@@ -431,8 +444,14 @@ nb_status nb_jvp(nb_ctx *ctx, int n_out, nb_tensor *const *outputs, int n_in,
         w[i] = nb_requires_grad(nb_zeros(ctx, outputs[i]->dtype, outputs[i]->ndim,
                                          outputs[i]->shape));
     }
+    if (!nb_ctx_ok(ctx) || check_args(ctx, n_out, outputs, w, n_in, inputs, g))
+        return ctx->status; /* the errors nb_grad would give */
+    /* forward mode along the tape when every op on it has a forward-mode
+     * rule: one pass of the rules instead of two reverse passes */
+    int fwd = nb_fwd_push(ctx, n_in, inputs, u, n_out, outputs, opts && opts->create_graph, ju);
+    if (fwd < 0) return ctx->status;
+    if (fwd == 1) return zeros_where_null(ctx, n_out, outputs, ju);
     nb_grad_opts cg = {.create_graph = true, .allow_unused = true};
-    if (!nb_ctx_ok(ctx) || nb_grad(ctx, n_out, outputs, w, n_in, inputs, &cg, g))
-        return ctx->status;
+    if (nb_grad(ctx, n_out, outputs, w, n_in, inputs, &cg, g)) return ctx->status;
     return grad_or_zeros(ctx, dot_all(ctx, n_in, g, u), n_out, w, opts, ju);
 }

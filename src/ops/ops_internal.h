@@ -57,6 +57,15 @@ NB_HIDDEN nb_tensor *nb_fwd_sum(nb_ctx *ctx, const nb_tensor *out, nb_tensor *a,
 /* t, or zeros of like's shape and dtype when t is NULL. */
 NB_HIDDEN nb_tensor *nb_fwd_or_zeros(nb_ctx *ctx, nb_tensor *t, const nb_tensor *like);
 
+/* Forward mode along the tape: the tangents v of inputs (v[j] NULL: zero)
+ * pushed through the recorded nodes up to the outputs', in creation order,
+ * by their rules (recorded when `record`); tout[i] gets output i's tangent
+ * (NULL: zero). The tangents tensors carried before are put back. 1 when
+ * done, 0 when a custom op on the way has no forward-mode rule (nothing
+ * ran: the caller goes another way), -1 with an error on ctx. */
+NB_HIDDEN int nb_fwd_push(nb_ctx *ctx, int n_in, nb_tensor *const *inputs, nb_tensor *const *v,
+                          int n_out, nb_tensor *const *outputs, bool record, nb_tensor **tout);
+
 /* g (a gradient of a broadcast result) summed back to like's shape. */
 NB_HIDDEN nb_tensor *nb_sum_to(nb_ctx *ctx, nb_tensor *g, const nb_tensor *like);
 /* g broadcast to like's shape (g + zeros). */

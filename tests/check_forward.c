@@ -1,0 +1,480 @@
+/* check_forward.c - forward mode: dual tensors through every op, their
+ * composition with reverse mode, custom ops' forward-mode rules and
+ * gradcheck's check_forward_ad.
+ *
+ * Every op is checked by the adjoint identity <w, J t> = <Jᵀ w, t>: the
+ * tangent a dual forward gives (J t, from the ops' forward-mode rules)
+ * against the reverse-mode gradient nb_backward gives for a random w (Jᵀ w,
+ * from the ops' backward kernels), two independent computations, in f64.
+ * The cases are the op list's rows (tools/support/op_rows.h) and, for the
+ * ops written by hand (NB_OP_HAND), the table below; a test fails when an
+ * op has neither. */
+#include "check_nabla.h"
+
+#include "op_rows.h"
+
+/* ---- the cases ---------------------------------------------------------------- */
+typedef enum { K_REAL, K_AWAY, K_POS, K_IDS, K_MASK } kind;
+
+typedef struct fwd_input {
+    kind k;
+    int ndim;
+    int64_t shape[4];
+    int64_t classes; /* K_IDS: values in [0, classes) */
+} fwd_input;
+
+typedef struct fwd_case {
+    const char *op; /* nb_op_name of the op it covers */
+    const char *what;
+    nb_gradcheck_fn fn;
+    int n_in;
+    fwd_input in[4];
+} fwd_case;
+
+#define IN(k, ...) {k, NB_ROW_NARGS(__VA_ARGS__), {__VA_ARGS__}, 0}
+#define IDS(c, ...) {K_IDS, NB_ROW_NARGS(__VA_ARGS__), {__VA_ARGS__}, c}
+
+static nb_tensor *f_pow(nb_ctx *c, nb_tensor *const *x, void *u) {
+    (void)u;
+    return nb_pow(c, x[0], 2.5);
+}
+static nb_tensor *f_gelu(nb_ctx *c, nb_tensor *const *x, void *u) {
+    (void)u;
+    return nb_add(c, nb_gelu(c, x[0], NB_GELU_NONE), nb_gelu(c, x[0], NB_GELU_TANH));
+}
+static nb_tensor *f_sum_dim(nb_ctx *c, nb_tensor *const *x, void *u) {
+    (void)u;
+    return nb_sum_dim(c, x[0], 1, false);
+}
+static nb_tensor *f_mean_dim(nb_ctx *c, nb_tensor *const *x, void *u) {
+    (void)u;
+    return nb_mean_dim(c, x[0], -1, true);
+}
+static nb_tensor *f_max_dim(nb_ctx *c, nb_tensor *const *x, void *u) {
+    (void)u;
+    return nb_max_dim(c, x[0], 1, false, NULL);
+}
+static nb_tensor *f_topk(nb_ctx *c, nb_tensor *const *x, void *u) {
+    (void)u;
+    return nb_topk(c, x[0], 2, -1, NULL);
+}
+static nb_tensor *f_index_select(nb_ctx *c, nb_tensor *const *x, void *u) {
+    (void)u;
+    return nb_index_select(c, x[0], x[1]);
+}
+static nb_tensor *f_index_add(nb_ctx *c, nb_tensor *const *x, void *u) {
+    (void)u;
+    return nb_index_add(c, x[0], x[1], x[2]);
+}
+static nb_tensor *f_transpose(nb_ctx *c, nb_tensor *const *x, void *u) {
+    (void)u;
+    return nb_transpose(c, x[0], 0, 2);
+}
+static nb_tensor *f_permute(nb_ctx *c, nb_tensor *const *x, void *u) {
+    (void)u;
+    return nb_permute(c, x[0], (const int[]){2, 0, 1});
+}
+static nb_tensor *f_reshape(nb_ctx *c, nb_tensor *const *x, void *u) {
+    (void)u;
+    return nb_reshape(c, x[0], NB_SHAPE(3, -1));
+}
+static nb_tensor *f_concat(nb_ctx *c, nb_tensor *const *x, void *u) {
+    (void)u;
+    return nb_concat(c, 2, x, 1);
+}
+static nb_tensor *f_split(nb_ctx *c, nb_tensor *const *x, void *u) {
+    (void)u;
+    nb_tensor *p[3] = {0};
+    if (nb_split(c, x[0], 1, 3, (const int64_t[]){2, 2, 2}, p)) return NULL;
+    return nb_add(c, nb_mul(c, p[0], p[1]), p[2]);
+}
+static nb_tensor *f_masked_fill(nb_ctx *c, nb_tensor *const *x, void *u) {
+    (void)u;
+    return nb_masked_fill(c, x[0], x[1], -2.0);
+}
+static nb_tensor *f_causal_fill(nb_ctx *c, nb_tensor *const *x, void *u) {
+    (void)u;
+    return nb_softmax(c, nb_causal_fill(c, x[0], -INFINITY));
+}
+static nb_tensor *f_cross_entropy(nb_ctx *c, nb_tensor *const *x, void *u) {
+    (void)u;
+    return nb_cross_entropy(c, x[0], x[1]);
+}
+static nb_tensor *f_linear(nb_ctx *c, nb_tensor *const *x, void *u) {
+    (void)u;
+    return nb_linear(c, x[0], x[1], x[2]);
+}
+static nb_tensor *f_dropout(nb_ctx *c, nb_tensor *const *x, void *u) {
+    (void)u;
+    nb_pcg32 rng; /* the same mask on every call */
+    nb_pcg32_seed(&rng, 7, 7);
+    return nb_dropout(c, x[0], 0.4, true, &rng);
+}
+static nb_tensor *f_embedding(nb_ctx *c, nb_tensor *const *x, void *u) {
+    (void)u;
+    return nb_embedding(c, x[0], x[1]);
+}
+static nb_tensor *f_layer_norm(nb_ctx *c, nb_tensor *const *x, void *u) {
+    (void)u;
+    return nb_layer_norm(c, x[0], x[1], x[2], 1e-5);
+}
+static nb_tensor *f_rms_norm(nb_ctx *c, nb_tensor *const *x, void *u) {
+    (void)u;
+    return nb_rms_norm(c, x[0], x[1], 1e-6);
+}
+/* GQA (4 query heads on 2 key/value heads), causal, a window of 2 and a key
+ * padding mask */
+static nb_tensor *f_sdpa(nb_ctx *c, nb_tensor *const *x, void *u) {
+    (void)u;
+    nb_sdpa_opts o = {.key_padding_mask = x[3], .causal = true, .window = 2};
+    return nb_sdpa_ex(c, x[0], x[1], x[2], &o);
+}
+static nb_tensor *f_sdpa_dropout(nb_ctx *c, nb_tensor *const *x, void *u) {
+    (void)u;
+    return nb_sdpa(c, x[0], x[1], x[2], NULL, false, 0.5, 0.3, 11);
+}
+static nb_tensor *f_rope(nb_ctx *c, nb_tensor *const *x, void *u) {
+    (void)u;
+    nb_tensor *cos, *sin;
+    if (nb_rope_tables(c, 4, 8, 10000.0, NULL, NB_F64, &cos, &sin)) return NULL;
+    return nb_rope(c, x[0], cos, sin, 2, NB_ROPE_INTERLEAVED);
+}
+
+static const fwd_case hand_cases[] = {
+    {"pow", "(2,3) ** 2.5", f_pow, 1, {IN(K_POS, 2, 3)}},
+    {"gelu", "(2,3) both forms", f_gelu, 1, {IN(K_REAL, 2, 3)}},
+    {"sum_dim", "(2,3,4) dim 1", f_sum_dim, 1, {IN(K_REAL, 2, 3, 4)}},
+    {"mean_dim", "(3,4) dim -1 keepdim", f_mean_dim, 1, {IN(K_REAL, 3, 4)}},
+    {"max_dim", "(2,5,3) dim 1", f_max_dim, 1, {IN(K_REAL, 2, 5, 3)}},
+    {"topk", "(3,6) k 2", f_topk, 1, {IN(K_REAL, 3, 6)}},
+    {"index_select", "(5,3) idx (7)", f_index_select, 2, {IN(K_REAL, 5, 3), IDS(5, 7)}},
+    {"index_add", "(4,3) idx (6) src (6,3)", f_index_add, 3,
+     {IN(K_REAL, 4, 3), IDS(4, 6), IN(K_REAL, 6, 3)}},
+    {"transpose", "(2,3,4) dims 0,2", f_transpose, 1, {IN(K_REAL, 2, 3, 4)}},
+    {"permute", "(2,3,4) to (2,0,1)", f_permute, 1, {IN(K_REAL, 2, 3, 4)}},
+    {"reshape", "(2,3,2) to (3,-1)", f_reshape, 1, {IN(K_REAL, 2, 3, 2)}},
+    {"concat", "(2,1,3), (2,2,3) dim 1", f_concat, 2, {IN(K_REAL, 2, 1, 3), IN(K_REAL, 2, 2, 3)}},
+    {"split", "(2,6) into 2,2,2", f_split, 1, {IN(K_REAL, 2, 6)}},
+    {"masked_fill", "(2,3,4) mask (3,4)", f_masked_fill, 2, {IN(K_REAL, 2, 3, 4), IN(K_MASK, 3, 4)}},
+    {"causal_fill", "(2,4,4) then softmax", f_causal_fill, 1, {IN(K_REAL, 2, 4, 4)}},
+    {"cross_entropy", "(4,5) targets (4)", f_cross_entropy, 2, {IN(K_REAL, 4, 5), IDS(5, 4)}},
+    {"linear", "(2,3,4) W(5,4) b(5)", f_linear, 3,
+     {IN(K_REAL, 2, 3, 4), IN(K_REAL, 5, 4), IN(K_REAL, 5)}},
+    {"dropout", "(4,5) p 0.4 fixed mask", f_dropout, 1, {IN(K_REAL, 4, 5)}},
+    {"embedding", "W(6,3) ids (2,4)", f_embedding, 2, {IN(K_REAL, 6, 3), IDS(6, 2, 4)}},
+    {"layer_norm", "(2,3,5) affine", f_layer_norm, 3,
+     {IN(K_REAL, 2, 3, 5), IN(K_REAL, 5), IN(K_REAL, 5)}},
+    {"rms_norm", "(2,3,5) weight", f_rms_norm, 2, {IN(K_REAL, 2, 3, 5), IN(K_REAL, 5)}},
+    {"sdpa", "GQA 4/2, causal, window 2, padding", f_sdpa, 4,
+     {IN(K_REAL, 2, 5, 4, 3), IN(K_REAL, 2, 5, 2, 3), IN(K_REAL, 2, 5, 2, 3), IN(K_MASK, 2, 5)}},
+    {"sdpa", "dropout 0.3, scale 0.5", f_sdpa_dropout, 3,
+     {IN(K_REAL, 1, 4, 2, 3), IN(K_REAL, 1, 6, 2, 3), IN(K_REAL, 1, 6, 2, 2)}},
+    {"rope", "(2,5,4) interleaved, pos0 2", f_rope, 1, {IN(K_REAL, 2, 5, 4)}},
+};
+#define N_HAND ((int)(sizeof hand_cases / sizeof hand_cases[0]))
+
+static nb_tensor *draw(nb_ctx *c, const fwd_input *in, nb_pcg32 *rng) {
+    nb_dtype dt = in->k == K_IDS ? NB_I64 : in->k == K_MASK ? NB_BOOL : NB_F64;
+    nb_tensor *t = nb_zeros(c, dt, in->ndim, in->shape);
+    for (size_t i = 0; t && i < t->numel; i++) {
+        double u = nb_pcg32_double(rng);
+        double v = in->k == K_AWAY  ? (0.2 + 0.8 * u) * (nb_pcg32_bounded(rng, 2) ? 1 : -1)
+                   : in->k == K_POS ? 0.3 + 1.7 * u
+                   : in->k == K_IDS ? (double)nb_pcg32_bounded(rng, (uint32_t)in->classes)
+                   : in->k == K_MASK ? (double)(u < 0.3)
+                                     : 2 * u - 1;
+        nb_set(t, i, v);
+    }
+    if (t && in->k == K_MASK) nb_set(t, 0, 0.0); /* a key every row may see */
+    return t;
+}
+
+static double dot(const nb_tensor *a, const double *b) {
+    double s = 0;
+    for (size_t i = 0; i < a->numel; i++) s += nb_get(a, i) * b[i];
+    return s;
+}
+
+/* <w, J t> by forward mode against <Jᵀ w, t> by reverse mode, for f at
+ * inputs drawn as `in` says; the tangent must also have the output's shape. */
+static void check_adjoint(const char *op, const char *what, nb_gradcheck_fn f, int n_in,
+                          const fwd_input *in, nb_pcg32 *rng) {
+    nb_ctx *c = nb_ctx_new(0);
+    nb_tensor *x[4] = {0}, *t[4] = {0}, *y = NULL, *ty = NULL;
+    for (int i = 0; i < n_in; i++) {
+        x[i] = draw(c, &in[i], rng);
+        if (x[i]->dtype == NB_F64)
+            t[i] = nb_normal(c, NB_F64, x[i]->ndim, x[i]->shape, 0.0, 1.0, rng);
+    }
+    ck_assert_msg(nb_jvp_fwd(c, f, NULL, n_in, x, t, &y, &ty) == NB_OK, "%s %s: %s", op, what,
+                  nb_ctx_error(c));
+    ck_assert_msg(nb_same_shape(y, ty) && ty->dtype == NB_F64, "%s: tangent's shape", op);
+    nb_tensor *w = nb_normal(c, NB_F64, y->ndim, y->shape, 0.0, 1.0, rng);
+    double *wd = w->data, fwd = dot(ty, wd);
+    /* reverse: Jᵀ w into the inputs' .grad */
+    nb_ctx *r = nb_ctx_new(0);
+    nb_tensor *xr[4] = {0};
+    for (int i = 0; i < n_in; i++) {
+        xr[i] = nb_copy(r, x[i], x[i]->dtype);
+        if (t[i]) nb_requires_grad(xr[i]);
+    }
+    nb_tensor *yr = f(r, xr, NULL);
+    ck_assert_msg(yr && nb_backward(r, yr, nb_copy(r, w, NB_F64)) == NB_OK, "%s: %s", op,
+                  nb_ctx_error(r));
+    double rev = 0;
+    for (int i = 0; i < n_in; i++)
+        for (size_t k = 0; t[i] && k < t[i]->numel; k++)
+            rev += nb_grad_get(xr[i], k) * nb_get(t[i], k);
+    ck_assert_msg(fabs(fwd - rev) <= 1e-10 * (1 + fabs(rev)),
+                  "%s %s: <w, J t> by forward mode %.17g, <Jᵀ w, t> by reverse mode %.17g", op,
+                  what, fwd, rev);
+    /* the primal is the plain forward's value */
+    for (size_t k = 0; k < y->numel; k++) ck_assert_double_eq(nb_get(y, k), nb_get(yr, k));
+    nb_ctx_free(r);
+    nb_ctx_free(c);
+}
+
+/* Every row of the op list, by its generated case. */
+START_TEST(test_dual_every_row_op) {
+    nb_pcg32 rng;
+    nb_pcg32_seed(&rng, 36, 1);
+    for (int r = 0; r < NB_N_ROW_CASES; r++) {
+        const nb_row_case *rc = &nb_row_cases[r];
+        fwd_input in[NB_ROW_MAX_IN];
+        for (int i = 0; i < rc->n_in; i++) {
+            in[i] = (fwd_input){rc->in[i].domain == NB_ROW_AWAY       ? K_AWAY
+                                : rc->in[i].domain == NB_ROW_POSITIVE ? K_POS
+                                                                      : K_REAL,
+                                rc->in[i].ndim, {0}, 0};
+            for (int d = 0; d < rc->in[i].ndim; d++) in[i].shape[d] = rc->in[i].shape[d];
+        }
+        check_adjoint(rc->name, "op list", rc->fn, rc->n_in, in, &rng);
+    }
+}
+END_TEST
+
+/* Every op written by hand, by the table above; and every op has a case. */
+START_TEST(test_dual_every_hand_op) {
+    nb_pcg32 rng;
+    nb_pcg32_seed(&rng, 36, 2);
+    for (int k = 0; k < N_HAND; k++) {
+        const fwd_case *fc = &hand_cases[k];
+        check_adjoint(fc->op, fc->what, fc->fn, fc->n_in, fc->in, &rng);
+    }
+    for (int op = 0; op < NB_OP_CUSTOM; op++) {
+        bool covered = nb_row_case_of(op) != NULL;
+        for (int k = 0; k < N_HAND && !covered; k++)
+            covered = !strcmp(hand_cases[k].op, nb_op_name(op));
+        ck_assert_msg(covered, "op %s has no dual-tensor case in tests/check_forward.c",
+                      nb_op_name(op));
+    }
+}
+END_TEST
+
+/* A dual tensor by hand: y = tanh(x ⊙ x), dy = 2 x (1 - y²) ⊙ v; the
+ * primal is x's value (a view), x itself is left without a tangent, and a
+ * result no dual reaches has none. */
+START_TEST(test_make_dual_values) {
+    nb_ctx *c = nb_ctx_new(0);
+    nb_tensor *x = nb_from_doubles(c, NB_F64, NB_SHAPE(3), (double[]){0.1, 0.5, -1});
+    nb_tensor *v = nb_from_doubles(c, NB_F64, NB_SHAPE(3), (double[]){1, 2, 3});
+    nb_tensor *xd = nb_make_dual(c, x, v);
+    ck_assert_ptr_nonnull(xd);
+    ck_assert_ptr_eq(nb_tangent(xd), v);
+    ck_assert_ptr_null(nb_tangent(x));
+    ck_assert_ptr_eq(xd->data, x->data);
+    nb_tensor *y = nb_tanh(c, nb_mul(c, xd, xd));
+    nb_tensor *other = nb_exp(c, x);
+    double want[3];
+    for (int i = 0; i < 3; i++) {
+        double xi = nb_get(x, i), yi = tanh(xi * xi);
+        want[i] = 2 * xi * (1 - yi * yi) * nb_get(v, i);
+    }
+    ck_assert_tensor_near(nb_tangent(y), want, 3, 1e-15);
+    ck_assert_ptr_null(nb_tangent(other));
+    /* with grad off, the same tangent, and nothing on the tape */
+    nb_set_grad_enabled(c, false);
+    int len = nb_tape_len(c);
+    nb_tensor *y2 = nb_tanh(c, nb_mul(c, xd, xd));
+    ck_assert_tensor_near(nb_tangent(y2), want, 3, 1e-15);
+    ck_assert_int_eq(nb_tape_len(c), len);
+    nb_ctx_free(c);
+}
+END_TEST
+
+/* ---- composition with reverse mode ------------------------------------------ */
+/* a small network: sum(log_softmax(layer_norm(tanh(x W1)) W2) ⊙ c) + an
+ * attention output, scalar */
+static nb_tensor *f_net(nb_ctx *c, nb_tensor *const *x, void *u) {
+    (void)u;
+    nb_tensor *h = nb_tanh(c, nb_matmul(c, x[0], x[1]));          /* (4,3) */
+    h = nb_layer_norm(c, h, NULL, NULL, 1e-5);
+    nb_tensor *z = nb_log_softmax(c, nb_matmul(c, h, x[2]));      /* (4,5) */
+    nb_tensor *q = nb_reshape(c, nb_gelu(c, x[0], NB_GELU_TANH), NB_SHAPE(1, 4, 1, 2));
+    nb_tensor *a = nb_sdpa(c, q, q, q, NULL, true, 0.7, 0.0, 0);   /* (1,4,2) */
+    return nb_add(c, nb_sum(c, nb_mul(c, z, z)), nb_sum(c, nb_mul(c, a, a)));
+}
+
+/* Forward-over-reverse (nb_hvp), reverse-over-forward (the gradient of a
+ * dual forward's tangent) and reverse-over-reverse agree within 1e-12. */
+START_TEST(test_hvp_three_ways) {
+    nb_ctx *c = nb_ctx_new(0);
+    nb_pcg32 rng;
+    nb_pcg32_seed(&rng, 36, 3);
+    int64_t shapes[3][2] = {{4, 2}, {2, 3}, {3, 5}};
+    nb_tensor *x[3], *v[3], *hv[3], *g[3], *rr[3], *rf[3];
+    for (int i = 0; i < 3; i++) {
+        x[i] = nb_requires_grad(nb_normal(c, NB_F64, 2, shapes[i], 0, 1, &rng));
+        v[i] = nb_normal(c, NB_F64, 2, shapes[i], 0, 1, &rng);
+    }
+    nb_tensor *y = f_net(c, x, NULL);
+    ck_assert_int_eq(nb_hvp(c, y, 3, x, v, NULL, hv), NB_OK);
+    /* reverse-over-reverse: the gradient of <dy/dx, v> */
+    nb_grad_opts cg = {.create_graph = true};
+    ck_assert_int_eq(nb_grad(c, 1, &y, NULL, 3, x, &cg, g), NB_OK);
+    nb_tensor *s = NULL;
+    for (int i = 0; i < 3; i++) {
+        nb_tensor *term = nb_sum(c, nb_mul(c, g[i], v[i]));
+        s = s ? nb_add(c, s, term) : term;
+    }
+    ck_assert_int_eq(nb_grad(c, 1, &s, NULL, 3, x, NULL, rr), NB_OK);
+    /* reverse-over-forward: the gradient of the tangent of f(dual(x, v)) */
+    nb_tensor *out, *tan;
+    ck_assert_int_eq(nb_jvp_fwd(c, f_net, NULL, 3, x, v, &out, &tan), NB_OK);
+    ck_assert(tan->requires_grad);
+    ck_assert_int_eq(nb_grad(c, 1, &tan, NULL, 3, x, NULL, rf), NB_OK);
+    for (int i = 0; i < 3; i++)
+        for (size_t k = 0; k < x[i]->numel; k++) {
+            double want = nb_get(rr[i], k);
+            ck_assert_double_eq_tol(nb_get(hv[i], k), want, 1e-12);
+            ck_assert_double_eq_tol(nb_get(rf[i], k), want, 1e-12);
+        }
+    ck_assert_double_gt(fabs(nb_get(rr[0], 0)), 1e-6); /* not all zero */
+    /* nb_jvp (forward mode along the tape) is the dual forward's tangent */
+    nb_tensor *ju;
+    ck_assert_int_eq(nb_jvp(c, 1, &y, 3, x, v, NULL, &ju), NB_OK);
+    ck_assert_double_eq_tol(nb_item(ju), nb_item(tan), 1e-12);
+    nb_ctx_free(c);
+}
+END_TEST
+
+/* ---- custom ops ------------------------------------------------------------------ */
+static void cube_backward(nb_ctx *ctx, nb_node *n) {
+    nb_tensor *x = nb_node_input(n, 0), *y = nb_node_output(n);
+    double *gx = nb_grad_buffer(ctx, x);
+    const double *gy = y->grad, *xs = x->data;
+    for (size_t i = 0; gx && i < x->numel; i++) gx[i] += 3 * xs[i] * xs[i] * gy[i];
+}
+
+static nb_tensor *cube_forward_right(nb_ctx *ctx, nb_node *n, nb_tensor *const *t) {
+    nb_tensor *x = nb_node_input(n, 0);
+    return t[0] ? nb_mul(ctx, t[0], nb_scale(ctx, nb_mul(ctx, x, x), 3)) : NULL;
+}
+
+/* the planted mistake: 2x^2 instead of 3x^2 */
+static nb_tensor *cube_forward_wrong(nb_ctx *ctx, nb_node *n, nb_tensor *const *t) {
+    nb_tensor *x = nb_node_input(n, 0);
+    return t[0] ? nb_mul(ctx, t[0], nb_scale(ctx, nb_mul(ctx, x, x), 2)) : NULL;
+}
+
+/* a rule returning a tangent of the wrong shape */
+static nb_tensor *cube_forward_shape(nb_ctx *ctx, nb_node *n, nb_tensor *const *t) {
+    (void)n, (void)t;
+    return nb_zeros(ctx, NB_F64, NB_SHAPE(7));
+}
+
+static nb_forward_fn cube_rule;
+
+static nb_tensor *cube(nb_ctx *ctx, nb_tensor *x) {
+    nb_tensor *y = nb_empty(ctx, x->dtype, x->ndim, x->shape);
+    for (size_t i = 0; i < x->numel; i++) nb_set(y, i, pow(nb_get(x, i), 3));
+    nb_node *n = nb_record(ctx, "cube", y, 1, &x, cube_backward, NULL);
+    nb_node_set_forward_rule(n, cube_rule);
+    return y;
+}
+
+static nb_tensor *f_cube(nb_ctx *ctx, nb_tensor *const *in, void *u) {
+    (void)u;
+    return nb_sum(ctx, nb_tanh(ctx, cube(ctx, nb_scale(ctx, in[0], 1.5))));
+}
+
+START_TEST(test_custom_op_forward_rule) {
+    nb_ctx *c = nb_ctx_new(0);
+    nb_tensor *x = nb_from_doubles(c, NB_F64, NB_SHAPE(2), (double[]){0.5, -2});
+    nb_tensor *v = nb_from_doubles(c, NB_F64, NB_SHAPE(2), (double[]){1, 0.25});
+    cube_rule = cube_forward_right; /* with grad off too: the node is made for the rule */
+    nb_set_grad_enabled(c, false);
+    nb_tensor *t = nb_tangent(cube(c, nb_make_dual(c, x, v)));
+    ck_assert_tensor_near(t, ((double[]){3 * 0.25, 3 * 4 * 0.25}), 2, 1e-15);
+    ck_assert_int_eq(nb_tape_len(c), 0);
+    nb_set_grad_enabled(c, true);
+    /* none declared: an error naming the op and the call to make */
+    cube_rule = NULL;
+    ck_assert_ptr_null(nb_tangent(cube(c, nb_make_dual(c, x, v))));
+    ck_assert_int_eq(nb_ctx_status(c), NB_ERR_STATE);
+    ck_assert_error_has(c, "custom op 'cube'");
+    ck_assert_error_has(c, "nb_node_set_forward_rule");
+    nb_ctx_clear_error(c);
+    nb_tensor *y, *ty;
+    ck_assert_int_eq(nb_jvp_fwd(c, f_cube, NULL, 1, &x, &v, &y, &ty), NB_ERR_STATE);
+    ck_assert_error_has(c, "custom op 'cube'");
+    nb_ctx_clear_error(c);
+    /* a tangent of the wrong shape is named too */
+    cube_rule = cube_forward_shape;
+    ck_assert_int_eq(nb_jvp_fwd(c, f_cube, NULL, 1, &x, &v, &y, &ty), NB_ERR_SHAPE);
+    ck_assert_error_has(c, "forward-mode rule of op 'cube'");
+    ck_assert_error_has(c, "gave a tangent (7) f64, expected its output's (2) f64");
+    nb_ctx_clear_error(c);
+    /* nb_hvp goes reverse-over-reverse when a custom op has no rule */
+    cube_rule = NULL;
+    nb_tensor *xg = nb_requires_grad(nb_copy(c, x, NB_F64)), *hv;
+    nb_tensor *s = nb_sum(c, nb_mul(c, xg, xg)); /* no custom op: forward-over-reverse */
+    ck_assert_int_eq(nb_hvp(c, s, 1, &xg, &v, NULL, &hv), NB_OK);
+    ck_assert_tensor_near(hv, ((double[]){2, 0.5}), 2, 1e-15);
+    nb_ctx_free(c);
+}
+END_TEST
+
+/* check_forward_ad: the right rule passes, the planted wrong one fails with
+ * the op named, while the reverse check alone passes. */
+START_TEST(test_check_forward_ad_names_a_wrong_rule) {
+    nb_ctx *c = nb_ctx_new(0), *k1 = nb_ctx_new(0), *k2 = nb_ctx_new(0), *k3 = nb_ctx_new(0);
+    nb_tensor *x = nb_requires_grad(
+        nb_from_doubles(c, NB_F64, NB_SHAPE(4), (double[]){0.3, -0.7, 0.9, 0.1}));
+    nb_gradcheck_opts o = nb_gradcheck_defaults();
+    o.check_forward_ad = true;
+    nb_gradcheck_result r;
+    cube_rule = cube_forward_right;
+    ck_assert_int_eq(nb_gradcheck(k1, f_cube, NULL, 1, &x, &o, &r), NB_OK);
+    ck_assert(r.passed && r.backward_passed && r.forward_passed);
+    ck_assert_double_lt(r.forward_max_abs_err, 1e-8);
+    ck_assert_double_gt(r.forward_max_abs_err, 0.0);
+    cube_rule = cube_forward_wrong;
+    ck_assert_int_eq(nb_gradcheck(k2, f_cube, NULL, 1, &x, NULL, &r), NB_OK); /* reverse only */
+    ck_assert_int_eq(nb_gradcheck(k2, f_cube, NULL, 1, &x, &o, &r), NB_ERR_VALUE);
+    ck_assert(!r.passed && r.backward_passed && !r.forward_passed);
+    ck_assert_str_eq(r.forward_blame_op, "cube");
+    ck_assert_int_eq(r.forward_blame_index, 1); /* after the scale, #0 */
+    ck_assert_ptr_nonnull(strstr(r.message, "forward-mode rule of op #1 'cube'"));
+    ck_assert_error_has(k2, "'cube'");
+    o.fast = true; /* fast mode's directions find it too */
+    ck_assert_int_eq(nb_gradcheck(k3, f_cube, NULL, 1, &x, &o, &r), NB_ERR_VALUE);
+    ck_assert_msg(!strcmp(r.forward_blame_op, "cube"), "%s", r.message);
+    cube_rule = NULL;
+    nb_ctx_free(c), nb_ctx_free(k1), nb_ctx_free(k2), nb_ctx_free(k3);
+}
+END_TEST
+
+Suite *suite_forward(void) {
+    Suite *s = suite_create("forward");
+    TCase *tc = tcase_create("forward");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_dual_every_row_op);
+    tcase_add_test(tc, test_dual_every_hand_op);
+    tcase_add_test(tc, test_make_dual_values);
+    tcase_add_test(tc, test_hvp_three_ways);
+    tcase_add_test(tc, test_custom_op_forward_rule);
+    tcase_add_test(tc, test_check_forward_ad_names_a_wrong_rule);
+    suite_add_tcase(s, tc);
+    return s;
+}
