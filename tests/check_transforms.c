@@ -381,6 +381,41 @@ START_TEST(test_per_sample_grads_leave_params_alone) {
 }
 END_TEST
 
+/* A custom op, y = x^2, with a backward and a graph backward but no
+ * forward-mode rule: the forward Jacobian goes by the recorded backward. */
+static void square_backward(nb_ctx *ctx, nb_node *n) {
+    nb_tensor *x = nb_node_input(n, 0), *y = nb_node_output(n);
+    double *gx = nb_grad_buffer(ctx, x);
+    for (size_t i = 0; gx && i < x->numel; i++) gx[i] += 2 * nb_get(x, i) * nb_grad_get(y, i);
+}
+static void square_graph_backward(nb_ctx *ctx, nb_node *n, nb_tensor *dout, nb_tensor **din) {
+    din[0] = nb_mul(ctx, dout, nb_scale(ctx, nb_node_input(n, 0), 2));
+}
+static nb_tensor *f_custom_square(nb_ctx *c, nb_tensor *const *in, void *u) {
+    (void)u;
+    nb_tensor *x = in[0], *y = nb_empty(c, NB_F64, x->ndim, x->shape);
+    for (size_t i = 0; y && i < x->numel; i++) nb_set(y, i, nb_get(x, i) * nb_get(x, i));
+    nb_node_set_graph_backward(nb_record(c, "square", y, 1, &x, square_backward, NULL),
+                               square_graph_backward);
+    return nb_tanh(c, y);
+}
+
+START_TEST(test_forward_jacobian_without_a_forward_rule) {
+    nb_ctx *c = nb_ctx_new(0);
+    nb_tensor *x = nb_from_doubles(c, NB_F64, NB_SHAPE(2), (double[]){0.5, -1}), *j[1], *r[1];
+    for (int graph = 0; graph < 2; graph++) {
+        ck_assert_int_eq(nb_jacobian(c, f_custom_square, NULL, 1, &x,
+                                     &(nb_jacobian_opts){NB_JAC_FWD, graph}, j), NB_OK);
+        ck_assert_int_eq(nb_jacobian(c, f_custom_square, NULL, 1, &x,
+                                     &(nb_jacobian_opts){NB_JAC_REV, false}, r), NB_OK);
+        double d0 = 2 * 0.5 * (1 - pow(tanh(0.25), 2)), d1 = -2 * (1 - pow(tanh(1.0), 2));
+        ck_assert_tensor_near(j[0], ((double[]){d0, 0, 0, d1}), 4, 1e-14);
+        ck_assert_tensor_near(r[0], ((double[]){d0, 0, 0, d1}), 4, 1e-14);
+    }
+    nb_ctx_free(c);
+}
+END_TEST
+
 Suite *suite_transforms(void) {
     Suite *s = suite_create("transforms");
     TCase *tc = tcase_create("transforms");
@@ -392,6 +427,7 @@ Suite *suite_transforms(void) {
     tcase_add_test(tc, test_jacobian_create_graph_differentiates);
     tcase_add_test(tc, test_plain_inputs_and_zero_derivatives);
     tcase_add_test(tc, test_per_sample_grads_leave_params_alone);
+    tcase_add_test(tc, test_forward_jacobian_without_a_forward_rule);
     suite_add_tcase(s, tc);
     return s;
 }

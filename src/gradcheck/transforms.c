@@ -4,11 +4,13 @@
  *
  * Every transform runs f once on the caller's context and then asks the
  * tape for many products: reverse rows reuse the tape (PyTorch's
- * retain_graph), forward columns reuse one recorded backward J^T w, and the
- * Hessian's rows reuse one recorded gradient. nabla has no batched
+ * retain_graph), forward columns push tangents along it, and the Hessian's
+ * rows reuse one recorded gradient. nabla has no batched
  * (vmapped) copy of a tape, so each basis vector is still its own walk;
- * what is shared is f's forward pass and, in forward mode and the Hessian,
- * the recorded backward. */
+ * what is shared is f's forward pass and, in the Hessian, the recorded
+ * backward. */
+#include "ops/ops_internal.h"
+
 #include "nabla/gradcheck.h"
 #include "nabla/ops.h"
 
@@ -159,11 +161,12 @@ static nb_status jac_rev(nb_ctx *ctx, nb_tensor *y, int n_in, nb_tensor **x, boo
     return nb_ctx_status(ctx);
 }
 
-/* Forward: column k of jac[j] is J e_k, the gradient with respect to w of
- * <g_j, e_k> where g = J^T w was recorded once (the double-backward trick
- * of nb_jvp, its recorded backward shared by every column). */
-static nb_status jac_fwd(nb_ctx *ctx, nb_tensor *y, int n_in, nb_tensor **x, bool graph,
-                         nb_tensor **jac) {
+/* Forward, for a tape with a custom op that has no forward-mode rule:
+ * column k of jac[j] is J e_k, the gradient with respect to w of <g_j, e_k>
+ * where g = J^T w was recorded once (the double-backward trick, its
+ * recorded backward shared by every column). */
+static nb_status jac_fwd_by_reverse(nb_ctx *ctx, nb_tensor *y, int n_in, nb_tensor **x,
+                                    bool graph, nb_tensor **jac) {
     size_t m = y->numel;
     nb_tensor *w = nb_requires_grad(nb_zeros(ctx, y->dtype, y->ndim, y->shape));
     nb_tensor **g = nb_ctx_alloc(ctx, (size_t)n_in * sizeof *g);
@@ -181,6 +184,35 @@ static nb_status jac_fwd(nb_ctx *ctx, nb_tensor *y, int n_in, nb_tensor **x, boo
                 if (!seed || nb_grad(ctx, 1, &g[j], &seed, 1, &w, &o, &col))
                     return nb_ctx_status(ctx);
             }
+            if (graph)
+                cols[k] = col;
+            else
+                put(jac[j], col, k, n);
+        }
+        if (graph) jac[j] = assemble(ctx, cols, n, m, false, jac[j]);
+    }
+    return nb_ctx_status(ctx);
+}
+
+/* Forward: column k of jac[j] is J e_k, the tangent e_k of input j pushed
+ * along f's recorded tape by the forward-mode rules (nb_fwd_push): f's
+ * forward pass is shared by every column and nothing runs backward. */
+static nb_status jac_fwd(nb_ctx *ctx, nb_tensor *y, int n_in, nb_tensor **x, bool graph,
+                         nb_tensor **jac) {
+    size_t m = y->numel;
+    nb_tensor **v = nb_ctx_alloc(ctx, (size_t)n_in * sizeof *v);
+    if (!v) return nb_ctx_status(ctx);
+    for (int j = 0; j < n_in; j++) {
+        size_t n = x[j]->numel;
+        nb_tensor **cols = graph ? nb_ctx_alloc(ctx, n * sizeof *cols + 1) : NULL;
+        if (graph && !cols) return nb_ctx_status(ctx);
+        for (size_t k = 0; k < n; k++) {
+            nb_tensor *col = NULL;
+            v[j] = basis(ctx, x[j], k);
+            int done = v[j] ? nb_fwd_push(ctx, n_in, x, v, 1, &y, graph, &col) : -1;
+            v[j] = NULL;
+            if (done < 0) return nb_ctx_status(ctx);
+            if (done == 0) return jac_fwd_by_reverse(ctx, y, n_in, x, graph, jac);
             if (graph)
                 cols[k] = col;
             else
