@@ -8,8 +8,9 @@
  *            recording off no tangent reaches this GPT's loss yet)
  *   hvp_mha  a Hessian-vector product of the seeds' MultiHeadAttention's MSE
  *            loss (B 8, T 32, D 64, 4 heads) in its parameters: forward over
- *            reverse (a dual forward, nb_grad with create_graph, the
- *            gradient's tangent) against reverse over reverse (nb_hvp)
+ *            reverse (nb_hvp: v pushed along the forward and the recorded
+ *            backward) against reverse over reverse (the gradient of
+ *            <nb_grad(loss, create_graph), v>)
  *   psg_mha  per-sample gradients (nb_per_sample_grads) of the same module
  *            at B 64 against one gradient of the batch's summed loss
  *
@@ -184,24 +185,32 @@ static nb_tensor *mha_sample_loss(nb_ctx *c, nb_tensor *const *in, void *user) {
     return mha_loss_on(c, s, in, x, y);
 }
 
+/* Reverse over reverse: the gradient of <nb_grad(loss, create_graph), v>. */
+static nb_status hvp_by_reverse(nb_ctx *c, mha_state *s, nb_tensor **hv) {
+    nb_tensor *g[MHA_NP], *l = mha_loss_on(c, s, s->p, s->x, s->y), *dot = NULL;
+    if (nb_grad(c, 1, &l, NULL, MHA_NP, s->p, &(nb_grad_opts){.create_graph = true}, g))
+        return nb_ctx_status(c);
+    for (int j = 0; j < MHA_NP; j++) {
+        nb_tensor *t = nb_sum(c, nb_mul(c, g[j], s->v[j]));
+        dot = dot ? nb_add(c, dot, t) : t;
+    }
+    return nb_grad(c, 1, &dot, NULL, MHA_NP, s->p, NULL, hv);
+}
+
 static double hvp_rev_rev(void *p) {
     mha_state *s = p;
     nb_ctx_reset(s->step);
     nb_tensor *hv[MHA_NP];
-    nb_tensor *l = mha_loss_on(s->step, s, s->p, s->x, s->y);
-    if (nb_hvp(s->step, l, MHA_NP, s->p, s->v, NULL, hv)) return NAN;
-    return nb_get(hv[0], 0);
+    return hvp_by_reverse(s->step, s, hv) ? NAN : nb_get(hv[0], 0);
 }
 
+/* Forward over reverse: nb_hvp pushes v along the forward and the recorded
+ * backward with the forward-mode rules. */
 static double hvp_fwd_rev(void *p) {
     mha_state *s = p;
     nb_ctx_reset(s->step);
-    nb_tensor *d[MHA_NP], *g[MHA_NP];
-    for (int j = 0; j < MHA_NP; j++) d[j] = nb_make_dual(s->step, s->p[j], s->v[j]);
-    nb_tensor *l = mha_loss_on(s->step, s, d, s->x, s->y);
-    if (nb_grad(s->step, 1, &l, NULL, MHA_NP, s->p, &(nb_grad_opts){.create_graph = true}, g))
-        return NAN;
-    return nb_get(nb_tangent(g[0]), 0);
+    nb_tensor *hv[MHA_NP], *l = mha_loss_on(s->step, s, s->p, s->x, s->y);
+    return nb_hvp(s->step, l, MHA_NP, s->p, s->v, NULL, hv) ? NAN : nb_get(hv[0], 0);
 }
 
 static double batch_grad(void *p) {
@@ -245,12 +254,10 @@ static int bench_mha(void) {
     if (mha_setup(&h, pctx, 8)) return 1;
     /* both HVPs once, side by side */
     nb_ctx *c = nb_ctx_new(0);
-    nb_tensor *hv[MHA_NP], *d[MHA_NP], *g[MHA_NP], *t[MHA_NP];
-    nb_hvp(c, mha_loss_on(c, &h, h.p, h.x, h.y), MHA_NP, h.p, h.v, NULL, hv);
-    for (int j = 0; j < MHA_NP; j++) d[j] = nb_make_dual(c, h.p[j], h.v[j]);
-    nb_tensor *l = mha_loss_on(c, &h, d, h.x, h.y);
-    nb_grad(c, 1, &l, NULL, MHA_NP, h.p, &(nb_grad_opts){.create_graph = true}, g);
-    for (int j = 0; j < MHA_NP; j++) t[j] = nb_tangent(g[j]);
+    nb_tensor *hv[MHA_NP], *g[MHA_NP], *t[MHA_NP], *l;
+    hvp_by_reverse(c, &h, hv);
+    l = mha_loss_on(c, &h, h.p, h.x, h.y);
+    nb_hvp(c, l, MHA_NP, h.p, h.v, NULL, t);
     if (nb_ctx_error(c)) return fail(c, "hvp_mha check");
     double diff = rel_diff(MHA_NP, t, hv);
     time_pair(hvp_rev_rev, hvp_fwd_rev, &h, &base, &ms);
@@ -280,8 +287,8 @@ int main(int argc, char **argv) {
     if (argc == 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
         puts("usage: nabla-bench-transforms [--help]\n"
              "  Times, on one thread in float32: a JVP through the cpu-baby GPT against its\n"
-             "  forward (jvp_gpt), a forward-over-reverse HVP of MultiHeadAttention against\n"
-             "  nb_hvp's reverse over reverse (hvp_mha), and its per-sample gradients at\n"
+             "  forward (jvp_gpt), nb_hvp's forward-over-reverse HVP of MultiHeadAttention\n"
+             "  against reverse over reverse (hvp_mha), and its per-sample gradients at\n"
              "  B 64 against one batch gradient (psg_mha). One line per row:\n"
              "    transforms row=NAME base_ms=X ms=Y ratio=Y/X\n"
              "  Writes no files.");
