@@ -1135,6 +1135,7 @@ static const krow kinds[] = {
     {"nb_pcg32_double", "rng", NULL},
     {"nb_pcg32_normal", "rng", NULL},
     {"nb_op_formula", "enum", NULL},
+    {"nb_op_tangent_formula", "enum", NULL},
     {"nb_tape_html", "ctx tensor file", NULL},
     {"nb_tape_html_ex", "ctx tensor ptr file", NULL},
     {"nb_tape_json", "ctx tensor file", NULL},

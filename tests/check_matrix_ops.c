@@ -188,7 +188,7 @@ static const op_case hand_ops[] = {
  * test_every_op_has_a_case). */
 static const op2_fn hand_fns[] = {
 #define NB_OP(id, name, n_in, formula, ...)
-#define NB_OP_HAND(id, name, n_in, formula) w_##name,
+#define NB_OP_HAND(id, name, n_in, formula, tangent) w_##name,
 #include "nabla/ops.def"
 #undef NB_OP
 #undef NB_OP_HAND

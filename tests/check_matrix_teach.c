@@ -12,6 +12,9 @@ START_TEST(test_op_formula) {
     ck_assert_str_eq(nb_op_formula(NB_OP_COUNT), "?");
     ck_assert_str_eq(nb_op_formula((nb_op)1000000), "?");
     ck_assert_ptr_nonnull(strstr(nb_op_formula(NB_OP_MUL), "dout · y"));
+    ck_assert_str_eq(nb_op_tangent_formula((nb_op)-1), "?");
+    ck_assert_str_eq(nb_op_tangent_formula(NB_OP_COUNT), "?");
+    ck_assert_ptr_nonnull(strstr(nb_op_tangent_formula(NB_OP_MUL), "tx · y + x · ty"));
 }
 END_TEST
 

@@ -64,7 +64,7 @@ static bool log_has(const char *log, const char *part) {
 
 START_TEST(test_missing_row_fails_naming_the_op) {
     char dir[64], inc[128], log[128];
-    copy_headers(dir, sizeof dir, "/^NB_OP_HAND(LAYER_NORM,/,+2d");
+    copy_headers(dir, sizeof dir, "/^NB_OP_HAND(LAYER_NORM,/,+3d");
     snprintf(inc, sizeof inc, "%s/include", dir);
     snprintf(log, sizeof log, "%s/cc.log", dir);
     /* the copy really lacks the row, and the rest of the list still compiles */
@@ -77,7 +77,7 @@ END_TEST
 
 START_TEST(test_new_row_without_cases_fails_naming_them) {
     char dir[64], inc[128], log[128];
-    copy_headers(dir, sizeof dir, "/^#ifdef NB_OP_HAND_DEFAULT_/i NB_OP_HAND(CUBE, cube, 1, \"dx = 3 x² dout\")");
+    copy_headers(dir, sizeof dir, "/^#ifdef NB_OP_HAND_DEFAULT_/i NB_OP_HAND(CUBE, cube, 1, \"dx = 3 x² dout\", \"tout = 3 x² tx\")");
     snprintf(inc, sizeof inc, "%s/include", dir);
     snprintf(log, sizeof log, "%s/cc.log", dir);
     ck_assert_int_ne(compile(cc(), inc, "-fsyntax-only tools/nabla-gradcheck.c", log), 0);
@@ -105,9 +105,11 @@ START_TEST(test_list_and_tables_agree) {
     ck_assert_int_eq(nb_op_arity(NB_OP_CONCAT), -1);
     ck_assert_int_eq(nb_op_arity(NB_OP_LINEAR), 3);
     ck_assert_ptr_nonnull(strstr(nb_op_formula(NB_OP_MATMUL), "dout @ Bᵀ"));
+    ck_assert_ptr_nonnull(strstr(nb_op_tangent_formula(NB_OP_MATMUL), "tA @ B + A @ tB"));
     for (int op = 0; op < NB_OP_COUNT; op++) {
         ck_assert_str_ne(nb_op_name((nb_op)op), "?");
         ck_assert_str_ne(nb_op_formula((nb_op)op), "?");
+        ck_assert_str_ne(nb_op_tangent_formula((nb_op)op), "?");
     }
 }
 END_TEST

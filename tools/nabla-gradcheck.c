@@ -191,7 +191,7 @@ static const gc_case cases[] = {
  * heads a case in the table above. */
 static const nb_gradcheck_fn hand_fn[NB_OP_CUSTOM] = {
 #define NB_OP(id, name, n_in, formula, ...)
-#define NB_OP_HAND(id, name, n_in, formula) [NB_OP_##id] = f_##name,
+#define NB_OP_HAND(id, name, n_in, formula, tangent) [NB_OP_##id] = f_##name,
 #include "nabla/ops.def"
 #undef NB_OP
 #undef NB_OP_HAND

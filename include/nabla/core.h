@@ -401,8 +401,13 @@ nb_status nb_grad(nb_ctx *ctx, int n_out, nb_tensor *const *outputs, nb_tensor *
 /* Hessian-vector product of a scalar y of the inputs: hv[j] = sum_i
  * d^2 y / (d inputs[j] d inputs[i]) v[i], as the second output of
  * torch.autograd.functional.hvp(f, inputs, v) (y = f(inputs), built
- * already). The gradient of <nb_grad(y, inputs, create_graph), v>; an input
- * the product does not reach gets zeros. opts: create_graph to record the
+ * already); an input the product does not reach gets zeros. Which way it
+ * goes is fixed by the tape: by forward-over-reverse (g = nb_grad(y,
+ * inputs, create_graph), then v pushed through the forward and g's
+ * recorded backward by the ops' forward-mode rules, one pass) unless a
+ * custom op on the tape declared no forward-mode rule
+ * (nb_node_set_forward_rule); then by reverse-over-reverse, the gradient of
+ * <g, v>. The two agree to rounding. opts: create_graph to record the
  * product too (allow_unused is implied). v[j] must have inputs[j]'s shape
  * (else NB_ERR_SHAPE) and dtype (else NB_ERR_DTYPE); other errors as for
  * nb_grad. */
@@ -410,11 +415,15 @@ nb_status nb_hvp(nb_ctx *ctx, nb_tensor *y, int n_in, nb_tensor *const *inputs,
                  nb_tensor *const *v, const nb_grad_opts *opts, nb_tensor **hv);
 /* Jacobian-vector product (forward mode) of the outputs: ju[i] = sum_j
  * d outputs[i] / d inputs[j] u[j], as the second output of
- * torch.autograd.functional.jvp(f, inputs, u), by the double-backward
- * trick: with w a zero tensor of each output's shape that requires grad,
- * g = nb_grad(outputs, inputs, w, create_graph) = J^T w, and J u is the
- * gradient of <g, u> with respect to w. Zeros where no input reaches an
- * output. opts and errors as for nb_hvp (u[j] against inputs[j]). */
+ * torch.autograd.functional.jvp(f, inputs, u). u is pushed from the inputs
+ * to the outputs along the recorded tape by the ops' forward-mode rules
+ * (one pass; nb_jvp_fwd runs f itself on dual tensors instead), unless a
+ * custom op on the tape declared no forward-mode rule: then by the
+ * double-backward trick: with w a zero tensor of each output's shape that
+ * requires grad, g = nb_grad(outputs, inputs, w, create_graph) = J^T w, and
+ * J u is the gradient of <g, u> with respect to w. Zeros where no input
+ * reaches an output. opts and errors as for nb_hvp (u[j] against
+ * inputs[j]). */
 nb_status nb_jvp(nb_ctx *ctx, int n_out, nb_tensor *const *outputs, int n_in,
                  nb_tensor *const *inputs, nb_tensor *const *u, const nb_grad_opts *opts,
                  nb_tensor **ju);

@@ -70,7 +70,9 @@ typedef struct nb_gradcheck_opts {
     /* also check forward mode (PyTorch's check_forward_ad): the JVP J u of
      * a dual forward (each input carrying a tangent u: every basis vector,
      * or fast mode's directions) against the central difference of f along
-     * u; a failure names the op whose forward-mode rule disagrees */
+     * u; a failure names the op whose forward-mode rule disagrees.
+     * nb_gradgradcheck passes it on to its check of the gradient, which
+     * then checks forward-over-reverse too */
     bool check_forward_ad;
 } nb_gradcheck_opts;
 

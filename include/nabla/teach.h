@@ -26,6 +26,10 @@ extern "C" {
  * gradient arriving at its output), out and its inputs: "dx = dout · y,  dy
  * = dout · x" for mul. Static; "?" for values out of range. */
 const char *nb_op_formula(nb_op op);
+/* The op's forward-mode rule as a one-line formula, in terms of its inputs'
+ * tangents tx, ty, ... and its output's tout: "tout = tx · y + x · ty" for
+ * mul. Static; "?" for values out of range. */
+const char *nb_op_tangent_formula(nb_op op);
 
 /* Writes one self-contained HTML page (inline CSS and script, nothing
  * fetched) that explores the tape up to `root` (every node when root is

@@ -75,7 +75,10 @@ void nb_gc_write_message(const gc *g, const nb_gradcheck_opts *o, bool y_untrack
                          nb_status bst) {
     nb_gradcheck_result *res = g->res;
     char check[320], who[448] = "", label[96];
-    if (res->passed)
+    if (res->passed && o->check_forward_ad)
+        snprintf(check, sizeof check, "passed, max |error| %.3g, forward mode %.3g",
+                 res->max_abs_err, res->forward_max_abs_err);
+    else if (res->passed)
         snprintf(check, sizeof check, "passed, max |error| %.3g", res->max_abs_err);
     else if (o->fast)
         snprintf(check, sizeof check,

@@ -13,8 +13,8 @@
  * as fused kernels: with grad on, a tangent is then an ordinary recorded
  * result, and differentiating it in reverse (forward-over-reverse Hessian-
  * vector products) or pushing a tangent through a recorded reverse pass
- * needs nothing more. The price is some speed on fused ops, whose rules go
- * through their composed forms (layer_norm, rms_norm, sdpa). While a rule
+ * needs nothing more. The price is some speed on sdpa, whose rule goes
+ * through its composed form. While a rule
  * runs, ctx->fwd_depth is raised and its own ops carry no tangents: one
  * level of forward mode. */
 #include "ops/ops_internal.h"
@@ -163,9 +163,30 @@ nb_status nb_jvp_fwd(nb_ctx *ctx, nb_gradcheck_fn f, void *user, int n_in,
 }
 
 /* ---- helpers of the rules ------------------------------------------------------ */
+/* J t for a node whose Jacobian is symmetric, by its own backward kernel
+ * (Jᵀ t, one fused pass) run on t as the output's gradient, into a new
+ * tensor: the node's tensors get their .grad and requires_grad back. */
+static nb_tensor *by_backward_kernel(nb_ctx *ctx, nb_node *n, nb_tensor *t) {
+    nb_tensor *x = n->in[0], *out = n->out;
+    nb_tensor *r = nb_zeros(ctx, x->dtype, x->ndim, x->shape);
+    if (!r) return NULL;
+    void *out_grad = out->grad, *x_grad = x->grad;
+    bool x_rg = x->requires_grad;
+    out->grad = t->data, x->grad = r->data, x->requires_grad = true;
+    n->backward(ctx, n);
+    out->grad = out_grad, x->grad = x_grad, x->requires_grad = x_rg;
+    return r;
+}
+
 nb_tensor *nb_forward_symmetric(nb_ctx *ctx, nb_node *n, nb_tensor *const *tin,
                                 nb_graph_backward_fn gb) {
     if (!tin[0]) return NULL;
+    /* The fused kernel when nothing needs recording (grad off, or neither
+     * x nor its tangent requires grad: a plain JVP, nb_hvp's push); the
+     * graph backward's recorded ops when the tangent is to be
+     * differentiated. */
+    if (!ctx->grad_enabled || (!tin[0]->requires_grad && !n->in[0]->requires_grad))
+        return by_backward_kernel(ctx, n, tin[0]);
     nb_tensor *din[1] = {NULL};
     gb(ctx, n, tin[0], din);
     return din[0];

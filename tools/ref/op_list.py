@@ -6,8 +6,8 @@ fixture generators: the same rows the C tables are generated from.
     row.inputs                      # [("REAL", (2, 3)), ...] for NB_OP rows
     row.torch                       # "F.softplus(x[0])"
 
-A row is NB_OP(ID, name, n_in, formula, call, (inputs), torch) or
-NB_OP_HAND(ID, name, n_in, formula); see the comment at the top of ops.def.
+A row is NB_OP(ID, name, n_in, formula, tangent, call, (inputs), torch) or
+NB_OP_HAND(ID, name, n_in, formula, tangent); see the comment at the top of ops.def.
 """
 import os
 import re
@@ -71,19 +71,19 @@ def read_rows(path=OPS_DEF):
         args, _ = _args(text, m.end() - 1)
         hand = m.group(1) is not None
         if hand:
-            if len(args) != 4:
-                raise ValueError("ops.def: NB_OP_HAND(%s) has %d fields, not 4"
+            if len(args) != 5:
+                raise ValueError("ops.def: NB_OP_HAND(%s) has %d fields, not 5"
                                  % (args[0], len(args)))
             rows.append(Row(args[0], args[1], int(args[2]), True, [], ""))
             continue
-        if len(args) != 7:
-            raise ValueError("ops.def: NB_OP(%s) has %d fields, not 7" % (args[0], len(args)))
+        if len(args) != 8:
+            raise ValueError("ops.def: NB_OP(%s) has %d fields, not 8" % (args[0], len(args)))
         inputs = [(d, tuple(int(v) for v in dims.split(",") if v.strip()))
-                  for d, dims in re.findall(r"NB_IN\(\s*(\w+)\s*((?:,\s*\d+\s*)*)\)", args[5])]
+                  for d, dims in re.findall(r"NB_IN\(\s*(\w+)\s*((?:,\s*\d+\s*)*)\)", args[6])]
         if len(inputs) != int(args[2]):
             raise ValueError("ops.def: op %s has %s inputs but %d NB_IN"
                              % (args[1], args[2], len(inputs)))
-        torch_expr = _c_string(args[6])
+        torch_expr = _c_string(args[7])
         if not torch_expr:
             raise ValueError("ops.def: op %s has no PyTorch expression" % args[1])
         rows.append(Row(args[0], args[1], int(args[2]), False, inputs, torch_expr))

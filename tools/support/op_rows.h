@@ -42,24 +42,27 @@ typedef struct nb_row_case {
 #define NB_IN(domain, ...) {NB_ROW_##domain, NB_ROW_NARGS(__VA_ARGS__), {__VA_ARGS__}}
 #define NB_ROW_UNPAREN(...) __VA_ARGS__
 
-/* The row's call as a function of (c, x). A row whose PyTorch expression is
- * empty stops the build here, naming the op. */
-#define NB_OP(id, name, n_in, formula, call, inputs, torch)                               \
+/* The row's call as a function of (c, x). A row whose PyTorch expression or
+ * forward-mode formula (tangent) is empty stops the build here, naming the
+ * op. */
+#define NB_OP(id, name, n_in, formula, tangent, call, inputs, torch)                      \
     _Static_assert(sizeof(torch) > 1,                                                     \
                    "op " #name ": its row in ops.def has no PyTorch expression");         \
+    _Static_assert(sizeof(tangent) > 1,                                                   \
+                   "op " #name ": its row in ops.def has no forward-mode rule");          \
     static nb_tensor *nb_row_##name(nb_ctx *c, nb_tensor *const *x, void *user) {         \
         (void)user;                                                                       \
         return call;                                                                      \
     }
-#define NB_OP_HAND(id, name, n_in, formula)
+#define NB_OP_HAND(id, name, n_in, formula, tangent)
 #include "nabla/ops.def"
 #undef NB_OP
 #undef NB_OP_HAND
 
 static const nb_row_case nb_row_cases[] = {
-#define NB_OP(id, name, n_in, formula, call, inputs, torch)                               \
+#define NB_OP(id, name, n_in, formula, tangent, call, inputs, torch)                               \
     {#name, NB_OP_##id, nb_row_##name, n_in, {NB_ROW_UNPAREN inputs}, torch},
-#define NB_OP_HAND(id, name, n_in, formula)
+#define NB_OP_HAND(id, name, n_in, formula, tangent)
 #include "nabla/ops.def"
 #undef NB_OP
 #undef NB_OP_HAND

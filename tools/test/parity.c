@@ -388,7 +388,7 @@ typedef struct op_row {
 
 static const op_row OPS[] = {
 #define NB_OP(id, name, n_in, formula, ...) {#name, n_in, NULL, nb_row_##name},
-#define NB_OP_HAND(id, name, n_in, formula) {#name, n_in, op_##name, NULL},
+#define NB_OP_HAND(id, name, n_in, formula, tangent) {#name, n_in, op_##name, NULL},
 #include "nabla/ops.def"
 #undef NB_OP
 #undef NB_OP_HAND
