@@ -354,6 +354,17 @@ bench: $(B)/bin/nabla-bench $(B)/bin/nabla-bench-mha
 	@$(MAKE) --no-print-directory bench-wasm
 	@$(MAKE) --no-print-directory bench-bpe
 	@$(MAKE) --no-print-directory bench-gpt
+	@$(MAKE) --no-print-directory bench-transforms
+
+# Forward mode and the transforms (nabla-bench-transforms: a JVP through the
+# cpu-baby GPT against its forward, forward-over-reverse against reverse-
+# over-reverse HVP, per-sample gradients of MultiHeadAttention at B 64
+# against one batch gradient) and against functorch's jvp and vmap(grad) at
+# their best thread mode. A minute or two.
+.PHONY: bench-transforms
+bench-transforms: $(DEPS_OK) $(B)/bin/nabla-bench-transforms
+	@sh tools/install-deps.sh $(TORCH_DEPS)
+	sh tools/bench/bench-transforms.sh $(B)
 
 # GPT-2 tokenizer encode speed on the fortunes corpus (about 2.5 MB of English):
 # nabla-bench-bpe and tiktoken's WASM encoder (node), one line each, then the

@@ -1,4 +1,4 @@
-/* check_examples_grad.c - the second-order examples (examples/<name>.c,
+/* check_examples_grad.c - the second-order examples and per_sample_dp (examples/<name>.c,
  * built to <build>/examples/) print the numbers their PyTorch twins print,
  * one test each. The twins (tools/ref/<name>_ref.py) start from
  * the same PCG32 data and weights and print the same lines; their output is
@@ -125,6 +125,9 @@ END_TEST
 START_TEST(test_pinn_poisson_matches_pytorch) { check_against_twin("pinn_poisson"); }
 END_TEST
 
+START_TEST(test_per_sample_dp_matches_pytorch) { check_against_twin("per_sample_dp"); }
+END_TEST
+
 /* The comparison can fail: the fixture against itself passes, and fails
  * once one number moves by 1e-7 relative, a word changes, or a line is
  * missing. */
@@ -173,6 +176,7 @@ Suite *suite_examples_grad(void) {
     tcase_add_test(tc, test_gradient_penalty_matches_pytorch);
     tcase_add_test(tc, test_maml_sine_matches_pytorch);
     tcase_add_test(tc, test_pinn_poisson_matches_pytorch);
+    tcase_add_test(tc, test_per_sample_dp_matches_pytorch);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -611,6 +611,22 @@ DRV(nb_gradgradcheck_params) {
     nb_gradgradcheck_params(k->ctx, f_sum_sq, NULL, L(k, 3, &k->params), INT(k, 4, 1), &k->x,
                             &o, NULL);
 }
+static nb_tensor *f_psg(nb_ctx *ctx, nb_tensor *const *in, void *user) {
+    (void)user; /* in[0] a parameter (2, 3), in[1] one sample (3) */
+    return nb_sum(ctx, nb_mul(ctx, in[0], in[1]));
+}
+DRV(nb_jacobian) {
+    nb_tensor *jac[1];
+    nb_jacobian(k->ctx, f_sum_sq, NULL, INT(k, 3, 1), &k->x, NULL, jac);
+}
+DRV(nb_hessian) {
+    nb_tensor *h[1];
+    nb_hessian(k->ctx, f_sum_sq, NULL, INT(k, 3, 1), &k->x, h);
+}
+DRV(nb_per_sample_grads) {
+    nb_tensor *g[1];
+    nb_per_sample_grads(k->ctx, f_psg, NULL, INT(k, 3, 1), &k->x, INT(k, 5, 1), &k->x, g);
+}
 static const char *const mkeys[] = {"k"}, *const mvals[] = {"v"};
 DRV(nb_save_safetensors) {
     char good[128];
@@ -1014,6 +1030,9 @@ static const krow kinds[] = {
     {"nb_gradcheck_params", "ctx fn user list count tensors ptr ptr", d_nb_gradcheck_params},
     {"nb_gradgradcheck", "ctx fn user count tensors ptr ptr", d_nb_gradgradcheck},
     {"nb_gradgradcheck_params", "ctx fn user list count tensors ptr ptr", d_nb_gradgradcheck_params},
+    {"nb_jacobian", "ctx fn user count tensors ptr out", d_nb_jacobian},
+    {"nb_hessian", "ctx fn user count tensors out", d_nb_hessian},
+    {"nb_per_sample_grads", "ctx fn user count tensors count tensors out", d_nb_per_sample_grads},
     {"nb_save_safetensors", "ctx path_out list count strs strs", d_nb_save_safetensors},
     {"nb_load_safetensors", "ctx path_in:st list", d_nb_load_safetensors},
     {"nb_load_safetensors_meta", "ctx path_in:st list count out out out", d_nb_load_safetensors_meta},

@@ -495,6 +495,121 @@ START_TEST(test_grad_args) {
 }
 END_TEST
 
+static nb_tensor *f_elementwise(nb_ctx *ctx, nb_tensor *const *in, void *user) {
+    (void)user;
+    return nb_mul(ctx, in[0], in[0]);
+}
+static nb_tensor *f_returns_null(nb_ctx *ctx, nb_tensor *const *in, void *user) {
+    (void)ctx, (void)in, (void)user;
+    return NULL;
+}
+static nb_tensor *f_param_dot_sample(nb_ctx *ctx, nb_tensor *const *in, void *user) {
+    (void)user;
+    return nb_sum(ctx, nb_mul(ctx, in[0], in[1]));
+}
+
+/* nb_jacobian, nb_hessian, nb_per_sample_grads: NULLs, n_in < 1, a bad
+ * mode, integer inputs, a non-scalar f for the Hessian or loss, data whose
+ * dim 0 differ, f failing or returning NULL, a context in error. Each is
+ * named, the results stay NULL, nothing crashes. */
+START_TEST(test_transform_args) {
+    nb_ctx *ctx = nb_ctx_new(0);
+    nb_tensor *x = nb_from_doubles(ctx, NB_F64, NB_SHAPE(2), (const double[]){1, 2});
+    nb_tensor *ids = nb_zeros(ctx, NB_I64, NB_SHAPE(2)), *none = NULL, *r[4] = {x, x, x, x};
+    ck_assert_int_eq(nb_jacobian(NULL, f_square_sum, NULL, 1, &x, NULL, r), NB_ERR_NULL);
+    ck_assert_int_eq(nb_jacobian(ctx, NULL, NULL, 1, &x, NULL, r), NB_ERR_NULL);
+    ck_assert_error_has(ctx, "jacobian: the function, the inputs and the results are required");
+    ck_assert_ptr_null(r[0]);
+    nb_ctx_clear_error(ctx);
+    ck_assert_int_eq(nb_jacobian(ctx, f_square_sum, NULL, 1, NULL, NULL, r), NB_ERR_NULL);
+    nb_ctx_clear_error(ctx);
+    ck_assert_int_eq(nb_jacobian(ctx, f_square_sum, NULL, 1, &x, NULL, NULL), NB_ERR_NULL);
+    nb_ctx_clear_error(ctx);
+    ck_assert_int_eq(nb_jacobian(ctx, f_square_sum, NULL, 1, &none, NULL, r), NB_ERR_NULL);
+    ck_assert_error_has(ctx, "jacobian: input 0 is NULL");
+    nb_ctx_clear_error(ctx);
+    ck_assert_int_eq(nb_jacobian(ctx, f_square_sum, NULL, 0, &x, NULL, r), NB_ERR_VALUE);
+    ck_assert_error_has(ctx, "jacobian: n_in is 0, expected at least 1");
+    nb_ctx_clear_error(ctx);
+    ck_assert_int_eq(nb_jacobian(ctx, f_square_sum, NULL, 1, &ids, NULL, r), NB_ERR_DTYPE);
+    ck_assert_error_has(ctx, "jacobian: input 0 is i64, expected f32 or f64");
+    nb_ctx_clear_error(ctx);
+    nb_jacobian_opts bad = {(nb_jac_mode)7, false};
+    ck_assert_int_eq(nb_jacobian(ctx, f_square_sum, NULL, 1, &x, &bad, r), NB_ERR_VALUE);
+    ck_assert_error_has(ctx, "jacobian: mode 7 is not");
+    nb_ctx_clear_error(ctx);
+    ck_assert_int_eq(nb_jacobian(ctx, f_returns_null, NULL, 1, &x, NULL, r), NB_ERR_NULL);
+    ck_assert_error_has(ctx, "jacobian: the function returned NULL");
+    nb_ctx_clear_error(ctx);
+    ck_assert_int_eq(nb_jacobian(ctx, f_fails, NULL, 1, &x, NULL, r), NB_ERR_SHAPE);
+    ck_assert_error_has(ctx, "user function failed");
+    ck_assert_ptr_null(r[0]);
+    nb_ctx_clear_error(ctx);
+
+    ck_assert_int_eq(nb_hessian(NULL, f_square_sum, NULL, 1, &x, r), NB_ERR_NULL);
+    ck_assert_int_eq(nb_hessian(ctx, f_square_sum, NULL, -1, &x, r), NB_ERR_VALUE);
+    ck_assert_error_has(ctx, "hessian: n_in is -1");
+    nb_ctx_clear_error(ctx);
+    ck_assert_int_eq(nb_hessian(ctx, f_square_sum, NULL, 1, &x, NULL), NB_ERR_NULL);
+    nb_ctx_clear_error(ctx);
+    r[0] = r[1] = x;
+    ck_assert_int_eq(nb_hessian(ctx, f_elementwise, NULL, 1, &x, r), NB_ERR_SHAPE);
+    ck_assert_error_has(ctx, "hessian: the function returned (2), expected a scalar");
+    ck_assert_ptr_null(r[0]);
+    nb_ctx_clear_error(ctx);
+    ck_assert_int_eq(nb_hessian(ctx, f_square_sum, NULL, 1, &x, r), NB_OK);
+    ck_assert_double_eq(nb_get(r[0], 0), 2.0); /* d^2 sum(x^2) = 2 I */
+    ck_assert_double_eq(nb_get(r[0], 1), 0.0);
+
+    nb_tensor *p = nb_from_doubles(ctx, NB_F64, NB_SHAPE(3), (const double[]){1, 2, 3});
+    nb_tensor *d2 = nb_ones(ctx, NB_F64, NB_SHAPE(2, 3)), *d4 = nb_ones(ctx, NB_F64, NB_SHAPE(4, 3));
+    nb_tensor *data[2] = {d2, d4}, *s0 = nb_scalar(ctx, NB_F64, 1);
+    ck_assert_int_eq(nb_per_sample_grads(NULL, f_param_dot_sample, NULL, 1, &p, 1, &d2, r),
+                     NB_ERR_NULL);
+    ck_assert_int_eq(nb_per_sample_grads(ctx, f_param_dot_sample, NULL, 0, &p, 1, &d2, r),
+                     NB_ERR_VALUE);
+    nb_ctx_clear_error(ctx);
+    ck_assert_int_eq(nb_per_sample_grads(ctx, f_param_dot_sample, NULL, 1, &p, 0, &d2, r),
+                     NB_ERR_VALUE);
+    ck_assert_error_has(ctx, "per_sample_grads: n_data is 0");
+    nb_ctx_clear_error(ctx);
+    ck_assert_int_eq(nb_per_sample_grads(ctx, f_param_dot_sample, NULL, 1, &p, 1, NULL, r),
+                     NB_ERR_NULL);
+    nb_ctx_clear_error(ctx);
+    ck_assert_int_eq(nb_per_sample_grads(ctx, f_param_dot_sample, NULL, 1, &p, 1, &none, r),
+                     NB_ERR_NULL);
+    ck_assert_error_has(ctx, "per_sample_grads: data 0 is NULL");
+    nb_ctx_clear_error(ctx);
+    ck_assert_int_eq(nb_per_sample_grads(ctx, f_param_dot_sample, NULL, 1, &p, 2, data, r),
+                     NB_ERR_SHAPE);
+    ck_assert_error_has(ctx, "per_sample_grads: data 1 is (4, 3), its dim 0 is not the batch "
+                             "size 2 of data 0");
+    ck_assert_ptr_null(r[0]);
+    nb_ctx_clear_error(ctx);
+    ck_assert_int_eq(nb_per_sample_grads(ctx, f_param_dot_sample, NULL, 1, &p, 1, &s0, r),
+                     NB_ERR_SHAPE);
+    ck_assert_error_has(ctx, "per_sample_grads: data 0 is a scalar");
+    nb_ctx_clear_error(ctx);
+    ck_assert_int_eq(nb_per_sample_grads(ctx, f_elementwise, NULL, 1, &p, 1, &d2, r),
+                     NB_ERR_SHAPE);
+    ck_assert_error_has(ctx, "per_sample_grads: the loss of sample 0 is (3), expected a scalar");
+    nb_ctx_clear_error(ctx);
+    ck_assert_int_eq(nb_per_sample_grads(ctx, f_param_dot_sample, NULL, 1, &p, 1, &d2, r), NB_OK);
+    ck_assert_int_eq(r[0]->ndim, 2);
+    ck_assert_int_eq(r[0]->shape[0], 2);
+    ck_assert_double_eq(nb_get(r[0], 5), 1.0);
+    /* a context in error runs nothing */
+    nb_ctx_fail(ctx, NB_ERR_VALUE, "earlier");
+    ck_assert_int_eq(nb_jacobian(ctx, f_square_sum, NULL, 1, &x, NULL, r), NB_ERR_VALUE);
+    ck_assert_int_eq(nb_hessian(ctx, f_square_sum, NULL, 1, &x, r), NB_ERR_VALUE);
+    ck_assert_int_eq(nb_per_sample_grads(ctx, f_param_dot_sample, NULL, 1, &p, 1, &d2, r),
+                     NB_ERR_VALUE);
+    ck_assert_ptr_null(r[0]);
+    ck_assert_error_has(ctx, "earlier");
+    nb_ctx_free(ctx);
+}
+END_TEST
+
 /* nb_make_dual, nb_tangent, nb_jvp_fwd, nb_node_set_forward_rule: NULLs,
  * a tangent of another shape or dtype, an integer primal, a context
  * already in error, f returning NULL; each names the call, none crashes. */
@@ -561,6 +676,7 @@ Suite *suite_matrix_misc(void) {
     tcase_add_test(tc, test_gradcheck_args);
     tcase_add_test(tc, test_gradcheck_params_args);
     tcase_add_test(tc, test_grad_args);
+    tcase_add_test(tc, test_transform_args);
     tcase_add_test(tc, test_forward_mode_args);
     suite_add_tcase(s, tc);
     return s;

@@ -179,6 +179,58 @@ nb_status nb_gradgradcheck_params(nb_ctx *ctx, nb_gradcheck_fn f, void *user,
                                   const nb_tensor_list *params, int n_in, nb_tensor *const *in,
                                   const nb_gradcheck_opts *opts, nb_gradcheck_result *res);
 
+/* ------------------------------------------------------------------------
+ * Transforms: functorch's jacrev/jacfwd, hessian and vmap(grad), over the
+ * same f every check takes. f runs on ctx itself (not on copies), so the
+ * results can take part in later gradients: an input that requires grad is
+ * used as it is, any other is replaced by a copy (a leaf of ctx that
+ * requires grad). Results are new tensors of ctx in each input's dtype.
+ * Gradient recording is switched on while f runs and then put back.
+ * Errors, recorded on ctx with the function's name: NULL ctx (nothing
+ * recorded), f, inputs, an entry of them or the results (NB_ERR_NULL),
+ * n_in < 1 (NB_ERR_VALUE), an integer or bool input (NB_ERR_DTYPE), f
+ * failing (its own error) or returning NULL (NB_ERR_NULL), results of more
+ * than NB_MAX_DIMS dims (NB_ERR_SIZE). Results are NULL on error. */
+typedef enum nb_jac_mode { NB_JAC_AUTO, NB_JAC_REV, NB_JAC_FWD } nb_jac_mode;
+typedef struct nb_jacobian_opts {
+    nb_jac_mode mode;  /* AUTO: FWD when the inputs have fewer elements than f's output */
+    bool create_graph; /* record the Jacobian, so it can be differentiated again */
+} nb_jacobian_opts;
+
+/* jac[j] = d f(inputs) / d inputs[j], shape f's shape ++ inputs[j]'s shape
+ * (jac[j][i..., k...] = d out[i...] / d in_j[k...]), as functorch's
+ * jacrev / jacfwd with argnums all inputs. f is run once. REV: one
+ * backward per output element, all over that one tape (retain_graph).
+ * FWD: one Jacobian-vector product per input element (see the cost table
+ * in docs/gradcheck.md). opts NULL: AUTO, no graph. */
+nb_status nb_jacobian(nb_ctx *ctx, nb_gradcheck_fn f, void *user, int n_in,
+                      nb_tensor *const *inputs, const nb_jacobian_opts *opts, nb_tensor **jac);
+
+/* The Hessian of a scalar f (one element, else NB_ERR_SHAPE):
+ * hess[i * n_in + j] = d^2 f / d in_i d in_j, shape in_i's ++ in_j's
+ * (functorch.hessian with argnums all inputs); n_in * n_in results.
+ * Reverse over reverse: one backward with create_graph, then one
+ * backward of it per input element, on one tape. */
+nb_status nb_hessian(nb_ctx *ctx, nb_gradcheck_fn f, void *user, int n_in,
+                     nb_tensor *const *inputs, nb_tensor **hess);
+
+/* Per-sample gradients, functorch's vmap(grad(loss), in_dims=(None, 0)):
+ * loss(ctx, in, user) gets params[0..n_params) followed by one sample of
+ * each data tensor (data[k] with its dim 0 removed, a copy) and returns a
+ * scalar; grads[j] (shape (B, params[j]'s shape), params[j]'s dtype) holds
+ * d loss(sample b) / d params[j] in row b. Every data tensor must have the
+ * same dim 0, B (else NB_ERR_SHAPE) and at least one dim; n_params and
+ * n_data must be >= 1 (NB_ERR_VALUE). params are read, never changed,
+ * and their .grad is not touched as long as the loss reads them from `in`
+ * (a tensor it reaches otherwise, such as a module's own parameter, gets
+ * the batch's summed gradient, as from nb_backward). Each sample's loss is
+ * recorded on ctx and one backward runs over them all; which ops are
+ * batched and which run per sample is in docs/gradcheck.md. Other errors
+ * as for nb_jacobian; a loss that is not a scalar is NB_ERR_SHAPE. */
+nb_status nb_per_sample_grads(nb_ctx *ctx, nb_gradcheck_fn loss, void *user, int n_params,
+                              nb_tensor *const *params, int n_data, nb_tensor *const *data,
+                              nb_tensor **grads);
+
 #ifdef __cplusplus
 }
 #endif

@@ -7,7 +7,8 @@ number by number. Run with Debian's interpreter, where python3-torch lives
 
     /usr/bin/python3 tools/ref/gen_example_fixtures.py [NAME ...]
 
-NAME is gradient_penalty, maml_sine or pinn_poisson (default: all three);
+NAME is gradient_penalty, maml_sine, pinn_poisson or per_sample_dp (default:
+all four);
 the twin of examples/NAME.c is tools/ref/NAME_ref.py. Each file starts with
 one '#' line saying where it came from; the rest is the twin's stdout.
 """
@@ -19,7 +20,7 @@ import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT_DIR = os.path.join(HERE, "..", "..", "tests", "fixtures", "examples")
-NAMES = ["gradient_penalty", "maml_sine", "pinn_poisson"]
+NAMES = ["gradient_penalty", "maml_sine", "pinn_poisson", "per_sample_dp"]
 
 
 def main():
