@@ -2,8 +2,9 @@
  * `nabla-gpt train --eval_full=True` (the loss over the whole val split in
  * non-overlapping windows, checked against windows evaluated one by one
  * through the library), `--eval_interval=0` (only the final evaluation),
- * and `--eval_only` on a resume with another --eval_iters, on nanoGPT's
- * prepared character data (the fixtures). */
+ * `--eval_only` on a resume with another --eval_iters, and a 20-step run
+ * of each speedrun config (config/speedrun_*.py) on nanoGPT's prepared
+ * character data (the fixtures). */
 #include "gpt_run.h"
 
 #include <cjson/cJSON.h>
@@ -145,12 +146,42 @@ START_TEST(test_eval_interval_0) {
 }
 END_TEST
 
+/* Each speedrun config as `make speedrun` runs it, cut to 20 steps of 4
+ * sequences (and 2 evaluation batches) on the fixture data, a few seconds:
+ * it parses, builds its model, trains, evaluates over the whole val split
+ * and saves. */
+static const char *const CONFIGS[] = {"speedrun_shakespeare_char_188.py",
+                                      "speedrun_shakespeare_char_5min.py"};
+
+START_TEST(test_speedrun_configs) {
+    gpt_run r;
+    gpt_run_init(&r);
+    copy_char_dataset(&r);
+    char args[1024];
+    snprintf(args, sizeof args, "train " NB_SOURCE_DIR "/config/%s --threads=2 --max_iters=20 "
+             "--batch_size=4 --eval_iters=2 --out_dir=s", CONFIGS[_i]);
+    gpt_exec(&r, args);
+    ck_assert_msg(r.status == 0, "%s: %s", CONFIGS[_i], r.err);
+    ck_assert_ptr_nonnull(strstr(r.out, "step 20: val loss over the whole split "));
+    cJSON *j = last_log_line(&r, "s");
+    ck_assert_int_eq((int)json_num(j, "iter"), 20);
+    double v = json_num(j, "val_full_loss");
+    ck_assert_msg(v > 0 && v < log(353) + 1, "%s: val_full_loss %g", CONFIGS[_i], v);
+    cJSON_Delete(j);
+    char p[160];
+    snprintf(p, sizeof p, "%s/s/model.safetensors", r.dir);
+    ck_assert_int_eq(access(p, F_OK), 0);
+    gpt_run_done(&r);
+}
+END_TEST
+
 Suite *suite_speedrun(void) {
     Suite *s = suite_create("speedrun");
     TCase *tc = tcase_create("core");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_eval_full);
     tcase_add_test(tc, test_eval_interval_0);
+    tcase_add_loop_test(tc, test_speedrun_configs, 0, 2);
     suite_add_tcase(s, tc);
     return s;
 }
