@@ -28,8 +28,9 @@ static const nb_forward_fn forward_rule[NB_OP_COUNT] = {
 #undef NB_OP
 };
 
-bool nb_fwd_active(const nb_ctx *ctx, int n_in, nb_tensor *const *in) {
+bool nb_fwd_active(nb_ctx *ctx, int n_in, nb_tensor *const *in) {
     if (ctx->fwd_depth > 0) return false;
+    if (ctx->fwd_pending) nb_fwd_flush(ctx); /* an op asking before it records */
     for (int i = 0; i < n_in; i++)
         if (in[i] && in[i]->tangent) return true;
     return false;
