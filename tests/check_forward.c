@@ -448,6 +448,68 @@ START_TEST(test_dual_through_models) {
 }
 END_TEST
 
+/* ---- fused tangent kernels ------------------------------------------------------- */
+/* op k of x, w, b: 0 layer_norm with gain and bias, 1 layer_norm without,
+ * 2 rms_norm with gain, 3 rms_norm without */
+static nb_tensor *norm_op(nb_ctx *c, int k, nb_tensor *const *x) {
+    switch (k) {
+    case 0: return nb_layer_norm(c, x[0], x[1], x[2], 1e-5);
+    case 1: return nb_layer_norm(c, x[0], NULL, NULL, 1e-5);
+    case 2: return nb_rms_norm(c, x[0], x[1], 1e-6);
+    default: return nb_rms_norm(c, x[0], NULL, 1e-6);
+    }
+}
+
+/* The norms' one-pass tangent (used when nothing records it) equals their
+ * rule's recorded ops (used when grad is on and an input requires grad)
+ * within 1e-12 in f64, with tangents on every input and on some. */
+START_TEST(test_fused_norm_tangents) {
+    nb_ctx *c = nb_ctx_new(0);
+    nb_pcg32 rng;
+    nb_pcg32_seed(&rng, 36, 9);
+    const int64_t D = 7;
+    nb_tensor *x[3], *v[3];
+    x[0] = nb_normal(c, NB_F64, NB_SHAPE(3, 4, D), 0.5, 2, &rng);
+    x[1] = nb_normal(c, NB_F64, NB_SHAPE(D), 1, 0.5, &rng);
+    x[2] = nb_normal(c, NB_F64, NB_SHAPE(D), 0, 1, &rng);
+    for (int i = 0; i < 3; i++) v[i] = nb_normal(c, NB_F64, x[i]->ndim, x[i]->shape, 0, 1, &rng);
+    for (int k = 0; k < 4; k++)
+        for (int mask = 1; mask < 8; mask++) { /* which inputs carry a tangent */
+            nb_tensor *t[2];
+            for (int rec = 0; rec < 2; rec++) {
+                nb_set_grad_enabled(c, rec);
+                nb_tensor *d[3];
+                for (int i = 0; i < 3; i++) {
+                    nb_tensor *p = rec ? nb_requires_grad(nb_copy(c, x[i], NB_F64)) : x[i];
+                    d[i] = mask >> i & 1 ? nb_make_dual(c, p, v[i]) : p;
+                }
+                int len = nb_tape_len(c);
+                t[rec] = nb_tangent(norm_op(c, k, d));
+                /* the fused kernel records nothing */
+                ck_assert(rec ? nb_tape_len(c) > len : nb_tape_len(c) == len);
+            }
+            nb_set_grad_enabled(c, true);
+            int used = k == 0 ? 7 : k == 2 ? 3 : 1; /* the inputs the op reads */
+            if (!(mask & used)) { /* none of them carries a tangent */
+                ck_assert_ptr_null(t[0]);
+                ck_assert_ptr_null(t[1]);
+                continue;
+            }
+            ck_assert_msg(t[0] && t[1], "op %d mask %d: no tangent", k, mask);
+            /* recorded when it depends on x (a bias tangent alone does not) */
+            ck_assert(!t[0]->requires_grad && t[1]->requires_grad == ((mask & used & 3) != 0));
+            double scale = 0;
+            for (size_t e = 0; e < t[1]->numel; e++) scale = fmax(scale, fabs(nb_get(t[1], e)));
+            ck_assert_double_gt(scale, 1e-3);
+            for (size_t e = 0; e < t[1]->numel; e++)
+                ck_assert_msg(fabs(nb_get(t[0], e) - nb_get(t[1], e)) <= 1e-12 * scale,
+                              "op %d mask %d element %zu: fused %.17g rule %.17g", k, mask, e,
+                              nb_get(t[0], e), nb_get(t[1], e));
+        }
+    nb_ctx_free(c);
+}
+END_TEST
+
 /* ---- custom ops ------------------------------------------------------------------ */
 static void cube_backward(nb_ctx *ctx, nb_node *n) {
     nb_tensor *x = nb_node_input(n, 0), *y = nb_node_output(n);
@@ -567,6 +629,7 @@ Suite *suite_forward(void) {
     tcase_add_test(tc, test_custom_op_forward_rule);
     tcase_add_test(tc, test_check_forward_ad_names_a_wrong_rule);
     tcase_add_loop_test(tc, test_dual_through_models, 0, 5);
+    tcase_add_test(tc, test_fused_norm_tangents);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -215,6 +215,13 @@ nb_tensor *nb_fwd_sum(nb_ctx *ctx, const nb_tensor *out, nb_tensor *a, nb_tensor
     return t ? nb_expand_as(ctx, t, out) : NULL;
 }
 
+bool nb_fwd_unrecorded(const nb_ctx *ctx, const nb_node *n, nb_tensor *const *tin) {
+    if (!ctx->grad_enabled) return true;
+    for (int i = 0; i < n->n_in; i++)
+        if (n->in[i]->requires_grad || (tin[i] && tin[i]->requires_grad)) return false;
+    return true;
+}
+
 nb_tensor *nb_fwd_or_zeros(nb_ctx *ctx, nb_tensor *t, const nb_tensor *like) {
     return t ? t : nb_zeros(ctx, like->dtype, like->ndim, like->shape);
 }
