@@ -362,6 +362,154 @@ START_TEST(test_hvp_three_ways) {
 }
 END_TEST
 
+/* ---- through whole models ------------------------------------------------------- */
+/* 0 nanoGPT (biases, exact GELU), 1 GPTModel (qkv biases, tanh GELU),
+ * 2 Llama 3 (GQA 4/2, scaled RoPE, tied head), 3 Qwen3 (qk_norm, window 3),
+ * 4 Qwen3-MoE (top-2 of 4 experts); tiny, f64. */
+static nb_gpt_config model_spec(int i) {
+    static const nb_gpt_arch arch[5] = {NB_GPT_NANOGPT, NB_GPT_GPTMODEL, NB_GPT_LLAMA3,
+                                        NB_GPT_QWEN3, NB_GPT_QWEN3};
+    nb_gpt_config c = nb_gpt_config_default(arch[i]);
+    c.vocab_size = 11, c.block_size = 8, c.n_layer = 2, c.n_head = 4, c.n_embd = 16;
+    c.dropout = 0.0, c.dtype = NB_F64, c.bias = true, c.qkv_bias = true;
+    c.n_kv_head = 2, c.head_dim = 0, c.hidden_dim = 24, c.window = 0;
+    if (i == 2) c.rope_scaling = (nb_rope_scaling){4.0, 1.0, 8.0, 16}, c.tie_head = true;
+    if (i >= 3) c.head_dim = 6, c.qk_norm = true, c.window = 3, c.tie_head = false;
+    if (i == 4) c.n_expert = 4, c.n_expert_per_tok = 2, c.moe_hidden_dim = 5, c.hidden_dim = 0;
+    return c;
+}
+
+/* The tangent of the loss at the parameters along v (every parameter's
+ * struct holds its dual for the call, as a model reads its parameters),
+ * with recording on or off. */
+static double model_jvp(nb_ctx *c, nb_gpt *m, nb_tensor *ids, nb_tensor *tg, nb_tensor **v,
+                        bool record) {
+    nb_tensor saved[64];
+    int n = m->params.n;
+    ck_assert_int_le(n, 64);
+    nb_ctx_reset(c);
+    bool was = nb_set_grad_enabled(c, record);
+    for (int j = 0; j < n; j++) {
+        nb_tensor *w = nb_list_tensor(&m->params, j);
+        nb_tensor *d = nb_make_dual(c, w, v[j]);
+        ck_assert_ptr_nonnull(d);
+        saved[j] = *w, *w = *d;
+    }
+    nb_tensor *t = nb_tangent(nb_gpt_loss(c, m, ids, tg, NULL));
+    for (int j = 0; j < n; j++) *nb_list_tensor(&m->params, j) = saved[j];
+    nb_set_grad_enabled(c, was);
+    ck_assert_msg(nb_ctx_status(c) == NB_OK, "%s", nb_ctx_error(c));
+    ck_assert_msg(t != NULL, "no tangent reached the loss (record %d)", record);
+    return nb_item(t);
+}
+
+/* A JVP of a model's loss with recording off (the models' unrecorded fast
+ * paths: the few-row dot kernel, the fused projections) equals the one with
+ * recording on and <grad, v> from reverse mode, for every layout, with many
+ * rows (2 x 8) and with few (1 x 4, the sampling kernel's case). */
+START_TEST(test_dual_through_models) {
+    int i = _i;
+    nb_ctx *p = nb_ctx_new(0), *c = nb_ctx_new(0);
+    nb_pcg32 rng;
+    nb_pcg32_seed(&rng, 36, (uint64_t)i);
+    nb_gpt_config cfg = model_spec(i);
+    nb_gpt m;
+    ck_assert_msg(nb_gpt_init(p, &m, &cfg, &rng) == NB_OK, "%s", nb_ctx_error(p));
+    nb_gpt_train(&m, false);
+    nb_tensor *v[64];
+    for (int j = 0; j < m.params.n; j++) {
+        nb_tensor *w = nb_list_tensor(&m.params, j);
+        v[j] = nb_normal(p, NB_F64, w->ndim, w->shape, 0, 1, &rng);
+    }
+    const int64_t bt[2][2] = {{2, 8}, {1, 4}};
+    for (int s = 0; s < 2; s++) {
+        nb_tensor *ids = nb_zeros(p, NB_I64, 2, bt[s]), *tg = nb_zeros(p, NB_I64, 2, bt[s]);
+        for (size_t k = 0; k < ids->numel; k++) {
+            nb_set(ids, k, nb_pcg32_next(&rng) % 11);
+            nb_set(tg, k, nb_pcg32_next(&rng) % 11);
+        }
+        double off = model_jvp(c, &m, ids, tg, v, false), on = model_jvp(c, &m, ids, tg, v, true);
+        nb_ctx_reset(c);
+        nb_tensor *loss = nb_gpt_loss(c, &m, ids, tg, NULL), *g[64];
+        ck_assert_int_eq(nb_grad(c, 1, &loss, NULL, m.params.n,
+                                 (nb_tensor *const *)m.params.t,
+                                 &(nb_grad_opts){.allow_unused = true}, g), NB_OK);
+        double dot = 0; /* an expert no token chose has no gradient: 0 */
+        for (int j = 0; j < m.params.n; j++)
+            for (size_t k = 0; g[j] && k < v[j]->numel; k++)
+                dot += nb_get(g[j], k) * nb_get(v[j], k);
+        ck_assert_double_gt(fabs(dot), 1e-3);
+        ck_assert_msg(fabs(off - on) <= 1e-12 * fabs(dot) && fabs(off - dot) <= 1e-10 * fabs(dot),
+                      "model %d, %lld x %lld: off %.17g on %.17g <grad, v> %.17g", i,
+                      (long long)bt[s][0], (long long)bt[s][1], off, on, dot);
+    }
+    nb_gpt_free(&m);
+    nb_ctx_free(c), nb_ctx_free(p);
+}
+END_TEST
+
+/* ---- fused tangent kernels ------------------------------------------------------- */
+/* op k of x, w, b: 0 layer_norm with gain and bias, 1 layer_norm without,
+ * 2 rms_norm with gain, 3 rms_norm without */
+static nb_tensor *norm_op(nb_ctx *c, int k, nb_tensor *const *x) {
+    switch (k) {
+    case 0: return nb_layer_norm(c, x[0], x[1], x[2], 1e-5);
+    case 1: return nb_layer_norm(c, x[0], NULL, NULL, 1e-5);
+    case 2: return nb_rms_norm(c, x[0], x[1], 1e-6);
+    default: return nb_rms_norm(c, x[0], NULL, 1e-6);
+    }
+}
+
+/* The norms' one-pass tangent (used when nothing records it) equals their
+ * rule's recorded ops (used when grad is on and an input requires grad)
+ * within 1e-12 in f64, with tangents on every input and on some. */
+START_TEST(test_fused_norm_tangents) {
+    nb_ctx *c = nb_ctx_new(0);
+    nb_pcg32 rng;
+    nb_pcg32_seed(&rng, 36, 9);
+    const int64_t D = 7;
+    nb_tensor *x[3], *v[3];
+    x[0] = nb_normal(c, NB_F64, NB_SHAPE(3, 4, D), 0.5, 2, &rng);
+    x[1] = nb_normal(c, NB_F64, NB_SHAPE(D), 1, 0.5, &rng);
+    x[2] = nb_normal(c, NB_F64, NB_SHAPE(D), 0, 1, &rng);
+    for (int i = 0; i < 3; i++) v[i] = nb_normal(c, NB_F64, x[i]->ndim, x[i]->shape, 0, 1, &rng);
+    for (int k = 0; k < 4; k++)
+        for (int mask = 1; mask < 8; mask++) { /* which inputs carry a tangent */
+            nb_tensor *t[2];
+            for (int rec = 0; rec < 2; rec++) {
+                nb_set_grad_enabled(c, rec);
+                nb_tensor *d[3];
+                for (int i = 0; i < 3; i++) {
+                    nb_tensor *p = rec ? nb_requires_grad(nb_copy(c, x[i], NB_F64)) : x[i];
+                    d[i] = mask >> i & 1 ? nb_make_dual(c, p, v[i]) : p;
+                }
+                int len = nb_tape_len(c);
+                t[rec] = nb_tangent(norm_op(c, k, d));
+                /* the fused kernel records nothing */
+                ck_assert(rec ? nb_tape_len(c) > len : nb_tape_len(c) == len);
+            }
+            nb_set_grad_enabled(c, true);
+            int used = k == 0 ? 7 : k == 2 ? 3 : 1; /* the inputs the op reads */
+            if (!(mask & used)) { /* none of them carries a tangent */
+                ck_assert_ptr_null(t[0]);
+                ck_assert_ptr_null(t[1]);
+                continue;
+            }
+            ck_assert_msg(t[0] && t[1], "op %d mask %d: no tangent", k, mask);
+            /* recorded when it depends on x (a bias tangent alone does not) */
+            ck_assert(!t[0]->requires_grad && t[1]->requires_grad == ((mask & used & 3) != 0));
+            double scale = 0;
+            for (size_t e = 0; e < t[1]->numel; e++) scale = fmax(scale, fabs(nb_get(t[1], e)));
+            ck_assert_double_gt(scale, 1e-3);
+            for (size_t e = 0; e < t[1]->numel; e++)
+                ck_assert_msg(fabs(nb_get(t[0], e) - nb_get(t[1], e)) <= 1e-12 * scale,
+                              "op %d mask %d element %zu: fused %.17g rule %.17g", k, mask, e,
+                              nb_get(t[0], e), nb_get(t[1], e));
+        }
+    nb_ctx_free(c);
+}
+END_TEST
+
 /* ---- custom ops ------------------------------------------------------------------ */
 static void cube_backward(nb_ctx *ctx, nb_node *n) {
     nb_tensor *x = nb_node_input(n, 0), *y = nb_node_output(n);
@@ -480,6 +628,8 @@ Suite *suite_forward(void) {
     tcase_add_test(tc, test_hvp_three_ways);
     tcase_add_test(tc, test_custom_op_forward_rule);
     tcase_add_test(tc, test_check_forward_ad_names_a_wrong_rule);
+    tcase_add_loop_test(tc, test_dual_through_models, 0, 5);
+    tcase_add_test(tc, test_fused_norm_tangents);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -70,7 +70,9 @@ NB_HIDDEN nb_tensor *nb_gpt_dropout(nb_ctx *ctx, nb_gpt *m, nb_tensor *x) {
  * grad recording and with at most FEW_ROWS rows (sampling: one new token
  * per sequence), each output is a dot product along a contiguous row of w:
  * linear's gemm would first repack w^T, which for one row costs more than
- * the product. Otherwise nb_linear (recorded, with its backward). */
+ * the product. Otherwise, or when an operand carries a tangent (forward
+ * mode, which the dot kernel would drop), nb_linear (recorded, with its
+ * backward and its forward-mode rule). */
 enum { FEW_ROWS = 8 };
 
 typedef struct dot_job {
@@ -109,7 +111,8 @@ static void dot_range(void *arg, int64_t o0, int64_t o1) {
 
 NB_HIDDEN nb_tensor *nb_gpt_linear(nb_ctx *ctx, nb_tensor *x, nb_tensor *w, nb_tensor *b) {
     if (!nb_ctx_ok(ctx) || !x || !w || nb_is_grad_enabled(ctx) || x->dtype != w->dtype ||
-        (b && b->dtype != w->dtype) || x->shape[x->ndim - 1] != w->shape[1] || w->ndim != 2)
+        (b && b->dtype != w->dtype) || x->shape[x->ndim - 1] != w->shape[1] || w->ndim != 2 ||
+        nb_tangent(x) || nb_tangent(w) || (b && nb_tangent(b)))
         return nb_linear(ctx, x, w, b);
     const int64_t in = w->shape[1], out = w->shape[0], rows = (int64_t)x->numel / in;
     if (rows > FEW_ROWS) return nb_linear(ctx, x, w, b);

@@ -28,8 +28,9 @@ static const nb_forward_fn forward_rule[NB_OP_COUNT] = {
 #undef NB_OP
 };
 
-bool nb_fwd_active(const nb_ctx *ctx, int n_in, nb_tensor *const *in) {
+bool nb_fwd_active(nb_ctx *ctx, int n_in, nb_tensor *const *in) {
     if (ctx->fwd_depth > 0) return false;
+    if (ctx->fwd_pending) nb_fwd_flush(ctx); /* an op asking before it records */
     for (int i = 0; i < n_in; i++)
         if (in[i] && in[i]->tangent) return true;
     return false;
@@ -212,6 +213,13 @@ nb_tensor *nb_fwd_sum(nb_ctx *ctx, const nb_tensor *out, nb_tensor *a, nb_tensor
     if (b && sign < 0) b = nb_neg(ctx, b);
     nb_tensor *t = a ? a : b;
     return t ? nb_expand_as(ctx, t, out) : NULL;
+}
+
+bool nb_fwd_unrecorded(const nb_ctx *ctx, const nb_node *n, nb_tensor *const *tin) {
+    if (!ctx->grad_enabled) return true;
+    for (int i = 0; i < n->n_in; i++)
+        if (n->in[i]->requires_grad || (tin[i] && tin[i]->requires_grad)) return false;
+    return true;
 }
 
 nb_tensor *nb_fwd_or_zeros(nb_ctx *ctx, nb_tensor *t, const nb_tensor *like) {

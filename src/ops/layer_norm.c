@@ -1,6 +1,7 @@
 /* ops/layer_norm.c - the normalisations over the last dim: layer_norm, then
- * rms_norm, each forward, backward and graph backward. They share the row
- * sums and the split of the threads (rows for x, columns for the weight). */
+ * rms_norm, each forward, backward and graph backward (their forward-mode
+ * rules are in norm_forward.c). They share the row sums and the split of
+ * the threads (rows for x, columns for the weight). */
 #include "ops/ops_internal.h"
 
 /* ==========================================================================
@@ -529,42 +530,4 @@ static nb_tensor *rms_norm_composed(nb_ctx *ctx, nb_tensor *x, nb_tensor *w, dou
 void nb_graph_backward_rms_norm(nb_ctx *ctx, nb_node *n, nb_tensor *dout, nb_tensor **din) {
     nb_tensor *x = n->in[0], *w = n->i[0] ? n->in[1] : NULL;
     nb_graph_backward_composed(ctx, n, rms_norm_composed(ctx, x, w, n->f[0]), dout, din);
-}
-
-/* ---- forward-mode rules, with recorded ops ------------------------------------
- * With x̂ the normalised x and r = 1/√(var + ε) (layer_norm, x̂ = (x - mean x) r)
- * or 1/√(mean(x²) + ε) (rms_norm, x̂ = x r), and u the tangent of x less its
- * mean (layer_norm) or itself (rms_norm): dx̂ = r (u - x̂ · mean(x̂ · u)) along
- * the last dim, and tout = dx̂ γ + x̂ tγ + tβ. Cheaper than pushing the
- * tangents through the composed form, which nb_hvp's forward-over-reverse
- * meets often. */
-static nb_tensor *norm_tangent(nb_ctx *ctx, nb_node *n, nb_tensor *xh, nb_tensor *r,
-                               nb_tensor *u, nb_tensor *w, nb_tensor *tw, nb_tensor *tb) {
-    nb_tensor *t = NULL;
-    if (u) {
-        nb_tensor *m = nb_mean_dim(ctx, nb_mul(ctx, xh, u), -1, true);
-        t = nb_mul(ctx, r, nb_sub(ctx, u, nb_mul(ctx, xh, m)));
-        if (w) t = nb_mul(ctx, t, w);
-    }
-    if (tw) t = nb_fwd_sum(ctx, n->out, t, nb_mul(ctx, xh, tw), 1);
-    if (tb) t = nb_fwd_sum(ctx, n->out, t, tb, 1);
-    return t;
-}
-
-nb_tensor *nb_forward_layer_norm(nb_ctx *ctx, nb_node *n, nb_tensor *const *tin) {
-    nb_tensor *x = n->in[0];
-    int iw = n->i[0] ? 1 : -1, ib = n->i[1] ? (n->i[0] ? 2 : 1) : -1;
-    nb_tensor *xc = nb_sub(ctx, x, nb_mean_dim(ctx, x, -1, true));
-    nb_tensor *var = nb_mean_dim(ctx, nb_mul(ctx, xc, xc), -1, true);
-    nb_tensor *r = nb_pow(ctx, nb_add_scalar(ctx, var, n->f[0]), -0.5);
-    nb_tensor *u = tin[0] ? nb_sub(ctx, tin[0], nb_mean_dim(ctx, tin[0], -1, true)) : NULL;
-    return norm_tangent(ctx, n, nb_mul(ctx, xc, r), r, u, iw > 0 ? n->in[iw] : NULL,
-                        iw > 0 ? tin[iw] : NULL, ib > 0 ? tin[ib] : NULL);
-}
-
-nb_tensor *nb_forward_rms_norm(nb_ctx *ctx, nb_node *n, nb_tensor *const *tin) {
-    nb_tensor *x = n->in[0], *w = n->i[0] ? n->in[1] : NULL;
-    nb_tensor *ms = nb_mean_dim(ctx, nb_mul(ctx, x, x), -1, true);
-    nb_tensor *r = nb_pow(ctx, nb_add_scalar(ctx, ms, n->f[0]), -0.5);
-    return norm_tangent(ctx, n, nb_mul(ctx, x, r), r, tin[0], w, w ? tin[1] : NULL, NULL);
 }

@@ -54,6 +54,9 @@ NB_HIDDEN nb_tensor *nb_forward_composed(nb_ctx *ctx, nb_node *n, nb_tensor *con
  * being zero: NULL when both are. */
 NB_HIDDEN nb_tensor *nb_fwd_sum(nb_ctx *ctx, const nb_tensor *out, nb_tensor *a, nb_tensor *b,
                                 int sign);
+/* Does nothing need n's tangent recorded (grad off, or neither an input
+ * nor its tangent requires grad)? Then a rule may use a fused kernel. */
+NB_HIDDEN bool nb_fwd_unrecorded(const nb_ctx *ctx, const nb_node *n, nb_tensor *const *tin);
 /* t, or zeros of like's shape and dtype when t is NULL. */
 NB_HIDDEN nb_tensor *nb_fwd_or_zeros(nb_ctx *ctx, nb_tensor *t, const nb_tensor *like);
 

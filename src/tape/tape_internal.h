@@ -46,8 +46,9 @@ NB_HIDDEN void nb_site_str(const char *file, int line, char *buf, size_t size);
 /* Forward mode (ops/forward_ad.c). Runs the pending node's forward-mode
  * rule (ctx->fwd_pending), setting its output's tangent. */
 NB_HIDDEN void nb_fwd_flush(nb_ctx *ctx);
-/* Does an input carry a tangent that ops should carry on? */
-NB_HIDDEN bool nb_fwd_active(const nb_ctx *ctx, int n_in, nb_tensor *const *in);
+/* Does an input carry a tangent that ops should carry on? Runs the pending
+ * rule first: an input made by the previous op has its tangent only then. */
+NB_HIDDEN bool nb_fwd_active(nb_ctx *ctx, int n_in, nb_tensor *const *in);
 
 /* Records a built-in op. Same contract as nb_record. */
 NB_HIDDEN nb_node *nb_record_op(nb_ctx *ctx, nb_op op, nb_tensor *out, int n_in,

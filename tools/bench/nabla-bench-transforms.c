@@ -4,8 +4,7 @@
  *   jvp_gpt  a JVP of the cpu-baby GPT's loss (nanoGPT layout, 4/4/128,
  *            vocab 65, batch 12 x 64) along a random tangent of every
  *            parameter (one dual forward, nb_make_dual) against the forward
- *            pass alone with recording off; the dual forward records (with
- *            recording off no tangent reaches this GPT's loss yet)
+ *            pass alone, both with recording off
  *   hvp_mha  a Hessian-vector product of the seeds' MultiHeadAttention's MSE
  *            loss (B 8, T 32, D 64, 4 heads) in its parameters: forward over
  *            reverse (nb_hvp: v pushed along the forward and the recorded
@@ -111,8 +110,7 @@ static double gpt_jvp(void *p) {
     nb_tensor saved[NB_LIST_MAX];
     int n = s->m.params.n;
     nb_ctx_reset(s->step);
-    /* recorded: with recording off no tangent reaches the GPT's loss yet */
-    nb_set_grad_enabled(s->step, true);
+    nb_set_grad_enabled(s->step, false);
     for (int j = 0; j < n; j++) {
         nb_tensor *w = nb_list_tensor(&s->m.params, j);
         nb_tensor *d = nb_make_dual(s->step, w, s->tangent[j]);
