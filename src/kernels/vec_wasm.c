@@ -1,0 +1,86 @@
+/* kernels/vec_wasm.c - the WebAssembly SIMD128 float32 kernels that the
+ * wasm build's set (nb_vec_wasm, vec_portable.c) takes in place of the
+ * portable ones: exp over a row, four lanes at a time. They compute every
+ * element by the portable formula with the same operations in the same
+ * order, so they give the portable kernels' bits: nb_expf_poly's
+ * multiply-adds (NB_FMAF, which in wasm is the exact double product plus
+ * the addend, rounded to double and then to float) are done the same way
+ * on f64x2 halves of the f32x4. */
+#include "kernels/kernels_internal.h"
+
+#if NB_WASM_KERNELS
+#include <wasm_simd128.h>
+
+#define EXP_LO -104.0f
+#define EXP_HI 88.8f
+#define LOG2E 1.44269504088896341f
+#define LN2_HI 0.693359375f
+#define LN2_LO -2.12194440e-4f
+
+/* NB_FMAF(x, y, z) lane by lane: (float)((double)x * (double)y + (double)z). */
+static inline v128_t fmaf4(v128_t x, v128_t y, v128_t z) {
+    v128_t lo = wasm_f64x2_add(
+        wasm_f64x2_mul(wasm_f64x2_promote_low_f32x4(x), wasm_f64x2_promote_low_f32x4(y)),
+        wasm_f64x2_promote_low_f32x4(z));
+    v128_t xh = wasm_i32x4_shuffle(x, x, 2, 3, 2, 3), yh = wasm_i32x4_shuffle(y, y, 2, 3, 2, 3),
+           zh = wasm_i32x4_shuffle(z, z, 2, 3, 2, 3);
+    v128_t hi = wasm_f64x2_add(
+        wasm_f64x2_mul(wasm_f64x2_promote_low_f32x4(xh), wasm_f64x2_promote_low_f32x4(yh)),
+        wasm_f64x2_promote_low_f32x4(zh));
+    return wasm_i32x4_shuffle(wasm_f32x4_demote_f64x2_zero(lo), wasm_f32x4_demote_f64x2_zero(hi),
+                              0, 1, 4, 5);
+}
+
+/* nb_expf_poly on four lanes (vec_portable.c has the method). */
+static inline v128_t expf4(v128_t x) {
+    v128_t xc = wasm_f32x4_pmax(wasm_f32x4_const_splat(EXP_LO), x);
+    xc = wasm_f32x4_pmin(wasm_f32x4_const_splat(EXP_HI), xc);
+    v128_t n = wasm_f32x4_nearest(wasm_f32x4_mul(xc, wasm_f32x4_const_splat(LOG2E)));
+    v128_t r = fmaf4(n, wasm_f32x4_const_splat(-LN2_HI), xc);
+    r = fmaf4(n, wasm_f32x4_const_splat(-LN2_LO), r);
+    v128_t p = wasm_f32x4_const_splat(1.0f / 5040);
+    p = fmaf4(p, r, wasm_f32x4_const_splat(1.0f / 720));
+    p = fmaf4(p, r, wasm_f32x4_const_splat(1.0f / 120));
+    p = fmaf4(p, r, wasm_f32x4_const_splat(1.0f / 24));
+    p = fmaf4(p, r, wasm_f32x4_const_splat(1.0f / 6));
+    p = fmaf4(p, r, wasm_f32x4_const_splat(0.5f));
+    p = fmaf4(p, r, wasm_f32x4_const_splat(1.0f));
+    p = fmaf4(p, r, wasm_f32x4_const_splat(1.0f));
+    v128_t ni = wasm_i32x4_trunc_sat_f32x4(n), n1 = wasm_i32x4_shr(ni, 1);
+    v128_t n2 = wasm_i32x4_sub(ni, n1), bias = wasm_i32x4_const_splat(127);
+    v128_t s1 = wasm_i32x4_shl(wasm_i32x4_add(n1, bias), 23);
+    v128_t s2 = wasm_i32x4_shl(wasm_i32x4_add(n2, bias), 23);
+    v128_t y = wasm_f32x4_mul(wasm_f32x4_mul(p, s1), s2);
+    return wasm_v128_bitselect(x, y, wasm_f32x4_ne(x, x)); /* NaN stays */
+}
+
+/* The portable exp_affine_sum: y = exp(x * scale + bias - m), or exp(x -
+ * m) when bias is NULL; the sum in 16 partial sums (element j in part j
+ * mod 16), four of them a vector. */
+float nb_vec_exp_affine_sum_wasm(float *y, const float *x, float scale, const float *bias,
+                                 float m, size_t n) {
+    v128_t part4[4] = {wasm_f32x4_const_splat(0.0f), wasm_f32x4_const_splat(0.0f),
+                       wasm_f32x4_const_splat(0.0f), wasm_f32x4_const_splat(0.0f)};
+    v128_t sc = wasm_f32x4_splat(scale), mv = wasm_f32x4_splat(m);
+    size_t j = 0;
+    for (; j + 4 <= n; j += 4) {
+        v128_t t = wasm_v128_load(x + j);
+        if (bias) t = wasm_f32x4_add(wasm_f32x4_mul(t, sc), wasm_v128_load(bias + j));
+        v128_t e = expf4(wasm_f32x4_sub(t, mv));
+        wasm_v128_store(y + j, e);
+        part4[(j >> 2) & 3] = wasm_f32x4_add(part4[(j >> 2) & 3], e);
+    }
+    float part[16];
+    for (int k = 0; k < 4; k++) wasm_v128_store(part + 4 * k, part4[k]);
+    for (; j < n; j++) {
+        float t = x[j];
+        if (bias) {
+            t = t * scale;
+            t = t + bias[j];
+        }
+        y[j] = nb_expf_poly(t - m);
+        part[j % 16] = part[j % 16] + y[j];
+    }
+    return nb_vec_sum16(part);
+}
+#endif
