@@ -270,7 +270,8 @@ const nb_vec_kernels nb_vec_portable = {"portable", max, exp_sub_sum, scale, add
 
 #if NB_WASM_KERNELS
 /* The wasm build's set: the portable kernels, with exp over a row in
- * SIMD128 (vec_wasm.c), the same bits. */
+ * SIMD128 and the dropout mask's draws four at a time (vec_wasm.c), the
+ * same bits. */
 static float exp_sub_sum_wasm(float *y, const float *x, float m, size_t n) {
     return nb_vec_exp_affine_sum_wasm(y, x, 1.0f, NULL, m, n);
 }
@@ -282,8 +283,9 @@ static void exp_affine_rows_wasm(float *x, size_t ld, const int64_t *lim, size_t
 }
 
 const nb_vec_kernels nb_vec_wasm = {"wasm", max, exp_sub_sum_wasm, scale, add, softmax_bwd,
-                                    dropout, dropout_bwd, adam, nb_pcg32_fill, pcg32_keep,
-                                    gelu, gelu_bwd, gelu_d, nb_vec_exp_affine_sum_wasm,
+                                    dropout, dropout_bwd, adam, nb_pcg32_fill,
+                                    nb_vec_pcg32_keep_wasm, gelu, gelu_bwd, gelu_d,
+                                    nb_vec_exp_affine_sum_wasm,
                                     transpose,
                                     nb_vec_max_affine_rows_portable, exp_affine_rows_wasm};
 #endif

@@ -1,6 +1,7 @@
 /* kernels/vec_wasm.c - the WebAssembly SIMD128 float32 kernels that the
  * wasm build's set (nb_vec_wasm, vec_portable.c) takes in place of the
- * portable ones: exp over a row, four lanes at a time. They compute every
+ * portable ones: exp over a row, four lanes at a time, and the attention
+ * dropout's draws four states at a time. They compute every
  * element by the portable formula with the same operations in the same
  * order, so they give the portable kernels' bits: nb_expf_poly's
  * multiply-adds (NB_FMAF, which in wasm is the exact double product plus
@@ -82,5 +83,27 @@ float nb_vec_exp_affine_sum_wasm(float *y, const float *x, float scale, const fl
         part[j % 16] = part[j % 16] + y[j];
     }
     return nb_vec_sum16(part);
+}
+
+/* The portable pcg32_keep drew one nb_pcg32_next at a time, a chain of
+ * dependent 64-bit multiplies through a call each; nb_pcg32_fill computes
+ * the same draws four states at a time. 64 draws a chunk, so any row
+ * length takes only a small stack buffer. */
+void nb_vec_pcg32_keep_wasm(nb_pcg32 *rng, uint8_t *keep, size_t n, uint32_t threshold) {
+    uint32_t bits[64];
+    v128_t thr = wasm_i32x4_splat((int32_t)threshold), one = wasm_i32x4_const_splat(1);
+    while (n) {
+        size_t m = n < 64 ? n : 64, i = 0;
+        nb_pcg32_fill(rng, bits, m);
+        for (; i + 8 <= m; i += 8) { /* (bits >> 8) >= threshold, 8 lanes to 8 bytes */
+            v128_t k0 = wasm_u32x4_ge(wasm_u32x4_shr(wasm_v128_load(bits + i), 8), thr);
+            v128_t k1 = wasm_u32x4_ge(wasm_u32x4_shr(wasm_v128_load(bits + i + 4), 8), thr);
+            v128_t k = wasm_u16x8_narrow_i32x4(wasm_v128_and(k0, one), wasm_v128_and(k1, one));
+            wasm_v128_store64_lane(keep + i, wasm_u8x16_narrow_i16x8(k, k), 0);
+        }
+        for (; i < m; i++) keep[i] = (bits[i] >> 8) >= threshold;
+        keep += m;
+        n -= m;
+    }
 }
 #endif
