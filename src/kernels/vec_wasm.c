@@ -18,35 +18,50 @@
 #define LN2_HI 0.693359375f
 #define LN2_LO -2.12194440e-4f
 
-/* NB_FMAF(x, y, z) lane by lane: (float)((double)x * (double)y + (double)z). */
-static inline v128_t fmaf4(v128_t x, v128_t y, v128_t z) {
-    v128_t lo = wasm_f64x2_add(
-        wasm_f64x2_mul(wasm_f64x2_promote_low_f32x4(x), wasm_f64x2_promote_low_f32x4(y)),
-        wasm_f64x2_promote_low_f32x4(z));
-    v128_t xh = wasm_i32x4_shuffle(x, x, 2, 3, 2, 3), yh = wasm_i32x4_shuffle(y, y, 2, 3, 2, 3),
-           zh = wasm_i32x4_shuffle(z, z, 2, 3, 2, 3);
-    v128_t hi = wasm_f64x2_add(
-        wasm_f64x2_mul(wasm_f64x2_promote_low_f32x4(xh), wasm_f64x2_promote_low_f32x4(yh)),
-        wasm_f64x2_promote_low_f32x4(zh));
-    return wasm_i32x4_shuffle(wasm_f32x4_demote_f64x2_zero(lo), wasm_f32x4_demote_f64x2_zero(hi),
-                              0, 1, 4, 5);
+/* Two float lanes held as doubles (exact): promoted from / demoted to the
+ * low half of an f32x4. */
+#define LO2(v) wasm_f64x2_promote_low_f32x4(v)
+#define HI2(v) wasm_f64x2_promote_low_f32x4(wasm_i32x4_shuffle((v), (v), 2, 3, 2, 3))
+
+/* NB_FMAF(x, y, c) on two lanes held as doubles, c a float constant:
+ * (float)((double)x * (double)y + (double)c), held as a double again. */
+static inline v128_t fmaf2(v128_t x, v128_t y, float c) {
+    v128_t d = wasm_f64x2_add(wasm_f64x2_mul(x, y), wasm_f64x2_splat((double)c));
+    return wasm_f64x2_promote_low_f32x4(wasm_f32x4_demote_f64x2_zero(d));
 }
 
-/* nb_expf_poly on four lanes (vec_portable.c has the method). */
+/* nb_expf_poly's polynomial on two lanes held as doubles (r: the reduced
+ * argument): every step rounded to float as NB_FMAF rounds it. */
+static inline v128_t poly2(v128_t r) {
+    v128_t p = wasm_f64x2_splat((double)(1.0f / 5040));
+    p = fmaf2(p, r, 1.0f / 720);
+    p = fmaf2(p, r, 1.0f / 120);
+    p = fmaf2(p, r, 1.0f / 24);
+    p = fmaf2(p, r, 1.0f / 6);
+    p = fmaf2(p, r, 0.5f);
+    p = fmaf2(p, r, 1.0f);
+    return fmaf2(p, r, 1.0f);
+}
+
+/* r = NB_FMAF(n, -LN2_LO, NB_FMAF(n, -LN2_HI, xc)) on two lanes held as
+ * doubles. */
+static inline v128_t reduce2(v128_t n, v128_t xc) {
+    v128_t r = wasm_f64x2_add(wasm_f64x2_mul(n, wasm_f64x2_splat((double)-LN2_HI)), xc);
+    r = wasm_f64x2_promote_low_f32x4(wasm_f32x4_demote_f64x2_zero(r));
+    r = wasm_f64x2_add(wasm_f64x2_mul(n, wasm_f64x2_splat((double)-LN2_LO)), r);
+    return wasm_f64x2_promote_low_f32x4(wasm_f32x4_demote_f64x2_zero(r));
+}
+
+/* nb_expf_poly on four lanes (vec_portable.c has the method); the
+ * multiply-adds on the two halves as doubles, each result rounded to
+ * float before the next uses it, as NB_FMAF does. */
 static inline v128_t expf4(v128_t x) {
     v128_t xc = wasm_f32x4_pmax(wasm_f32x4_const_splat(EXP_LO), x);
     xc = wasm_f32x4_pmin(wasm_f32x4_const_splat(EXP_HI), xc);
     v128_t n = wasm_f32x4_nearest(wasm_f32x4_mul(xc, wasm_f32x4_const_splat(LOG2E)));
-    v128_t r = fmaf4(n, wasm_f32x4_const_splat(-LN2_HI), xc);
-    r = fmaf4(n, wasm_f32x4_const_splat(-LN2_LO), r);
-    v128_t p = wasm_f32x4_const_splat(1.0f / 5040);
-    p = fmaf4(p, r, wasm_f32x4_const_splat(1.0f / 720));
-    p = fmaf4(p, r, wasm_f32x4_const_splat(1.0f / 120));
-    p = fmaf4(p, r, wasm_f32x4_const_splat(1.0f / 24));
-    p = fmaf4(p, r, wasm_f32x4_const_splat(1.0f / 6));
-    p = fmaf4(p, r, wasm_f32x4_const_splat(0.5f));
-    p = fmaf4(p, r, wasm_f32x4_const_splat(1.0f));
-    p = fmaf4(p, r, wasm_f32x4_const_splat(1.0f));
+    v128_t plo = poly2(reduce2(LO2(n), LO2(xc))), phi = poly2(reduce2(HI2(n), HI2(xc)));
+    v128_t p = wasm_i32x4_shuffle(wasm_f32x4_demote_f64x2_zero(plo),
+                                  wasm_f32x4_demote_f64x2_zero(phi), 0, 1, 4, 5);
     v128_t ni = wasm_i32x4_trunc_sat_f32x4(n), n1 = wasm_i32x4_shr(ni, 1);
     v128_t n2 = wasm_i32x4_sub(ni, n1), bias = wasm_i32x4_const_splat(127);
     v128_t s1 = wasm_i32x4_shl(wasm_i32x4_add(n1, bias), 23);
