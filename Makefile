@@ -464,16 +464,19 @@ test-browser: $(DEPS_OK) all $(ELK_JS) docs/playground.html
 # $(B)/wasm/nabla.js, the wasm inlined as base64, so a page loads it from
 # file:// with no network. Single-threaded: without -pthread Emscripten's
 # pthread_create fails and the pool (core/parallel.c) runs every job on the
-# caller; not x86, so the portable kernels run (core/platform.h). Left out:
+# caller; not x86, so the portable kernels run (core/platform.h), with the
+# SIMD128 ones of NB_WASM_KERNELS where they exist. Left out:
 # the files that need PCRE2 or cJSON (the GPT-2 tokenizer, the safetensors
-# loader and saver, the Hugging Face GPT loader), which the page does not
-# use. Debian's emcc runs its JavaScript passes with node and looks for
-# node-acorn in /usr/share/nodejs, where Debian's node looks but a node from
-# elsewhere may not: NODE_PATH names it.
+# loader and saver, the Hugging Face GPT loader, config.json and the model
+# directories), which the page does not use. Debian's emcc runs its
+# JavaScript passes with node and looks for node-acorn in /usr/share/nodejs,
+# where Debian's node looks but a node from elsewhere may not: NODE_PATH
+# names it.
 EMCC ?= emcc
 WASM_B := $(B)/wasm
 WASM_SKIP := src/data/bpe.c src/data/bpe_load.c src/io/safetensors_load.c \
-  src/io/safetensors_save.c src/nn/gpt_hf.c
+  src/io/safetensors_save.c src/nn/gpt_hf.c src/nn/gpt_config_json.c src/nn/gpt_files.c \
+  src/nn/gpt_dir.c
 WASM_SRC := $(filter-out $(WASM_SKIP),$(SRC))
 WASM_OBJ := $(WASM_SRC:src/%.c=$(WASM_B)/obj/%.o)
 WASM_GLUE := tools/wasm/nabla_wasm.c tools/wasm/nabla_wasm_nn.c

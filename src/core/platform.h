@@ -28,6 +28,15 @@
 #define NB_X86_KERNELS 0
 #endif
 
+/* NB_WASM_KERNELS: the WebAssembly SIMD128 kernels (kernels/sgemm_wasm.c)
+ * are built, for a wasm build with -msimd128 (which every engine that runs
+ * the wasm build has); no other build compiles them. */
+#if defined(__wasm_simd128__)
+#define NB_WASM_KERNELS 1
+#else
+#define NB_WASM_KERNELS 0
+#endif
+
 /* NB_FMAF(x, y, z): x * y + z rounded once (fmaf). WebAssembly has no
  * fused multiply-add, and musl's software fmaf there is slow enough to be a
  * third of a training step's time (exp's polynomial runs on it): the float

@@ -194,8 +194,10 @@ MM_GEMM_UNPACKED(double)
 
 /* nb_gemm_<T> (declared in kernels_internal.h; matmul and linear call it). float goes
  * through the packed SIMD gemm (kernels/sgemm_packed.c) when the CPU has
- * AVX-512 or AVX2 + FMA and the product is big enough to repay packing;
- * double, small products and other CPUs use the unpacked kernels above.
+ * AVX-512 or AVX2 + FMA (in a wasm build, SIMD128: kernels/sgemm_wasm.c,
+ * multiply and add as the portable tile) and the product is big enough to
+ * repay packing; double, small products and other CPUs use the unpacked
+ * kernels above.
  * Every path computes an element of C the same way (an FMA chain over the
  * inner index in order, from zero, per MM_KC block, then stored in or added
  * to C), so the choice, and splitting C's rows or columns among threads,

@@ -2,8 +2,8 @@
  * engine (gemm.c) and its packed float32 micro-kernels (sgemm_*.c), the
  * vector kernels (vec_*.c: one small file per instruction set, each with a
  * portable twin the tests compare it with), and the one place that asks
- * the CPU what it can do (cpu.c). Only the *_avx2.c and *_avx512.c files
- * hold intrinsics. */
+ * the CPU what it can do (cpu.c). Only the *_avx2.c, *_avx512.c and
+ * *_wasm.c files hold intrinsics. */
 #ifndef NB_KERNELS_INTERNAL_H
 #define NB_KERNELS_INTERNAL_H
 
@@ -54,9 +54,20 @@ NB_HIDDEN void nb_sgemm_ukr_avx2_rows(int h, int64_t kc, const float *a, int64_t
                                       int64_t acs, const float *b, int64_t ldb, float *c,
                                       int64_t ldc, bool add);
 #endif
+#if NB_WASM_KERNELS
+#define NB_SGEMM_WASM_MR 6
+#define NB_SGEMM_WASM_NR 8
+NB_HIDDEN void nb_sgemm_ukr_wasm(int64_t kc, const float *a, int64_t ars, int64_t acs,
+                                 const float *b, int64_t ldb, float *c, int64_t ldc,
+                                 bool add);
+NB_HIDDEN void nb_sgemm_ukr_wasm_rows(int h, int64_t kc, const float *a, int64_t ars,
+                                      int64_t acs, const float *b, int64_t ldb, float *c,
+                                      int64_t ldc, bool add);
+#endif
 
-/* The kernel for this CPU (AVX-512, else AVX2 + FMA), or NULL when it has
- * neither (callers then use the portable gemm). Decided once. */
+/* The kernel for this CPU (AVX-512, else AVX2 + FMA; in a wasm build with
+ * SIMD128, the wasm one), or NULL when it has none (callers then use the
+ * portable gemm). Decided once. */
 NB_HIDDEN const nb_sgemm_kernel *nb_sgemm_kernel_best(void);
 
 /* c (rows, cols), rows ldc apart, (+)= a @ b as nb_gemm_float does (same
@@ -131,7 +142,7 @@ typedef struct nb_adam_coef {
 } nb_adam_coef;
 
 typedef struct nb_vec_kernels {
-    const char *isa; /* "avx512", "avx2" or "portable" */
+    const char *isa; /* "avx512", "avx2", "wasm" or "portable" */
     /* the largest of n >= 1 elements, NaN when any is NaN */
     float (*max)(const float *x, size_t n);
     /* y = exp(x - m) for n elements; returns their sum. */
@@ -242,9 +253,20 @@ NB_HIDDEN extern const nb_vec_kernels nb_vec_portable;
 NB_HIDDEN extern const nb_vec_kernels nb_vec_avx512;
 NB_HIDDEN extern const nb_vec_kernels nb_vec_avx2;
 #endif
+#if NB_WASM_KERNELS
+/* The wasm build's set: portable, but for exp over a row in SIMD128 and
+ * the dropout mask's draws four at a time, with the portable bits
+ * (vec_wasm.c). */
+NB_HIDDEN extern const nb_vec_kernels nb_vec_wasm;
+NB_HIDDEN float nb_vec_exp_affine_sum_wasm(float *y, const float *x, float scale,
+                                           const float *bias, float m, size_t n);
+NB_HIDDEN void nb_vec_pcg32_keep_wasm(nb_pcg32 *rng, uint8_t *keep, size_t n,
+                                      uint32_t threshold);
+#endif
 /* The best set for this CPU (decided once; NB_VEC_PORTABLE=1 in the
  * environment forces the portable one). The AVX-512 set needs AVX512F and
- * AVX512DQ (64-bit multiplies for PCG32). */
+ * AVX512DQ (64-bit multiplies for PCG32). A wasm build with SIMD128 takes
+ * nb_vec_wasm. */
 NB_HIDDEN const nb_vec_kernels *nb_vec(void);
 
 /* ---- the gemm engine (gemm.c) --------------------------------------------------- */

@@ -323,5 +323,10 @@ const nb_sgemm_kernel *nb_sgemm_kernel_best(void) {
     if (nb_cpu()->avx512f) return &avx512;
     if (nb_cpu()->avx2_fma) return &avx2;
 #endif
+#if NB_WASM_KERNELS
+    static const nb_sgemm_kernel wasm = {NB_SGEMM_WASM_MR, NB_SGEMM_WASM_NR, nb_sgemm_ukr_wasm,
+                                         nb_sgemm_ukr_wasm_rows};
+    return &wasm;
+#endif
     return NULL;
 }

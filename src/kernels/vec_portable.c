@@ -268,6 +268,28 @@ const nb_vec_kernels nb_vec_portable = {"portable", max, exp_sub_sum, scale, add
                                         transpose,
                                         nb_vec_max_affine_rows_portable, exp_affine_rows};
 
+#if NB_WASM_KERNELS
+/* The wasm build's set: the portable kernels, with exp over a row in
+ * SIMD128 and the dropout mask's draws four at a time (vec_wasm.c), the
+ * same bits. */
+static float exp_sub_sum_wasm(float *y, const float *x, float m, size_t n) {
+    return nb_vec_exp_affine_sum_wasm(y, x, 1.0f, NULL, m, n);
+}
+
+static void exp_affine_rows_wasm(float *x, size_t ld, const int64_t *lim, size_t rows, size_t n,
+                                 float scale, const float *bias, const float *m, float *sum) {
+    nb_vec_exp_affine_rows_with(nb_vec_exp_affine_sum_wasm, x, ld, lim, rows, n, scale, bias,
+                                m, sum);
+}
+
+const nb_vec_kernels nb_vec_wasm = {"wasm", max, exp_sub_sum_wasm, scale, add, softmax_bwd,
+                                    dropout, dropout_bwd, adam, nb_pcg32_fill,
+                                    nb_vec_pcg32_keep_wasm, gelu, gelu_bwd, gelu_d,
+                                    nb_vec_exp_affine_sum_wasm,
+                                    transpose,
+                                    nb_vec_max_affine_rows_portable, exp_affine_rows_wasm};
+#endif
+
 /* Chosen once, by whichever thread asks first (pthread_once: workers may). */
 static const nb_vec_kernels *vec_best;
 static pthread_once_t vec_once = PTHREAD_ONCE_INIT;
@@ -282,6 +304,8 @@ static void vec_choose(void) {
         else if (nb_cpu()->avx2_fma)
             k = &nb_vec_avx2;
     }
+#elif NB_WASM_KERNELS
+    if (!(e && e[0] == '1')) k = &nb_vec_wasm;
 #else
     (void)e;
 #endif
