@@ -10,7 +10,9 @@
  * by hand-readable steps: for each op, newest first, the gradient that
  * arrived at its output and the gradients it sent to its inputs.
  * --model=attention records the seeds' CausalAttention instead, and
- * --model=gpt a 2-layer GPT, its ops grouped by module.
+ * --model=gpt a 2-layer GPT, its ops grouped by module, and --model=qwen3
+ * a 2-layer Qwen3 with grouped-query attention (4 query heads reading 2
+ * key/value heads) and QK-norm.
  * It writes only the files its flags name: the interactive page (--html),
  * the Graphviz graph (--dot; `dot -Tsvg` draws it) and the tape as JSON
  * (--json). */
@@ -24,7 +26,7 @@
 #include "teach_common.h"
 
 static const char *const usage =
-    "usage: teach_backprop [--model=lecture|attention|gpt] [--html=PAGE] [--dot=GRAPH]\n"
+    "usage: teach_backprop [--model=lecture|attention|gpt|qwen3] [--html=PAGE] [--dot=GRAPH]\n"
     "                      [--json=TAPE] [--layout-js=ELK] [--force]\n"
     "Walks one backward pass op by op. Writes nothing unless asked:\n"
     "  --html=PAGE   the tape explorer: one self-contained HTML page\n"
@@ -34,7 +36,8 @@ static const char *const usage =
     "  --force       replace those files if they exist\n"
     "  --model=NAME  lecture (default): mse_loss(softmax(tanh(x @ W)), target);\n"
     "                attention: the seeds' CausalAttention(3, 2) on six tokens;\n"
-    "                gpt: a 2-layer GPT (GPTModel layout) on four tokens\n";
+    "                gpt: a 2-layer GPT (GPTModel layout) on four tokens;\n"
+    "                qwen3: a 2-layer Qwen3 (4 query heads, 2 kv heads) on four tokens\n";
 
 /* The lecture's forward: in = x, W, target (also the page's "check this
  * op", which runs it again). */
@@ -150,12 +153,45 @@ static nb_tensor *gpt(nb_ctx *ctx, nb_ctx *params, nb_tape_html_opts *page) {
     return L;
 }
 
+/* A 2-layer Qwen3 (the course's layout: d_model 8, 4 query heads of 4
+ * reading 2 key/value heads, QK-norm, SiLU-gated MLP of 16, 4 tokens,
+ * vocabulary 12), the attention op by op (use_fused false): the page draws
+ * one map per query head, each with its key/value group. */
+static nb_tensor *qwen3(nb_ctx *ctx, nb_ctx *params, nb_tape_html_opts *page) {
+    nb_pcg32 rng;
+    nb_pcg32_seed(&rng, 42, 54);
+    static nb_gpt g;
+    nb_gpt_config cfg = {.arch = NB_GPT_QWEN3, .vocab_size = 12, .block_size = 4,
+                         .n_layer = 2, .n_head = 4, .n_kv_head = 2, .head_dim = 4,
+                         .n_embd = 8, .hidden_dim = 16, .norm_eps = 1e-6, .rope_theta = 1e6,
+                         .qk_norm = true, .tie_head = true, .dropout = 0.0, .dtype = NB_F64};
+    if (nb_gpt_init(params, &g, &cfg, &rng)) return NULL;
+    g.use_fused = false;
+    nb_tensor *ids = nb_empty(ctx, NB_I64, NB_SHAPE(1, 4));
+    nb_tensor *targets = nb_empty(ctx, NB_I64, NB_SHAPE(1, 4));
+    if (!ids || !targets) return NULL;
+    const int64_t text[5] = {3, 1, 4, 1, 5};
+    for (int k = 0; k < 4; k++) {
+        ((int64_t *)ids->data)[k] = text[k];
+        ((int64_t *)targets->data)[k] = text[k + 1];
+    }
+    ids->name = "ids", targets->name = "targets";
+    static nb_tensor *in[2];
+    in[0] = ids, in[1] = targets;
+    page->forward = gpt_f, page->user = &g, page->n_in = 2, page->in = in;
+    nb_tensor *L = gpt_f(ctx, in, &g);
+    if (!L || nb_backward(ctx, L, NULL)) return NULL;
+    L->name = "L";
+    return L;
+}
+
 int main(int argc, char **argv) {
     teach_outputs out = {0};
     const char *model = "lecture";
     int status = parse_args(argc, argv, "teach_backprop", usage, &out, "model", &model);
     if (status >= 0) return status;
-    if (strcmp(model, "lecture") && strcmp(model, "attention") && strcmp(model, "gpt")) {
+    if (strcmp(model, "lecture") && strcmp(model, "attention") && strcmp(model, "gpt") &&
+        strcmp(model, "qwen3")) {
         fprintf(stderr, "teach_backprop: unknown --model '%s'\n%s", model, usage);
         return 2;
     }
@@ -163,7 +199,8 @@ int main(int argc, char **argv) {
     if (!ctx || !params) return finish(ctx, params, 1);
     nb_tensor *L = !strcmp(model, "lecture") ? lecture(ctx, &out.page)
                    : !strcmp(model, "attention") ? attention(ctx, params, &out.page)
-                                                 : gpt(ctx, params, &out.page);
+                   : !strcmp(model, "gpt")       ? gpt(ctx, params, &out.page)
+                                                 : qwen3(ctx, params, &out.page);
     if (!L) return finish(ctx, params, 1);
     if (strcmp(model, "lecture")) {
         nb_tape_print(ctx, stdout);

@@ -492,6 +492,24 @@ static const char *example_output(const char *cmd, int *status) {
     return out;
 }
 
+/* teach_backprop --model=qwen3, the explorer's grouped-query page: the
+ * attention composed op by op, k and v each gathered from 2 key/value heads
+ * to 4 query heads (the index_select the page reads each head's group
+ * from) in each of the 2 blocks, and q, k, v each their own linear (the
+ * page's "check this op" moves one product's input at a time). */
+START_TEST(test_teach_backprop_qwen3_page) {
+    int st;
+    const char *out = example_output("teach_backprop --model=qwen3", &st);
+    ck_assert_int_eq(st, 0);
+    int gathers = 0;
+    for (const char *at = out; (at = strstr(at, "index_select  (2, 16)* -> (4, 16)")); at++) gathers++;
+    ck_assert_int_eq(gathers, 4);
+    ck_assert_ptr_nonnull(strstr(out, "linear        (1, 4, 8)*, trf_blocks.1.att.W_key.weight (8, 8)* -> (1, 4, 8)"));
+    ck_assert_ptr_nonnull(strstr(out, "rms_norm      (1, 4, 2, 4)*, trf_blocks.0.att.k_norm.scale (4)*"));
+    ck_assert_ptr_nonnull(strstr(out, "softmax       (1, 4, 4, 4)"));
+}
+END_TEST
+
 /* micrograd's neuron: every value and gradient teach_scalar prints is
  * PyTorch's (tests/fixtures/teach_scalar.txt, tools/ref/gen_teach_fixtures.py),
  * and each chain-rule step is spelled out with its numbers. */
@@ -627,6 +645,7 @@ Suite *suite_teach(void) {
     tcase_add_test(tc, test_diag_records_and_writes);
     tcase_add_test(tc, test_teach_backprop_prints_every_step);
     tcase_add_test(tc, test_teach_backprop_writes_only_what_it_is_told);
+    tcase_add_test(tc, test_teach_backprop_qwen3_page);
     tcase_add_test(tc, test_teach_scalar_matches_pytorch);
     tcase_add_test(tc, test_custom_op_silu_example);
     tcase_add_test(tc, test_docs_tape_svg_is_current_and_fits);

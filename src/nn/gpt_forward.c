@@ -171,10 +171,16 @@ static nb_tensor *nano_attention(nb_ctx *ctx, nb_gpt *m, nb_gpt_block *blk, nb_t
 }
 
 /* n linears of one x without biases: one job when recording or for many
- * rows (nb_linear_n), dot products for a few rows when sampling. 0 or -1. */
-static int linears(nb_ctx *ctx, nb_tensor *x, int n, nb_tensor *const *w, nb_tensor **out) {
+ * rows (nb_linear_n), dot products for a few rows when sampling. With
+ * one_by_one (the composed model the tape explorer records, use_fused
+ * false) each product runs as its op is recorded, so the page's "check
+ * this op", which moves an input between two records, sees it move. 0 or
+ * -1. */
+static int linears(nb_ctx *ctx, nb_tensor *x, int n, nb_tensor *const *w, nb_tensor **out,
+                   bool one_by_one) {
     int64_t rows = x ? (int64_t)x->numel / x->shape[x->ndim - 1] : 0;
-    if (!x || nb_is_grad_enabled(ctx) || rows > FEW_ROWS) return nb_linear_n(ctx, x, n, w, NULL, out);
+    if (!x || (!one_by_one && (nb_is_grad_enabled(ctx) || rows > FEW_ROWS)))
+        return nb_linear_n(ctx, x, n, w, NULL, out);
     for (int k = 0; k < n; k++) out[k] = nb_gpt_linear(ctx, x, w[k], NULL);
     return nb_ctx_ok(ctx) ? 0 : -1;
 }
@@ -188,7 +194,7 @@ NB_HIDDEN int nb_gpt_qkv(nb_ctx *ctx, nb_gpt *m, nb_gpt_block *blk, nb_tensor *h
                   hd = nb_gpt_head_dim(c);
     nb_tensor *w[3] = {blk->wq, blk->wk, blk->wv}, *p[3];
     NB_LIB_HERE(ctx);
-    if (linears(ctx, h, 3, w, p)) return -1;
+    if (linears(ctx, h, 3, w, p, !m->use_fused)) return -1;
     *q = nb_view(ctx, p[0], NB_SHAPE(b, t, H, hd));
     *k = nb_view(ctx, p[1], NB_SHAPE(b, t, G, hd));
     *v = nb_view(ctx, p[2], NB_SHAPE(b, t, G, hd));
@@ -283,10 +289,10 @@ static nb_tensor *attention(nb_ctx *ctx, nb_gpt *m, nb_gpt_block *blk, nb_tensor
 /* The gated MLP: silu(h W1^T) * (h W2^T), then W3; W1 and W2 in one job.
  * h (..., C) -> (..., C) with W1, W2 (hidden, C), W3 (C, hidden). */
 static nb_tensor *gated_mlp(nb_ctx *ctx, const gpt_scopes *s, nb_tensor *h, nb_tensor *w1,
-                            nb_tensor *w2, nb_tensor *w3) {
+                            nb_tensor *w2, nb_tensor *w3, bool one_by_one) {
     nb_tensor *w[2] = {w1, w2}, *p[2];
     NB_LIB_HERE(ctx);
-    if (linears(ctx, h, 2, w, p)) return NULL;
+    if (linears(ctx, h, 2, w, p, one_by_one)) return NULL;
     nb_tensor *f = nb_mul(ctx, nb_silu(ctx, p[0]), p[1]);
     return NB_NN_SCOPED(ctx, s->proj, nb_gpt_linear(ctx, f, w3, NULL));
 }
@@ -294,11 +300,13 @@ static nb_tensor *gated_mlp(nb_ctx *ctx, const gpt_scopes *s, nb_tensor *h, nb_t
 typedef struct expert_job {
     const nb_gpt_block *blk;
     const gpt_scopes *s;
+    bool one_by_one; /* linears' flag: the composed model (use_fused false) */
 } expert_job;
 
 static nb_tensor *expert(nb_ctx *ctx, int e, nb_tensor *xe, void *user) {
     const expert_job *j = user;
-    return gated_mlp(ctx, j->s, xe, j->blk->ex_gate[e], j->blk->ex_up[e], j->blk->ex_down[e]);
+    return gated_mlp(ctx, j->s, xe, j->blk->ex_gate[e], j->blk->ex_up[e], j->blk->ex_down[e],
+                     j->one_by_one);
 }
 
 /* Qwen3-MoE's MLP: router logits h Wg^T (N, E), their top k, a softmax
@@ -313,7 +321,7 @@ static nb_tensor *moe_mlp(nb_ctx *ctx, nb_gpt *m, nb_gpt_block *blk, nb_tensor *
     nb_tensor *logits = NB_NN_SCOPED(ctx, s->router, nb_gpt_linear(ctx, x, blk->router, NULL));
     NB_LIB_HERE(ctx);
     nb_tensor *gates = nb_softmax(ctx, nb_topk(ctx, logits, m->cfg.n_expert_per_tok, -1, &idx));
-    expert_job j = {blk, s};
+    expert_job j = {blk, s, !m->use_fused};
     nb_tensor *y = NB_NN_SCOPED(ctx, s->experts,
                                 nb_moe_dispatch(ctx, x, gates, idx, m->cfg.n_expert, expert, &j));
     NB_LIB_HERE(ctx);
@@ -326,7 +334,7 @@ NB_HIDDEN nb_tensor *nb_gpt_mlp(nb_ctx *ctx, nb_gpt *m, nb_gpt_block *blk, nb_te
     if (m->cfg.n_expert > 0 && nb_gpt_layout(&m->cfg)->mlp == MLP_GATED)
         return moe_mlp(ctx, m, blk, h);
     if (nb_gpt_layout(&m->cfg)->mlp == MLP_GATED)
-        return gated_mlp(ctx, s, h, blk->fc_w, blk->up_w, blk->proj_w);
+        return gated_mlp(ctx, s, h, blk->fc_w, blk->up_w, blk->proj_w, !m->use_fused);
     nb_gelu_approx g = nb_gpt_layout(&m->cfg)->gelu_from_cfg ? m->cfg.gelu : NB_GELU_TANH;
     NB_LIB_HERE(ctx);
     nb_tensor *f = NB_NN_SCOPED(ctx, s->fc, nb_gpt_linear(ctx, h, blk->fc_w, blk->fc_b));

@@ -227,6 +227,19 @@ static void ln_bwd_rows(void *arg, int64_t lo, int64_t hi) {
  * back once, so two threads' neighbouring columns never share a cache line
  * row after row (as they would if every row's add went into dw itself). */
 enum { LN_COLS = 64 };
+/* The fewest columns worth a thread in the dw/db passes, whatever R: a
+ * task reads every row's cache line of its columns, so k tasks of narrow
+ * chunks read x and dy k times over (Qwen3's QK-norm, D = head_dim 32 and
+ * R = 3072 rows, was cut into 32 one-column tasks: 32 passes). With this
+ * floor a chunk (nb_parallel_for's quarter of it) is at least 16 columns,
+ * a 64-byte line of floats, and rows narrower than 2 * LN_COLS_MIN take one
+ * pass on one thread. Each column still sums its rows in order: the same
+ * bits at any split. */
+enum { LN_COLS_MIN = 64 };
+static int64_t cols_grain(int64_t R) {
+    int64_t g = 1 + LN_GRAIN / R;
+    return g > LN_COLS_MIN ? g : LN_COLS_MIN;
+}
 NB_HOT static void ln_bwd_cols(void *arg, int64_t lo, int64_t hi) {
     const ln_job *j = arg;
     const double *stats = j->stats;
@@ -266,7 +279,7 @@ static void layer_norm_backward(nb_ctx *ctx, nb_node *n) {
     ln_job j = {x, w, b, out->grad, n->saved, 0, NULL, nb_grad_buffer(ctx, w),
                 nb_grad_buffer(ctx, b), (size_t)x->shape[x->ndim - 1], false};
     int64_t D = (int64_t)j.D, R = (int64_t)(x->numel / j.D);
-    if (j.gw || j.gb) nb_parallel_for(D, 1 + LN_GRAIN / R, ln_bwd_cols, &j);
+    if (j.gw || j.gb) nb_parallel_for(D, cols_grain(R), ln_bwd_cols, &j);
     /* x's buffer asked for after w's and b's: x may be one of them */
     bool f32 = x->dtype == NB_F32 && j.D <= LN_ROW_MAX;
     j.gx = f32 ? nb_grad_buffer_fresh(ctx, x, &j.gx_fresh) : nb_grad_buffer(ctx, x);
@@ -509,7 +522,7 @@ static void rms_norm_backward(nb_ctx *ctx, nb_node *n) {
     rms_job j = {x, w, out->grad, n->saved, 0, NULL, nb_grad_buffer(ctx, w),
                  (size_t)x->shape[x->ndim - 1], false};
     int64_t D = (int64_t)j.D, R = (int64_t)(x->numel / j.D);
-    if (j.gw) nb_parallel_for(D, 1 + LN_GRAIN / R, rms_bwd_cols, &j);
+    if (j.gw) nb_parallel_for(D, cols_grain(R), rms_bwd_cols, &j);
     /* x's buffer asked for after w's: x may be w */
     bool f32 = x->dtype == NB_F32 && j.D <= LN_ROW_MAX;
     j.gx = f32 ? nb_grad_buffer_fresh(ctx, x, &j.gx_fresh) : nb_grad_buffer(ctx, x);

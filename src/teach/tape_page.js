@@ -453,6 +453,15 @@ function nbExploreModel(model) {
     if (nd === 2) { wrap.appendChild(grid(vals, 0, rows, cols, m, mask, "nb-heat")); return wrap; }
     var lead = sh.slice(0, nd - 3), k = sh[nd - 3], sel = lead.map(function () { return 0; });
     var holder = el("div", { "class": "nb-slices" });
+    var G = attn && nd === 4 ? kvGroups(t) : 0, per = G ? k / G : 1;
+    if (G) wrap.appendChild(el("div", { "class": "nb-muted nb-gqa" }, "grouped-query attention: " + k +
+      " query heads share " + G + " key/value head" + (G === 1 ? "" : "s") + ", " + per + " to a group"));
+    /* a map's caption: its query head, and under grouped-query attention
+     * the key/value group it reads */
+    function caption(s) {
+      if (!(attn && nd === 4)) return "[" + sel.concat([s]).join(", ") + "] ";
+      return "head " + s + (G ? " \u00B7 kv group " + Math.floor(s / per) : "");
+    }
     function redraw() {
       holder.textContent = "";
       var off = 0;
@@ -460,7 +469,7 @@ function nbExploreModel(model) {
       off *= k * rows * cols;
       for (var s = 0; s < k; s++)
         holder.appendChild(grid(vals, off + s * rows * cols, rows, cols, m, mask, attn ? "nb-heat nb-attn-map" : "nb-heat",
-          (attn && nd === 4 ? "head " : "[" + sel.concat([s]).join(", ") + "] ") + (attn && nd === 4 ? s : "")));
+          caption(s)));
     }
     lead.forEach(function (n, d) {
       var s = el("select", { "class": "nb-dim", "data-dim": d });
@@ -471,6 +480,27 @@ function nbExploreModel(model) {
     redraw();
     wrap.appendChild(holder);
     return wrap;
+  }
+  /* The key/value heads G of an attention map t (B, H, T, T) under
+   * grouped-query attention, 0 when every query head has its own (or the
+   * tape does not say): its scores' matmul reads k through an index_select
+   * that copies each of k's G heads to H / G query heads (the composed
+   * attention's gather); the first 4-D tensor before that gather is k
+   * (B, G, T, hd). Query head h reads group h / (H / G). */
+  function kvGroups(t) {
+    var H = t.shape[t.shape.length - 3], src = T[N[t.node].inputs[0]];
+    for (var hop = 0; hop < 4 && src.node >= 0 && N[src.node].op !== "matmul"; hop++)
+      src = T[N[src.node].inputs[0]];
+    if (src.node < 0 || N[src.node].op !== "matmul") return 0;
+    var k = T[N[src.node].inputs[1]], gathered = false;
+    for (hop = 0; hop < 8 && k.node >= 0; hop++) {
+      if (gathered && k.shape.length === 4) break;
+      if (N[k.node].op === "index_select") gathered = true;
+      k = T[N[k.node].inputs[0]];
+    }
+    if (!gathered || k.shape.length !== 4) return 0;
+    var G = k.shape[1];
+    return G > 0 && G < H && H % G === 0 ? G : 0;
   }
   /* softmax outputs of attention: a softmax fed by causal_fill or masked_fill,
    * directly or through scale */

@@ -49,10 +49,11 @@ CASES = [
     ("examples/teach_backprop", ["--model=lecture"], "lecture-own-layout"),
     ("examples/teach_backprop", ["--model=attention"], "attention"),
     ("examples/teach_backprop", ["--model=gpt"], "gpt"),
+    ("examples/teach_backprop", ["--model=qwen3"], "qwen3"),
     ("examples/teach_scalar", [], "neuron"),
     ("examples/custom_op_silu", [], "silu"),
 ]
-CHECKED = {"lecture", "attention", "gpt", "silu-wrong"}  # pages made with a forward to check
+CHECKED = {"lecture", "attention", "gpt", "qwen3", "silu-wrong"}  # pages made with a forward to check
 GPT_MAX_BYTES = 4 << 20  # "under a few MB"
 GPT_MAX_OPEN_S = 2.0
 NUM = re.compile(r"-?inf|nan|-?\d+(?:\.\d*)?(?:e[-+]?\d+)?")
@@ -292,15 +293,15 @@ def check_page_parts(driver, tensors, nodes, name, shots):
     elk = driver.execute_script("return !!window.ELK;")
     if elk != (not name.endswith("-own-layout")):
         raise AssertionError(f"elkjs {'in' if elk else 'missing from'} the page")
-    if name == "gpt":
+    if name in ("gpt", "qwen3"):
         if not driver.find_elements(By.CSS_SELECTOR, "g.nb-module.nb-folded"):
-            raise AssertionError("the GPT page opens with no module boxes")
+            raise AssertionError(f"the {name} page opens with no module boxes")
         n = layouts(driver)
         driver.find_element(By.ID, "nb-unfold").click()
         after_layout(driver, n, "Unfold all")
         opened = len(driver.find_elements(By.CSS_SELECTOR, "g.nb-module.nb-open"))
         if opened < 5:
-            raise AssertionError(f"unfolded, the GPT page draws {opened} module boxes")
+            raise AssertionError(f"unfolded, the {name} page draws {opened} module boxes")
         check_layout(driver, "unfolded by Unfold all")
         driver.save_screenshot(os.path.join(shots, f"{name}-unfold-all.png"))
         n = layouts(driver)
@@ -394,9 +395,21 @@ def check_pictures(driver, tensors, nodes, name, shots):
         if res != [heads * T_ * T_, heads * T_ * (T_ - 1) // 2]:
             raise AssertionError(f"attention map of {sh}: cells, masked {res}, want "
                                  f"{[heads * T_ * T_, heads * T_ * (T_ - 1) // 2]}")
+        caps = driver.execute_script(
+            "return Array.from(document.querySelectorAll('#nb-tensor-info .nb-picture.nb-attn .nb-slice > .nb-muted'))"
+            ".map(function (c) { return c.textContent; });")
+        # the Qwen3 page's 4 query heads read 2 key/value heads (HF's
+        # repeat_kv order: heads 0, 1 group 0; 2, 3 group 1); every other
+        # page's attention has a key/value head per query head, no group
+        want = ([f"head {h} \u00b7 kv group {h // 2}" for h in range(heads)] if name == "qwen3"
+                else [f"head {h}" for h in range(heads)] if len(sh) == 4 else None)
+        if want is not None and caps != want:
+            raise AssertionError(f"attention map captions {caps}, want {want}")
+        if name == "qwen3" and not driver.find_elements(By.CSS_SELECTOR, "#nb-tensor-info .nb-picture.nb-attn .nb-gqa"):
+            raise AssertionError("the Qwen3 page does not say its query heads share key/value heads")
         driver.find_element(By.CSS_SELECTOR, "#nb-tensor-info .nb-picture.nb-attn").screenshot(
             os.path.join(shots, f"{name}-attention.png"))
-        notes.append(f"attention map {sh}: {res[0]} cells, {res[1]} masked")
+        notes.append(f"attention map {sh}: {res[0]} cells, {res[1]} masked" + (f"; captions {caps}" if want else ""))
     return notes
 
 
