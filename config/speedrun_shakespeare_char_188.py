@@ -5,10 +5,10 @@
 # The model has the size of nanoGPT's CPU one (4 layers, 4 heads, 128 wide,
 # context 64) in Qwen3's layout (RMSNorm, RoPE, QK-norm, a gated SiLU MLP),
 # trained with Muon on the blocks' matrices and AdamW on the rest: val
-# 1.851-1.857 over seeds 1337, 1, 2 in 300 steps, where nanoGPT's layout with
-# the same optimizers needs 600 for 1.855 and the AdamW recipe 2000 for 1.90.
+# 1.861-1.866 over seeds 1337, 1, 2 in 280 steps, where nanoGPT's layout with
+# Muon needs 600 for 1.855 and the AdamW recipe 2000 for 1.90.
 # A step costs about 1.07 of the nanoGPT layout's (4.27 against 3.97 GFLOP),
-# so estimated at 6.5-7.5 s on 2 idle Zen 4 cores (docs/speedrun.md).
+# so estimated at 6-7 s on 2 idle Zen 4 cores (docs/speedrun.md).
 
 out_dir = 'out-speedrun-188'
 dataset = 'shakespeare_char' # data/shakespeare_char, made by `nabla-gpt prepare`
@@ -31,12 +31,12 @@ batch_size = 12
 dropout = 0.0
 
 optimizer = 'muon'
-muon_lr = 0.02 # Muon's peak rate (the schedule scales it with learning_rate's)
+muon_lr = 0.03 # Muon's peak rate (the schedule scales it with learning_rate's)
 muon_momentum = 0.95
-learning_rate = 3e-3 # AdamW's, for the embeddings, the head, gains and biases
+learning_rate = 4e-3 # AdamW's, for the embeddings, the head, gains and biases
 beta2 = 0.99
 weight_decay = 0.0
-max_iters = 300
-lr_decay_iters = 300
+max_iters = 280
+lr_decay_iters = 280
 warmup_iters = 30
 min_lr = 3e-4
