@@ -9,7 +9,9 @@
  *   - init of a Llama as LlamaForCausalLM's files, then train
  *     --init_from=DIR/model.safetensors on it (and the course's layout);
  *   - bad flags and configs: exit 2, a message naming the flag or key,
- *     nothing written. */
+ *     nothing written;
+ *   - --diagnostics on Qwen3-MoE and Llama 3: a line per RMSNorm, gated MLP
+ *     and expert, named by module. */
 #include "gpt_run.h"
 
 #include <cjson/cJSON.h>
@@ -392,6 +394,107 @@ START_TEST(test_family_docs_commands) {
 }
 END_TEST
 
+/* The activation line of rec named "SCOPE OP #..." (tape index aside), or NULL. */
+static const cJSON *act_line(const cJSON *rec, const char *scope, const char *op) {
+    char want[160];
+    snprintf(want, sizeof want, "%s %s #", scope, op);
+    const cJSON *a;
+    cJSON_ArrayForEach(a, cJSON_GetObjectItem(rec, "activations")) {
+        const char *name = cJSON_GetStringValue(cJSON_GetObjectItem(a, "name"));
+        if (name && !strncmp(name, want, strlen(want))) return a;
+    }
+    return NULL;
+}
+
+/* The line must be there, of its kind; an activation's saturation a share,
+ * a norm's or a gated product's null. */
+static void want_line(const cJSON *rec, const char *scope, const char *op, const char *kind) {
+    const cJSON *a = act_line(rec, scope, op);
+    ck_assert_msg(a != NULL, "no line '%s %s'", scope, op);
+    ck_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(a, "kind")), kind);
+    const cJSON *sat = cJSON_GetObjectItem(a, "saturated");
+    if (!strcmp(kind, "activation"))
+        ck_assert_msg(cJSON_IsNumber(sat) && sat->valuedouble >= 0 && sat->valuedouble <= 100,
+                      "%s %s: saturated not a share", scope, op);
+    else
+        ck_assert_msg(cJSON_IsNull(sat), "%s %s: saturated not null", scope, op);
+    ck_assert_msg(cJSON_GetNumberValue(cJSON_GetObjectItem(a, "std")) > 0, "%s %s: std 0", scope,
+                  op);
+}
+
+/* --diagnostics on the new families: a line per layer for each RMSNorm
+ * (the blocks', QK-norm's, the final one), the gated MLP's SiLU and its
+ * product, and in Qwen3-MoE each expert that ran, named by its module
+ * (model.layers.N.mlp.experts.E); the page is written beside. */
+START_TEST(test_family_diagnostics) {
+    gpt_run r;
+    gpt_run_init(&r);
+    gpt_write_corpus(r.dir);
+    const char *runs[] = {
+        "--arch=qwen3 --n_kv_head=2 --n_expert=4 --n_expert_per_tok=2 --hf_names",
+        "--arch=llama3 --n_kv_head=2",
+    };
+    for (int k = 0; k < 2; k++) {
+        char args[1024], p[256], page[16];
+        snprintf(args, sizeof args, "train " SMALL " %s --max_iters=4 --out_dir=o%d "
+                 "--diagnostics=d%d.html", runs[k], k, k);
+        gpt_exec(&r, args);
+        ck_assert_msg(r.status == 0, "%s: %s", args, r.err);
+        snprintf(page, sizeof page, "d%d.html", k);
+        ck_assert_msg(exists(&r, page), "no %s", page);
+        snprintf(p, sizeof p, "%s/d%d.html.jsonl", r.dir, k);
+        char *text = nb_test_read(p, NULL), *save = NULL;
+        ck_assert_msg(text != NULL, "%s missing", p);
+        cJSON *last = NULL; /* the last record with activations */
+        for (char *l = strtok_r(text, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
+            cJSON *j = cJSON_Parse(l);
+            ck_assert_ptr_nonnull(j);
+            if (cJSON_GetObjectItem(j, "activations")) cJSON_Delete(last), last = j;
+            else cJSON_Delete(j);
+        }
+        free(text);
+        ck_assert_ptr_nonnull(last);
+        int lines = cJSON_GetArraySize(cJSON_GetObjectItem(last, "activations")), experts = 0;
+        for (int l = 0; l < 2; l++) {
+            char b[64], sc[128];
+            if (k == 0) {
+                snprintf(b, sizeof b, "model.layers.%d", l);
+                const char *norms[] = {"input_layernorm", "self_attn.q_norm", "self_attn.k_norm",
+                                       "post_attention_layernorm"};
+                for (int n = 0; n < 4; n++) {
+                    snprintf(sc, sizeof sc, "%s.%s", b, norms[n]);
+                    want_line(last, sc, "rms_norm", "norm");
+                }
+                for (int e = 0; e < 4; e++) { /* an expert no token chose has no lines */
+                    snprintf(sc, sizeof sc, "%s.mlp.experts.%d", b, e);
+                    if (!act_line(last, sc, "silu")) continue;
+                    want_line(last, sc, "silu", "activation");
+                    want_line(last, sc, "mul", "gated");
+                    experts++;
+                }
+            } else {
+                snprintf(b, sizeof b, "trf_blocks.%d", l);
+                snprintf(sc, sizeof sc, "%s.norm1", b), want_line(last, sc, "rms_norm", "norm");
+                snprintf(sc, sizeof sc, "%s.norm2", b), want_line(last, sc, "rms_norm", "norm");
+                snprintf(sc, sizeof sc, "%s.ff", b);
+                want_line(last, sc, "silu", "activation");
+                want_line(last, sc, "mul", "gated");
+            }
+        }
+        want_line(last, k == 0 ? "model.norm" : "final_norm", "rms_norm", "norm");
+        /* nothing else: the norms, and a SiLU and its product per MLP or expert */
+        if (k == 0) {
+            ck_assert_int_ge(experts, 2 * 2); /* 64 tokens top-2: at least 2 experts a layer */
+            ck_assert_int_eq(lines, 2 * 4 + 2 * experts + 1);
+        } else {
+            ck_assert_int_eq(lines, 2 * 4 + 1);
+        }
+        cJSON_Delete(last);
+    }
+    gpt_run_done(&r);
+}
+END_TEST
+
 Suite *suite_gpt_family_tool(void) {
     Suite *s = suite_create("gpt_family_tool");
     TCase *tc = tcase_create("core");
@@ -403,6 +506,7 @@ Suite *suite_gpt_family_tool(void) {
     tcase_add_test(tc, test_family_bad_flags);
     tcase_add_test(tc, test_family_bad_config);
     tcase_add_test(tc, test_family_docs_commands);
+    tcase_add_test(tc, test_family_diagnostics);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -10,6 +10,7 @@
 #include "moe.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 static const char *const CLS = "gpt";
@@ -303,10 +304,15 @@ typedef struct expert_job {
     bool one_by_one; /* linears' flag: the composed model (use_fused false) */
 } expert_job;
 
+/* Expert e in a module of its own, "experts.E" under the MLP in both
+ * layouts (Hugging Face's own path; the course keeps its experts in fc1.E,
+ * fc2.E and fc3.E), so the tape explorer and the diagnostics name each. */
 static nb_tensor *expert(nb_ctx *ctx, int e, nb_tensor *xe, void *user) {
     const expert_job *j = user;
-    return gated_mlp(ctx, j->s, xe, j->blk->ex_gate[e], j->blk->ex_up[e], j->blk->ex_down[e],
-                     j->one_by_one);
+    char name[32];
+    snprintf(name, sizeof name, j->s->experts ? "%d" : "experts.%d", e);
+    return NB_NN_SCOPED(ctx, name, gated_mlp(ctx, j->s, xe, j->blk->ex_gate[e], j->blk->ex_up[e],
+                                             j->blk->ex_down[e], j->one_by_one));
 }
 
 /* Qwen3-MoE's MLP: router logits h Wg^T (N, E), their top k, a softmax

@@ -7,6 +7,7 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "diag_page.inc"
 
@@ -107,8 +108,25 @@ static void write_hist(FILE *f, const nb_diag *d, const nb_tensor *t, const void
     free(c);
 }
 
+/* What a tape node's output is to the page, or NULL when it is not a line
+ * of it: an activation (tanh, GELU, sigmoid, ReLU, SiLU), a norm's output
+ * (RMSNorm) or a gated MLP's product silu(x W1^T) * (x W2^T) (a mul whose
+ * first factor a SiLU made). */
+static const char *line_kind(const nb_node *n) {
+    switch (n->op) {
+    case NB_OP_TANH: case NB_OP_GELU: case NB_OP_SIGMOID: case NB_OP_RELU: case NB_OP_SILU:
+        return "activation";
+    case NB_OP_RMS_NORM: return "norm";
+    case NB_OP_MUL:
+        return n->n_in == 2 && n->in[0]->node && n->in[0]->node->op == NB_OP_SILU ? "gated"
+                                                                                : NULL;
+    default: return NULL;
+    }
+}
+
 /* The share of an activation in its flat region: |tanh| > 0.97, sigmoid
- * within 0.03 of 0 or 1, GELU's input below -3, ReLU's output 0. */
+ * within 0.03 of 0 or 1, GELU's and SiLU's input below -3 (both about 0
+ * there, with a gradient under 0.1), ReLU's output 0. */
 static double saturated(const nb_node *n) {
     const nb_tensor *y = n->out, *x = n->in[0];
     size_t hit = 0;
@@ -117,7 +135,7 @@ static double saturated(const nb_node *n) {
         switch (n->op) {
         case NB_OP_TANH: hit += fabs(v) > 0.97; break;
         case NB_OP_SIGMOID: hit += v < 0.03 || v > 0.97; break;
-        case NB_OP_GELU: hit += nb_buf_get(x, x->data, i) < -3.0; break;
+        case NB_OP_GELU: case NB_OP_SILU: hit += nb_buf_get(x, x->data, i) < -3.0; break;
         default: hit += v == 0.0; break; /* relu: dead */
         }
     }
@@ -132,9 +150,8 @@ static void write_activations(FILE *f, const nb_diag *d, const nb_ctx *ctx) {
     fputs(",\"activations\":[", f);
     for (int k = 0; k < n; k++) {
         const nb_node *node = order[k];
-        int op = node->op;
-        if (op != NB_OP_TANH && op != NB_OP_GELU && op != NB_OP_SIGMOID && op != NB_OP_RELU) continue;
-        if (!node->out->data || !node->out->numel) continue;
+        const char *kind = line_kind(node);
+        if (!kind || !node->out->data || !node->out->numel) continue;
         fputs(first ? "{" : ",{", f);
         first = 0;
         char name[256];
@@ -142,7 +159,10 @@ static void write_activations(FILE *f, const nb_diag *d, const nb_ctx *ctx) {
                  node->scope ? " " : "", node->name, node->index);
         fputs("\"name\":", f), nb_json_str(f, name);
         fputs(",\"op\":", f), nb_json_str(f, node->name);
-        fputs(",\"saturated\":", f), num(f, saturated(node));
+        fputs(",\"saturated\":", f); /* only an activation has a flat region */
+        if (strcmp(kind, "activation")) fputs("null", f);
+        else num(f, saturated(node));
+        fputs(",\"kind\":", f), nb_json_str(f, kind);
         fputc(',', f);
         write_hist(f, d, node->out, node->out->data);
         fputc('}', f);

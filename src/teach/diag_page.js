@@ -145,18 +145,21 @@
       ys: withRatio.map(function (r) { return num(r.update_ratio[n]); }) }; }), { ref: -3, xname: "step " });
   var acts = last ? last.activations : [];
   /* saturation means something for tanh and sigmoid (the flat ends) and
-   * for GELU as the share of inputs below -3 (where it is about 0) */
-  var satActs = acts.filter(function (a) { return a.op === "tanh" || a.op === "sigmoid" || a.op === "gelu"; });
-  var satNote = { tanh: "|tanh| > 0.97", sigmoid: "sigmoid within 0.03 of 0 or 1", gelu: "GELU input below -3" };
+   * for GELU and SiLU as the share of inputs below -3 (where they are about
+   * 0); norms' outputs and gated products have none (saturated null) */
+  var satActs = acts.filter(function (a) { return a.op === "tanh" || a.op === "sigmoid" || a.op === "gelu" || a.op === "silu"; });
+  var satNote = { tanh: "|tanh| > 0.97", sigmoid: "sigmoid within 0.03 of 0 or 1", gelu: "GELU input below -3",
+    silu: "SiLU input below -3" };
   var satKinds = [];
   satActs.forEach(function (a) { if (satKinds.indexOf(a.op) < 0) satKinds.push(a.op); });
   plot("activations", "activation histograms", "last record (step " + (last ? last.step : "-") +
     "): mean, std, % saturated per layer",
     acts.map(function (a) { var h = hist(a); return { name: a.name, xs: h.xs, ys: h.ys,
-      note: "\u03BC " + fmt(num(a.mean)) + " \u03C3 " + fmt(num(a.std)) + " sat " + fmt(num(a.saturated)) + "%" }; }), { legend: true });
+      note: "\u03BC " + fmt(num(a.mean)) + " \u03C3 " + fmt(num(a.std)) +
+        (a.saturated === null ? "" : " sat " + fmt(num(a.saturated)) + "%") }; }), { legend: true });
   plot("saturation", "saturated activations (% of each layer's)", satActs.length
     ? "per layer over steps: " + satKinds.map(function (k) { return satNote[k]; }).join("; ")
-    : "no tanh, sigmoid or GELU in the model", satActs.map(function (a) { return { name: a.name, xs: full.map(function (r) { return r.step; }),
+    : "no tanh, sigmoid, GELU or SiLU in the model", satActs.map(function (a) { return { name: a.name, xs: full.map(function (r) { return r.step; }),
       ys: full.map(function (r) { var m = r.activations.filter(function (b) { return b.name === a.name; })[0]; return m ? num(m.saturated) : NaN; }) }; }),
     { xname: "step ", ymin: 0, legend: true });
   var gp = params.filter(function (p) { return p.grad; });

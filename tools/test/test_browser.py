@@ -493,8 +493,39 @@ def check_diagnostics(driver, build, tmp, shots):
     errors = console_errors(driver)
     if errors:
         raise AssertionError(f"{page}: console errors: {errors}")
+    moe = check_diagnostics_moe(driver, build, tmp)
     driver.set_window_size(1400, 900)
-    return f"{len(got)} plots, " + ", ".join(f"{g[0]} {g[1]} lines" for g in got)
+    return f"{len(got)} plots, " + ", ".join(f"{g[0]} {g[1]} lines" for g in got) + "; " + moe
+
+
+def check_diagnostics_moe(driver, build, tmp):
+    """The same page for a 2-layer Qwen3-MoE (top-2 of 4) over 10 steps: a
+    histogram line per RMSNorm, SiLU and gated product, and the saturation
+    plot a line per SiLU (one an expert that ran), named by module."""
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    page = os.path.join(tmp, "moe.html")
+    subprocess.run([os.path.join(build, "bin", "nabla-gpt"), "train", "--data=" + os.path.join(repo, "README.md"),
+                    "--arch=qwen3", "--n_kv_head=1", "--n_expert=4", "--n_expert_per_tok=2", "--hf_names",
+                    "--n_layer=2", "--n_head=2", "--n_embd=32", "--block_size=16", "--batch_size=4",
+                    "--max_iters=10", "--eval_interval=5", "--eval_iters=1", "--warmup_iters=2",
+                    "--out_dir=" + os.path.join(tmp, "moe"), "--diagnostics=" + page],
+                   check=True, stdout=subprocess.DEVNULL)
+    with open(page + ".jsonl") as f:
+        last = [r for r in map(json.loads, f) if "activations" in r][-1]["activations"]
+    silus = [a["name"] for a in last if a["op"] == "silu"]
+    driver.get("file://" + page)
+    got = driver.execute_script(
+        "function names(id) { return Array.from(document.querySelectorAll('#nb-plot-' + id + ' path.nb-line'))"
+        ".map(function (p) { return p.getAttribute('data-series'); }); }"
+        " return [names('activations'), names('saturation')];")
+    if sorted(got[0]) != sorted(a["name"] for a in last):
+        raise AssertionError(f"{page}: activation lines {got[0]}, want {[a['name'] for a in last]}")
+    if sorted(got[1]) != sorted(silus) or not any(".mlp.experts." in n for n in silus):
+        raise AssertionError(f"{page}: saturation lines {got[1]}, want the SiLUs {silus}")
+    errors = console_errors(driver)
+    if errors:
+        raise AssertionError(f"{page}: console errors: {errors}")
+    return f"qwen3-moe {len(got[0])} activation and {len(got[1])} saturation lines"
 
 
 def main():
