@@ -121,10 +121,12 @@ nb_status nb_tape_json(nb_ctx *ctx, const nb_tensor *root, FILE *f);
  *   nb_diag_free(d);
  *
  * nb_diag_step records every step's loss; on steps that are multiples of
- * `every` also, read off ctx's tape, each tanh, GELU, sigmoid and ReLU
- * output (named by its module path, op and tape index): mean, std, the
- * share saturated (|tanh| > 0.97, sigmoid within 0.03 of 0 or 1, GELU's
- * input below -3, ReLU's output 0; in %) and a histogram; and for each
+ * `every` also, read off ctx's tape, each tanh, GELU, sigmoid, ReLU and
+ * SiLU output ("kind" "activation"), RMSNorm output ("norm") and gated
+ * product silu(a) * b ("gated"), each named by its module path, op and
+ * tape index: mean, std, for an activation the share saturated (|tanh| >
+ * 0.97, sigmoid within 0.03 of 0 or 1, GELU's and SiLU's input below -3,
+ * ReLU's output 0; in %; null for the others) and a histogram; and for each
  * parameter its values' std, its gradient's norm and histogram. The next
  * call (whatever its step) adds the update-to-data ratio of that record:
  * log10(std(w_now - w_then) / std(w_now)) per parameter, the update the
