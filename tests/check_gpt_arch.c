@@ -519,10 +519,18 @@ START_TEST(test_summary_and_scopes) {
     const char *want[] = {"\"scope\":\"model.layers.0.self_attn.q_norm\"",
                           "\"scope\":\"model.layers.1.self_attn.o_proj\"",
                           "\"scope\":\"model.layers.0.mlp.gate\"",
-                          "\"scope\":\"model.layers.1.mlp.experts.down_proj\"",
+                          "\"scope\":\"model.layers.1.mlp.experts.",
                           "\"scope\":\"model.layers.0.post_attention_layernorm\"",
                           "\"scope\":\"model.norm\""};
     for (int k = 0; k < 6; k++) ck_assert_msg(strstr(buf, want[k]) != NULL, "%s missing", want[k]);
+    /* each expert that ran in a module of its own: experts.E.down_proj */
+    int ran = 0;
+    for (int e = 0; e < m.cfg.n_expert; e++) {
+        char sc[96];
+        snprintf(sc, sizeof sc, "\"scope\":\"model.layers.1.mlp.experts.%d.down_proj\"", e);
+        ran += strstr(buf, sc) != NULL;
+    }
+    ck_assert_int_ge(ran, m.cfg.n_expert_per_tok);
     free(buf);
     /* the tape explorer's page, backward steps included */
     ck_assert_int_eq(nb_backward(s, L, NULL), NB_OK);

@@ -43,19 +43,23 @@ nb_tensor *nb_moe_dispatch(nb_ctx *ctx, nb_tensor *x, nb_tensor *gates, const nb
             if (id[q] == e) tok[m] = q / k, slot[m++] = q;
         if (m == m0) continue; /* no token chose it: it does not run */
         nb_tensor *te = nb_from_data(ctx, NB_I64, 1, (const int64_t[]){m - m0}, tok + m0);
-        nb_tensor *se = nb_from_data(ctx, NB_I64, 1, (const int64_t[]){m - m0}, slot + m0);
         nb_tensor *xe = nb_index_select(ctx, x, te);
-        nb_tensor *y = f ? f(ctx, e, xe, user) : xe;
-        rows[used++] = nb_mul(ctx, y, nb_index_select(ctx, gflat, se));
+        rows[used++] = f ? f(ctx, e, xe, user) : xe;
     }
     if (!nb_ctx_ok(ctx)) goto done;
     if (!used) { /* no slots at all (N or k is 0) */
         out = nb_zeros(ctx, x->dtype, x->ndim, x->shape);
         goto done;
     }
-    nb_tensor *all = used == 1 ? rows[0] : nb_concat(ctx, used, rows, 0); /* (Q, D) */
+    /* every expert's rows stacked (Q, D), each scaled by its slot's gate in
+     * one multiply (a gather of the gates in the same order), and added back
+     * to their tokens by one index_add */
+    nb_tensor *all = used == 1 ? rows[0] : nb_concat(ctx, used, rows, 0);
+    nb_tensor *g = nb_index_select(ctx, gflat, nb_from_data(ctx, NB_I64, 1, (const int64_t[]){m},
+                                                            slot));
     out = nb_index_add(ctx, nb_zeros(ctx, x->dtype, x->ndim, x->shape),
-                       nb_from_data(ctx, NB_I64, 1, (const int64_t[]){m}, tok), all);
+                       nb_from_data(ctx, NB_I64, 1, (const int64_t[]){m}, tok),
+                       nb_mul(ctx, all, g));
 done:
     free(tok), free(slot), free(rows);
     return out;

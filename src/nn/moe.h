@@ -17,9 +17,10 @@ typedef nb_tensor *(*nb_moe_expert_fn)(nb_ctx *ctx, int e, nb_tensor *xe, void *
 
 /* x (N, D), gates (N, k) (differentiable), idx I64 (N, k) with values in
  * [0, n_expert) -> (N, D): out[t] = sum_j gates[t, j] expert_{idx[t, j]}(x[t]).
- * Per expert, its tokens are gathered in token order (index_select), run
- * through f once, scaled by their gates, and all experts' rows are added
- * back by one index_add (one pass over the output, not one per expert);
+ * Per expert, its tokens are gathered in token order (index_select) and
+ * run through f once; all experts' rows are then stacked, scaled by their
+ * gates in one multiply and added back by one index_add (one pass over
+ * the output, not one per expert);
  * an expert no token chose does not run. f NULL makes every expert the
  * identity (the routing alone, for timing it). The routing itself is data
  * (not differentiated); the gates carry the gradient. NULL with the error
