@@ -36,7 +36,7 @@ static void sdpa_tan_span(const sdpa_tan_job *j, int64_t i, int64_t *lo, int64_t
 
 /* One head (task index bh = b * H + h): S and dS into the head's scratch,
  * the softmax and its Jacobian per row in double, then the two products
- * into t. GEMM is nb_gemm_float or nb_gemm_double. */
+ * into t. GEMM is nb_gemm_float_ldc or nb_gemm_double_ldc. */
 #define SDPA_TAN_HEAD(T, GEMM)                                                              \
     {                                                                                       \
         const int64_t b = bh / j->H, h = bh % j->H, g = h / (j->H / j->Hkv);                \
