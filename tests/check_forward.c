@@ -315,9 +315,10 @@ static nb_tensor *f_net(nb_ctx *c, nb_tensor *const *x, void *u) {
     return nb_add(c, nb_sum(c, nb_mul(c, z, z)), nb_sum(c, nb_mul(c, a, a)));
 }
 
-/* Forward-over-reverse (nb_hvp's forward_over_reverse), reverse-over-
- * forward (the gradient of a dual forward's tangent) and reverse-over-
- * reverse (nb_hvp's default, and by hand) agree within 1e-12. */
+/* Forward-over-reverse (nb_hvp's NB_HVP_FWD_REV, and NB_HVP_AUTO's pick),
+ * reverse-over-forward (the gradient of a dual forward's tangent) and
+ * reverse-over-reverse (NB_HVP_REV_REV, and by hand) agree within 1e-12;
+ * nb_hvp_last_method names the way each nb_hvp took. */
 START_TEST(test_hvp_three_ways) {
     nb_ctx *c = nb_ctx_new(0);
     nb_pcg32 rng;
@@ -329,9 +330,21 @@ START_TEST(test_hvp_three_ways) {
         v[i] = nb_normal(c, NB_F64, 2, shapes[i], 0, 1, &rng);
     }
     nb_tensor *y = f_net(c, x, NULL), *hr[3];
-    ck_assert_int_eq(nb_hvp(c, y, 3, x, v, &(nb_grad_opts){.forward_over_reverse = true}, hv),
+    ck_assert_int_eq(nb_hvp_last_method(c), NB_HVP_AUTO); /* none yet */
+    ck_assert_int_eq(nb_hvp(c, y, 3, x, v, &(nb_grad_opts){.hvp_mode = NB_HVP_FWD_REV}, hv),
                      NB_OK);
-    ck_assert_int_eq(nb_hvp(c, y, 3, x, v, NULL, hr), NB_OK); /* reverse-over-reverse */
+    ck_assert_int_eq(nb_hvp_last_method(c), NB_HVP_FWD_REV);
+    ck_assert_int_eq(nb_hvp(c, y, 3, x, v, &(nb_grad_opts){.hvp_mode = NB_HVP_REV_REV}, hr),
+                     NB_OK);
+    ck_assert_int_eq(nb_hvp_last_method(c), NB_HVP_REV_REV);
+    nb_tensor *ha[3]; /* NB_HVP_AUTO: every op here has a forward-mode rule */
+    ck_assert_int_eq(nb_hvp(c, y, 3, x, v, NULL, ha), NB_OK);
+    ck_assert_int_eq(nb_hvp_last_method(c), NB_HVP_FWD_REV);
+    nb_tensor *bad[3];
+    ck_assert_int_eq(nb_hvp(c, y, 3, x, v, &(nb_grad_opts){.hvp_mode = (nb_hvp_mode)7}, bad),
+                     NB_ERR_VALUE);
+    ck_assert_error_has(c, "hvp_mode 7");
+    nb_ctx_clear_error(c);
     /* reverse-over-reverse: the gradient of <dy/dx, v> */
     nb_grad_opts cg = {.create_graph = true};
     ck_assert_int_eq(nb_grad(c, 1, &y, NULL, 3, x, &cg, g), NB_OK);
@@ -350,6 +363,7 @@ START_TEST(test_hvp_three_ways) {
         for (size_t k = 0; k < x[i]->numel; k++) {
             double want = nb_get(rr[i], k);
             ck_assert_double_eq_tol(nb_get(hv[i], k), want, 1e-12);
+            ck_assert_double_eq(nb_get(ha[i], k), nb_get(hv[i], k)); /* AUTO took FWD_REV */
             ck_assert_double_eq(nb_get(hr[i], k), want); /* the same computation */
             ck_assert_double_eq_tol(nb_get(rf[i], k), want, 1e-12);
         }
@@ -580,9 +594,16 @@ START_TEST(test_custom_op_forward_rule) {
     /* asked for forward-over-reverse: H v of sum(x²) is 2 v */
     cube_rule = NULL;
     nb_tensor *xg = nb_requires_grad(nb_copy(c, x, NB_F64)), *hv;
+    ck_assert_ptr_nonnull(cube(c, xg)); /* on the tape before s, without a forward-mode rule */
     nb_tensor *s = nb_sum(c, nb_mul(c, xg, xg));
-    nb_grad_opts fr = {.forward_over_reverse = true};
+    nb_grad_opts fr = {.hvp_mode = NB_HVP_FWD_REV};
     ck_assert_int_eq(nb_hvp(c, s, 1, &xg, &v, &fr, &hv), NB_OK);
+    ck_assert_tensor_near(hv, ((double[]){2, 0.5}), 2, 1e-15);
+    /* the tape holds the rule-less cube: reverse-over-reverse, and said so,
+     * whether forward-over-reverse was asked for or left to NB_HVP_AUTO */
+    ck_assert_int_eq(nb_hvp_last_method(c), NB_HVP_REV_REV);
+    ck_assert_int_eq(nb_hvp(c, s, 1, &xg, &v, NULL, &hv), NB_OK);
+    ck_assert_int_eq(nb_hvp_last_method(c), NB_HVP_REV_REV);
     ck_assert_tensor_near(hv, ((double[]){2, 0.5}), 2, 1e-15);
     nb_ctx_free(c);
 }

@@ -963,6 +963,7 @@ static const krow kinds[] = {
     {"nb_backward", "ctx tensor tensor", NULL},
     {"nb_grad", "ctx count tensors tensors count tensors ptr out", d_nb_grad},
     {"nb_hvp", "ctx tensor count tensors tensors ptr out", d_nb_hvp},
+    {"nb_hvp_last_method", "ctx", NULL},
     {"nb_jvp", "ctx count tensors count tensors tensors ptr out", d_nb_jvp},
     {"nb_make_dual", "ctx tensor tensor", NULL},
     {"nb_tangent", "tensor", NULL},

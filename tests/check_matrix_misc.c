@@ -473,6 +473,17 @@ START_TEST(test_grad_args) {
     ck_assert_int_eq(nb_hvp(NULL, y, 1, &x, &x, NULL, &g), NB_ERR_NULL);
     ck_assert_int_eq(nb_jvp(NULL, 1, &y, 1, &x, &x, NULL, &g), NB_ERR_NULL);
     nb_node_set_graph_backward(NULL, NULL); /* a no-op */
+    /* hvp_mode out of the enum; nb_hvp_last_method on NULL, before and after */
+    ck_assert_int_eq(nb_hvp_last_method(NULL), NB_HVP_AUTO);
+    ck_assert_int_eq(nb_hvp_last_method(ctx), NB_HVP_AUTO);
+    ck_assert_int_eq(nb_hvp(ctx, y, 1, &x, &x, &(nb_grad_opts){.hvp_mode = (nb_hvp_mode)-1}, &g),
+                     NB_ERR_VALUE);
+    ck_assert_ptr_nonnull(strstr(nb_ctx_error(ctx), "hvp: opts->hvp_mode -1"));
+    ck_assert_int_eq(nb_hvp_last_method(ctx), NB_HVP_AUTO); /* nothing ran */
+    nb_ctx_clear_error(ctx);
+    ck_assert_int_eq(nb_hvp(ctx, y, 1, &x, &x, NULL, &g), NB_OK); /* H = 2 I */
+    ck_assert_int_eq(nb_hvp_last_method(ctx), NB_HVP_FWD_REV);
+    ck_assert_double_eq(nb_get(g, 1), 4.0);
     /* a context in error: nothing runs */
     nb_ctx_fail(ctx, NB_ERR_VALUE, "earlier");
     ck_assert_int_eq(nb_grad(ctx, 1, &y, NULL, 1, &x, NULL, &g), NB_ERR_VALUE);

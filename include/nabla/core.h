@@ -380,10 +380,16 @@ nb_status nb_backward(nb_ctx *ctx, nb_tensor *out, const nb_tensor *grad_out);
  * gradients, as fast, into new tensors; with it every op's backward is
  * itself recorded from ops (see nabla/ops.def's formulas), so the
  * gradients can be differentiated again. */
+/* How nb_hvp takes a Hessian-vector product (nb_grad_opts.hvp_mode). */
+typedef enum nb_hvp_mode {
+    NB_HVP_AUTO,    /* forward-over-reverse when every op on the tape has a forward-mode rule */
+    NB_HVP_REV_REV, /* reverse-over-reverse: the gradient of <nb_grad(y, create_graph), v> */
+    NB_HVP_FWD_REV  /* forward-over-reverse, falling back to REV_REV past a custom op without a rule */
+} nb_hvp_mode;
 typedef struct nb_grad_opts {
     bool create_graph; /* record the backward, so the returned gradients can be differentiated again */
     bool allow_unused; /* an input the outputs do not reach gets NULL instead of an error */
-    bool forward_over_reverse; /* nb_hvp: forward-over-reverse rather than reverse-over-reverse */
+    nb_hvp_mode hvp_mode; /* nb_hvp only; 0 is NB_HVP_AUTO */
 } nb_grad_opts;
 /* Gradients of sum_i <outputs[i], grad_outputs[i]> with respect to inputs[j], as new tensors in ctx
  * (grads[j], inputs[j]'s shape and dtype). grad_outputs NULL: every output must be a scalar (seed 1).
@@ -403,20 +409,24 @@ nb_status nb_grad(nb_ctx *ctx, int n_out, nb_tensor *const *outputs, nb_tensor *
  * d^2 y / (d inputs[j] d inputs[i]) v[i], as the second output of
  * torch.autograd.functional.hvp(f, inputs, v) (y = f(inputs), built
  * already); an input the product does not reach gets zeros. With g =
- * nb_grad(y, inputs, create_graph), by reverse-over-reverse, the gradient
- * of <g, v>, unless opts->forward_over_reverse: then v is pushed through
- * the forward and g's recorded backward by the ops' forward-mode rules (one
- * pass; reverse-over-reverse all the same when a custom op on the tape
- * declared no forward-mode rule). The two agree to rounding; reverse-over-
- * reverse is the default because it measured faster here (forward-over-
- * reverse 1.05-1.5x its time on an MLP with layer norm, 256 wide, f64: the
- * second reverse pass runs the ops' fused first-order kernels, while most
- * forward-mode rules are several recorded ops). opts: create_graph to record the
- * product too (allow_unused is implied). v[j] must have inputs[j]'s shape
- * (else NB_ERR_SHAPE) and dtype (else NB_ERR_DTYPE); other errors as for
- * nb_grad. */
+ * nb_grad(y, inputs, create_graph), by one of:
+ *   forward-over-reverse: v pushed through the forward and g's recorded
+ *     backward by the ops' forward-mode rules, one pass (their fused tangent
+ *     kernels when nothing records the product);
+ *   reverse-over-reverse: the gradient of <g, v>, a second reverse pass.
+ * opts->hvp_mode picks: NB_HVP_AUTO (opts NULL or zeroed) and NB_HVP_FWD_REV
+ * take forward-over-reverse whenever every op on the tape has a forward-mode
+ * rule (it measured faster, docs/gradcheck.md), else reverse-over-reverse
+ * (a custom op without nb_node_set_forward_rule); NB_HVP_REV_REV always
+ * takes reverse-over-reverse. The two agree to rounding.
+ * nb_hvp_last_method(ctx) then says which ran (NB_HVP_FWD_REV or
+ * NB_HVP_REV_REV; NB_HVP_AUTO before any nb_hvp on ctx). opts: create_graph
+ * to record the product too (allow_unused is implied). v[j] must have
+ * inputs[j]'s shape (else NB_ERR_SHAPE) and dtype (else NB_ERR_DTYPE); an
+ * hvp_mode outside the enum is NB_ERR_VALUE; other errors as for nb_grad. */
 nb_status nb_hvp(nb_ctx *ctx, nb_tensor *y, int n_in, nb_tensor *const *inputs,
                  nb_tensor *const *v, const nb_grad_opts *opts, nb_tensor **hv);
+nb_hvp_mode nb_hvp_last_method(const nb_ctx *ctx);
 /* Jacobian-vector product (forward mode) of the outputs: ju[i] = sum_j
  * d outputs[i] / d inputs[j] u[j], as the second output of
  * torch.autograd.functional.jvp(f, inputs, u). u is pushed from the inputs

@@ -74,6 +74,7 @@ struct nb_ctx {
     nb_node *fwd_pending;
     int fwd_depth;
     int fwd_in_rule; /* rules running (the composed ones lower fwd_depth, not this) */
+    nb_hvp_mode hvp_last; /* how the last nb_hvp took its product (nb_hvp_last_method) */
 };
 
 /* The free list (emptied by reset): nb_ctx_give_back hands a buffer of ctx

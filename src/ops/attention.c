@@ -470,12 +470,16 @@ void nb_graph_backward_sdpa(nb_ctx *ctx, nb_node *n, nb_tensor *dout, nb_tensor 
 
 /* forward mode: through the composed form (mask, causal, window, GQA and
  * dropout from the node), whose elementary ops carry q's, k's and v's
- * tangents */
+ * tangents, when the tangent is recorded or a mask or dropout is set */
 static nb_tensor *sdpa_build(nb_ctx *ctx, const nb_node *n, nb_tensor *const *x) {
     return sdpa_composed(ctx, x[0], x[1], x[2], n->saved_t, n->i[0] != 0, n->i[2], n->f[0],
                          n->f[1], (uint64_t)n->i[1]);
 }
 
 nb_tensor *nb_forward_sdpa(nb_ctx *ctx, nb_node *n, nb_tensor *const *tin) {
+    /* one pass per head when nothing records the tangent and no key mask
+     * or dropout is in play (ops/sdpa_forward.c) */
+    if (nb_fwd_unrecorded(ctx, n, tin) && !n->saved_t && n->f[1] == 0 && n->out->numel > 0)
+        return nb_sdpa_tangent_fused(ctx, n, tin);
     return nb_forward_composed(ctx, n, tin, sdpa_build);
 }

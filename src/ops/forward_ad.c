@@ -264,6 +264,22 @@ int nb_fwd_push(nb_ctx *ctx, int n_in, nb_tensor *const *inputs, nb_tensor *cons
         if (n->index <= top) nodes[n->index] = n;
     for (int i = 0; i <= top; i++)
         if (nodes[i]->op == NB_OP_CUSTOM && !nodes[i]->forward_rule) return 0;
+    /* Only the nodes the outputs read, directly or not, need a tangent: a
+     * recorded backward also holds values no gradient depends on (the
+     * loss, a re-run forward's output), whose rules would be work for
+     * nothing. live[i]: node i is read. */
+    bool *live = nb_ctx_alloc(ctx, (size_t)(top + 1) * sizeof *live);
+    if (!live && top >= 0) return -1;
+    for (int i = 0; i < n_out; i++) {
+        nb_node *n = outputs[i]->owner == ctx ? outputs[i]->node : NULL;
+        if (n && n->index >= 0 && n->index <= top && nodes[n->index] == n) live[n->index] = true;
+    }
+    for (int i = top; i >= 0; i--)
+        for (int k = 0; live[i] && k < nodes[i]->n_in; k++) {
+            const nb_tensor *in = nodes[i]->in[k];
+            int at = in->owner == ctx && in->node ? in->node->index : -1;
+            if (at >= 0 && at <= top && nodes[at] == in->node) live[at] = true;
+        }
     /* Only the tangents of this push count: every tensor the walk reads
      * starts without one, and gets back what it carried. */
     push p = {0};
@@ -279,7 +295,7 @@ int nb_fwd_push(nb_ctx *ctx, int n_in, nb_tensor *const *inputs, nb_tensor *cons
     ctx->grad_enabled = record;
     for (int i = 0; i <= top && nb_ctx_ok(ctx); i++) {
         nb_node *n = nodes[i];
-        if (nb_fwd_active(ctx, n->n_in, n->in)) n->out->tangent = run_rule(ctx, n);
+        if (live[i] && nb_fwd_active(ctx, n->n_in, n->in)) n->out->tangent = run_rule(ctx, n);
     }
     ctx->grad_enabled = enabled;
     for (int i = 0; i < n_out; i++) tout[i] = outputs[i]->tangent;

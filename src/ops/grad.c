@@ -418,20 +418,32 @@ nb_status nb_hvp(nb_ctx *ctx, nb_tensor *y, int n_in, nb_tensor *const *inputs,
                  nb_tensor *const *v, const nb_grad_opts *opts, nb_tensor **hv) {
     if (!nb_ctx_ok(ctx)) return ctx ? ctx->status : NB_ERR_NULL;
     if (!check_vectors(ctx, "hvp", n_in, inputs, v, hv, n_in)) return ctx->status;
+    nb_hvp_mode mode = opts ? opts->hvp_mode : NB_HVP_AUTO;
+    if (mode != NB_HVP_AUTO && mode != NB_HVP_REV_REV && mode != NB_HVP_FWD_REV)
+        return nb_ctx_fail(ctx, NB_ERR_VALUE,
+                           "hvp: opts->hvp_mode %d is none of NB_HVP_AUTO, NB_HVP_REV_REV, "
+                           "NB_HVP_FWD_REV", (int)mode);
     nb_tensor **g = nb_ctx_alloc(ctx, (size_t)n_in * sizeof *g);
     if (!g) return ctx->status;
     nb_grad_opts cg = {.create_graph = true, .allow_unused = true};
     if (nb_grad(ctx, 1, &y, NULL, n_in, inputs, &cg, g)) return ctx->status;
-    /* forward-over-reverse when asked: v pushed through the forward and the
-     * recorded backward by the forward-mode rules, one pass; otherwise, or
-     * when a custom op has no forward-mode rule, reverse-over-reverse (the
-     * gradient of <g, v>), which runs the fused first-order kernels */
-    int fwd = opts && opts->forward_over_reverse
-                  ? nb_fwd_push(ctx, n_in, inputs, v, n_in, g, opts->create_graph, hv)
+    /* forward-over-reverse unless reverse-over-reverse is asked for: v
+     * pushed through the forward and the recorded backward by the forward-
+     * mode rules, one pass, whose fused tangent kernels measured faster
+     * than a second reverse pass (docs/gradcheck.md); reverse-over-reverse
+     * (the gradient of <g, v>) when asked, or when a custom op on the tape
+     * has no forward-mode rule (nb_fwd_push gives 0) */
+    int fwd = mode != NB_HVP_REV_REV
+                  ? nb_fwd_push(ctx, n_in, inputs, v, n_in, g, opts && opts->create_graph, hv)
                   : 0;
+    ctx->hvp_last = fwd == 1 ? NB_HVP_FWD_REV : NB_HVP_REV_REV;
     if (fwd < 0) return ctx->status;
     if (fwd == 0) return grad_or_zeros(ctx, dot_all(ctx, n_in, g, v), n_in, inputs, opts, hv);
     return zeros_where_null(ctx, n_in, inputs, hv);
+}
+
+nb_hvp_mode nb_hvp_last_method(const nb_ctx *ctx) {
+    return ctx ? ctx->hvp_last : NB_HVP_AUTO;
 }
 
 nb_status nb_jvp(nb_ctx *ctx, int n_out, nb_tensor *const *outputs, int n_in,

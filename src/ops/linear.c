@@ -25,6 +25,7 @@ typedef struct lin_job {
     void *y, *dx, *dw, *db;     /* outputs (any may be NULL where unused) */
     const void *x, *w, *b, *dy; /* inputs; b may be NULL */
     int64_t R, K, O;            /* rows, in_features, out_features */
+    bool add;                   /* forward, b NULL: y += x @ w^T (a tangent's second product) */
 } lin_job;
 
 /* The fewest rows (or outputs) worth a thread: about 512k multiply-adds,
@@ -54,7 +55,7 @@ static void linear_forward_range_double(void *arg, int64_t lo, int64_t hi) {
     double *y = (double *)j->y + lo * O;
     for (int64_t r = 0; j->b && r < hi - lo; r++) memcpy(y + r * O, j->b, (size_t)O * sizeof *y);
     nb_gemm_double(y, (const double *)j->x + lo * K, K, 1, j->w, 1, K, hi - lo, K, O,
-                   j->b != NULL);
+                   j->b != NULL || j->add);
 }
 
 /* The checks of linear(x, w, b) and its output, or NULL (the error set). */
@@ -261,10 +262,36 @@ void nb_graph_backward_linear(nb_ctx *ctx, nb_node *n, nb_tensor *dout, nb_tenso
     if (b && b->requires_grad) din[2] = nb_sum_dim(ctx, dy, 0, false);
 }
 
-/* forward mode: linear(tx, W) + linear(x, tW) + tb (broadcast over rows) */
+/* forward mode: linear(tx, W) + linear(x, tW) + tb (broadcast over rows).
+ * When nothing records the tangent: the first product with tb as its bias,
+ * the second added into the same buffer (no separate sums). */
+static nb_tensor *linear_tangent_fused(nb_ctx *ctx, nb_node *n, nb_tensor *tx, nb_tensor *tw,
+                                       nb_tensor *tb) {
+    nb_tensor *x = n->in[0], *w = n->in[1];
+    nb_tensor *t = linear_out(ctx, x, w, NULL);
+    if (!t) return NULL;
+    const nb_tensor *xs[2] = {tx ? tx : x, x}, *ws[2] = {tx ? w : tw, tw};
+    int k = tx && tw ? 2 : 1;
+    for (int i = 0; i < k; i++) {
+        const nb_tensor *b = i ? NULL : tb;
+        if (x->dtype == NB_F32) {
+            nb_gemm_desc d = linear_desc(t, xs[i], ws[i], b);
+            d.add = i > 0;
+            nb_gemm_float_par_n(&d, 1, NULL, 0);
+        } else {
+            lin_job j = linear_job(xs[i], ws[i]);
+            j.y = t->data, j.b = b ? b->data : NULL, j.add = i > 0;
+            nb_parallel_for(j.R, lin_grain(j.K * j.O), linear_forward_range_double, &j);
+        }
+    }
+    return t;
+}
+
 nb_tensor *nb_forward_linear(nb_ctx *ctx, nb_node *n, nb_tensor *const *tin) {
     nb_tensor *x = n->in[0], *w = n->in[1];
     nb_tensor *tb = n->n_in > 2 ? tin[2] : NULL;
+    if ((tin[0] || tin[1]) && x->numel && w->numel && nb_fwd_unrecorded(ctx, n, tin))
+        return linear_tangent_fused(ctx, n, tin[0], tin[1], tb);
     nb_tensor *a = tin[0] ? nb_linear(ctx, tin[0], w, NULL) : NULL;
     nb_tensor *b = tin[1] ? nb_linear(ctx, x, tin[1], NULL) : NULL;
     return nb_fwd_sum(ctx, n->out, nb_fwd_sum(ctx, n->out, a, b, 1), tb, 1);

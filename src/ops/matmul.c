@@ -137,6 +137,7 @@ typedef struct mm_job {
     nb_dtype dt;
     const void *A, *B, *G; /* inputs and the output's gradient */
     void *C;               /* the output (forward) or the gradient written */
+    bool add;              /* forward: C += A @ B (a tangent's second product) */
 } mm_job;
 
 /* The gemm of batch entry ic (ia, ib: the matrices of a and b it reads), or
@@ -149,7 +150,7 @@ static mm_gemm mm_entry(const mm_job *j, int64_t ia, int64_t ib, int64_t ic, int
     switch (j->mode) {
     case MM_FORWARD: /* C (rows, m) = A (rows, k) @ B (k, m) */
         return (mm_gemm){j->dt, (char *)j->C + (size_t)(ic * n * m) * es, A, B,
-                         k, 1, m, 1, rows, k, m, false};
+                         k, 1, m, 1, rows, k, m, j->add};
     case MM_GRAD_A: /* dA (rows, k) += G (rows, m) @ B^T */
         return (mm_gemm){j->dt, (char *)j->C + (size_t)(ia * n * k) * es,
                          (const char *)j->G + (size_t)(ic * n * m) * es, B,
@@ -291,8 +292,26 @@ void nb_graph_backward_matmul(nb_ctx *ctx, nb_node *n, nb_tensor *dout, nb_tenso
 }
 
 /* forward mode: ta @ b + a @ tb (nb_matmul broadcasts the batch dims and
- * treats 1-D operands as the forward did) */
+ * treats 1-D operands as the forward did); when nothing records the tangent
+ * and both terms are there, the second product adds into the first's
+ * output (one buffer, no separate sum) */
 nb_tensor *nb_forward_matmul(nb_ctx *ctx, nb_node *n, nb_tensor *const *tin) {
+    if (tin[0] && tin[1] && nb_fwd_unrecorded(ctx, n, tin)) {
+        nb_tensor *a = n->in[0], *b = n->in[1];
+        mm_job j = {.mode = MM_FORWARD, .dt = a->dtype};
+        int nd;
+        int64_t shape[NB_MAX_DIMS];
+        if (!mm_shapes(ctx, a, b, &j.d, &nd, shape)) return NULL;
+        nb_tensor *t = j.d.k ? nb_empty(ctx, a->dtype, nd, shape)
+                             : nb_zeros(ctx, a->dtype, nd, shape);
+        if (!t || !j.d.k || !t->numel) return t;
+        j.C = t->data;
+        j.A = tin[0]->data, j.B = b->data;
+        mm_run(&j, b->ndim <= 2);
+        j.A = a->data, j.B = tin[1]->data, j.add = true;
+        mm_run(&j, b->ndim <= 2);
+        return t;
+    }
     nb_tensor *a = tin[0] ? nb_matmul(ctx, tin[0], n->in[1]) : NULL;
     nb_tensor *b = tin[1] ? nb_matmul(ctx, n->in[0], tin[1]) : NULL;
     return nb_fwd_sum(ctx, n->out, a, b, 1);

@@ -57,6 +57,9 @@ NB_HIDDEN nb_tensor *nb_fwd_sum(nb_ctx *ctx, const nb_tensor *out, nb_tensor *a,
 /* Does nothing need n's tangent recorded (grad off, or neither an input
  * nor its tangent requires grad)? Then a rule may use a fused kernel. */
 NB_HIDDEN bool nb_fwd_unrecorded(const nb_ctx *ctx, const nb_node *n, nb_tensor *const *tin);
+/* sdpa's tangent in one pass per head (no key padding mask, no dropout),
+ * unrecorded: ops/sdpa_forward.c */
+NB_HIDDEN nb_tensor *nb_sdpa_tangent_fused(nb_ctx *ctx, const nb_node *n, nb_tensor *const *tin);
 /* t, or zeros of like's shape and dtype when t is NULL. */
 NB_HIDDEN nb_tensor *nb_fwd_or_zeros(nb_ctx *ctx, nb_tensor *t, const nb_tensor *like);
 

@@ -6,10 +6,12 @@
  *            parameter (one dual forward, nb_make_dual) against the forward
  *            pass alone, both with recording off
  *   hvp_mha  a Hessian-vector product of the seeds' MultiHeadAttention's MSE
- *            loss (B 8, T 32, D 64, 4 heads) in its parameters: forward over
- *            reverse (nb_hvp: v pushed along the forward and the recorded
- *            backward) against reverse over reverse (the gradient of
- *            <nb_grad(loss, create_graph), v>)
+ *            loss (B 8, T 32, D 64, 4 heads) in its parameters: nb_hvp
+ *            forward over reverse (NB_HVP_FWD_REV: v pushed along the
+ *            forward and the recorded backward) against nb_hvp reverse over
+ *            reverse (NB_HVP_REV_REV: the gradient of
+ *            <nb_grad(loss, create_graph), v>); the line also says which
+ *            NB_HVP_AUTO picks
  *   psg_mha  per-sample gradients (nb_per_sample_grads) of the same module
  *            at B 64 against one gradient of the batch's summed loss
  *
@@ -90,7 +92,7 @@ static int fail(nb_ctx *ctx, const char *what) {
 /* ---- jvp_gpt ---------------------------------------------------------------- */
 typedef struct gpt_state {
     nb_gpt m;
-    nb_ctx *step;
+    nb_ctx *step, *jstep; /* the forward's and the JVP's, each arena sized to its own peak */
     nb_tensor *ids, *targets;
     nb_tensor *tangent[NB_LIST_MAX];
 } gpt_state;
@@ -109,15 +111,15 @@ static double gpt_jvp(void *p) {
     gpt_state *s = p;
     nb_tensor saved[NB_LIST_MAX];
     int n = s->m.params.n;
-    nb_ctx_reset(s->step);
-    nb_set_grad_enabled(s->step, false);
+    nb_ctx_reset(s->jstep);
+    nb_set_grad_enabled(s->jstep, false);
     for (int j = 0; j < n; j++) {
         nb_tensor *w = nb_list_tensor(&s->m.params, j);
-        nb_tensor *d = nb_make_dual(s->step, w, s->tangent[j]);
+        nb_tensor *d = nb_make_dual(s->jstep, w, s->tangent[j]);
         saved[j] = *w;
         if (d) *w = *d;
     }
-    nb_tensor *t = nb_tangent(nb_gpt_loss(s->step, &s->m, s->ids, s->targets, NULL));
+    nb_tensor *t = nb_tangent(nb_gpt_loss(s->jstep, &s->m, s->ids, s->targets, NULL));
     for (int j = 0; j < n; j++) *nb_list_tensor(&s->m.params, j) = saved[j];
     return nb_item(t);
 }
@@ -126,6 +128,7 @@ static int bench_jvp_gpt(void) {
     static gpt_state s;
     nb_ctx *pctx = nb_ctx_new(0);
     s.step = nb_ctx_new(0);
+    s.jstep = nb_ctx_new(0);
     nb_pcg32 rng;
     nb_pcg32_seed(&rng, 1337, 1);
     nb_gpt_config c = nb_gpt_config_default(NB_GPT_NANOGPT);
@@ -147,10 +150,11 @@ static int bench_jvp_gpt(void) {
     if (nb_ctx_error(pctx)) return fail(pctx, "setup");
     double base, ms;
     time_pair(gpt_forward, gpt_jvp, &s, &base, &ms);
-    if (nb_ctx_error(s.step)) return fail(s.step, "jvp_gpt");
+    if (nb_ctx_error(s.jstep)) return fail(s.jstep, "jvp_gpt");
     report("jvp_gpt", base, ms, -1);
     nb_gpt_free(&s.m);
     nb_ctx_free(s.step);
+    nb_ctx_free(s.jstep);
     nb_ctx_free(pctx);
     return 0;
 }
@@ -183,32 +187,27 @@ static nb_tensor *mha_sample_loss(nb_ctx *c, nb_tensor *const *in, void *user) {
     return mha_loss_on(c, s, in, x, y);
 }
 
-/* Reverse over reverse: the gradient of <nb_grad(loss, create_graph), v>. */
-static nb_status hvp_by_reverse(nb_ctx *c, mha_state *s, nb_tensor **hv) {
-    nb_tensor *g[MHA_NP], *l = mha_loss_on(c, s, s->p, s->x, s->y), *dot = NULL;
-    if (nb_grad(c, 1, &l, NULL, MHA_NP, s->p, &(nb_grad_opts){.create_graph = true}, g))
-        return nb_ctx_status(c);
-    for (int j = 0; j < MHA_NP; j++) {
-        nb_tensor *t = nb_sum(c, nb_mul(c, g[j], s->v[j]));
-        dot = dot ? nb_add(c, dot, t) : t;
-    }
-    return nb_grad(c, 1, &dot, NULL, MHA_NP, s->p, NULL, hv);
+/* nb_hvp of the module's loss by `mode`; checks that it ran that way. */
+static nb_status hvp_by(nb_ctx *c, mha_state *s, nb_hvp_mode mode, nb_tensor **hv) {
+    nb_tensor *l = mha_loss_on(c, s, s->p, s->x, s->y);
+    nb_status st = nb_hvp(c, l, MHA_NP, s->p, s->v, &(nb_grad_opts){.hvp_mode = mode}, hv);
+    if (!st && mode != NB_HVP_AUTO && nb_hvp_last_method(c) != mode)
+        return nb_ctx_fail(c, NB_ERR_STATE, "hvp_mha: nb_hvp took the other way");
+    return st;
 }
 
 static double hvp_rev_rev(void *p) {
     mha_state *s = p;
     nb_ctx_reset(s->step);
     nb_tensor *hv[MHA_NP];
-    return hvp_by_reverse(s->step, s, hv) ? NAN : nb_get(hv[0], 0);
+    return hvp_by(s->step, s, NB_HVP_REV_REV, hv) ? NAN : nb_get(hv[0], 0);
 }
 
-/* Forward over reverse: nb_hvp pushes v along the forward and the recorded
- * backward with the forward-mode rules. */
 static double hvp_fwd_rev(void *p) {
     mha_state *s = p;
     nb_ctx_reset(s->step);
-    nb_tensor *hv[MHA_NP], *l = mha_loss_on(s->step, s, s->p, s->x, s->y);
-    return nb_hvp(s->step, l, MHA_NP, s->p, s->v, NULL, hv) ? NAN : nb_get(hv[0], 0);
+    nb_tensor *hv[MHA_NP];
+    return hvp_by(s->step, s, NB_HVP_FWD_REV, hv) ? NAN : nb_get(hv[0], 0);
 }
 
 static double batch_grad(void *p) {
@@ -253,14 +252,16 @@ static int bench_mha(void) {
     /* both HVPs once, side by side */
     nb_ctx *c = nb_ctx_new(0);
     nb_tensor *hv[MHA_NP], *g[MHA_NP], *t[MHA_NP], *l;
-    hvp_by_reverse(c, &h, hv);
-    l = mha_loss_on(c, &h, h.p, h.x, h.y);
-    nb_hvp(c, l, MHA_NP, h.p, h.v, NULL, t);
+    hvp_by(c, &h, NB_HVP_REV_REV, hv);
+    hvp_by(c, &h, NB_HVP_FWD_REV, t);
+    hvp_by(c, &h, NB_HVP_AUTO, g);
+    const char *autos = nb_hvp_last_method(c) == NB_HVP_FWD_REV ? "fwd_rev" : "rev_rev";
     if (nb_ctx_error(c)) return fail(c, "hvp_mha check");
     double diff = rel_diff(MHA_NP, t, hv);
     time_pair(hvp_rev_rev, hvp_fwd_rev, &h, &base, &ms);
     if (nb_ctx_error(h.step)) return fail(h.step, "hvp_mha");
     report("hvp_mha", base, ms, diff);
+    printf("hvp_mha NB_HVP_AUTO took %s\n", autos);
     if (mha_setup(&b, pctx, 64)) return 1;
     /* the per-sample gradients summed over the batch are the batch gradient */
     nb_ctx_reset(c);
