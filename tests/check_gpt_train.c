@@ -228,6 +228,47 @@ START_TEST(test_muon_resume_bit_identical_and_nan) {
 }
 END_TEST
 
+/* --muon_ns_steps (and the config key muon_ns_steps) reaches Muon: the
+ * checkpoint records it, 2 iterations train differently from 5, the
+ * checkpoint fixes it, and a count outside 1..1000 is refused by name. */
+START_TEST(test_muon_ns_steps_flag) {
+    gpt_run r;
+    gpt_run_init(&r);
+    gpt_write_corpus(r.dir);
+    char p[160];
+    snprintf(p, sizeof p, "%s/ns.py", r.dir);
+    write_text(p, "optimizer = 'muon'\nmuon_ns_steps = 2 # Newton-Schulz iterations\n");
+    gpt_exec(&r, "train ns.py " TINY " --out_dir=two");
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    gpt_exec(&r, "train ns.py " TINY " --muon_ns_steps=5 --out_dir=five");
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    char a[160], b[160];
+    size_t na, nb;
+    snprintf(a, sizeof a, "%s/two/ckpt.safetensors", r.dir);
+    snprintf(b, sizeof b, "%s/five/ckpt.safetensors", r.dir);
+    char *x = slurp(a, &na), *y = slurp(b, &nb);
+    ck_assert(x && na > 8 && y && nb > 8);
+    ck_assert_msg(strstr(x + 8, "\"optimizer.ns_steps\":\"2\""), "%.400s", x + 8);
+    ck_assert_msg(strstr(y + 8, "\"optimizer.ns_steps\":\"5\""), "%.400s", y + 8);
+    free(x), free(y);
+    snprintf(a, sizeof a, "%s/two/model.safetensors", r.dir);
+    snprintf(b, sizeof b, "%s/five/model.safetensors", r.dir);
+    x = slurp(a, &na), y = slurp(b, &nb);
+    ck_assert(x && y && (na != nb || memcmp(x, y, na)));
+    free(x), free(y);
+    gpt_exec(&r, "train --out_dir=two --resume --max_iters=16 --muon_ns_steps=3");
+    ck_assert_int_eq(r.status, 2);
+    ck_assert_msg(strstr(r.err, "muon_ns_steps"), "%s", r.err);
+    gpt_exec(&r, "train " TINY " --optimizer=muon --muon_ns_steps=0 --out_dir=e");
+    ck_assert_int_eq(r.status, 2);
+    ck_assert_msg(strstr(r.err, "--muon_ns_steps"), "%s", r.err);
+    gpt_exec(&r, "train " TINY " --optimizer=muon --muon_ns_steps=1001 --out_dir=e");
+    ck_assert_int_eq(r.status, 2);
+    ck_assert_msg(strstr(r.err, "--muon_ns_steps: 1001, expected 1 to 1000"), "%s", r.err);
+    gpt_run_done(&r);
+}
+END_TEST
+
 /* A real kill -INT from outside, at whatever iteration it lands; SIGTERM
  * exits 143; a second signal during the save ends the process at once and
  * the earlier checkpoint still resumes. */
@@ -856,6 +897,7 @@ Suite *suite_gpt_train(void) {
     tcase_add_test(tc, test_sigint_at_10_points_resumes_bit_identical);
     tcase_add_test(tc, test_kill_sigterm_and_second_signal);
     tcase_add_test(tc, test_muon_resume_bit_identical_and_nan);
+    tcase_add_test(tc, test_muon_ns_steps_flag);
     tcase_add_test(tc, test_checkpoints_and_force);
     tcase_add_test(tc, test_resume_errors);
     tcase_add_test(tc, test_nan_stops_with_valid_json);

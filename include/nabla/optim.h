@@ -57,6 +57,9 @@
  *     X   = X / (||X||_F + 1e-7)
  *     ns_steps times:  A = X Xt;  B = b A + c (A A);  X = a X + B X
  *                      (a, b, c) = (3.4445, -4.7750, 2.0315)
+ *                      (when X is not square, computed on the Gram matrix:
+ *                      X_k = Q_k X_0, Q_k a polynomial in X_0 X_0t, in
+ *                      runs of up to 3 steps: the same but for rounding)
  *     u   = X (transposed back) * max(1, R / C)^0.5
  *     p   = p * (1 - lr * weight_decay)
  *     p   = p + (-lr) * u

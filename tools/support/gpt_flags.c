@@ -97,6 +97,8 @@ static const flag_def FLAGS[] = {
     {"muon_lr", F_DOUBLE, AT(muon_lr), "0.02", T | B, 0,
      "Muon's peak learning rate (the schedule scales it with learning_rate)"},
     {"muon_momentum", F_DOUBLE, AT(muon_momentum), "0.95", T | B, 0, "Muon's momentum, in [0, 1)"},
+    {"muon_ns_steps", F_LONG, AT(muon_ns_steps), "5", T | B, 1,
+     "Muon's Newton-Schulz iterations a step (muon.py's ns_steps), 1 to 1000"},
     {"beta1", F_DOUBLE, AT(beta1), "0.9", T, 0, "AdamW beta1"},
     {"beta2", F_DOUBLE, AT(beta2), "0.99", T, 0, "AdamW beta2"},
     {"grad_clip", F_DOUBLE, AT(grad_clip), "1.0", T, 0, "clip the global gradient norm (0: off)"},
@@ -366,6 +368,8 @@ static int check_choices(const gpt_flags *f, const char *prog, gpt_cmd cmd) {
             return gpt_fail(prog, "--muon_lr: %g, expected > 0", f->muon_lr);
         if (!strcmp(f->optimizer, "muon") && !(f->muon_momentum < 1))
             return gpt_fail(prog, "--muon_momentum: %g is outside [0, 1)", f->muon_momentum);
+        if (!strcmp(f->optimizer, "muon") && f->muon_ns_steps > 1000)
+            return gpt_fail(prog, "--muon_ns_steps: %ld, expected 1 to 1000", f->muon_ns_steps);
     }
     if (cmd != GPT_TRAIN) return 0;
     if (!strcmp(f->optimizer, "muon") && !(f->learning_rate > 0))

@@ -23,6 +23,7 @@ nb_optim *gpt_optim_new(nb_ctx *pctx, const nb_gpt *gpt, const gpt_optim_opts *o
     ao.eps = 1e-10;
     nb_muon_opts mo = nb_muon_defaults();
     mo.lr = o->muon_lr, mo.momentum = o->muon_momentum, mo.weight_decay = o->weight_decay;
+    mo.ns_steps = o->muon_ns_steps;
     bool *use = malloc((size_t)(params->n > 0 ? params->n : 1) * sizeof *use);
     if (!use) {
         nb_ctx_fail(pctx, NB_ERR_MEMORY, "muon: out of memory");

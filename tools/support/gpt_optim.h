@@ -10,6 +10,7 @@ typedef struct gpt_optim_opts {
     const char *optimizer; /* "adamw" or "muon" */
     double learning_rate, beta1, beta2, weight_decay, muon_lr, muon_momentum;
     bool weight_decay_1d;  /* adamw only: decay the 1-D parameters too */
+    int muon_ns_steps;     /* muon only: Newton-Schulz iterations a step */
 } gpt_optim_opts;
 
 /* Does Muon update this parameter under --optimizer=muon? The 2-D weights
@@ -21,8 +22,8 @@ typedef struct gpt_optim_opts {
 bool gpt_optim_muon_param(const char *name, const nb_tensor *t);
 
 /* adamw: nanoGPT's AdamW groups (nb_adamw_new_groups, eps 1e-8).
- * muon: nb_muon_adamw_new with Muon {muon_lr, muon_momentum, nesterov, 5
- * steps, weight_decay} on the block matrices and AdamW {learning_rate,
+ * muon: nb_muon_adamw_new with Muon {muon_lr, muon_momentum, nesterov,
+ * muon_ns_steps, weight_decay} on the block matrices and AdamW {learning_rate,
  * beta1, beta2, eps 1e-10, weight_decay} on the rest (every parameter
  * decayed, as muon.py's MuonWithAuxAdam example). NULL with the reason on
  * pctx. */

@@ -869,7 +869,7 @@ static const char *const RESUME_FLAGS[] = {
     "n_kv_head", "head_dim", "hidden_dim", "rope_theta", "norm_eps", "qk_norm", "tie_head",
     "n_expert", "n_expert_per_tok", "moe_hidden_dim", "window", "hf_names",
     "data", "dataset", "batches", "init", "vocab_size", "batch_size",
-    "gradient_accumulation_steps", "optimizer", "muon_lr", "muon_momentum", "learning_rate",
+    "gradient_accumulation_steps", "optimizer", "muon_lr", "muon_momentum", "muon_ns_steps", "learning_rate",
     "weight_decay", "weight_decay_1d", "beta1",
     "beta2", "grad_clip", "decay_lr", "warmup_iters", "min_lr", "seed", "eval_interval",
     "eval_iters", "always_save_checkpoint", NULL, "max_iters", "lr_decay_iters", NULL};
@@ -1122,7 +1122,8 @@ static int setup(run *r) {
     if (r->hooks.rank == 0 && !f->eval_only && r->max_iters > r->iter)
         gpt_flags_note_schedule(f, r->prog, r->max_iters);
     gpt_optim_opts oo = {f->optimizer, f->learning_rate, f->beta1, f->beta2, f->weight_decay,
-                         f->muon_lr, f->muon_momentum, f->weight_decay_1d};
+                         f->muon_lr, f->muon_momentum, f->weight_decay_1d,
+                         (int)f->muon_ns_steps};
     r->opt = gpt_optim_new(r->pctx, &r->gpt, &oo);
     if (!r->opt) return gpt_fail(r->prog, "--optimizer=%s: %s", f->optimizer, nb_ctx_error(r->pctx));
     r->sched = (nb_lr_schedule){f->learning_rate, f->decay_lr, f->warmup_iters,
