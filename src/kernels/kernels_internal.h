@@ -254,12 +254,14 @@ NB_HIDDEN extern const nb_vec_kernels nb_vec_avx512;
 NB_HIDDEN extern const nb_vec_kernels nb_vec_avx2;
 #endif
 #if NB_WASM_KERNELS
-/* The wasm build's set: portable, but for exp over a row in SIMD128 and
- * the dropout mask's draws four at a time, with the portable bits
- * (vec_wasm.c). */
+/* The wasm build's set: portable, but for exp over a row and the
+ * transpose in SIMD128 and the dropout mask's draws four at a time, with
+ * the portable bits (vec_wasm.c). */
 NB_HIDDEN extern const nb_vec_kernels nb_vec_wasm;
 NB_HIDDEN float nb_vec_exp_affine_sum_wasm(float *y, const float *x, float scale,
                                            const float *bias, float m, size_t n);
+NB_HIDDEN void nb_vec_transpose_wasm(float *dst, const float *src, size_t ld, size_t rows,
+                                     size_t cols);
 NB_HIDDEN void nb_vec_pcg32_keep_wasm(nb_pcg32 *rng, uint8_t *keep, size_t n,
                                       uint32_t threshold);
 #endif
