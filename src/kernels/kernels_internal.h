@@ -55,7 +55,7 @@ NB_HIDDEN void nb_sgemm_ukr_avx2_rows(int h, int64_t kc, const float *a, int64_t
                                       int64_t ldc, bool add);
 #endif
 #if NB_WASM_KERNELS
-#define NB_SGEMM_WASM_MR 6
+#define NB_SGEMM_WASM_MR 4
 #define NB_SGEMM_WASM_NR 8
 NB_HIDDEN void nb_sgemm_ukr_wasm(int64_t kc, const float *a, int64_t ars, int64_t acs,
                                  const float *b, int64_t ldb, float *c, int64_t ldc,
