@@ -202,6 +202,12 @@ MM_GEMM_UNPACKED(double)
  * inner index in order, from zero, per MM_KC block, then stored in or added
  * to C), so the choice, and splitting C's rows or columns among threads,
  * do not change any bit. */
+#if NB_WASM_KERNELS
+#define SGEMM_MIN_COLS NB_SGEMM_WASM_NR
+#else
+#define SGEMM_MIN_COLS 16
+#endif
+
 static const nb_sgemm_kernel *sgemm_best;
 static pthread_once_t sgemm_once = PTHREAD_ONCE_INIT;
 
@@ -219,8 +225,9 @@ void nb_gemm_float_ldc(float *c, int64_t ldc, const float *a, int64_t ars, int64
     const nb_sgemm_kernel *k = sgemm_kernel();
     /* small products pay for packing b more than the kernel saves, unless b
      * is read in place and fills whole slivers (the fused attention's
-     * groups of 16 rows at head sizes from 32) */
-    if (k && rows >= k->mr && cols >= 16 &&
+     * groups of 16 rows at head sizes from 32; in wasm, whose slivers are 8
+     * wide, from 8) */
+    if (k && rows >= k->mr && cols >= SGEMM_MIN_COLS &&
         (rows * inner * cols >= 32768 || (cols >= k->nr && nb_sgemm_b_in_place(brs, bcs))) &&
         nb_sgemm_packed(k, c, ldc, a, ars, acs, b, brs, bcs, rows, inner, cols, add))
         return;

@@ -55,7 +55,7 @@ NB_HIDDEN void nb_sgemm_ukr_avx2_rows(int h, int64_t kc, const float *a, int64_t
                                       int64_t ldc, bool add);
 #endif
 #if NB_WASM_KERNELS
-#define NB_SGEMM_WASM_MR 6
+#define NB_SGEMM_WASM_MR 4
 #define NB_SGEMM_WASM_NR 8
 NB_HIDDEN void nb_sgemm_ukr_wasm(int64_t kc, const float *a, int64_t ars, int64_t acs,
                                  const float *b, int64_t ldb, float *c, int64_t ldc,
@@ -254,12 +254,14 @@ NB_HIDDEN extern const nb_vec_kernels nb_vec_avx512;
 NB_HIDDEN extern const nb_vec_kernels nb_vec_avx2;
 #endif
 #if NB_WASM_KERNELS
-/* The wasm build's set: portable, but for exp over a row in SIMD128 and
- * the dropout mask's draws four at a time, with the portable bits
- * (vec_wasm.c). */
+/* The wasm build's set: portable, but for exp over a row and the
+ * transpose in SIMD128 and the dropout mask's draws four at a time, with
+ * the portable bits (vec_wasm.c). */
 NB_HIDDEN extern const nb_vec_kernels nb_vec_wasm;
 NB_HIDDEN float nb_vec_exp_affine_sum_wasm(float *y, const float *x, float scale,
                                            const float *bias, float m, size_t n);
+NB_HIDDEN void nb_vec_transpose_wasm(float *dst, const float *src, size_t ld, size_t rows,
+                                     size_t cols);
 NB_HIDDEN void nb_vec_pcg32_keep_wasm(nb_pcg32 *rng, uint8_t *keep, size_t n,
                                       uint32_t threshold);
 #endif

@@ -269,9 +269,9 @@ const nb_vec_kernels nb_vec_portable = {"portable", max, exp_sub_sum, scale, add
                                         nb_vec_max_affine_rows_portable, exp_affine_rows};
 
 #if NB_WASM_KERNELS
-/* The wasm build's set: the portable kernels, with exp over a row in
- * SIMD128 and the dropout mask's draws four at a time (vec_wasm.c), the
- * same bits. */
+/* The wasm build's set: the portable kernels, with exp over a row and the
+ * transpose in SIMD128 and the dropout mask's draws four at a time
+ * (vec_wasm.c), the same bits. */
 static float exp_sub_sum_wasm(float *y, const float *x, float m, size_t n) {
     return nb_vec_exp_affine_sum_wasm(y, x, 1.0f, NULL, m, n);
 }
@@ -286,7 +286,7 @@ const nb_vec_kernels nb_vec_wasm = {"wasm", max, exp_sub_sum_wasm, scale, add, s
                                     dropout, dropout_bwd, adam, nb_pcg32_fill,
                                     nb_vec_pcg32_keep_wasm, gelu, gelu_bwd, gelu_d,
                                     nb_vec_exp_affine_sum_wasm,
-                                    transpose,
+                                    nb_vec_transpose_wasm,
                                     nb_vec_max_affine_rows_portable, exp_affine_rows_wasm};
 #endif
 
