@@ -13,15 +13,19 @@ driven in headless Chromium from file://, as a student would:
 - live training (the reverse-digits preset) lowers the loss, the
   diagnostics page appears with its plots, and Stop stops it;
 - 1000 Run clicks leave the wasm heap where it was;
-- Run on a 199-op graph shows the new graph in under 100 ms (the best of 9
-  Runs, the least disturbed on a shared machine; all 9 times printed);
+- Run on a 199-op graph shows the new graph (all 9 times printed, and the
+  best against the issue's target of 100 ms); the test fails only past
+  TEST_MAX_MS, a graph that takes seconds: the 100 ms target is a speed
+  figure, so it lives in `make bench-playground` (--speed), which fails past
+  it, never in make test's pass or fail on a busy machine;
 - an explorer page's "open this in the playground" link rebuilds its tape
   in the playground, op for op;
 - nothing is fetched from the network (the browser's own request log has no
   http(s) URL) and the page's size is printed (target <= 3 MB).
 Screenshots go to BUILD_DIR/browser/playground-*.png.
 
-    tools/test/test_playground.py BUILD_DIR [PAGE]"""
+    tools/test/test_playground.py BUILD_DIR [PAGE]
+    tools/test/test_playground.py --speed BUILD_DIR [PAGE]   (make bench-playground)"""
 import json
 import math
 import os
@@ -36,7 +40,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from test_browser import browser, console_errors, wait_for  # noqa: E402
 
 MAX_BYTES = 3 << 20
-MAX_SHOW_MS = 100.0
+MAX_SHOW_MS = 100.0  # the target, checked by --speed (make bench-playground)
+TEST_MAX_MS = 1000.0  # what make test-browser fails past
 SPEED_RUNS = 9  # the best of these: on a shared machine, the least disturbed
 R = ",\n        "  # PyTorch's row break in a printed matrix
 
@@ -228,7 +233,7 @@ for (let i = 0; i < 66; i++) h = h.matmul(w).tanh().mul(0.9);
 return h.sum();"""
 
 
-def check_speed(d, shots):
+def check_speed(d, shots, limit=TEST_MAX_MS):
     times = []
     for _ in range(SPEED_RUNS):
         s = run_code(d, BIG)
@@ -239,8 +244,10 @@ def check_speed(d, shots):
     d.save_screenshot(os.path.join(shots, "playground-199-ops.png"))
     best, med = min(times), statistics.median(times)
     shown = ", ".join(f"{t:.0f}" for t in times)
-    assert best < MAX_SHOW_MS, f"Run on 199 ops showed the graph in {best:.0f} ms at best ({shown}), over {MAX_SHOW_MS}"
-    return f"Run on 199 ops: the new graph shown in {best:.0f} ms at best, {med:.0f} median ({shown} ms)"
+    assert best < limit, f"Run on 199 ops showed the graph in {best:.0f} ms at best ({shown}), over {limit:.0f}"
+    met = "met" if best < MAX_SHOW_MS else "not met"
+    return (f"Run on 199 ops: the new graph shown in {best:.0f} ms at best, {med:.0f} median ({shown} ms; "
+            f"target < {MAX_SHOW_MS:.0f} ms: {met})")
 
 
 def check_explorer_link(d, build):
@@ -275,18 +282,41 @@ def network_urls(d):
     return [u for u in urls if re.match(r"(?i)(https?|wss?|ftp)://", u)]
 
 
+def bench_speed(page, shots):
+    """--speed: only the 199-op Run, failing past the 100 ms target."""
+    driver = browser()
+    try:
+        driver.get("file://" + page)
+        wait_for(driver, "the first Run", lambda: driver.execute_script("return window.pg && pg.shown;"))
+        print(f"bench-playground: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
+              f"load {os.getloadavg()[0]:.2f}")
+        print(f"bench-playground: {check_speed(driver, shots, MAX_SHOW_MS)}")
+        return 0
+    except AssertionError as e:
+        print(f"bench-playground: FAIL {e}")
+        return 1
+    finally:
+        driver.quit()
+
+
 def main():
-    build = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else "build")
+    args = sys.argv[1:]
+    speed_only = bool(args) and args[0] == "--speed"
+    if speed_only:
+        args = args[1:]
+    build = os.path.abspath(args[0] if args else "build")
     repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    page = os.path.abspath(sys.argv[2]) if len(sys.argv) > 2 else os.path.join(repo, "docs", "playground.html")
+    page = os.path.abspath(args[1]) if len(args) > 1 else os.path.join(repo, "docs", "playground.html")
     shots = os.path.join(build, "browser")
     os.makedirs(shots, exist_ok=True)
+    if speed_only:
+        return bench_speed(page, shots)
     start = time.time()
     size = os.path.getsize(page)
     driver = browser(performance_log=True)
     failed, parts = 0, [("presets", check_presets), ("edits and errors", check_edits_and_errors),
                         ("live training", check_training), ("heap", check_heap),
-                        ("speed", check_speed), ("explorer link", check_explorer_link)]
+                        ("speed", lambda d, shots: check_speed(d, shots)), ("explorer link", check_explorer_link)]
     try:
         t = time.time()
         driver.get("file://" + page)
