@@ -7,8 +7,9 @@
 # trained with Muon on the blocks' matrices and AdamW on the rest: val
 # 1.861-1.866 over seeds 1337, 1, 2 in 280 steps, where nanoGPT's layout with
 # Muon needs 600 for 1.855 and the AdamW recipe 2000 for 1.90.
-# A step costs about 1.07 of the nanoGPT layout's (4.27 against 3.97 GFLOP),
-# so estimated at 6-7 s on 2 idle Zen 4 cores (docs/speedrun.md).
+# A step costs about 1.07 of the nanoGPT layout's (4.27 against 3.97 GFLOP).
+# Measured 36-38 s on 2 idle Zen 3 cores, where the AdamW recipe takes 131 s
+# (docs/speedrun.md).
 
 out_dir = 'out-speedrun-188'
 dataset = 'shakespeare_char' # data/shakespeare_char, made by `nabla-gpt prepare`

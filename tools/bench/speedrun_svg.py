@@ -45,6 +45,10 @@ def panel(x0, title, target, runs, xlabel):
     out = [f'<text x="{x0 + W / 2}" y="18" text-anchor="middle" font-weight="bold">{title}</text>',
            f'<rect x="{x0 + PAD_L}" y="{PAD_T}" width="{W - PAD_L - PAD_R}" '
            f'height="{H - PAD_T - PAD_B}" fill="none" stroke="#000"/>']
+    if not runs:  # a target not run (make speedrun --only): say so rather than draw empty axes
+        out.append(f'<text x="{x0 + W / 2}" y="{(PAD_T + H - PAD_B) / 2}" text-anchor="middle" '
+                   f'fill="#666">not run in this build\'s speedrun/</text>')
+        return out
     for k in range(5):
         y = ymin + (ymax - ymin) * k / 4
         out.append(f'<text x="{x0 + PAD_L - 5}" y="{sy(y) + 4:.1f}" text-anchor="end">{y:.2f}</text>')
