@@ -54,6 +54,13 @@ static inline void gpt_exec_env(gpt_run *r, const char *env, const char *args) {
 
 static inline void gpt_exec(gpt_run *r, const char *args) { gpt_exec_env(r, "", args); }
 
+/* Runs nabla-gpt <args> and expects the refusal: exit 2 with says in stderr. */
+static inline void gpt_refused(gpt_run *r, const char *args, const char *says) {
+    gpt_exec(r, args);
+    ck_assert_msg(r->status == 2, "exit %d for %s: %s", r->status, args, r->err);
+    ck_assert_msg(strstr(r->err, says), "%s: %s", args, r->err);
+}
+
 /* dir/text.txt: a few kilobytes of text with multibyte characters. */
 static inline void gpt_write_corpus(const char *dir) {
     char path[128], text[8192] = "";
