@@ -154,6 +154,16 @@ START_TEST(test_config_read_llama) {
     ck_assert(c.rope_scaled && c.rope_scaling.factor == 32.0 &&
               c.rope_scaling.low_freq_factor == 1.0 && c.rope_scaling.high_freq_factor == 4.0 &&
               c.rope_scaling.original_max_position_embeddings == 8192);
+    /* a dense class reads no expert keys (transformers' dense classes ignore
+     * them; found by fuzz_config_json: 8 experts with 0 a token was accepted) */
+    write_text(path, "{\"model_type\": \"qwen3\", \"vocab_size\": 151, \"hidden_size\": 32,\n"
+                     " \"intermediate_size\": 96, \"num_hidden_layers\": 2,\n"
+                     " \"num_attention_heads\": 4, \"num_key_value_heads\": 1,\n"
+                     " \"max_position_embeddings\": 64, \"num_experts\": 8,\n"
+                     " \"num_experts_per_tok\": \"two\", \"moe_intermediate_size\": 24}\n");
+    ck_assert_msg(nb_gpt_config_read(ctx, path, &c) == NB_OK, "%s", nb_ctx_error(ctx));
+    ck_assert(c.arch == NB_GPT_QWEN3 && c.hidden_dim == 96 && c.n_expert == 0 &&
+              c.n_expert_per_tok == 0 && c.moe_hidden_dim == 0);
     rm_dir(dir);
     nb_ctx_free(ctx);
 }

@@ -133,10 +133,12 @@ static const char *jr_str(jr *r, const cJSON *obj, const char *key, bool require
     return r->st ? NULL : j->valuestring;
 }
 
-/* Every FIELDS entry of the layout into c; req: the R_ bits that apply. */
-static void read_fields(jr *r, nb_gpt_config *c, bool hf, unsigned req) {
+/* Every FIELDS entry of the layout into c; req: the R_ bits that make a key
+ * required; skip: the R_ bits of keys not read at all. */
+static void read_fields(jr *r, nb_gpt_config *c, bool hf, unsigned req, unsigned skip) {
     for (int i = 0; i < N_FIELDS && !r->st; i++) {
         const field *f = &FIELDS[i];
+        if (f->req & skip) continue;
         const char *key = hf ? f->hf : f->course;
         bool need = (f->req & req) != 0;
         void *p = (char *)c + f->off;
@@ -348,7 +350,7 @@ static void read_course(jr *r, nb_gpt_config *out) {
     int64_t ne = 0;
     jr_int(r, root, "num_experts", false, 0, &ne);
     unsigned req = R_COURSE | (ne ? R_MOE : R_DENSE);
-    read_fields(r, &c, false, req);
+    read_fields(r, &c, false, req, 0);
     if (arch == NB_GPT_QWEN3) jr_bool(r, root, "qk_norm", true, &c.qk_norm);
     read_scaling(r, &c, false);
     int64_t w = 0;
@@ -386,7 +388,10 @@ nb_status nb_gpt_config_read(nb_ctx *ctx, const char *path, nb_gpt_config *out) 
         }
         if (t) {
             nb_gpt_config c = family(t->arch, true);
-            read_fields(&r, &c, true, R_HF | (t->moe ? R_MOE : R_DENSE));
+            /* a dense class (LlamaForCausalLM, Qwen3ForCausalLM) has no experts:
+             * Qwen3-MoE's keys in its config.json are not read, as transformers'
+             * dense classes ignore them */
+            read_fields(&r, &c, true, R_HF | (t->moe ? R_MOE : R_DENSE), t->moe ? 0 : R_MOE);
             read_scaling(&r, &c, true);
             read_hf_extras(&r, &c, t->moe);
             check_sizes(&r, &c, true);
