@@ -249,6 +249,7 @@ test: $(DEPS_OK) all $(TEST_BIN)
 	NB_BUILD_DIR=$(abspath $(B)) NB_CC="$(CC)" $(TEST_BIN)
 	python3 tools/test/matrix_coverage.py
 	python3 tools/test/layout_check.py
+	python3 tools/teach/embed_page.py --check .
 
 # Tests too big for `make test` (tests/slow/): the 124M GPT checkpoint with
 # AdamW state (~5 GB of memory, a 2 GB temporary file).

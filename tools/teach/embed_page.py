@@ -4,7 +4,9 @@ as C string literals (page_head: src/teach/tape_page.html, up to the JSON
 model; page_script: src/teach/tape_page.js), for src/teach/tape_html.c, and
 src/teach/diag_page.inc the same way for the diagnostics page (diag.c).
 
-    python3 tools/teach/embed_page.py [REPO_DIR]      (make teach-page)"""
+    python3 tools/teach/embed_page.py [REPO_DIR]          (make teach-page)
+    python3 tools/teach/embed_page.py --check [REPO_DIR]  (make test: exits 1
+        naming each .inc that differs from what its .html and .js make)"""
 import os
 import sys
 
@@ -18,8 +20,9 @@ def literal_lines(text):
     return "".join(out)
 
 
-def embed(teach, page, head_name, script_name):
-    """Writes teach/<page>.inc from <page>.html (head_name) and <page>.js (script_name)."""
+def embed(teach, page, head_name, script_name, check=False):
+    """Writes teach/<page>.inc from <page>.html (head_name) and <page>.js
+    (script_name); with check, writes nothing and says whether it is current."""
     with open(os.path.join(teach, page + ".html"), encoding="utf-8") as f:
         head = f.read()
     with open(os.path.join(teach, page + ".js"), encoding="utf-8") as f:
@@ -28,16 +31,29 @@ def embed(teach, page, head_name, script_name):
            f" * {page}.html and {page}.js: edit those, then run make teach-page. */\n"
            f"static const char *const {head_name}[] = {{\n" + literal_lines(head) + "};\n\n"
            f"static const char *const {script_name}[] = {{\n" + literal_lines(script) + "};\n")
-    with open(os.path.join(teach, page + ".inc"), "w", encoding="utf-8") as f:
+    inc = os.path.join(teach, page + ".inc")
+    if check:
+        with open(inc, encoding="utf-8") as f:
+            if f.read() == out:
+                return True
+        print(f"embed_page: {inc} is older than {page}.html or {page}.js: run make teach-page",
+              file=sys.stderr)
+        return False
+    with open(inc, "w", encoding="utf-8") as f:
         f.write(out)
+    return True
 
 
 def main():
-    root = sys.argv[1] if len(sys.argv) > 1 else "."
+    args = sys.argv[1:]
+    check = bool(args) and args[0] == "--check"
+    rest = args[1:] if check else args
+    root = rest[0] if rest else "."
     teach = os.path.join(root, "src", "teach")
-    embed(teach, "tape_page", "page_head", "page_script")
-    embed(teach, "diag_page", "diag_head", "diag_script")
+    ok = embed(teach, "tape_page", "page_head", "page_script", check)
+    ok = embed(teach, "diag_page", "diag_head", "diag_script", check) and ok
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
