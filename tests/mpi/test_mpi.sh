@@ -63,7 +63,7 @@ for run in gptmodel_cosine_clip:gptmodel gptmodel_qkv_course:gptmodel_qkv \
        "$CMP" log "$tmp/m_$name/log.jsonl" "$tmp/s_$name/log.jsonl" 1e-12 &&
        "$CMP" model "$tmp/m_$name/model.safetensors" "$tmp/s_$name/model.safetensors" $wtol 1e-9
     then ok "$name: 2 ranks = 1 process (float64)"
-    else tail -5 "$tmp/s.out" "$tmp/m.out"; bad "$name: 2 ranks = 1 process (float64)"; fi
+    else tail -n 5 "$tmp/s.out" "$tmp/m.out"; bad "$name: 2 ranks = 1 process (float64)"; fi
 done
 
 # ---- Llama 3 / Qwen3: only the model build differs ----------------------------
@@ -78,7 +78,7 @@ if $G train $common --out_dir="$tmp/s_$name" > "$tmp/s.out" 2>&1 &&
    "$CMP" log "$tmp/m_$name/log.jsonl" "$tmp/s_$name/log.jsonl" 1e-12 &&
    "$CMP" model "$tmp/m_$name/model.safetensors" "$tmp/s_$name/model.safetensors" 1e-12 1e-9
 then ok "$name: 2 ranks = 1 process (float64)"
-else tail -5 "$tmp/s.out" "$tmp/m.out"; bad "$name: 2 ranks = 1 process (float64)"; fi
+else tail -n 5 "$tmp/s.out" "$tmp/m.out"; bad "$name: 2 ranks = 1 process (float64)"; fi
 
 # The same through messages: NB_MPI_SHM=0, and a window that could not be
 # allocated (NB_MPI_TEST_NOSHM: every rank's allocation "fails"), which must
@@ -94,7 +94,7 @@ if NB_MPI_SHM=0 $RUN -np 2 "$M" train $common --out_dir="$tmp/p_$name" > "$tmp/p
    "$CMP" log "$tmp/q_$name/log.jsonl" "$tmp/m_$name/log.jsonl" 0 &&
    "$CMP" model "$tmp/q_$name/model.safetensors" "$tmp/m_$name/model.safetensors" 0 0
 then ok "$name: 2 ranks through messages = 2 ranks in the shared window, bit for bit"
-else tail -5 "$tmp/p.out" "$tmp/q.out"; bad "$name: messages = shared window"; fi
+else tail -n 5 "$tmp/p.out" "$tmp/q.out"; bad "$name: messages = shared window"; fi
 
 # Lent cores (dp_share_grads): a rank that arrives first at once
 # (NB_MPI_LEND_SPIN_NS=0) wakes the other's guest thread; the same bits as
@@ -107,7 +107,7 @@ if NB_MPI_STATS=1 NB_MPI_LEND_SPIN_NS=0 $RUN -np 2 "$M" train $common --out_dir=
    "$CMP" model "$tmp/l_$name/model.safetensors" "$tmp/n_$name/model.safetensors" 0 0 &&
    "$CMP" model "$tmp/l_$name/model.safetensors" "$tmp/m_$name/model.safetensors" 0 0
 then ok "$name: lent cores = no lending, bit for bit"
-else tail -5 "$tmp/l.out" "$tmp/n.out"; bad "$name: lent cores = no lending"; fi
+else tail -n 5 "$tmp/l.out" "$tmp/n.out"; bad "$name: lent cores = no lending"; fi
 
 # ---- refused before training --------------------------------------------------
 common="$("$CMP" args "$F/gptmodel_cosine_clip_f64.safetensors") --init=$F/init_gptmodel.safetensors --batches=$F/batches.safetensors"
@@ -145,7 +145,8 @@ if $RUN -np 2 "$M" train $t --max_iters=12 --out_dir="$tmp/straight" > "$tmp/r1.
    "$CMP" model "$tmp/resumed/model.safetensors" "$tmp/straight/model.safetensors" 0 &&
    "$CMP" log "$tmp/resumed/log.jsonl" "$tmp/straight/log.jsonl" 0
 then ok "resume under MPI: 6 + 6 iterations = 12, bit for bit"
-else tail -3 "$tmp/r1.out" "$tmp/r2.out" "$tmp/r3.out"; bad "resume under MPI"; fi
+else for f in "$tmp/r1.out" "$tmp/r2.out" "$tmp/r3.out"; do echo "== $f"; tail -n 5 "$f"; done
+     bad "resume under MPI"; fi
 $RUN -np 1 "$M" train $t --max_iters=14 --resume --out_dir="$tmp/resumed" > "$tmp/r4.out" 2>&1
 rc=$?
 if [ $rc -ne 0 ] && grep -q "saved by 2 process(es) and this run has 1" "$tmp/r4.out"
