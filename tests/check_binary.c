@@ -1,4 +1,6 @@
 /* check_binary.c - add, sub, mul, div: values, broadcasting, gradients. */
+#include <math.h>
+
 #include "check_nabla.h"
 
 static nb_tensor *t_of(nb_ctx *ctx, nb_dtype dt, int nd, const int64_t *sh, const double *v) {
@@ -88,6 +90,51 @@ START_TEST(test_binary_errors) {
 }
 END_TEST
 
+/* The float32 fast paths of mul (same shape; a row scale (R, 1) against
+ * (R, D), either way round) split rows among the threads and write a
+ * fresh gradient rather than add to a cleared one: z = x s + x s2 sends
+ * x two gradients (the second adds to the first), at 1 and 2 threads
+ * (recorded in the other order), against the same sums in double. */
+START_TEST(test_mul_fast_paths_f32) {
+    enum { R = 64, D = 300 }; /* 19200 elements: split at 2 threads */
+    static double xv[R * D], sv[R * D], cv[R], gx[R * D], gs[R * D], gc[R];
+    for (int i = 0; i < R * D; i++) xv[i] = sin(0.37 * i), sv[i] = cos(0.11 * i);
+    for (int r = 0; r < R; r++) cv[r] = 0.5 + 0.01 * r;
+    for (int threads = 1; threads <= 2; threads++) {
+        nb_set_num_threads(threads);
+        nb_ctx *ctx = nb_ctx_new(0);
+        nb_tensor *x = t_of(ctx, NB_F32, NB_SHAPE(R, D), xv);
+        nb_tensor *s = t_of(ctx, NB_F32, NB_SHAPE(R, D), sv);
+        nb_tensor *c = t_of(ctx, NB_F32, NB_SHAPE(R, 1), cv);
+        /* recorded in both orders, so each path both writes x's gradient
+         * fresh and adds to it */
+        nb_tensor *p = threads == 1 ? nb_mul(ctx, x, s) : nb_mul(ctx, c, x);
+        nb_tensor *q = threads == 1 ? nb_mul(ctx, c, x) : nb_mul(ctx, x, s);
+        nb_tensor *z = nb_add(ctx, p, q); /* x s + c x */
+        ck_assert_ptr_nonnull(z);
+        for (int i = 0; i < R * D; i += 97)
+            ck_assert_double_eq_tol(nb_get(z, i), xv[i] * sv[i] + cv[i / D] * xv[i], 1e-5);
+        nb_tensor *g = nb_from_doubles(ctx, NB_F32, NB_SHAPE(R, D), sv); /* dout = s */
+        ck_assert_int_eq(nb_backward(ctx, z, g), NB_OK);
+        for (int r = 0; r < R; r++) {
+            gc[r] = 0;
+            for (int d = 0; d < D; d++) {
+                int i = r * D + d;
+                gx[i] = sv[i] * sv[i] + sv[i] * cv[r], gs[i] = sv[i] * xv[i];
+                gc[r] += sv[i] * xv[i];
+            }
+        }
+        for (int i = 0; i < R * D; i += 89) {
+            ck_assert_double_eq_tol(nb_grad_get(x, i), gx[i], 1e-5);
+            ck_assert_double_eq_tol(nb_grad_get(s, i), gs[i], 1e-5);
+        }
+        for (int r = 0; r < R; r++) ck_assert_double_eq_tol(nb_grad_get(c, r), gc[r], 1e-3);
+        nb_ctx_free(ctx);
+    }
+    nb_set_num_threads(1);
+}
+END_TEST
+
 Suite *suite_binary(void) {
     Suite *s = suite_create("binary");
     TCase *tc = tcase_create("core");
@@ -96,6 +143,7 @@ Suite *suite_binary(void) {
     tcase_add_test(tc, test_broadcast_4d_batch);
     tcase_add_test(tc, test_mul_div_gradients);
     tcase_add_test(tc, test_binary_errors);
+    tcase_add_test(tc, test_mul_fast_paths_f32);
     suite_add_tcase(s, tc);
     return s;
 }

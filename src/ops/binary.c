@@ -204,8 +204,113 @@ void nb_graph_backward_sub(nb_ctx *ctx, nb_node *n, nb_tensor *dout, nb_tensor *
 
 /* ---- mul: z = x y;  dz/dx = y, dz/dy = x (reuses both inputs) --------------- */
 BINARY_OP(mul, x * y, g * y, g * x)
+
+/* float32 fast paths for the two shapes a training step multiplies most:
+ * the same shape (the gated MLP's silu(h1) · h2) and a row scale, s (R, 1)
+ * against x (R, D) with equal leading dims (a mixture of experts' gates on
+ * its stacked rows). Each runs over rows split among the threads and does
+ * the generic loop's arithmetic in its order (a row's ds is summed from d =
+ * 0 up), so the results are the generic path's bits at any thread count.
+ * A gradient buffer the op is first to write is stored, not cleared and
+ * added to. */
+typedef struct mul_job {
+    const float *x, *s, *g; /* x (R, D), s (R, D) or (R, 1), g = dout (R, D) */
+    float *z, *dx, *ds;     /* forward: z; backward: dx and ds, either NULL */
+    bool dx_fresh, ds_fresh;
+    int64_t D;
+    bool row; /* s is (R, 1) */
+} mul_job;
+
+static void mul_fwd_range(void *arg, int64_t lo, int64_t hi) {
+    const mul_job *j = arg;
+    for (int64_t r = lo; r < hi; r++) {
+        const float *x = j->x + r * j->D, *s = j->row ? j->s + r : j->s + r * j->D;
+        float *z = j->z + r * j->D;
+        if (j->row)
+            for (int64_t d = 0; d < j->D; d++) z[d] = x[d] * s[0];
+        else
+            for (int64_t d = 0; d < j->D; d++) z[d] = x[d] * s[d];
+    }
+}
+
+static void mul_bwd_range(void *arg, int64_t lo, int64_t hi) {
+    const mul_job *j = arg;
+    const int64_t D = j->D;
+    for (int64_t r = lo; r < hi; r++) {
+        const float *x = j->x + r * D, *g = j->g + r * D;
+        const float *s = j->row ? j->s + r : j->s + r * D;
+        if (j->dx) { /* dx += g s */
+            float *dx = j->dx + r * D;
+            if (j->dx_fresh && j->row) for (int64_t d = 0; d < D; d++) dx[d] = g[d] * s[0];
+            else if (j->dx_fresh) for (int64_t d = 0; d < D; d++) dx[d] = g[d] * s[d];
+            else if (j->row) for (int64_t d = 0; d < D; d++) dx[d] += g[d] * s[0];
+            else for (int64_t d = 0; d < D; d++) dx[d] += g[d] * s[d];
+        }
+        if (!j->ds) continue;
+        if (j->row) { /* ds[r] += sum_d g x, in d order */
+            float acc = j->ds_fresh ? 0.0f : j->ds[r];
+            for (int64_t d = 0; d < D; d++) acc += g[d] * x[d];
+            j->ds[r] = acc;
+        } else {
+            float *ds = j->ds + r * D;
+            if (j->ds_fresh) for (int64_t d = 0; d < D; d++) ds[d] = g[d] * x[d];
+            else for (int64_t d = 0; d < D; d++) ds[d] += g[d] * x[d];
+        }
+    }
+}
+
+#define MUL_GRAIN 8192 /* elements worth a thread */
+
+/* Fills j with x and s for a (R, D) by (R, D) or (R, 1) product, either
+ * way round; false when the shapes are neither (the generic loop runs). */
+static bool mul_fast_shape(const nb_tensor *a, const nb_tensor *b, const nb_tensor *out,
+                           mul_job *j, bool *swapped) {
+    if (out->dtype != NB_F32 || out->ndim < 1 || out->numel == 0) return false;
+    *swapped = false;
+    if (a->numel == out->numel && b->numel == out->numel) {
+        *j = (mul_job){.x = a->data, .s = b->data, .D = out->shape[out->ndim - 1]};
+        return true;
+    }
+    const nb_tensor *x = a, *s = b;
+    if (a->numel != out->numel) x = b, s = a, *swapped = true;
+    if (x->numel != out->numel || x->ndim != out->ndim || s->ndim != out->ndim) return false;
+    for (int d = 0; d < out->ndim - 1; d++)
+        if (s->shape[d] != out->shape[d]) return false;
+    if (s->shape[out->ndim - 1] != 1) return false;
+    *j = (mul_job){.x = x->data, .s = s->data, .D = out->shape[out->ndim - 1], .row = true};
+    return true;
+}
+
+static void mul_forward_fast(const bcast *bc, const nb_tensor *a, const nb_tensor *b,
+                             nb_tensor *out) {
+    mul_job j;
+    bool swapped;
+    if (!mul_fast_shape(a, b, out, &j, &swapped)) {
+        mul_forward(bc, a, b, out);
+        return;
+    }
+    j.z = out->data;
+    nb_parallel_for((int64_t)out->numel / j.D, MUL_GRAIN / j.D + 1, mul_fwd_range, &j);
+}
+
+static void mul_backward_fast(nb_ctx *ctx, nb_node *n) {
+    nb_tensor *a = n->in[0], *b = n->in[1], *out = n->out;
+    mul_job j;
+    bool swapped;
+    if (a == b || !mul_fast_shape(a, b, out, &j, &swapped)) {
+        mul_backward(ctx, n);
+        return;
+    }
+    nb_tensor *x = swapped ? b : a, *s = swapped ? a : b;
+    j.g = out->grad;
+    j.dx = nb_grad_buffer_fresh(ctx, x, &j.dx_fresh);
+    j.ds = nb_grad_buffer_fresh(ctx, s, &j.ds_fresh);
+    if (!j.dx && !j.ds) return;
+    nb_parallel_for((int64_t)out->numel / j.D, MUL_GRAIN / j.D + 1, mul_bwd_range, &j);
+}
+
 nb_tensor *nb_mul(nb_ctx *ctx, nb_tensor *a, nb_tensor *b) {
-    return binary(ctx, NB_OP_MUL, a, b, mul_forward, mul_backward);
+    return binary(ctx, NB_OP_MUL, a, b, mul_forward_fast, mul_backward_fast);
 }
 
 void nb_graph_backward_mul(nb_ctx *ctx, nb_node *n, nb_tensor *dout, nb_tensor **din) {
