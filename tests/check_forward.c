@@ -104,6 +104,10 @@ static nb_tensor *f_linear(nb_ctx *c, nb_tensor *const *x, void *u) {
     (void)u;
     return nb_linear(c, x[0], x[1], x[2]);
 }
+static nb_tensor *f_grouped_linear(nb_ctx *c, nb_tensor *const *x, void *u) {
+    (void)u;
+    return nb_grouped_linear(c, x[0], 3, x + 1, (const int64_t[]){2, 0, 3});
+}
 static nb_tensor *f_dropout(nb_ctx *c, nb_tensor *const *x, void *u) {
     (void)u;
     nb_pcg32 rng; /* the same mask on every call */
@@ -160,6 +164,8 @@ static const fwd_case hand_cases[] = {
     {"cross_entropy", "(4,5) targets (4)", f_cross_entropy, 2, {IN(K_REAL, 4, 5), IDS(5, 4)}},
     {"linear", "(2,3,4) W(5,4) b(5)", f_linear, 3,
      {IN(K_REAL, 2, 3, 4), IN(K_REAL, 5, 4), IN(K_REAL, 5)}},
+    {"grouped_linear", "(5,4) rows 2,0,3 W 3 x (3,4)", f_grouped_linear, 4,
+     {IN(K_REAL, 5, 4), IN(K_REAL, 3, 4), IN(K_REAL, 3, 4), IN(K_REAL, 3, 4)}},
     {"dropout", "(4,5) p 0.4 fixed mask", f_dropout, 1, {IN(K_REAL, 4, 5)}},
     {"embedding", "W(6,3) ids (2,4)", f_embedding, 2, {IN(K_REAL, 6, 3), IDS(6, 2, 4)}},
     {"layer_norm", "(2,3,5) affine", f_layer_norm, 3,

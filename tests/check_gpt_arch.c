@@ -523,7 +523,22 @@ START_TEST(test_summary_and_scopes) {
                           "\"scope\":\"model.layers.0.post_attention_layernorm\"",
                           "\"scope\":\"model.norm\""};
     for (int k = 0; k < 6; k++) ck_assert_msg(strstr(buf, want[k]) != NULL, "%s missing", want[k]);
-    /* each expert that ran in a module of its own: experts.E.down_proj */
+    /* all experts' products as grouped ops, the down one in experts.down_proj */
+    ck_assert_msg(strstr(buf, "\"scope\":\"model.layers.1.mlp.experts.down_proj\"") &&
+                  strstr(buf, "\"op\":\"grouped_linear\""), "no grouped expert products");
+    free(buf);
+    /* with expert_modules, each expert that ran in a module of its own:
+     * experts.E.down_proj, and the same loss to rounding */
+    m.expert_modules = true;
+    nb_ctx *s2 = nb_ctx_new(0);
+    nb_tensor *L2 = nb_gpt_loss(s2, &m, nb_from_data(s2, NB_I64, NB_SHAPE(1, 4), SEQ),
+                                nb_from_data(s2, NB_I64, NB_SHAPE(1, 4), SEQ + 1), NULL);
+    ck_assert_ptr_nonnull(L2);
+    ck_assert_double_eq_tol(nb_item(L2), nb_item(L), 1e-12);
+    buf = NULL;
+    f = open_memstream(&buf, &len);
+    ck_assert_int_eq(nb_tape_json(s2, L2, f), NB_OK);
+    fclose(f);
     int ran = 0;
     for (int e = 0; e < m.cfg.n_expert; e++) {
         char sc[96];
@@ -531,7 +546,10 @@ START_TEST(test_summary_and_scopes) {
         ran += strstr(buf, sc) != NULL;
     }
     ck_assert_int_ge(ran, m.cfg.n_expert_per_tok);
+    ck_assert_ptr_null(strstr(buf, "grouped_linear"));
     free(buf);
+    nb_ctx_free(s2);
+    m.expert_modules = false;
     /* the tape explorer's page, backward steps included */
     ck_assert_int_eq(nb_backward(s, L, NULL), NB_OK);
     buf = NULL;

@@ -130,6 +130,10 @@ static nb_tensor *w_cross_entropy(nb_ctx *c, nb_tensor *a, nb_tensor *b) {
 static nb_tensor *w_linear(nb_ctx *c, nb_tensor *a, nb_tensor *b) {
     return nb_linear(c, a, b, NULL);
 }
+static nb_tensor *w_grouped_linear(nb_ctx *c, nb_tensor *a, nb_tensor *b) {
+    nb_tensor *w[2] = {b, b}; /* one weight for both groups: rows 0 and 1-2 */
+    return nb_grouped_linear(c, a, 2, w, (const int64_t[]){1, 2});
+}
 static nb_tensor *w_embedding(nb_ctx *c, nb_tensor *a, nb_tensor *b) {
     return nb_embedding(c, a, b);
 }
@@ -160,6 +164,7 @@ static const op_case hand_ops[] = {
     {"sdpa", w_sdpa, 2, 4, {1, 3, 2, 4}, 4, {1, 3, 2, 4}, NB_F32, ELEMWISE | B_FLOAT},
     {"concat", w_concat, 2, S2(2, 3), S2(2, 3), NB_F32, ELEMWISE | B_FLOAT},
     {"linear", w_linear, 2, S2(2, 3), S2(4, 3), NB_F32, ELEMWISE | B_FLOAT},
+    {"grouped_linear", w_grouped_linear, 2, S2(3, 3), S2(4, 3), NB_F32, ELEMWISE | B_FLOAT},
     {"layer_norm", w_layer_norm, 2, S2(2, 3), S1(3), NB_F32, ELEMWISE | B_FLOAT | B_OPT},
     {"rms_norm", w_rms_norm, 2, S2(2, 3), S1(3), NB_F32, ELEMWISE | B_FLOAT | B_OPT},
     {"masked_fill", w_masked_fill, 2, S2(2, 3), S2(2, 3), NB_BOOL, 0},

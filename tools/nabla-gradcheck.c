@@ -75,6 +75,7 @@ F1(f_concat, nb_concat(c, 3, in, 1))
 F1(f_masked_fill, nb_masked_fill(c, in[0], in[1], -2.0))
 F1(f_causal_fill, nb_softmax(c, nb_causal_fill(c, in[0], -INFINITY)))
 F1(f_cross_entropy, nb_cross_entropy(c, in[0], in[1]))
+F1(f_grouped_linear, nb_grouped_linear(c, in[0], 3, in + 1, (const int64_t[]){2, 0, 3}))
 F1(f_linear, nb_linear(c, in[0], in[1], in[2]))
 F1(f_linear_nobias, nb_linear(c, in[0], in[1], NULL))
 F1(f_embedding, nb_embedding(c, in[0], in[1]))
@@ -163,6 +164,7 @@ static const gc_case cases[] = {
     {"masked_fill", "(2,3,4) mask (3,4)", f_masked_fill, 2, {{IN_UNIFORM, S3(2, 3, 4)}, {IN_MASK, S2(3, 4)}}},
     {"causal_fill", "(2,4,4) -inf then softmax", f_causal_fill, 1, {{IN_UNIFORM, S3(2, 4, 4)}}},
     {"cross_entropy", "(4,5) targets (4)", f_cross_entropy, 2, {{IN_UNIFORM, S2(4, 5)}, {IN_CLASSES, S1(4), 5}}},
+    {"grouped_linear", "x (5,4) rows 2,0,3 W 3 x (3,4)", f_grouped_linear, 4, {{IN_UNIFORM, S2(5, 4)}, {IN_UNIFORM, S2(3, 4)}, {IN_UNIFORM, S2(3, 4)}, {IN_UNIFORM, S2(3, 4)}}},
     {"linear", "(2,3,4) W(5,4) b(5)", f_linear, 3, {{IN_UNIFORM, S3(2, 3, 4)}, {IN_UNIFORM, S2(5, 4)}, {IN_UNIFORM, S1(5)}}},
     {"linear", "(3,4) W(2,4) no bias", f_linear_nobias, 2, {{IN_UNIFORM, S2(3, 4)}, {IN_UNIFORM, S2(2, 4)}}},
     {"dropout", "(4,5) p=0.4 fixed mask", f_dropout, 1, {{IN_UNIFORM, S2(4, 5)}}},

@@ -220,6 +220,12 @@ typedef struct nb_gpt {
                                 the query heads), so that the tape explorer draws
                                 each query head's weights; the same values to
                                 rounding, slower, and dropout from nb_dropout's mask */
+    bool expert_modules;     /* Qwen3-MoE, false after init: all experts' products as
+                                three nb_grouped_linear ops over the tokens sorted by
+                                expert. true (and with use_fused false): the course's
+                                loop, each expert its own module "experts.E" that the
+                                diagnostics page names (nabla-gpt --diagnostics sets
+                                it); the same values to rounding, slower at 2 threads */
     nb_tensor_list params;   /* unique parameters in named_parameters() order, for
                                 the optimizer (nanoGPT: no lm_head entry) */
     nb_tensor_list state_dict; /* every state_dict name (nanoGPT: lm_head.weight too,

@@ -154,6 +154,14 @@ struct nb_pcg32;
 /* x (..., in) @ w(out, in)^T + b(out) -> (..., out). b may be NULL. Like
  * F.linear. */
 nb_tensor *nb_linear(nb_ctx *ctx, nb_tensor *x, nb_tensor *w, nb_tensor *b);
+/* A linear per group of rows, as one op: x (M, K) holds n groups of rows
+ * one after another (rows[g] of group g, summing to M), w[g] (N, K) ->
+ * (M, N), group g's rows times w[g]^T, without bias. A mixture of experts'
+ * expert products: the threads split all groups' rows at once rather than
+ * each small product. A group of 0 rows adds nothing to its weight's
+ * gradient. */
+nb_tensor *nb_grouped_linear(nb_ctx *ctx, nb_tensor *x, int n, nb_tensor *const *w,
+                             const int64_t *rows);
 /* With train false or p == 0: the identity (returns x itself, records
  * nothing). Otherwise zeroes each element with probability p, drawing the
  * mask from rng, and scales survivors by 1/(1-p); p == 1 zeroes everything.

@@ -317,7 +317,9 @@ static nb_tensor *expert(nb_ctx *ctx, int e, nb_tensor *xe, void *user) {
 
 /* Qwen3-MoE's MLP: router logits h Wg^T (N, E), their top k, a softmax
  * over those k (Hugging Face's softmax then top-k with norm_topk_prob, the
- * same numbers), and each token through its k experts only (nb_moe_dispatch).
+ * same numbers), and each token through its k experts only: all experts'
+ * products as grouped ops (nb_moe_gated_grouped), or with expert_modules
+ * or the composed model each expert as its own module (nb_moe_dispatch).
  * h (B, T, C) -> (B, T, C). */
 static nb_tensor *moe_mlp(nb_ctx *ctx, nb_gpt *m, nb_gpt_block *blk, nb_tensor *h) {
     const gpt_scopes *s = &nb_gpt_layout(&m->cfg)->s;
@@ -327,9 +329,16 @@ static nb_tensor *moe_mlp(nb_ctx *ctx, nb_gpt *m, nb_gpt_block *blk, nb_tensor *
     nb_tensor *logits = NB_NN_SCOPED(ctx, s->router, nb_gpt_linear(ctx, x, blk->router, NULL));
     NB_LIB_HERE(ctx);
     nb_tensor *gates = nb_softmax(ctx, nb_topk(ctx, logits, m->cfg.n_expert_per_tok, -1, &idx));
-    expert_job j = {blk, s, !m->use_fused};
-    nb_tensor *y = NB_NN_SCOPED(ctx, s->experts,
-                                nb_moe_dispatch(ctx, x, gates, idx, m->cfg.n_expert, expert, &j));
+    nb_tensor *y;
+    if (m->expert_modules || !m->use_fused) {
+        expert_job j = {blk, s, !m->use_fused};
+        y = NB_NN_SCOPED(ctx, s->experts,
+                         nb_moe_dispatch(ctx, x, gates, idx, m->cfg.n_expert, expert, &j));
+    } else {
+        y = NB_NN_SCOPED(ctx, s->experts,
+                         nb_moe_gated_grouped(ctx, x, gates, idx, m->cfg.n_expert, blk->ex_gate,
+                                              blk->ex_up, blk->ex_down, s->proj));
+    }
     NB_LIB_HERE(ctx);
     return nb_view(ctx, y, h->ndim, h->shape);
 }

@@ -10,6 +10,18 @@
 
 #ifndef NB_HIDDEN
 #define NB_HIDDEN
+/* The same layer with each expert a gated MLP, silu(x Wg^T) * (x Wu^T)
+ * then Wd (w_gate[e], w_up[e] (H, D), w_down[e] (D, H)), all experts at
+ * once: one gather of every slot's token sorted by expert, then each
+ * product as one grouped_linear over the experts some token chose, one
+ * silu and one multiply over all rows, and the down product under scope
+ * down_scope. The per-expert form with f = that MLP gives the same values
+ * to rounding, with an op (and a module) per expert. */
+NB_HIDDEN nb_tensor *nb_moe_gated_grouped(nb_ctx *ctx, nb_tensor *x, nb_tensor *gates,
+                                          const nb_tensor *idx, int n_expert,
+                                          nb_tensor *const *w_gate, nb_tensor *const *w_up,
+                                          nb_tensor *const *w_down, const char *down_scope);
+
 #endif
 
 /* Expert e on its rows xe (M_e, D) -> (M_e, D). */
@@ -28,5 +40,17 @@ typedef nb_tensor *(*nb_moe_expert_fn)(nb_ctx *ctx, int e, nb_tensor *xe, void *
 NB_HIDDEN nb_tensor *nb_moe_dispatch(nb_ctx *ctx, nb_tensor *x, nb_tensor *gates,
                                      const nb_tensor *idx, int n_expert, nb_moe_expert_fn f,
                                      void *user);
+
+/* The same layer with each expert a gated MLP, silu(x Wg^T) * (x Wu^T)
+ * then Wd (w_gate[e], w_up[e] (H, D), w_down[e] (D, H)), all experts at
+ * once: one gather of every slot's token sorted by expert, then each
+ * product as one grouped_linear over the experts some token chose, one
+ * silu and one multiply over all rows, and the down product under scope
+ * down_scope. The per-expert form with f = that MLP gives the same values
+ * to rounding, with an op (and a module) per expert. */
+NB_HIDDEN nb_tensor *nb_moe_gated_grouped(nb_ctx *ctx, nb_tensor *x, nb_tensor *gates,
+                                          const nb_tensor *idx, int n_expert,
+                                          nb_tensor *const *w_gate, nb_tensor *const *w_up,
+                                          nb_tensor *const *w_down, const char *down_scope);
 
 #endif

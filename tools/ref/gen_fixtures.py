@@ -392,6 +392,10 @@ def op_cases():
       F.linear, {"bias": True})
     c("linear_nobias", "linear", lambda d: [d.normal(3, 4), d.normal(5, 4)],
       F.linear, {"bias": False})
+    c("grouped_linear", "grouped_linear",
+      lambda d: [d.normal(6, 4), d.normal(5, 4), d.normal(5, 4), d.normal(5, 4)],
+      lambda x, *w: torch.cat([F.linear(p, wg) for p, wg in zip(torch.split(x, [2, 1, 3]), w)]),
+      {"rows": [2, 1, 3]})
     c("embedding", "embedding",
       lambda d: [d.normal(6, 4), torch.tensor([[1, 4, 1], [0, 5, 4]])],
       lambda w, ids: F.embedding(ids, w))

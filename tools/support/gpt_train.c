@@ -380,8 +380,7 @@ static int model_from_init(run *r) {
     return st ? gpt_fail(r->prog, "--init_from=%s: %s", r->init, nb_ctx_error(r->pctx)) : 0;
 }
 
-static int build_model(run *r) {
-    if (r->init[0]) return model_from_init(r);
+static int model_from_flags(run *r) {
     int64_t V = r->has_vocab ? r->vocab.size : r->has_ds ? r->V : r->f->vocab_size;
     if (V < 1)
         return gpt_fail(r->prog, "--batches without --init needs --vocab_size");
@@ -389,6 +388,15 @@ static int build_model(run *r) {
     if (nb_gpt_init(r->pctx, &r->gpt, &c, &r->rng_model))
         return gpt_fail(r->prog, "%s", nb_ctx_error(r->pctx));
     return 0;
+}
+
+/* The model, from --init_from or from the flags. --diagnostics runs a
+ * mixture's experts one module each, so that the page names each expert. */
+static int build_model(run *r) {
+    r->gpt.expert_modules = false;
+    int st = r->init[0] ? model_from_init(r) : model_from_flags(r);
+    r->gpt.expert_modules = r->f->diagnostics[0] != 0;
+    return st;
 }
 
 /* ---- one step ------------------------------------------------------------ */

@@ -268,6 +268,16 @@ static bool op_concat(run *R, nb_tensor *const *in, int n_in, outs *o) {
     return true;
 }
 
+/* x then one weight a group, the groups' sizes in "rows" */
+static bool op_grouped_linear(run *R, nb_tensor *const *in, int n_in, outs *o) {
+    int64_t rows[MAX_IN];
+    int n = arg_ints(R, "rows", rows, MAX_IN);
+    if (R->bad_arg) return false;
+    if (n != n_in - 1) return fail(R, "grouped_linear: %d row counts for %d weights", n, n_in - 1);
+    put(o, "out", nb_grouped_linear(R->ctx, in[0], n, in + 1, rows));
+    return true;
+}
+
 /* the pieces are "out.0", "out.1", ..., as torch.split's tuple */
 static bool op_split(run *R, nb_tensor *const *in, int n_in, outs *o) {
     static const char *const names[MAX_OUT] = {"out.0", "out.1", "out.2", "out.3",
@@ -413,7 +423,7 @@ static const struct {
 } OTHER_INPUTS[] = {{"linear", 2, 3},        {"layer_norm", 1, 3},    {"rms_norm", 1, 2},
                     {"sdpa", 3, 4},          {"cross_entropy", 2, 2}, {"embedding", 2, 2},
                     {"masked_fill", 2, 2},   {"rope", 3, 3},          {"index_select", 2, 2},
-                    {"index_add", 3, 3}};
+                    {"index_add", 3, 3},     {"grouped_linear", 2, MAX_IN}};
 
 /* The input counts op accepts. */
 static void op_inputs(const op_row *op, int *min_in, int *max_in) {

@@ -1,0 +1,265 @@
+/* ops/grouped_linear.c - grouped_linear: a linear per group of rows, all
+ * groups in one op (the expert products of a mixture of experts).
+ *
+ * x (M, K) holds n groups of rows one after the other, rows[0] of them,
+ * then rows[1], ... (summing to M); w[g] (N, K) is group g's weight:
+ *
+ *   forward  y[group g]  = x[group g] @ w[g]^T          y (M, N)
+ *   backward dx[group g] += dy[group g] @ w[g]
+ *            dw[g]       += dy[group g]^T @ x[group g]
+ *
+ * Why one op and not n linears: n small products, each split over the
+ * threads, make the threads meet n times, and each thread's share of a
+ * small product runs below the kernel's speed. Here the threads split the
+ * rows of all groups (y, dx) and the rows of all the weights' gradients
+ * (dw) once, with no meeting between groups. Each element is computed the
+ * same way whatever the split (nb_gemm_<T>'s rule), so the results do not
+ * depend on the thread count. A group of 0 rows adds nothing to its
+ * weight's gradient (zeros, as PyTorch's for a weight used on no rows; a
+ * mixture of experts passes only the experts some token chose, so an
+ * unused expert's gradient stays None). The group sizes are saved in
+ * node->saved. */
+#include "ops/ops_internal.h"
+
+#include <string.h>
+
+typedef struct gl_job {
+    nb_dtype dt;
+    int n;
+    const int64_t *start; /* group g is rows [start[g], start[g + 1]) */
+    int64_t K, N;
+    const void *x, *dy;
+    const void *const *w; /* n weights' data */
+    void *y, *dx;         /* forward's y, backward's dx (NULL: no gradient) */
+    void **dw;            /* n gradients, each NULL when it gets none */
+    bool add;             /* y or dx += rather than = */
+} gl_job;
+
+/* c (rows, cols) (+)= a @ b in the job's dtype, strides as nb_gemm_float */
+static void gemm(nb_dtype dt, void *c, const void *a, int64_t ars, int64_t acs, const void *b,
+                 int64_t brs, int64_t bcs, int64_t rows, int64_t inner, int64_t cols, bool add) {
+    if (dt == NB_F32)
+        nb_gemm_float(c, a, ars, acs, b, brs, bcs, rows, inner, cols, add);
+    else
+        nb_gemm_double(c, a, ars, acs, b, brs, bcs, rows, inner, cols, add);
+}
+
+#define AT(p, i) ((char *)(p) + (size_t)(i) * es)
+#define CAT(p, i) ((const char *)(p) + (size_t)(i) * es)
+
+/* Rows [lo, hi) of y (or of dx): each group's part of them as one product. */
+static void gl_rows_range(void *arg, int64_t lo, int64_t hi, bool backward) {
+    const gl_job *j = arg;
+    const size_t es = nb_dtype_size(j->dt);
+    const int64_t K = j->K, N = j->N;
+    for (int g = 0; g < j->n; g++) {
+        int64_t a = j->start[g] > lo ? j->start[g] : lo;
+        int64_t b = j->start[g + 1] < hi ? j->start[g + 1] : hi;
+        if (a >= b) continue;
+        if (!backward) /* y (b-a, N) = x (b-a, K) @ w^T: w read with strides (1, K) */
+            gemm(j->dt, AT(j->y, a * N), CAT(j->x, a * K), K, 1, j->w[g], 1, K, b - a, K, N,
+                 j->add);
+        else /* dx (b-a, K) (+)= dy (b-a, N) @ w (N, K) */
+            gemm(j->dt, AT(j->dx, a * K), CAT(j->dy, a * N), N, 1, j->w[g], K, 1, b - a, N, K,
+                 j->add);
+    }
+}
+
+static void gl_forward_range(void *arg, int64_t lo, int64_t hi) {
+    gl_rows_range(arg, lo, hi, false);
+}
+
+static void gl_dx_range(void *arg, int64_t lo, int64_t hi) { gl_rows_range(arg, lo, hi, true); }
+
+/* Items [lo, hi) of the n N rows of all weight gradients, item g N + r
+ * being row r of dw[g] (K) += dy[group g][:, r]^T @ x[group g]. */
+static void gl_dw_range(void *arg, int64_t lo, int64_t hi) {
+    const gl_job *j = arg;
+    const size_t es = nb_dtype_size(j->dt);
+    const int64_t K = j->K, N = j->N;
+    for (int g = 0; g < j->n; g++) {
+        int64_t r0 = g * N > lo ? g * N : lo, r1 = (g + 1) * N < hi ? (g + 1) * N : hi;
+        int64_t m0 = j->start[g], m = j->start[g + 1] - m0;
+        if (r0 >= r1 || !j->dw[g] || m == 0) continue;
+        r0 -= g * N, r1 -= g * N;
+        gemm(j->dt, AT(j->dw[g], r0 * K), CAT(j->dy, m0 * N + r0), 1, N, CAT(j->x, m0 * K), K, 1,
+             r1 - r0, m, K, true);
+    }
+}
+
+/* The fewest items worth a thread: about 512k multiply-adds (as linear). */
+static int64_t gl_grain(int64_t per_item) {
+    int64_t g = per_item > 0 ? ((int64_t)1 << 19) / per_item : 1;
+    return g > 0 ? g : 1;
+}
+
+/* The checks of grouped_linear(x, n, w, rows) and its output, or NULL;
+ * *in gets [x, w[0], ..., w[n-1]] (from ctx's arena) for the record. */
+static nb_tensor *gl_out(nb_ctx *ctx, nb_tensor *x, int n, nb_tensor *const *w,
+                         const int64_t *rows, nb_tensor ***in) {
+    const char *op = nb_op_name(NB_OP_GROUPED_LINEAR);
+    if (!nb_ctx_ok(ctx)) return NULL;
+    if (n < 1 || !w || !rows) {
+        nb_ctx_fail(ctx, n < 1 ? NB_ERR_VALUE : NB_ERR_NULL,
+                    "%s: %s, expected n >= 1 groups with an array of n weights and of n row "
+                    "counts",
+                    op, n < 1 ? "n < 1" : !w ? "the weight array is NULL" : "rows is NULL");
+        return NULL;
+    }
+    if (!(*in = nb_ctx_alloc_raw(ctx, (size_t)(n + 1) * sizeof **in))) return NULL;
+    (*in)[0] = x;
+    for (int g = 0; g < n; g++) (*in)[g + 1] = w[g];
+    if (!nb_check_float_inputs(ctx, op, n + 1, *in)) return NULL;
+    char sx[64], sw[64], s0[64];
+    if (x->ndim != 2) {
+        nb_ctx_fail(ctx, NB_ERR_SHAPE, "%s: x %s has %d dims, expected 2 (rows, in_features)",
+                    op, nb_shape_str(x, sx, sizeof sx), x->ndim);
+        return NULL;
+    }
+    int64_t total = 0;
+    for (int g = 0; g < n; g++) {
+        if (w[g]->ndim != 2 || w[g]->shape[1] != x->shape[1] ||
+            w[g]->shape[0] != w[0]->shape[0]) {
+            nb_ctx_fail(ctx, NB_ERR_SHAPE,
+                        "%s: weight %d %s does not fit x %s and weight 1 %s: expected (%lld, "
+                        "%lld) (out_features, in_features), one shape for all",
+                        op, g + 1, nb_shape_str(w[g], sw, sizeof sw),
+                        nb_shape_str(x, sx, sizeof sx), nb_shape_str(w[0], s0, sizeof s0),
+                        (long long)(w[0]->ndim == 2 ? w[0]->shape[0] : -1),
+                        (long long)x->shape[1]);
+            return NULL;
+        }
+        if (rows[g] < 0 || rows[g] > x->shape[0] - total) {
+            nb_ctx_fail(ctx, NB_ERR_VALUE,
+                        "%s: group %d has %lld rows, expected 0 or more with all groups' rows "
+                        "summing to x's %lld",
+                        op, g + 1, (long long)rows[g], (long long)x->shape[0]);
+            return NULL;
+        }
+        total += rows[g];
+    }
+    if (total != x->shape[0]) {
+        nb_ctx_fail(ctx, NB_ERR_VALUE, "%s: the %d groups have %lld rows but x %s has %lld", op,
+                    n, (long long)total, nb_shape_str(x, sx, sizeof sx), (long long)x->shape[0]);
+        return NULL;
+    }
+    return nb_empty(ctx, x->dtype, NB_SHAPE(x->shape[0], w[0]->shape[0]));
+}
+
+/* The job of x, w and the group starts (n + 1 of them, from ctx's arena). */
+static bool gl_job_init(nb_ctx *ctx, gl_job *j, const nb_tensor *x, int n,
+                        nb_tensor *const *w, const int64_t *rows) {
+    int64_t *start = nb_ctx_alloc_raw(ctx, (size_t)(n + 1) * sizeof *start);
+    const void **wd = nb_ctx_alloc_raw(ctx, (size_t)n * sizeof *wd);
+    if (!start || !wd) return false;
+    start[0] = 0;
+    for (int g = 0; g < n; g++) start[g + 1] = start[g] + rows[g], wd[g] = w[g]->data;
+    *j = (gl_job){.dt = x->dtype, .n = n, .start = start, .K = x->shape[1],
+                  .N = w[0]->shape[0], .x = x->data, .w = wd};
+    return true;
+}
+
+static void grouped_linear_backward(nb_ctx *ctx, nb_node *node); /* below */
+
+nb_tensor *nb_grouped_linear(nb_ctx *ctx, nb_tensor *x, int n, nb_tensor *const *w,
+                             const int64_t *rows) {
+    nb_tensor **in = NULL;
+    nb_tensor *out = gl_out(ctx, x, n, w, rows, &in);
+    gl_job j;
+    if (!out || !gl_job_init(ctx, &j, x, n, w, rows)) return NULL;
+    j.y = out->data;
+    if (j.K == 0)
+        memset(out->data, 0, out->numel * nb_dtype_size(out->dtype));
+    else if (out->numel)
+        nb_parallel_for(x->shape[0], gl_grain(j.K * j.N), gl_forward_range, &j);
+    nb_node *node = nb_record_op(ctx, NB_OP_GROUPED_LINEAR, out, n + 1, in,
+                                 grouped_linear_backward);
+    if (node) node->saved = (void *)j.start; /* the n + 1 group starts */
+    return out;
+}
+
+/* ---- backward --------------------------------------------------------------------------- */
+/* dx and every dw as one job of two tasks (dx's rows, dw's rows), so the
+ * threads meet once. When one tensor is two of the inputs (x is a weight,
+ * or a weight serves two groups) their gradients are one buffer: the
+ * products then run in order on this thread, dx first. */
+static void grouped_linear_backward(nb_ctx *ctx, nb_node *node) {
+    nb_tensor *x = node->in[0], *out = node->out;
+    const int n = node->n_in - 1;
+    const int64_t *start = node->saved;
+    gl_job j = {.dt = x->dtype, .n = n, .start = start, .K = x->shape[1], .N = out->shape[1],
+                .x = x->data, .dy = out->grad};
+    const void **wd = nb_ctx_alloc_raw(ctx, (size_t)n * sizeof *wd);
+    void **dw = nb_ctx_alloc_raw(ctx, (size_t)n * sizeof *dw);
+    if (!wd || !dw) return;
+    bool shared = false;
+    for (int g = 0; g < n; g++) {
+        wd[g] = node->in[g + 1]->data;
+        for (int h = 0; h <= g; h++) shared = shared || node->in[h] == node->in[g + 1];
+    }
+    j.w = wd, j.dw = dw;
+    bool fresh = false;
+    j.dx = nb_grad_buffer_fresh(ctx, x, &fresh);
+    j.add = !fresh;
+    const int64_t M = x->shape[0];
+    if (shared && j.dx) gl_dx_range(&j, 0, M), j.dx = NULL; /* written before dw is asked for */
+    for (int g = 0; g < n; g++) /* a group of no rows adds nothing */
+        dw[g] = start[g + 1] > start[g] ? nb_grad_buffer(ctx, node->in[g + 1]) : NULL;
+    if (j.K == 0 || j.N == 0) return; /* empty products: dx is zeros, dw unchanged */
+    if (shared) {
+        gl_dw_range(&j, 0, n * j.N);
+        return;
+    }
+    nb_task t[2];
+    int nt = 0;
+    if (j.dx) t[nt++] = (nb_task){gl_dx_range, &j, M, (double)(j.N * j.K)};
+    t[nt++] = (nb_task){gl_dw_range, &j, n * j.N, (double)(M / n + 1) * (double)j.K};
+    nb_parallel_tasks(t, nt, (double)((int64_t)1 << 19));
+}
+
+/* ---- graph backward: dx = grouped_linear(dy, w[g]^T), dw[g] = dy[g]^T @ x[g]
+ * from recorded ops (split into the groups' rows) ------------------------ */
+void nb_graph_backward_grouped_linear(nb_ctx *ctx, nb_node *node, nb_tensor *dout,
+                                      nb_tensor **din) {
+    nb_tensor *x = node->in[0];
+    const int n = node->n_in - 1;
+    const int64_t *start = node->saved;
+    int64_t *rows = nb_ctx_alloc_raw(ctx, (size_t)n * sizeof *rows);
+    nb_tensor **wt = nb_ctx_alloc_raw(ctx, (size_t)n * sizeof *wt);
+    nb_tensor **dyg = nb_ctx_alloc_raw(ctx, (size_t)n * sizeof *dyg);
+    nb_tensor **xg = nb_ctx_alloc_raw(ctx, (size_t)n * sizeof *xg);
+    if (!rows || !wt || !dyg || !xg) return;
+    for (int g = 0; g < n; g++) {
+        rows[g] = start[g + 1] - start[g];
+        wt[g] = nb_contiguous(ctx, nb_transpose(ctx, node->in[g + 1], 0, 1)); /* (K, N) */
+    }
+    if (x->requires_grad) din[0] = nb_grouped_linear(ctx, dout, n, wt, rows);
+    if (nb_split(ctx, dout, 0, n, rows, dyg) || nb_split(ctx, x, 0, n, rows, xg)) return;
+    for (int g = 0; g < n; g++)
+        if (node->in[g + 1]->requires_grad && rows[g] > 0)
+            din[g + 1] = nb_matmul(ctx, nb_transpose(ctx, dyg[g], 0, 1), xg[g]);
+}
+
+/* forward mode: grouped_linear(tx, w) + grouped_linear(x, tw), a missing
+ * weight tangent being zeros */
+nb_tensor *nb_forward_grouped_linear(nb_ctx *ctx, nb_node *node, nb_tensor *const *tin) {
+    nb_tensor *x = node->in[0];
+    const int n = node->n_in - 1;
+    const int64_t *start = node->saved;
+    int64_t *rows = nb_ctx_alloc_raw(ctx, (size_t)n * sizeof *rows);
+    nb_tensor **tw = nb_ctx_alloc_raw(ctx, (size_t)n * sizeof *tw);
+    if (!rows || !tw) return NULL;
+    bool any_w = false;
+    for (int g = 0; g < n; g++) {
+        rows[g] = start[g + 1] - start[g];
+        any_w = any_w || tin[g + 1];
+    }
+    nb_tensor *a = tin[0] ? nb_grouped_linear(ctx, tin[0], n, node->in + 1, rows) : NULL;
+    nb_tensor *b = NULL;
+    if (any_w) {
+        for (int g = 0; g < n; g++)
+            if (!(tw[g] = nb_fwd_or_zeros(ctx, tin[g + 1], node->in[g + 1]))) return NULL;
+        b = nb_grouped_linear(ctx, x, n, tw, rows);
+    }
+    return nb_fwd_sum(ctx, node->out, a, b, 1);
+}
