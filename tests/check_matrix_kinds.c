@@ -718,6 +718,10 @@ DRV(nb_concat) {
     nb_tensor *ts[2] = {k->x, k->x};
     nb_concat(k->ctx, INT(k, 1, 2), ts, INT(k, 3, 0));
 }
+DRV(nb_grouped_linear) {
+    nb_tensor *w[2] = {k->x, k->x}; /* x (2, 3): two groups of a row, each times x^T */
+    nb_grouped_linear(k->ctx, k->x, INT(k, 2, 2), w, (const int64_t[]){1, 1});
+}
 DRV(nb_split) {
     nb_tensor *out[2];
     nb_split(k->ctx, k->x, INT(k, 2, 1), INT(k, 3, 2), (const int64_t[]){1, 2}, out);
@@ -1114,6 +1118,7 @@ static const krow kinds[] = {
     {"nb_contiguous", "ctx tensor", NULL},
     {"nb_concat", "ctx count tensors int", d_nb_concat},
     {"nb_split", "ctx tensor int count ptr out", d_nb_split},
+    {"nb_grouped_linear", "ctx tensor count tensors ptr", d_nb_grouped_linear},
     {"nb_masked_fill", "ctx tensor tensor float", d_nb_masked_fill},
     {"nb_causal_fill", "ctx tensor float", d_nb_causal_fill},
     {"nb_softmax", "ctx tensor", NULL},
