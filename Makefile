@@ -286,7 +286,7 @@ memcheck: $(DEPS_OK) all $(TEST_BIN)
 	@command -v valgrind >/dev/null || sh tools/install-deps.sh valgrind
 	$(MEMCHECK_ENV) $(VALGRIND) $(TEST_BIN)
 
-# CI's memcheck (about 3 minutes of valgrind, half that on two cores; the
+# CI's memcheck (about 5 minutes of valgrind, under 3 on two cores; the
 # whole suite takes over 20): every op forward, backward and backward of
 # backward in float64 (nabla-gradcheck has a case for each row of ops.def,
 # or it does not build), and the suites of the float32 kernels, the op list,
