@@ -46,8 +46,8 @@ B := build
 # Compile on every core unless a -j was given (-j1 keeps one job): the
 # library alone builds twice (static and shared objects). Timed targets
 # (bench*, soak) keep one job, so two of them on one command line never
-# run at once.
-ifeq ($(filter -j%,$(MAKEFLAGS)),)
+# run at once. A sub-make (the sanitizer builds) shares its parent's jobs.
+ifeq ($(filter -j%,$(MAKEFLAGS))$(filter-out 0,$(MAKELEVEL)),)
 ifeq ($(filter bench% soak,$(MAKECMDGOALS)),)
 MAKEFLAGS += -j$(shell nproc 2>/dev/null || echo 1)
 endif
