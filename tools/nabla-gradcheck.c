@@ -487,32 +487,73 @@ static bool check_op(const gc_case *c, nb_pcg32 *rng) {
     return ok;
 }
 
+/* A case this run leaves to another shard: its inputs are drawn all the
+ * same and dropped, so every case sees the inputs of the whole run. */
+static void skip_inputs(const in_spec *spec, int n, nb_pcg32 *rng) {
+    nb_ctx *ctx = nb_ctx_new(0);
+    for (int i = 0; i < n; i++) draw(ctx, &spec[i], rng);
+    nb_ctx_free(ctx);
+}
+
+/* Which cases this run checks: those of one op or module (only), and of
+ * those the ones whose index in the whole run is shard modulo shards. */
+typedef struct selection {
+    const char *only;
+    int shard, shards, index;
+} selection;
+
+static bool selected(selection *s) {
+    return s->index++ % s->shards == s->shard;
+}
+
 static void usage(FILE *f) {
-    fputs("usage: nabla-gradcheck [OP]\n"
+    fputs("usage: nabla-gradcheck [--shard K/N] [OP]\n"
           "Checks every differentiable op and module (or only OP, e.g. matmul or\n"
           "MultiHeadAttn) in float64 against central finite differences, one line\n"
           "each (reverse mode, second order, forward mode), then \"N passed, M\n"
           "failed\". Writes no files.\n"
           "Exit status: 0 all passed, 1 a check failed, 2 bad usage.\n"
+          "  --shard K/N  only the cases numbered K modulo N (0 <= K < N), with the\n"
+          "               inputs of the whole run: N runs with K = 0 .. N-1 check\n"
+          "               every case once (make memcheck-ops runs two at once)\n"
           "  --help  this text\n",
           f);
 }
 
-int main(int argc, char **argv) {
-    const char *only = NULL;
+/* The arguments into sel; 0 to go on, else the exit status (help, bad usage). */
+static int parse_args(int argc, char **argv, selection *sel) {
+    *sel = (selection){NULL, 0, 1, 0};
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             usage(stdout);
-            return 0;
+            return -1;
         }
-        if (argv[i][0] == '-' || only) {
+        if (!strcmp(argv[i], "--shard") && i + 1 < argc) {
+            char end;
+            if (sscanf(argv[++i], "%d/%d%c", &sel->shard, &sel->shards, &end) != 2 ||
+                sel->shards < 1 || sel->shard < 0 || sel->shard >= sel->shards) {
+                fprintf(stderr, "nabla-gradcheck: --shard wants K/N with 0 <= K < N, not '%s'\n",
+                        argv[i]);
+                return 2;
+            }
+            continue;
+        }
+        if (argv[i][0] == '-' || sel->only) {
             fprintf(stderr, "nabla-gradcheck: %s '%s'\n",
                     argv[i][0] == '-' ? "unknown option" : "more than one OP:", argv[i]);
             usage(stderr);
             return 2;
         }
-        only = argv[i];
+        sel->only = argv[i];
     }
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    selection sel;
+    int usage_status = parse_args(argc, argv, &sel);
+    if (usage_status) return usage_status < 0 ? 0 : usage_status;
+    const char *only = sel.only;
     int missing = op_without_case();
     if (missing >= 0) {
         fprintf(stderr, "nabla-gradcheck: op %s has no case in the table\n",
@@ -534,14 +575,22 @@ int main(int argc, char **argv) {
             char shapes[48], what[64];
             snprintf(what, sizeof what, "%s op list", nb_row_shapes(row, shapes, sizeof shapes));
             c.what = what;
-            check_op(&c, &rng) ? passed++ : failed++;
+            if (!selected(&sel)) skip_inputs(c.in, c.n_in, &rng);
+            else check_op(&c, &rng) ? passed++ : failed++;
         }
-        for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++)
-            if (!strcmp(cases[k].op, nb_op_name(op))) check_op(&cases[k], &rng) ? passed++ : failed++;
+        for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+            if (strcmp(cases[k].op, nb_op_name(op)) != 0) continue;
+            if (!selected(&sel)) skip_inputs(cases[k].in, cases[k].n_in, &rng);
+            else check_op(&cases[k], &rng) ? passed++ : failed++;
+        }
     }
     for (size_t k = 0; k < sizeof modules / sizeof modules[0]; k++) {
         const mod_case *c = &modules[k];
         if (only && strcmp(only, c->name) != 0) continue;
+        if (!selected(&sel)) {
+            skip_inputs(&c->x, 1, &rng);
+            continue;
+        }
         nb_ctx *ctx = nb_ctx_new(0), *ctx2 = nb_ctx_new(0);
         nb_gradcheck_result r1, r2;
         memset(&r1, 0, sizeof r1), memset(&r2, 0, sizeof r2);
@@ -553,8 +602,9 @@ int main(int argc, char **argv) {
         report(c->name, c->what, st1, &r1, ok2, &r2, e) ? passed++ : failed++;
         nb_ctx_free(ctx), nb_ctx_free(ctx2);
     }
-    if (only && passed + failed == 0) {
-        fprintf(stderr, "nabla-gradcheck: no op or module is called '%s'\n", only);
+    if (passed + failed == 0) {
+        if (only) fprintf(stderr, "nabla-gradcheck: no op or module is called '%s'\n", only);
+        else fprintf(stderr, "nabla-gradcheck: shard %d/%d has no case\n", sel.shard, sel.shards);
         return 2;
     }
     printf("%d passed, %d failed\n", passed, failed);
