@@ -96,6 +96,30 @@ START_TEST(test_grouped_linear_shared_weight) {
 }
 END_TEST
 
+/* Empty sizes: no out_features (dx zeros), no rows at all. */
+START_TEST(test_grouped_linear_empty) {
+    nb_ctx *ctx = nb_ctx_new(0);
+    nb_tensor *x = filled(ctx, 3, 2, 0.5), *w = nb_requires_grad(nb_zeros(ctx, NB_F32, NB_SHAPE(0, 2)));
+    nb_tensor *ws[2] = {w, w};
+    nb_tensor *sq = nb_sum(ctx, nb_mul(ctx, x, x)); /* recorded first: its backward runs last */
+    nb_tensor *y = nb_grouped_linear(ctx, x, 2, ws, (const int64_t[]){1, 2});
+    ck_assert_ptr_nonnull(y);
+    ck_assert_int_eq(y->shape[0], 3);
+    ck_assert_int_eq(y->shape[1], 0);
+    /* grouped_linear's backward writes x's gradient first (zeros), x x's adds 2 x */
+    nb_tensor *L = nb_add(ctx, nb_sum(ctx, y), sq);
+    ck_assert_int_eq(nb_backward(ctx, L, NULL), NB_OK);
+    for (int i = 0; i < 6; i++) ck_assert_double_eq_tol(nb_grad_get(x, i), 2 * nb_get(x, i), 1e-6);
+    nb_tensor *x0 = nb_zeros(ctx, NB_F32, NB_SHAPE(0, 2));
+    nb_tensor *w1[1] = {nb_ones(ctx, NB_F32, NB_SHAPE(4, 2))};
+    nb_tensor *y0 = nb_grouped_linear(ctx, x0, 1, w1, (const int64_t[]){0});
+    ck_assert_ptr_nonnull(y0);
+    ck_assert_int_eq(y0->shape[0], 0);
+    ck_assert_int_eq(y0->shape[1], 4);
+    nb_ctx_free(ctx);
+}
+END_TEST
+
 START_TEST(test_grouped_linear_errors) {
     nb_ctx *ctx = nb_ctx_new(0);
     nb_tensor *x = nb_ones(ctx, NB_F32, NB_SHAPE(5, 4)), *w = nb_ones(ctx, NB_F32, NB_SHAPE(3, 4));
@@ -131,6 +155,7 @@ Suite *suite_grouped_linear(void) {
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_grouped_linear_matches_linears);
     tcase_add_test(tc, test_grouped_linear_shared_weight);
+    tcase_add_test(tc, test_grouped_linear_empty);
     tcase_add_test(tc, test_grouped_linear_errors);
     suite_add_tcase(s, tc);
     return s;

@@ -202,10 +202,12 @@ static void grouped_linear_backward(nb_ctx *ctx, nb_node *node) {
     j.dx = nb_grad_buffer_fresh(ctx, x, &fresh);
     j.add = !fresh;
     const int64_t M = x->shape[0];
+    if (j.N == 0 && j.dx && fresh) /* no outputs: dx is zeros, stored as a fresh buffer must be */
+        memset(j.dx, 0, x->numel * nb_dtype_size(x->dtype));
     if (shared && j.dx) gl_dx_range(&j, 0, M), j.dx = NULL; /* written before dw is asked for */
     for (int g = 0; g < n; g++) /* a group of no rows adds nothing */
         dw[g] = start[g + 1] > start[g] ? nb_grad_buffer(ctx, node->in[g + 1]) : NULL;
-    if (j.K == 0 || j.N == 0) return; /* empty products: dx is zeros, dw unchanged */
+    if (j.K == 0 || j.N == 0) return; /* empty products: nothing to add */
     if (shared) {
         gl_dw_range(&j, 0, n * j.N);
         return;
