@@ -53,7 +53,8 @@ static bool route(nb_ctx *ctx, const nb_tensor *x, const nb_tensor *gates, const
         return false;
     }
     for (int64_t q = 0; q < r->Q; q++) r->rows[id[q]]++;
-    for (int e = 0, s = 0; e < n_expert; s += r->rows[e++]) at[e] = s;
+    int64_t s = 0;
+    for (int e = 0; e < n_expert; e++) at[e] = s, s += r->rows[e];
     for (int64_t q = 0; q < r->Q; q++) {
         int64_t m = at[id[q]]++;
         r->tok[m] = q / r->k, r->slot[m] = q;
@@ -85,7 +86,8 @@ nb_tensor *nb_moe_dispatch(nb_ctx *ctx, nb_tensor *x, nb_tensor *gates, const nb
         goto done;
     }
     int used = 0;
-    for (int e = 0, m = 0; e < n_expert; m += (int)r.rows[e++]) {
+    int64_t m = 0; /* expert e's slots start at m */
+    for (int e = 0; e < n_expert; m += r.rows[e++]) {
         if (!r.rows[e]) continue; /* no token chose it: it does not run */
         nb_tensor *te = nb_from_data(ctx, NB_I64, 1, (const int64_t[]){r.rows[e]}, r.tok + m);
         nb_tensor *xe = nb_index_select(ctx, x, te);
