@@ -146,17 +146,33 @@ static nb_tensor *gl_out(nb_ctx *ctx, nb_tensor *x, int n, nb_tensor *const *w,
     return nb_empty(ctx, x->dtype, NB_SHAPE(x->shape[0], w[0]->shape[0]));
 }
 
-/* The job of x, w and the group starts (n + 1 of them, from ctx's arena). */
-static bool gl_job_init(nb_ctx *ctx, gl_job *j, const nb_tensor *x, int n,
-                        nb_tensor *const *w, const int64_t *rows) {
-    int64_t *start = nb_ctx_alloc_raw(ctx, (size_t)(n + 1) * sizeof *start);
+/* The job over the op's inputs in = [x, w[0], ..., w[n-1]] and the group
+ * starts (n + 1 of them), the forward's and the backward's alike. */
+static bool gl_job_init(nb_ctx *ctx, gl_job *j, nb_tensor *const *in, int n,
+                        const int64_t *start) {
     const void **wd = nb_ctx_alloc_raw(ctx, (size_t)n * sizeof *wd);
-    if (!start || !wd) return false;
-    start[0] = 0;
-    for (int g = 0; g < n; g++) start[g + 1] = start[g] + rows[g], wd[g] = w[g]->data;
-    *j = (gl_job){.dt = x->dtype, .n = n, .start = start, .K = x->shape[1],
-                  .N = w[0]->shape[0], .x = x->data, .w = wd};
+    if (!wd) return false;
+    for (int g = 0; g < n; g++) wd[g] = in[g + 1]->data;
+    *j = (gl_job){.dt = in[0]->dtype, .n = n, .start = start, .K = in[0]->shape[1],
+                  .N = in[1]->shape[0], .x = in[0]->data, .w = wd};
     return true;
+}
+
+/* Group sizes to starts (n + 1, the first 0) and back, from ctx's arena. */
+static int64_t *gl_starts(nb_ctx *ctx, int n, const int64_t *rows) {
+    int64_t *start = nb_ctx_alloc_raw(ctx, (size_t)(n + 1) * sizeof *start);
+    if (!start) return NULL;
+    start[0] = 0;
+    for (int g = 0; g < n; g++) start[g + 1] = start[g] + rows[g];
+    return start;
+}
+
+static int64_t *gl_rows(nb_ctx *ctx, const nb_node *node) {
+    const int n = node->n_in - 1;
+    const int64_t *start = node->saved;
+    int64_t *rows = nb_ctx_alloc_raw(ctx, (size_t)n * sizeof *rows);
+    for (int g = 0; rows && g < n; g++) rows[g] = start[g + 1] - start[g];
+    return rows;
 }
 
 static void grouped_linear_backward(nb_ctx *ctx, nb_node *node); /* below */
@@ -165,8 +181,9 @@ nb_tensor *nb_grouped_linear(nb_ctx *ctx, nb_tensor *x, int n, nb_tensor *const 
                              const int64_t *rows) {
     nb_tensor **in = NULL;
     nb_tensor *out = gl_out(ctx, x, n, w, rows, &in);
+    const int64_t *start = out ? gl_starts(ctx, n, rows) : NULL;
     gl_job j;
-    if (!out || !gl_job_init(ctx, &j, x, n, w, rows)) return NULL;
+    if (!start || !gl_job_init(ctx, &j, in, n, start)) return NULL;
     j.y = out->data;
     if (j.K == 0)
         memset(out->data, 0, out->numel * nb_dtype_size(out->dtype));
@@ -184,30 +201,28 @@ nb_tensor *nb_grouped_linear(nb_ctx *ctx, nb_tensor *x, int n, nb_tensor *const 
  * or a weight serves two groups) their gradients are one buffer: the
  * products then run in order on this thread, dx first. */
 static void grouped_linear_backward(nb_ctx *ctx, nb_node *node) {
-    nb_tensor *x = node->in[0], *out = node->out;
+    nb_tensor *x = node->in[0];
     const int n = node->n_in - 1;
     const int64_t *start = node->saved;
-    gl_job j = {.dt = x->dtype, .n = n, .start = start, .K = x->shape[1], .N = out->shape[1],
-                .x = x->data, .dy = out->grad};
-    const void **wd = nb_ctx_alloc_raw(ctx, (size_t)n * sizeof *wd);
+    gl_job j;
     void **dw = nb_ctx_alloc_raw(ctx, (size_t)n * sizeof *dw);
-    if (!wd || !dw) return;
+    if (!dw || !gl_job_init(ctx, &j, node->in, n, start)) return;
+    j.dy = node->out->grad, j.dw = dw;
     bool shared = false;
-    for (int g = 0; g < n; g++) {
-        wd[g] = node->in[g + 1]->data;
+    for (int g = 0; g < n; g++)
         for (int h = 0; h <= g; h++) shared = shared || node->in[h] == node->in[g + 1];
-    }
-    j.w = wd, j.dw = dw;
     bool fresh = false;
     j.dx = nb_grad_buffer_fresh(ctx, x, &fresh);
     j.add = !fresh;
     const int64_t M = x->shape[0];
-    if (j.N == 0 && j.dx && fresh) /* no outputs: dx is zeros, stored as a fresh buffer must be */
+    const bool empty = j.K == 0 || j.N == 0; /* no products: nothing to add */
+    if (j.N == 0 && j.dx && fresh) /* dx is zeros, stored as a fresh buffer must be */
         memset(j.dx, 0, x->numel * nb_dtype_size(x->dtype));
-    if (shared && j.dx) gl_dx_range(&j, 0, M), j.dx = NULL; /* written before dw is asked for */
+    if (shared && j.dx && !empty) gl_dx_range(&j, 0, M); /* before dw is asked for */
+    if (shared) j.dx = NULL;
     for (int g = 0; g < n; g++) /* a group of no rows adds nothing */
         dw[g] = start[g + 1] > start[g] ? nb_grad_buffer(ctx, node->in[g + 1]) : NULL;
-    if (j.K == 0 || j.N == 0) return; /* empty products: nothing to add */
+    if (empty) return;
     if (shared) {
         gl_dw_range(&j, 0, n * j.N);
         return;
@@ -225,16 +240,13 @@ void nb_graph_backward_grouped_linear(nb_ctx *ctx, nb_node *node, nb_tensor *dou
                                       nb_tensor **din) {
     nb_tensor *x = node->in[0];
     const int n = node->n_in - 1;
-    const int64_t *start = node->saved;
-    int64_t *rows = nb_ctx_alloc_raw(ctx, (size_t)n * sizeof *rows);
+    int64_t *rows = gl_rows(ctx, node);
     nb_tensor **wt = nb_ctx_alloc_raw(ctx, (size_t)n * sizeof *wt);
     nb_tensor **dyg = nb_ctx_alloc_raw(ctx, (size_t)n * sizeof *dyg);
     nb_tensor **xg = nb_ctx_alloc_raw(ctx, (size_t)n * sizeof *xg);
     if (!rows || !wt || !dyg || !xg) return;
-    for (int g = 0; g < n; g++) {
-        rows[g] = start[g + 1] - start[g];
-        wt[g] = nb_contiguous(ctx, nb_transpose(ctx, node->in[g + 1], 0, 1)); /* (K, N) */
-    }
+    for (int g = 0; g < n; g++) /* (K, N): transposed copies (nb_transpose copies already) */
+        wt[g] = nb_transpose(ctx, node->in[g + 1], 0, 1);
     if (x->requires_grad) din[0] = nb_grouped_linear(ctx, dout, n, wt, rows);
     if (nb_split(ctx, dout, 0, n, rows, dyg) || nb_split(ctx, x, 0, n, rows, xg)) return;
     for (int g = 0; g < n; g++)
@@ -247,15 +259,11 @@ void nb_graph_backward_grouped_linear(nb_ctx *ctx, nb_node *node, nb_tensor *dou
 nb_tensor *nb_forward_grouped_linear(nb_ctx *ctx, nb_node *node, nb_tensor *const *tin) {
     nb_tensor *x = node->in[0];
     const int n = node->n_in - 1;
-    const int64_t *start = node->saved;
-    int64_t *rows = nb_ctx_alloc_raw(ctx, (size_t)n * sizeof *rows);
+    int64_t *rows = gl_rows(ctx, node);
     nb_tensor **tw = nb_ctx_alloc_raw(ctx, (size_t)n * sizeof *tw);
     if (!rows || !tw) return NULL;
     bool any_w = false;
-    for (int g = 0; g < n; g++) {
-        rows[g] = start[g + 1] - start[g];
-        any_w = any_w || tin[g + 1];
-    }
+    for (int g = 0; g < n; g++) any_w = any_w || tin[g + 1];
     nb_tensor *a = tin[0] ? nb_grouped_linear(ctx, tin[0], n, node->in + 1, rows) : NULL;
     nb_tensor *b = NULL;
     if (any_w) {

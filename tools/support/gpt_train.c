@@ -393,7 +393,6 @@ static int model_from_flags(run *r) {
 /* The model, from --init_from or from the flags. --diagnostics runs a
  * mixture's experts one module each, so that the page names each expert. */
 static int build_model(run *r) {
-    r->gpt.expert_modules = false;
     int st = r->init[0] ? model_from_init(r) : model_from_flags(r);
     r->gpt.expert_modules = r->f->diagnostics[0] != 0;
     return st;
