@@ -24,6 +24,14 @@ enum { MR = NB_SGEMM_AVX2_MR, NR = NB_SGEMM_AVX2_NR };
         c##r##0 = _mm256_fmadd_ps(av, b0, c##r##0);       \
         c##r##1 = _mm256_fmadd_ps(av, b1, c##r##1);       \
     }
+/* c's rows asked for before the products: a tile of a large gradient (a
+ * mixture of experts' weights) comes from memory while the FMAs run, not
+ * after them */
+#define PREFETCH(r)                                            \
+    {                                                          \
+        _mm_prefetch((const char *)(c + (r) * ldc), _MM_HINT_T0);      \
+        _mm_prefetch((const char *)(c + (r) * ldc + 15), _MM_HINT_T0); \
+    }
 #define STORE(r)                                                       \
     {                                                                  \
         float *cr = c + (r) * ldc;                                     \
@@ -42,6 +50,7 @@ enum { MR = NB_SGEMM_AVX2_MR, NR = NB_SGEMM_AVX2_NR };
                                                   int64_t acs, const float *b, int64_t ldb,    \
                                                   float *c, int64_t ldc, bool add) {           \
         ROWS(DECL)                                                                             \
+        ROWS(PREFETCH)                                                                         \
         for (int64_t p = 0; p < kc; p++) {                                                     \
             __m256 b0 = _mm256_loadu_ps(b + p * ldb), b1 = _mm256_loadu_ps(b + p * ldb + 8);   \
             const float *ap = a + p * acs;                                                     \
