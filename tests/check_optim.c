@@ -900,6 +900,93 @@ START_TEST(test_clip_grad_norm_matches_pytorch) {
 }
 END_TEST
 
+/* The step's zero_grad is deferred (step.c): every gradient is marked
+ * stale and the first rule reaching it stores rather than adds. Gradients
+ * filled with NaN before the step, so any rule that read a stale value
+ * shows: the step's gradients, in anomaly mode and over 1 and 2
+ * micro-batches, must be the same bits as those of zero_grad and one
+ * backward, and a parameter the loss does not use must come out zero.
+ * The rules: a float32 linear (dx stored, dw stored then added to, as w
+ * serves two linears), an embedding (adds only), grouped_linear (each
+ * weight's dw stored; its third group has no rows, so its weight's stale
+ * gradient is an input of a rule that does not write it: anomaly mode must
+ * not read it) and a weight no rule reaches. */
+enum { N_STALE = 6 };
+typedef struct stale_model {
+    nb_tensor *x, *w, *emb, *g[3], *unused;
+} stale_model;
+
+static nb_tensor *stale_loss(nb_ctx *ctx, int micro, void *user) {
+    (void)micro;
+    stale_model *m = user;
+    nb_tensor *ids = nb_from_data(ctx, NB_I64, 1, (const int64_t[]){4}, (const int64_t[]){3, 0, 3, 1});
+    nb_tensor *h = nb_linear(ctx, m->x, m->w, NULL);                   /* (4, 5) */
+    nb_tensor *h2 = nb_linear(ctx, nb_add(ctx, h, nb_embedding(ctx, m->emb, ids)), nb_transpose(ctx, m->w, 0, 1), NULL);
+    nb_tensor *y = nb_grouped_linear(ctx, m->x, 3, m->g, (const int64_t[]){3, 1, 0}); /* (4, 2) */
+    return nb_add(ctx, nb_sum(ctx, nb_mul(ctx, h2, h2)), nb_sum(ctx, nb_mul(ctx, y, y)));
+}
+
+START_TEST(test_train_step_deferred_zero_grad) {
+    for (int d = 0; d < 2; d++) {
+        nb_dtype dt = d ? NB_F64 : NB_F32;
+        size_t es = nb_dtype_size(dt);
+        nb_ctx *pc = nb_ctx_new(0), *sc = nb_ctx_new(0);
+        nb_pcg32 rng;
+        nb_pcg32_seed(&rng, 11, 2);
+        stale_model m;
+        m.x = nb_normal(pc, dt, NB_SHAPE(4, 3), 0, 1, &rng);
+        m.w = nb_requires_grad(nb_normal(pc, dt, NB_SHAPE(5, 3), 0, 1, &rng));
+        m.emb = nb_requires_grad(nb_normal(pc, dt, NB_SHAPE(4, 5), 0, 1, &rng));
+        m.g[0] = nb_requires_grad(nb_normal(pc, dt, NB_SHAPE(2, 3), 0, 1, &rng));
+        m.g[1] = nb_requires_grad(nb_normal(pc, dt, NB_SHAPE(2, 3), 0, 1, &rng));
+        m.g[2] = nb_requires_grad(nb_normal(pc, dt, NB_SHAPE(2, 3), 0, 1, &rng));
+        m.g[2]->grad = nb_ctx_alloc(pc, 6 * es);
+        m.unused = nb_requires_grad(nb_normal(pc, dt, NB_SHAPE(6), 0, 1, &rng));
+        m.unused->grad = nb_ctx_alloc(pc, 6 * es); /* a gradient from an earlier step */
+        nb_tensor_list l = {0};
+        nb_list_add(&l, "w", m.w), nb_list_add(&l, "emb", m.emb), nb_list_add(&l, "g0", m.g[0]);
+        nb_list_add(&l, "g1", m.g[1]), nb_list_add(&l, "g2", m.g[2]);
+        nb_list_add(&l, "unused", m.unused);
+        nb_optim *opt = nb_sgd_new(pc, &l, nb_sgd_defaults(0.0)); /* lr 0: the same params */
+        for (int acc = 1; acc <= 2; acc++) {
+            /* the reference: zero_grad, then acc backwards of loss / acc */
+            nb_set_detect_anomaly(sc, false);
+            for (int i = 0; i < N_STALE; i++) nb_zero_grad(nb_list_tensor(&l, i));
+            for (int k = 0; k < acc; k++) {
+                nb_ctx_reset(sc);
+                nb_tensor *loss = stale_loss(sc, k, &m);
+                ck_assert_int_eq(nb_backward(sc, acc > 1 ? nb_scale(sc, loss, 1.0 / acc) : loss,
+                                             NULL), NB_OK);
+            }
+            void *want[N_STALE];
+            for (int i = 0; i < N_STALE; i++) {
+                nb_tensor *t = nb_list_tensor(&l, i);
+                ck_assert_ptr_nonnull(t->grad);
+                want[i] = malloc(t->numel * es);
+                memcpy(want[i], t->grad, t->numel * es);
+                for (size_t j = 0; j < t->numel; j++)
+                    if (dt == NB_F32) ((float *)t->grad)[j] = NAN;
+                    else ((double *)t->grad)[j] = NAN;
+            }
+            nb_set_detect_anomaly(sc, true);
+            nb_train_step st = {opt, &l, acc, 0, 0.0, stale_loss, &m, NULL, NULL};
+            ck_assert_msg(nb_train_step_run(sc, &st, NULL) == NB_OK, "%s", nb_ctx_error(sc));
+            for (int i = 0; i < N_STALE; i++) {
+                nb_tensor *t = nb_list_tensor(&l, i);
+                ck_assert(!t->grad_stale);
+                ck_assert_msg(!memcmp(t->grad, want[i], t->numel * es), "%s %d micro-batches: "
+                              "%s.grad differs", nb_dtype_name(dt), acc, nb_list_name(&l, i));
+                free(want[i]);
+            }
+        }
+        ck_assert_double_eq(nb_grad_get(m.unused, 0), 0.0);
+        ck_assert_double_eq(nb_grad_get(m.g[2], 0), 0.0);
+        nb_optim_free(opt), nb_list_free(&l);
+        nb_ctx_free(sc), nb_ctx_free(pc);
+    }
+}
+END_TEST
+
 /* The training step clips inside AdamW's update (one pass over the
  * gradients instead of two). Against the same step spelt out (backward,
  * nb_clip_grad_norm, nb_optim_step) on float32 parameters of several norm
@@ -1012,6 +1099,7 @@ Suite *suite_optim(void) {
     tcase_add_test(tc, test_clip_grad_norm_by_hand);
     tcase_add_test(tc, test_clip_grad_value);
     tcase_add_test(tc, test_train_step_fused_clip_same_bits);
+    tcase_add_test(tc, test_train_step_deferred_zero_grad);
     suite_add_tcase(s, tc);
     return s;
 }

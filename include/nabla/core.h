@@ -201,6 +201,9 @@ typedef struct nb_tensor {
     void *data;                 /* numel elements of dtype */
     void *grad;                 /* same dtype and numel, or NULL until a backward reaches it */
     bool requires_grad;         /* a leaf the user marked, or the result of such */
+    bool grad_stale;            /* grad holds old values, to be read as zeros: the training
+                                 * step's zero_grad, deferred (nb_train_step_run); the next
+                                 * gradient written to it stores rather than adds */
     nb_node *node;              /* the op that made it; NULL for leaves */
     nb_ctx *owner;              /* the context whose arena holds it */
     const char *name;           /* optional label for printing and graphs */

@@ -256,6 +256,7 @@ nb_tensor *nb_view_of(nb_ctx *ctx, nb_tensor *src, int ndim, const int64_t *shap
 
 void nb_zero_grad(nb_tensor *t) {
     if (t && t->grad) memset(t->grad, 0, t->numel * nb_dtype_size(t->dtype));
+    if (t) t->grad_stale = false;
 }
 
 static double load(nb_dtype dt, const void *p, size_t i) {

@@ -100,6 +100,7 @@ static bool stash(walk *w, nb_tensor *t) {
         if (!ng) return false;
         w->stash_g = ng, w->cap_stash = cap;
     }
+    if (t->grad_stale) nb_zero_grad(t); /* what it holds, as zeros: the walk must not see it stale */
     w->stash_t[w->n_stash] = t;
     w->stash_g[w->n_stash++] = t->grad;
     t->grad = NULL;

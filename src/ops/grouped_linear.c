@@ -32,6 +32,7 @@ typedef struct gl_job {
     const void *const *w; /* n weights' data */
     void *y, *dx;         /* forward's y, backward's dx (NULL: no gradient) */
     void **dw;            /* n gradients, each NULL when it gets none */
+    const bool *dw_add;   /* n: dw[g] += rather than = (a fresh buffer is stored) */
     bool add;             /* y or dx += rather than = */
 } gl_job;
 
@@ -83,7 +84,7 @@ static void gl_dw_range(void *arg, int64_t lo, int64_t hi) {
         if (r0 >= r1 || !j->dw[g] || m == 0) continue;
         r0 -= g * N, r1 -= g * N;
         gemm(j->dt, AT(j->dw[g], r0 * K), CAT(j->dy, m0 * N + r0), 1, N, CAT(j->x, m0 * K), K, 1,
-             r1 - r0, m, K, true);
+             r1 - r0, m, K, j->dw_add[g]);
     }
 }
 
@@ -206,8 +207,9 @@ static void grouped_linear_backward(nb_ctx *ctx, nb_node *node) {
     const int64_t *start = node->saved;
     gl_job j;
     void **dw = nb_ctx_alloc_raw(ctx, (size_t)n * sizeof *dw);
-    if (!dw || !gl_job_init(ctx, &j, node->in, n, start)) return;
-    j.dy = node->out->grad, j.dw = dw;
+    bool *dw_add = nb_ctx_alloc_raw(ctx, (size_t)n * sizeof *dw_add);
+    if (!dw || !dw_add || !gl_job_init(ctx, &j, node->in, n, start)) return;
+    j.dy = node->out->grad, j.dw = dw, j.dw_add = dw_add;
     bool shared = false;
     for (int g = 0; g < n; g++)
         for (int h = 0; h <= g; h++) shared = shared || node->in[h] == node->in[g + 1];
@@ -220,8 +222,16 @@ static void grouped_linear_backward(nb_ctx *ctx, nb_node *node) {
         memset(j.dx, 0, x->numel * nb_dtype_size(x->dtype));
     if (shared && j.dx && !empty) gl_dx_range(&j, 0, M); /* before dw is asked for */
     if (shared) j.dx = NULL;
-    for (int g = 0; g < n; g++) /* a group of no rows adds nothing */
-        dw[g] = start[g + 1] > start[g] ? nb_grad_buffer(ctx, node->in[g + 1]) : NULL;
+    for (int g = 0; g < n; g++) { /* a group of no rows adds nothing */
+        /* a fresh buffer is stored by the product, unless a shared one
+         * (its products then run in order, each adding) or no product
+         * writes it */
+        bool fresh = false;
+        dw[g] = start[g + 1] == start[g] ? NULL
+                : shared || empty ? nb_grad_buffer(ctx, node->in[g + 1])
+                                  : nb_grad_buffer_fresh(ctx, node->in[g + 1], &fresh);
+        dw_add[g] = !fresh;
+    }
     if (empty) return;
     if (shared) {
         gl_dw_range(&j, 0, n * j.N);

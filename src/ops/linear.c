@@ -199,13 +199,15 @@ LIN_DB(float)
 LIN_DB(double)
 #undef LIN_DB
 
-/* float32 with x, w and b three tensors: dx (=|+=) dy @ w, dw += dy^T @ x
- * and db as one job (equal multiply-adds in the two products, so with two
- * threads each starts on one). */
+/* float32 with x, w and b three tensors: dx (=|+=) dy @ w, dw (=|+=)
+ * dy^T @ x and db as one job (equal multiply-adds in the two products, so
+ * with two threads each starts on one). A fresh buffer is stored, not added
+ * to. */
 static void linear_backward_f32(nb_ctx *ctx, nb_node *n, lin_job *j) {
-    bool fresh = false;
+    bool fresh = false, fresh_w = false;
     j->dx = nb_grad_buffer_fresh(ctx, n->in[0], &fresh);
-    j->dw = nb_grad_buffer(ctx, n->in[1]);
+    j->dw = j->R ? nb_grad_buffer_fresh(ctx, n->in[1], &fresh_w)
+                 : nb_grad_buffer(ctx, n->in[1]); /* no rows: no product writes dw's zeros */
     j->db = n->n_in > 2 ? nb_grad_buffer(ctx, n->in[2]) : NULL;
     nb_gemm_desc d[2];
     int nd = 0;
@@ -214,7 +216,7 @@ static void linear_backward_f32(nb_ctx *ctx, nb_node *n, lin_job *j) {
                                  !fresh};
     if (j->dw)
         d[nd++] = (nb_gemm_desc){j->dw, NULL, j->dy, 1, j->O, j->x, j->K, 1, j->O, j->R, j->K,
-                                 true};
+                                 !fresh_w};
     nb_task db = {linear_backward_b_range_float, j, j->O, (double)j->R};
     nb_gemm_float_par_n(d, nd, j->db ? &db : NULL, j->db ? 1 : 0);
 }

@@ -18,10 +18,47 @@ double nb_lr_at(const nb_lr_schedule *s, int64_t it) {
     return s->min_lr + coeff * (s->learning_rate - s->min_lr);
 }
 
-static void clear_range(nb_tensor *t, size_t lo, size_t hi, void *arg) {
-    (void)arg;
-    size_t es = nb_dtype_size(t->dtype);
-    memset((char *)t->grad + lo * es, 0, (hi - lo) * es);
+/* zero_grad, deferred: each gradient is marked stale rather than cleared,
+ * and the first backward rule to reach it stores its product there rather
+ * than adding it (nb_grad_buffer_fresh; a rule that only adds clears it
+ * first). So a gradient is not written twice and read once before its
+ * first product: for a mixture of experts' weight gradients, megabytes
+ * that come from memory each step. A gradient no rule reached is cleared
+ * after the backward passes, so what the step's caller sees is the same. */
+static void mark_stale(const nb_tensor_list *params) {
+    for (int i = 0; i < params->n; i++) {
+        nb_tensor *t = nb_list_tensor(params, i);
+        if (t && t->grad) t->grad_stale = true;
+    }
+}
+
+static void clear_stale(const nb_tensor_list *params) {
+    for (int i = 0; i < params->n; i++) {
+        nb_tensor *t = nb_list_tensor(params, i);
+        if (t && t->grad_stale) nb_zero_grad(t);
+    }
+}
+
+/* The k micro-batches' forward and backward passes, their losses summed. */
+static nb_status micro_batches(nb_ctx *ctx, const nb_train_step *s, double *sum) {
+    const char *fn = "train_step";
+    for (int k = 0; k < s->accum_steps; k++) {
+        nb_ctx_reset(ctx);
+        nb_tensor *loss = s->loss_fn(ctx, k, s->user);
+        if (!loss || nb_ctx_status(ctx))
+            return nb_ctx_status(ctx) ? nb_ctx_status(ctx)
+                                      : nb_ctx_fail(ctx, NB_ERR_STATE, "%s: loss_fn returned "
+                                                    "NULL for micro-batch %d", fn, k);
+        *sum += nb_item(loss);
+        nb_tensor *scaled = s->accum_steps > 1 ? nb_scale(ctx, loss, 1.0 / s->accum_steps) : loss;
+        /* intermediate gradients are not kept: their buffers are reused */
+        bool recycle = ctx->recycle_grads;
+        ctx->recycle_grads = true;
+        nb_status st = nb_backward(ctx, scaled, NULL);
+        ctx->recycle_grads = recycle;
+        if (st) return st;
+    }
+    return NB_OK;
 }
 
 nb_status nb_train_step_run(nb_ctx *ctx, const nb_train_step *s, nb_step_result *out) {
@@ -37,26 +74,13 @@ nb_status nb_train_step_run(nb_ctx *ctx, const nb_train_step *s, nb_step_result 
     if (!(s->lr >= 0)) return nb_ctx_fail(ctx, NB_ERR_VALUE, "%s: lr %g must be >= 0", fn, s->lr);
     if (!nb_list_valid(s->params))
         return nb_ctx_fail(ctx, NB_ERR_VALUE, "%s: the params list is corrupt", fn);
-    nb_grad_ranges(s->params, clear_range, NULL); /* zero_grad, on every thread */
+    mark_stale(s->params); /* zero_grad */
     double sum = 0;
-    for (int k = 0; k < s->accum_steps; k++) {
-        nb_ctx_reset(ctx);
-        nb_tensor *loss = s->loss_fn(ctx, k, s->user);
-        if (!loss || nb_ctx_status(ctx))
-            return nb_ctx_status(ctx) ? nb_ctx_status(ctx)
-                                      : nb_ctx_fail(ctx, NB_ERR_STATE, "%s: loss_fn returned "
-                                                    "NULL for micro-batch %d", fn, k);
-        sum += nb_item(loss);
-        nb_tensor *scaled = s->accum_steps > 1 ? nb_scale(ctx, loss, 1.0 / s->accum_steps) : loss;
-        /* intermediate gradients are not kept: their buffers are reused */
-        bool recycle = ctx->recycle_grads;
-        ctx->recycle_grads = true;
-        nb_status st = nb_backward(ctx, scaled, NULL);
-        ctx->recycle_grads = recycle;
-        if (st) return st;
-    }
+    nb_status st = micro_batches(ctx, s, &sum);
+    clear_stale(s->params);
+    if (st) return st;
     if (s->grad_sync) {
-        nb_status st = s->grad_sync(s->params, s->sync_user);
+        st = s->grad_sync(s->params, s->sync_user);
         if (st) return nb_ctx_fail(ctx, st, "%s: grad_sync failed (%s)", fn, nb_status_str(st));
     }
     /* clip_grad_norm_: the norm, then g *= coef when clipping, done by the
@@ -68,7 +92,7 @@ nb_status nb_train_step_run(nb_ctx *ctx, const nb_train_step *s, nb_step_result 
     if (coef < 1.0 && !fused) nb_grad_scale(s->params, coef);
     nb_optim_set_lr(s->opt, s->lr); /* lr >= 0 was checked above: cannot fail */
     if (fused) s->opt->grad_scale = coef;
-    nb_status st = nb_optim_step_on(ctx, s->opt); /* its error goes on ctx */
+    st = nb_optim_step_on(ctx, s->opt); /* its error goes on ctx */
     s->opt->grad_scale = 1.0;
     if (st) return st;
     if (out) *out = (nb_step_result){sum / s->accum_steps, norm};

@@ -192,6 +192,10 @@ void *nb_grad_buffer(nb_ctx *ctx, nb_tensor *t) {
 void *nb_grad_buffer_fresh(nb_ctx *ctx, nb_tensor *t, bool *fresh) {
     *fresh = false;
     if (!t || !t->requires_grad) return NULL;
+    if (t->grad && t->grad_stale) { /* zeros not yet written: the caller stores them */
+        t->grad_stale = false;
+        *fresh = true;
+    }
     if (t->grad) return t->grad;
     size_t bytes = t->numel * nb_dtype_size(t->dtype);
     nb_ctx *home = ctx && ctx->grad_local ? ctx : t->owner;
@@ -240,7 +244,7 @@ void nb_site_str(const char *file, int line, char *buf, size_t size) {
 static bool check_anomaly(nb_ctx *ctx, const nb_node *n) {
     for (int i = 0; i < n->n_in; i++) {
         const nb_tensor *t = n->in[i];
-        if (!t->requires_grad || !t->grad || all_finite(t, t->grad)) continue;
+        if (!t->requires_grad || !t->grad || t->grad_stale || all_finite(t, t->grad)) continue;
         char s[64], site[300];
         nb_site_str(n->file, n->line, site, sizeof site);
         nb_ctx_fail(ctx, NB_ERR_VALUE,
