@@ -259,7 +259,7 @@ static void sgd_update(const nb_sgd_opts *so, nb_tensor *param, param_state *ps,
  * then rounded to T, in PyTorch's order. */
 /* One Adam update of elements [lo, hi) of a parameter, on any thread. */
 typedef struct adam_job {
-    const nb_adam_opts *ao;
+    nb_adam_opts ao;
     bool decoupled;
     nb_tensor *param;
     param_state *ps;
@@ -272,7 +272,7 @@ typedef struct adam_job {
 
 static void adam_range(void *arg, int64_t lo, int64_t hi) {
     const adam_job *j = arg;
-    const nb_adam_opts *ao = j->ao;
+    const nb_adam_opts *ao = &j->ao;
     const bool decoupled = j->decoupled;
     const bool l2 = !decoupled && ao->weight_decay != 0;
     nb_tensor *param = j->param;
@@ -323,14 +323,35 @@ static void adam_range(void *arg, int64_t lo, int64_t hi) {
 #undef K
 }
 
-static void adam_update(const nb_adam_opts *ao, bool decoupled, nb_tensor *param,
-                        param_state *ps, double grad_scale) {
+/* One parameter's update, its coefficients from its step count. */
+static adam_job adam_job_of(const nb_adam_opts *ao, bool decoupled, nb_tensor *param,
+                            param_state *ps, double grad_scale) {
     const double t = (double)ps->step;
     const double bias_correction1 = 1.0 - pow(ao->beta1, t);
     const double bias_correction2 = 1.0 - pow(ao->beta2, t);
-    adam_job j = {ao,     decoupled, param, ps, ao->lr / bias_correction1, sqrt(bias_correction2),
-                  grad_scale, nb_vec()};
-    nb_parallel_for((int64_t)param->numel, ADAM_GRAIN, adam_range, &j);
+    return (adam_job){*ao,       decoupled, param, ps, ao->lr / bias_correction1,
+                      sqrt(bias_correction2), grad_scale, nb_vec()};
+}
+
+/* Every parameter's update as one job over all their elements, element e
+ * of the whole being in job k where ends[k - 1] <= e < ends[k]: the threads
+ * meet once a step rather than once a parameter (a mixture of experts has
+ * a hundred weights of some 25k elements each). */
+typedef struct adam_all {
+    const adam_job *jobs;
+    const int64_t *ends;
+    int n;
+} adam_all;
+
+static void adam_all_range(void *arg, int64_t lo, int64_t hi) {
+    const adam_all *a = arg;
+    int k = 0;
+    while (k < a->n && a->ends[k] <= lo) k++;
+    for (; k < a->n && lo < hi; k++) {
+        int64_t start = k ? a->ends[k - 1] : 0, end = a->ends[k] < hi ? a->ends[k] : hi;
+        adam_range((void *)&a->jobs[k], lo - start, end - start);
+        lo = end;
+    }
 }
 
 /* ---- step ----------------------------------------------------------------- */
@@ -349,6 +370,9 @@ nb_status nb_optim_step_on(nb_ctx *err, nb_optim *o) {
             free(idx);
             return NB_ERR_MEMORY;
         }
+    adam_job *jobs = o->kind == OPT_SGD ? NULL : malloc((size_t)o->params.n * sizeof *jobs);
+    int64_t *ends = jobs ? malloc((size_t)o->params.n * sizeof *ends) : NULL;
+    int n_jobs = 0;
     for (int i = 0; i < o->params.n; i++) {
         nb_tensor *p = nb_list_tensor(&o->params, i);
         param_state *ps = &o->st[i];
@@ -370,9 +394,20 @@ nb_status nb_optim_step_on(nb_ctx *err, nb_optim *o) {
             ps->step++;
             nb_adam_opts ao = o->adam;
             if (o->no_decay && o->no_decay[i]) ao.weight_decay = 0.0;
-            adam_update(&ao, o->kind != OPT_ADAM, p, ps, o->grad_scale);
+            adam_job j = adam_job_of(&ao, o->kind != OPT_ADAM, p, ps, o->grad_scale);
+            if (!ends) { /* out of memory for the list: this one now */
+                nb_parallel_for((int64_t)p->numel, ADAM_GRAIN, adam_range, &j);
+                continue;
+            }
+            ends[n_jobs] = (n_jobs ? ends[n_jobs - 1] : 0) + (int64_t)p->numel;
+            jobs[n_jobs++] = j;
         }
     }
+    if (n_jobs) {
+        adam_all a = {jobs, ends, n_jobs};
+        nb_parallel_for(ends[n_jobs - 1], ADAM_GRAIN, adam_all_range, &a);
+    }
+    free(jobs), free(ends);
     if (o->kind == OPT_MUON) {
         int n = 0;
         for (int i = 0; i < o->params.n; i++)
