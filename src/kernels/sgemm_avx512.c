@@ -17,6 +17,14 @@ __attribute__((target("avx512f"))) void nb_sgemm_ukr_avx512(int64_t kc, const fl
                                                              int64_t ldc, bool add) {
 #define DECL(r) __m512 c##r##0 = _mm512_setzero_ps(), c##r##1 = _mm512_setzero_ps();
     ROWS8(DECL)
+    /* c's rows asked for before the products, as the AVX2 kernel does */
+#define PREFETCH(r)                                                        \
+    {                                                                      \
+        _mm_prefetch((const char *)(c + (r) * ldc), _MM_HINT_T0);          \
+        _mm_prefetch((const char *)(c + (r) * ldc + 16), _MM_HINT_T0);     \
+        _mm_prefetch((const char *)(c + (r) * ldc + 31), _MM_HINT_T0);     \
+    }
+    ROWS8(PREFETCH)
     for (int64_t p = 0; p < kc; p++) {
         __m512 b0 = _mm512_loadu_ps(b + p * ldb), b1 = _mm512_loadu_ps(b + p * ldb + 16);
         const float *ap = a + p * acs;
