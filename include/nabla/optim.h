@@ -290,7 +290,10 @@ double nb_lr_at(const nb_lr_schedule *s, int64_t it);
 /* ------------------------------------------------------------------------
  * One training step, shared by every driver (nabla-gpt, the parity tests, an
  * MPI driver):
- *   zero every gradient of params;
+ *   zero every gradient of params (deferred: each is marked grad_stale, and
+ *       the first backward rule to reach it stores rather than adds; one no
+ *       rule reaches is cleared after the last backward, so loss_fn must
+ *       not read the parameters' gradients);
  *   for micro = 0 .. accum_steps-1:
  *       nb_ctx_reset(ctx); loss = loss_fn(ctx, micro, user)  (a 0-dim loss on ctx)
  *       backward of loss * (1 / accum_steps)                 (nanoGPT's loss / k)
