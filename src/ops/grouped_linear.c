@@ -94,6 +94,17 @@ static int64_t gl_grain(int64_t per_item) {
     return g > 0 ? g : 1;
 }
 
+/* The forward's chunks: each piece of a group's rows packs that group's
+ * weight transposed again (nb_gemm_<T> packs b per call), so a thread takes
+ * its share of the rows in two pieces at most, not in pieces halving down
+ * to the grain (a share of four experts' rows then cost some ten packs). A
+ * thread still finishing its share leaves the other half of it to take. */
+static int64_t gl_forward_grain(int64_t M, int64_t per_row) {
+    int64_t parts = 2 * (int64_t)nb_parallel_parts(), g = gl_grain(per_row);
+    int64_t half_share = (M + parts - 1) / parts;
+    return half_share > g ? half_share : g;
+}
+
 /* The checks of grouped_linear(x, n, w, rows) and its output, or NULL;
  * *in gets [x, w[0], ..., w[n-1]] (from ctx's arena) for the record. */
 static nb_tensor *gl_out(nb_ctx *ctx, nb_tensor *x, int n, nb_tensor *const *w,
@@ -189,7 +200,8 @@ nb_tensor *nb_grouped_linear(nb_ctx *ctx, nb_tensor *x, int n, nb_tensor *const 
     if (j.K == 0)
         memset(out->data, 0, out->numel * nb_dtype_size(out->dtype));
     else if (out->numel)
-        nb_parallel_for(x->shape[0], gl_grain(j.K * j.N), gl_forward_range, &j);
+        nb_parallel_for(x->shape[0], gl_forward_grain(x->shape[0], j.K * j.N), gl_forward_range,
+                        &j);
     nb_node *node = nb_record_op(ctx, NB_OP_GROUPED_LINEAR, out, n + 1, in,
                                  grouped_linear_backward);
     if (node) node->saved = (void *)j.start; /* the n + 1 group starts */
