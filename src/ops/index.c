@@ -75,6 +75,13 @@ typedef struct scatter_job {
 
 static void scatter_range(void *arg, int64_t c0, int64_t c1) {
     const scatter_job *j = arg;
+    if (j->dt == NB_F32) { /* the same adds, as SIMD */
+        const nb_vec_kernels *vk = nb_vec();
+        for (size_t p = 0; p < j->P; p++)
+            vk->add((float *)j->dst + (size_t)j->id[p] * j->D + c0,
+                    (const float *)j->src + p * j->D + c0, (size_t)(c1 - c0));
+        return;
+    }
 #define K_(T)                                                                     \
     {                                                                             \
         T *d = j->dst;                                                            \
@@ -111,6 +118,12 @@ static void gather_rows(nb_dtype dt, void *dst, const void *src, const int64_t *
 /* dst (P, D) row p += src (N, D) row id[p]. */
 static void gather_add_rows(nb_dtype dt, void *dst, const void *src, const int64_t *id,
                             size_t P, size_t D) {
+    if (dt == NB_F32) { /* the same adds, as SIMD */
+        const nb_vec_kernels *vk = nb_vec();
+        for (size_t p = 0; p < P; p++)
+            vk->add((float *)dst + p * D, (const float *)src + (size_t)id[p] * D, D);
+        return;
+    }
 #define K_(T)                                                                     \
     {                                                                             \
         T *d = dst;                                                               \
