@@ -21,16 +21,25 @@ typedef struct grad_ranges_job {
     void *arg;
 } grad_ranges_job;
 
-static void grad_ranges_range(void *arg, int64_t lo, int64_t hi) {
-    const grad_ranges_job *j = arg;
+void nb_pieces_range(const int64_t *ends, int n, int64_t lo, int64_t hi, nb_piece_fn fn,
+                     void *arg) {
     int k = 0;
-    while (k < j->n && j->ends[k] <= lo) k++;
-    for (; k < j->n && lo < hi; k++) {
-        int64_t start = k ? j->ends[k - 1] : 0, end = j->ends[k] < hi ? j->ends[k] : hi;
-        j->fn(nb_list_tensor(j->l, j->idx[k]), (size_t)(lo - start), (size_t)(end - start),
-              j->arg);
+    while (k < n && ends[k] <= lo) k++;
+    for (; k < n && lo < hi; k++) {
+        int64_t start = k ? ends[k - 1] : 0, end = ends[k] < hi ? ends[k] : hi;
+        fn(arg, k, lo - start, end - start);
         lo = end;
     }
+}
+
+static void grad_piece(void *arg, int k, int64_t a, int64_t b) {
+    const grad_ranges_job *j = arg;
+    j->fn(nb_list_tensor(j->l, j->idx[k]), (size_t)a, (size_t)b, j->arg);
+}
+
+static void grad_ranges_range(void *arg, int64_t lo, int64_t hi) {
+    const grad_ranges_job *j = arg;
+    nb_pieces_range(j->ends, j->n, lo, hi, grad_piece, arg);
 }
 
 /* The entries are taken a batch of up to BATCH at a time (a stack index). */

@@ -343,15 +343,13 @@ typedef struct adam_all {
     int n;
 } adam_all;
 
+static void adam_piece(void *arg, int k, int64_t a, int64_t b) {
+    adam_range((void *)&((const adam_all *)arg)->jobs[k], a, b);
+}
+
 static void adam_all_range(void *arg, int64_t lo, int64_t hi) {
     const adam_all *a = arg;
-    int k = 0;
-    while (k < a->n && a->ends[k] <= lo) k++;
-    for (; k < a->n && lo < hi; k++) {
-        int64_t start = k ? a->ends[k - 1] : 0, end = a->ends[k] < hi ? a->ends[k] : hi;
-        adam_range((void *)&a->jobs[k], lo - start, end - start);
-        lo = end;
-    }
+    nb_pieces_range(a->ends, a->n, lo, hi, adam_piece, arg);
 }
 
 /* ---- step ----------------------------------------------------------------- */

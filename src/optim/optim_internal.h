@@ -17,6 +17,12 @@ NB_HIDDEN bool nb_optim_matches(const nb_optim *o, const nb_tensor_list *params,
  * each range lies within one tensor. For elementwise work only: which
  * thread takes which range varies. In optim/clip.c, beside clipping. */
 typedef void (*nb_grad_range_fn)(nb_tensor *t, size_t lo, size_t hi, void *arg);
+/* Flat indices [lo, hi) over n pieces laid end to end, piece k ending at
+ * ends[k]: fn(arg, k, a, b) for each piece met, a and b counted from the
+ * piece's start (a parallel range over several tensors' elements). */
+typedef void (*nb_piece_fn)(void *arg, int k, int64_t a, int64_t b);
+NB_HIDDEN void nb_pieces_range(const int64_t *ends, int n, int64_t lo, int64_t hi,
+                               nb_piece_fn fn, void *arg);
 NB_HIDDEN void nb_grad_ranges(const nb_tensor_list *l, nb_grad_range_fn fn, void *arg);
 
 typedef enum opt_kind { OPT_SGD, OPT_ADAM, OPT_ADAMW, OPT_MUON } opt_kind;
