@@ -9,7 +9,8 @@ and the same step without the penalty.
     /usr/bin/python3 tools/bench/bench_torch_gp.py [--hidden H] [--batch B]
 
 One child process per mode (1 thread; 2 threads; 2 threads with
-OMP_WAIT_POLICY=PASSIVE), the thread variables set before importing torch;
+OMP_WAIT_POLICY=PASSIVE; each also with OpenBLAS's best core type for the CPU,
+torch_modes.py), the thread variables set before importing torch;
 each prints
 
     torch hidden=H batch=B mode=M gp_ms_per_step=X plain_ms_per_step=Y
@@ -21,7 +22,8 @@ import os
 import subprocess
 import sys
 
-MODES = {"1": (1, None), "2": (2, None), "2-passive": (2, "PASSIVE")}
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from torch_modes import MODES, env, threads  # noqa: E402
 
 
 def child(mode, hidden, batch, seconds):
@@ -29,7 +31,7 @@ def child(mode, hidden, batch, seconds):
 
     import torch
 
-    torch.set_num_threads(MODES[mode][0])
+    torch.set_num_threads(threads(mode))
     torch.manual_seed(42)
     D = torch.nn.Sequential(torch.nn.Linear(2, hidden), torch.nn.Tanh(),
                             torch.nn.Linear(hidden, hidden), torch.nn.Tanh(),
@@ -80,14 +82,10 @@ def main():
         child(a.child, a.hidden, a.batch, a.seconds)
         return 0
     status = 0
-    for mode, (threads, policy) in MODES.items():
-        env = dict(os.environ, OMP_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=str(threads))
-        env.pop("OMP_WAIT_POLICY", None)
-        if policy:
-            env["OMP_WAIT_POLICY"] = policy
+    for mode in MODES:
         status |= subprocess.run([sys.executable, os.path.abspath(__file__), "--hidden",
                                   str(a.hidden), "--batch", str(a.batch), "--seconds",
-                                  str(a.seconds), "--child", mode], env=env).returncode
+                                  str(a.seconds), "--child", mode], env=env(mode)).returncode
     return status
 
 

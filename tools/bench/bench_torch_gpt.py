@@ -24,7 +24,8 @@ rounds (5), and the figure is the median round's time per step, as nabla-gpt
 bench's. Each thread mode runs in its
 own process, because OMP_NUM_THREADS and OPENBLAS_NUM_THREADS must be set before
 torch is imported (torch.set_num_threads does not reach Debian's OpenBLAS):
-1 thread, 2 threads, and 2 threads with OMP_WAIT_POLICY=PASSIVE. It prints
+1 thread, 2 threads, and 2 threads with OMP_WAIT_POLICY=PASSIVE, each also with
+OpenBLAS's best core type for the CPU (torch_modes.py). It prints
 one line per mode and then
 
     torch_best_ms_per_step=X mode=M peak_rss_mb=R
@@ -42,10 +43,8 @@ import subprocess
 import sys
 import time
 
-MODES = {"1": {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"},
-         "2": {"OMP_NUM_THREADS": "2", "OPENBLAS_NUM_THREADS": "2"},
-         "2-passive": {"OMP_NUM_THREADS": "2", "OPENBLAS_NUM_THREADS": "2",
-                       "OMP_WAIT_POLICY": "PASSIVE"}}
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from torch_modes import MODES, env  # noqa: E402
 
 
 def time_one(a):
@@ -116,10 +115,10 @@ def main():
         print("%.3f %.1f" % (ms, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024))
         return
     best, rss = None, None
-    for name, env in MODES.items():
+    for name in MODES:
         out = subprocess.run([sys.executable, os.path.abspath(__file__), "--mode=" + name] +
                              [arg for arg in sys.argv[1:] if not arg.startswith("--mode")],
-                             env=dict(os.environ, **env), check=True, capture_output=True,
+                             env=env(name), check=True, capture_output=True,
                              text=True).stdout
         ms, mb = (float(v) for v in out.split()[-2:])
         rss = mb if rss is None else min(rss, mb)

@@ -8,7 +8,8 @@ forward, MSE loss against a fixed target, backward, Adam (lr 1e-3).
     /usr/bin/python3 tools/bench/bench_torch_mha.py --config large [--seconds S]
 
 runs one child process per mode (1 thread; 2 threads; 2 threads with
-OMP_WAIT_POLICY=PASSIVE), each setting OMP_NUM_THREADS and
+OMP_WAIT_POLICY=PASSIVE; each also with OpenBLAS's best core type for the
+CPU, torch_modes.py), each setting OMP_NUM_THREADS and
 OPENBLAS_NUM_THREADS before importing torch (torch.set_num_threads does not
 reach Debian's OpenBLAS), and prints one line per mode:
 
@@ -28,11 +29,8 @@ CONFIGS = {  # B, T, D, heads: the same table as tools/bench/nabla-bench-mha.c
     "medium": (16, 128, 256, 8),
     "large": (8, 256, 512, 8),
 }
-MODES = {  # name: (threads, OMP_WAIT_POLICY or None)
-    "1": (1, None),
-    "2": (2, None),
-    "2-passive": (2, "PASSIVE"),
-}
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from torch_modes import MODES, env, threads  # noqa: E402
 ROUNDS = 5
 
 
@@ -58,7 +56,7 @@ def child(config, mode, seconds):
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "ref"))
     from torchref import MultiHeadAttention
 
-    torch.set_num_threads(MODES[mode][0])
+    torch.set_num_threads(threads(mode))
     torch.manual_seed(42)
     B, T, D, H = CONFIGS[config]
     model = MultiHeadAttention(D, D, T, 0.1, H, qkv_bias=False)
@@ -108,13 +106,8 @@ def main():
     for mode in a.modes.split(","):
         if mode not in MODES:
             ap.error(f"unknown mode {mode!r}")
-        threads, policy = MODES[mode]
-        env = dict(os.environ, OMP_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=str(threads))
-        env.pop("OMP_WAIT_POLICY", None)
-        if policy:
-            env["OMP_WAIT_POLICY"] = policy
         r = subprocess.run([sys.executable, os.path.abspath(__file__), "--config", a.config,
-                            "--seconds", str(a.seconds), "--child", mode], env=env)
+                            "--seconds", str(a.seconds), "--child", mode], env=env(mode))
         status |= r.returncode
     return status
 

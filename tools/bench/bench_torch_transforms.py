@@ -14,7 +14,8 @@ shapes nabla-bench-transforms times, to compare with it.
 float32, the median of 5 rounds of at least --seconds (0.25) after warm-up.
 Each thread mode runs in its own process, because OMP_NUM_THREADS and
 OPENBLAS_NUM_THREADS must be set before torch is imported: 1 thread, 2
-threads, 2 threads with OMP_WAIT_POLICY=PASSIVE. It prints one line per row
+threads, 2 threads with OMP_WAIT_POLICY=PASSIVE, each also with OpenBLAS's
+best core type for the CPU (torch_modes.py). It prints one line per row
 and mode, then the best mode of each row:
 
     torch row=NAME mode=M ms=X
@@ -26,10 +27,8 @@ import subprocess
 import sys
 import time
 
-MODES = {"1": {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"},
-         "2": {"OMP_NUM_THREADS": "2", "OPENBLAS_NUM_THREADS": "2"},
-         "2-passive": {"OMP_NUM_THREADS": "2", "OPENBLAS_NUM_THREADS": "2",
-                       "OMP_WAIT_POLICY": "PASSIVE"}}
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from torch_modes import MODES, env  # noqa: E402
 ROWS = ("jvp_gpt", "psg_mha")
 ROUNDS = 5
 
@@ -99,10 +98,10 @@ def main():
         print(" ".join("%s=%.3f" % (k, r[k]) for k in ROWS))
         return
     best = {}
-    for name, env in MODES.items():
+    for name in MODES:
         out = subprocess.run([sys.executable, os.path.abspath(__file__), "--mode=" + name,
                               "--seconds=%g" % a.seconds],
-                             env=dict(os.environ, **env), check=True, capture_output=True,
+                             env=env(name), check=True, capture_output=True,
                              text=True).stdout.split()[-len(ROWS):]
         for field in out:
             row, ms = field.split("=")
