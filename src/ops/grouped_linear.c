@@ -27,6 +27,8 @@ typedef struct gl_job {
     nb_dtype dt;
     int n;
     const int64_t *start; /* group g is rows [start[g], start[g + 1]) */
+    int64_t unit;         /* rows a block (gl_unit) */
+    const int64_t *bstart; /* group g's row blocks are [bstart[g], bstart[g + 1]) */
     int64_t K, N;
     const void *x, *dy;
     const void *const *w; /* n weights' data */
@@ -48,15 +50,45 @@ static void gemm(nb_dtype dt, void *c, const void *a, int64_t ars, int64_t acs, 
 #define AT(p, i) ((char *)(p) + (size_t)(i) * es)
 #define CAT(p, i) ((const char *)(p) + (size_t)(i) * es)
 
-/* Rows [lo, hi) of y (or of dx): each group's part of them as one product. */
+/* The threads split the rows in blocks of one group's rows: `unit` rows
+ * each, the micro-kernel's MR for float, and the group's last block takes
+ * the rest (unit to 2 unit - 1 rows), so that no piece of a group is
+ * shorter than MR rows unless the group is. Split row by row, the pieces of
+ * a few rows cut off at the threads' boundaries ran on the unpacked gemm's
+ * one-row tiles, far below the packed kernel's speed (some fifty such
+ * pieces a step in the qwen3-moe of make bench-gpt). */
+static int64_t gl_unit(nb_dtype dt) {
+    const nb_sgemm_kernel *k = dt == NB_F32 ? nb_sgemm_kernel_best() : NULL;
+    return k ? k->mr : 4;
+}
+
+/* A group of `rows` rows is this many blocks. */
+static int64_t gl_blocks(int64_t rows, int64_t unit) {
+    return rows > unit ? rows / unit : rows > 0;
+}
+
+/* Blocks [b0, b1) of a group of `rows` rows whose blocks are [0, nb): rows
+ * [*r0, *r1) */
+static void gl_block_rows(int64_t b0, int64_t b1, int64_t nb, int64_t rows, int64_t unit,
+                          int64_t *r0, int64_t *r1) {
+    *r0 = b0 * unit;
+    *r1 = b1 == nb ? rows : b1 * unit;
+}
+
+/* Row blocks [lo, hi) of y (or of dx): each group's part of them as one
+ * product. */
 static void gl_rows_range(void *arg, int64_t lo, int64_t hi, bool backward) {
     const gl_job *j = arg;
     const size_t es = nb_dtype_size(j->dt);
     const int64_t K = j->K, N = j->N;
     for (int g = 0; g < j->n; g++) {
-        int64_t a = j->start[g] > lo ? j->start[g] : lo;
-        int64_t b = j->start[g + 1] < hi ? j->start[g + 1] : hi;
-        if (a >= b) continue;
+        int64_t b0 = j->bstart[g] > lo ? j->bstart[g] : lo;
+        int64_t b1 = j->bstart[g + 1] < hi ? j->bstart[g + 1] : hi;
+        if (b0 >= b1) continue;
+        int64_t a, b;
+        gl_block_rows(b0 - j->bstart[g], b1 - j->bstart[g], j->bstart[g + 1] - j->bstart[g],
+                      j->start[g + 1] - j->start[g], j->unit, &a, &b);
+        a += j->start[g], b += j->start[g];
         if (!backward) /* y (b-a, N) = x (b-a, K) @ w^T: w read with strides (1, K) */
             gemm(j->dt, AT(j->y, a * N), CAT(j->x, a * K), K, 1, j->w[g], 1, K, b - a, K, N,
                  j->add);
@@ -72,17 +104,19 @@ static void gl_forward_range(void *arg, int64_t lo, int64_t hi) {
 
 static void gl_dx_range(void *arg, int64_t lo, int64_t hi) { gl_rows_range(arg, lo, hi, true); }
 
-/* Items [lo, hi) of the n N rows of all weight gradients, item g N + r
- * being row r of dw[g] (K) += dy[group g][:, r]^T @ x[group g]. */
+/* Blocks [lo, hi) of the rows of all weight gradients, nb = gl_blocks(N)
+ * blocks a group: block g nb + i is block i of the rows of
+ * dw[g] (N, K) += dy[group g]^T @ x[group g]. */
 static void gl_dw_range(void *arg, int64_t lo, int64_t hi) {
     const gl_job *j = arg;
     const size_t es = nb_dtype_size(j->dt);
-    const int64_t K = j->K, N = j->N;
+    const int64_t K = j->K, N = j->N, nb = gl_blocks(N, j->unit);
     for (int g = 0; g < j->n; g++) {
-        int64_t r0 = g * N > lo ? g * N : lo, r1 = (g + 1) * N < hi ? (g + 1) * N : hi;
+        int64_t b0 = g * nb > lo ? g * nb : lo, b1 = (g + 1) * nb < hi ? (g + 1) * nb : hi;
         int64_t m0 = j->start[g], m = j->start[g + 1] - m0;
-        if (r0 >= r1 || !j->dw[g] || m == 0) continue;
-        r0 -= g * N, r1 -= g * N;
+        if (b0 >= b1 || !j->dw[g] || m == 0) continue;
+        int64_t r0, r1;
+        gl_block_rows(b0 - g * nb, b1 - g * nb, nb, N, j->unit, &r0, &r1);
         gemm(j->dt, AT(j->dw[g], r0 * K), CAT(j->dy, m0 * N + r0), 1, N, CAT(j->x, m0 * K), K, 1,
              r1 - r0, m, K, j->dw_add[g]);
     }
@@ -99,9 +133,9 @@ static int64_t gl_grain(int64_t per_item) {
  * its share of the rows in two pieces at most, not in pieces halving down
  * to the grain (a share of four experts' rows then cost some ten packs). A
  * thread still finishing its share leaves the other half of it to take. */
-static int64_t gl_forward_grain(int64_t M, int64_t per_row) {
-    int64_t parts = 2 * (int64_t)nb_parallel_parts(), g = gl_grain(per_row);
-    int64_t half_share = (M + parts - 1) / parts;
+static int64_t gl_forward_grain(int64_t blocks, int64_t per_block) {
+    int64_t parts = 2 * (int64_t)nb_parallel_parts(), g = gl_grain(per_block);
+    int64_t half_share = (blocks + parts - 1) / parts;
     return half_share > g ? half_share : g;
 }
 
@@ -163,10 +197,16 @@ static nb_tensor *gl_out(nb_ctx *ctx, nb_tensor *x, int n, nb_tensor *const *w,
 static bool gl_job_init(nb_ctx *ctx, gl_job *j, nb_tensor *const *in, int n,
                         const int64_t *start) {
     const void **wd = nb_ctx_alloc_raw(ctx, (size_t)n * sizeof *wd);
-    if (!wd) return false;
-    for (int g = 0; g < n; g++) wd[g] = in[g + 1]->data;
-    *j = (gl_job){.dt = in[0]->dtype, .n = n, .start = start, .K = in[0]->shape[1],
-                  .N = in[1]->shape[0], .x = in[0]->data, .w = wd};
+    int64_t *bstart = nb_ctx_alloc_raw(ctx, (size_t)(n + 1) * sizeof *bstart);
+    if (!wd || !bstart) return false;
+    const int64_t unit = gl_unit(in[0]->dtype);
+    bstart[0] = 0;
+    for (int g = 0; g < n; g++) {
+        wd[g] = in[g + 1]->data;
+        bstart[g + 1] = bstart[g] + gl_blocks(start[g + 1] - start[g], unit);
+    }
+    *j = (gl_job){.dt = in[0]->dtype, .n = n, .start = start, .unit = unit, .bstart = bstart,
+                  .K = in[0]->shape[1], .N = in[1]->shape[0], .x = in[0]->data, .w = wd};
     return true;
 }
 
@@ -200,8 +240,8 @@ nb_tensor *nb_grouped_linear(nb_ctx *ctx, nb_tensor *x, int n, nb_tensor *const 
     if (j.K == 0)
         memset(out->data, 0, out->numel * nb_dtype_size(out->dtype));
     else if (out->numel)
-        nb_parallel_for(x->shape[0], gl_forward_grain(x->shape[0], j.K * j.N), gl_forward_range,
-                        &j);
+        nb_parallel_for(j.bstart[n], gl_forward_grain(j.bstart[n], j.unit * j.K * j.N),
+                        gl_forward_range, &j);
     nb_node *node = nb_record_op(ctx, NB_OP_GROUPED_LINEAR, out, n + 1, in,
                                  grouped_linear_backward);
     if (node) node->saved = (void *)j.start; /* the n + 1 group starts */
@@ -228,11 +268,11 @@ static void grouped_linear_backward(nb_ctx *ctx, nb_node *node) {
     bool fresh = false;
     j.dx = nb_grad_buffer_fresh(ctx, x, &fresh);
     j.add = !fresh;
-    const int64_t M = x->shape[0];
+    const int64_t M = x->shape[0], blocks = j.bstart[n], dw_blocks = n * gl_blocks(j.N, j.unit);
     const bool empty = j.K == 0 || j.N == 0; /* no products: nothing to add */
     if (j.N == 0 && j.dx && fresh) /* dx is zeros, stored as a fresh buffer must be */
         memset(j.dx, 0, x->numel * nb_dtype_size(x->dtype));
-    if (shared && j.dx && !empty) gl_dx_range(&j, 0, M); /* before dw is asked for */
+    if (shared && j.dx && !empty) gl_dx_range(&j, 0, blocks); /* before dw is asked for */
     if (shared) j.dx = NULL;
     for (int g = 0; g < n; g++) { /* a group of no rows adds nothing */
         /* a fresh buffer is stored by the product, unless a shared one
@@ -246,13 +286,14 @@ static void grouped_linear_backward(nb_ctx *ctx, nb_node *node) {
     }
     if (empty) return;
     if (shared) {
-        gl_dw_range(&j, 0, n * j.N);
+        gl_dw_range(&j, 0, dw_blocks);
         return;
     }
     nb_task t[2];
     int nt = 0;
-    if (j.dx) t[nt++] = (nb_task){gl_dx_range, &j, M, (double)(j.N * j.K)};
-    t[nt++] = (nb_task){gl_dw_range, &j, n * j.N, (double)(M / n + 1) * (double)j.K};
+    const double u = (double)j.unit;
+    if (j.dx) t[nt++] = (nb_task){gl_dx_range, &j, blocks, u * (double)(j.N * j.K)};
+    t[nt++] = (nb_task){gl_dw_range, &j, dw_blocks, u * (double)(M / n + 1) * (double)j.K};
     nb_parallel_tasks(t, nt, (double)((int64_t)1 << 19));
 }
 
