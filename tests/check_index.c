@@ -223,6 +223,45 @@ START_TEST(test_index_add_same_bits_any_threads) {
 }
 END_TEST
 
+/* The row gathers on 1 and 2 threads (rows split between the threads):
+ * index_select's rows x[idx[p]], and index_add's gradient for src,
+ * dout[idx[p]] added to what src's gradient held. */
+START_TEST(test_index_gathers_any_threads) {
+    const int64_t P = 3000, N = 7, D = 300;
+    nb_ctx *ctx = nb_ctx_new(0);
+    nb_pcg32 rng;
+    nb_pcg32_seed(&rng, 6, 1);
+    nb_tensor *x = nb_normal(ctx, NB_F32, NB_SHAPE(N, D), 0, 1, &rng);
+    nb_tensor *dout = nb_normal(ctx, NB_F32, NB_SHAPE(N, D), 0, 1, &rng);
+    nb_tensor *idx = nb_empty(ctx, NB_I64, NB_SHAPE(P));
+    int64_t *id = idx->data;
+    for (int64_t p = 0; p < P; p++) id[p] = (p * 3 + p / 5) % N;
+    const float *xs = x->data, *ds = dout->data;
+    for (int th = 1; th <= 2; th++) {
+        nb_set_num_threads(th);
+        nb_tensor *y = nb_index_select(ctx, x, idx);
+        for (int64_t p = 0; p < P; p++)
+            ck_assert_msg(memcmp((float *)y->data + p * D, xs + id[p] * D,
+                                 (size_t)D * sizeof(float)) == 0,
+                          "index_select row %lld at %d threads", (long long)p, th);
+        nb_tensor *src = nb_requires_grad(nb_normal(ctx, NB_F32, NB_SHAPE(P, D), 0, 1, &rng));
+        nb_tensor *base = nb_zeros(ctx, NB_F32, NB_SHAPE(N, D));
+        /* twice: the second backward adds to the gradient the first stored */
+        for (int rep = 1; rep <= 2; rep++) {
+            ck_assert_int_eq(nb_backward(ctx, nb_index_add(ctx, base, idx, src), dout), NB_OK);
+            const float *g = src->grad;
+            for (int64_t p = 0; p < P; p++)
+                for (int64_t c = 0; c < D; c++)
+                    ck_assert_msg(g[p * D + c] == (float)rep * ds[id[p] * D + c],
+                                  "index_add's dsrc[%lld][%lld] at %d threads, backward %d",
+                                  (long long)p, (long long)c, th, rep);
+        }
+    }
+    nb_set_num_threads(1);
+    nb_ctx_free(ctx);
+}
+END_TEST
+
 /* ---- a top-2 mixture-of-experts layer ------------------------------------------------
  * x (6, 4), router (4, 4), 4 experts of hidden 3 with biases: inputs x,
  * router, then w1, b1, w2, b2 of each expert. */
@@ -337,6 +376,7 @@ Suite *suite_index(void) {
     tcase_add_test(tc, test_index_select_values_and_grad);
     tcase_add_test(tc, test_index_add_values_and_grad);
     tcase_add_test(tc, test_index_add_same_bits_any_threads);
+    tcase_add_test(tc, test_index_gathers_any_threads);
     suite_add_tcase(s, tc);
     TCase *tm = tcase_create("moe");
     tcase_set_timeout(tm, 60);

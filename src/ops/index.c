@@ -107,35 +107,67 @@ static void scatter_add_rows(nb_dtype dt, void *dst, const void *src, const int6
         nb_parallel_for((int64_t)D, SCATTER_GRAIN, scatter_range, &j);
 }
 
+/* ---- the row gathers: dst (P, D) row p = (or +=) src (N, D) row id[p] ----
+ * Threads take ranges of dst's rows (each row is one thread's), 64 KB of
+ * rows at least (a mixture of experts gathers some 800 KB of token rows a
+ * layer, and its backward as much). */
+typedef struct gather_job {
+    void *dst;
+    const void *src;
+    const int64_t *id;
+    size_t D;
+    nb_dtype dt;
+    bool add;
+} gather_job;
+
+static void gather_range(void *arg, int64_t p0, int64_t p1) {
+    const gather_job *j = arg;
+    const size_t row = j->D * nb_dtype_size(j->dt);
+    if (!j->add) {
+        for (int64_t p = p0; p < p1; p++)
+            memcpy((char *)j->dst + (size_t)p * row, (const char *)j->src + (size_t)j->id[p] * row,
+                   row);
+        return;
+    }
+    if (j->dt == NB_F32) { /* the same adds, as SIMD */
+        const nb_vec_kernels *vk = nb_vec();
+        for (int64_t p = p0; p < p1; p++)
+            vk->add((float *)j->dst + (size_t)p * j->D,
+                    (const float *)j->src + (size_t)j->id[p] * j->D, j->D);
+        return;
+    }
+#define K_(T)                                                                     \
+    {                                                                             \
+        T *d = j->dst;                                                            \
+        const T *s = j->src;                                                      \
+        for (int64_t p = p0; p < p1; p++) {                                       \
+            const T *sr = s + (size_t)j->id[p] * j->D;                            \
+            T *dr = d + (size_t)p * j->D;                                         \
+            for (size_t c = 0; c < j->D; c++) dr[c] += sr[c];                     \
+        }                                                                         \
+    }
+    NB_DISPATCH(j->dt, K_);
+#undef K_
+}
+
+static void gather(nb_dtype dt, void *dst, const void *src, const int64_t *id, size_t P,
+                   size_t D, bool add) {
+    const size_t row = D * nb_dtype_size(dt);
+    if (!row || !P) return; /* rows of 0 elements: nothing to copy */
+    gather_job j = {dst, src, id, D, dt, add};
+    nb_parallel_for((int64_t)P, (int64_t)((1u << 16) / row + 1), gather_range, &j);
+}
+
 /* dst (P, D) row p = src (N, D) row id[p]. */
 static void gather_rows(nb_dtype dt, void *dst, const void *src, const int64_t *id, size_t P,
                         size_t D) {
-    size_t row = D * nb_dtype_size(dt);
-    for (size_t p = 0; row && p < P; p++) /* rows of 0 elements: nothing to copy */
-        memcpy((char *)dst + p * row, (const char *)src + (size_t)id[p] * row, row);
+    gather(dt, dst, src, id, P, D, false);
 }
 
 /* dst (P, D) row p += src (N, D) row id[p]. */
 static void gather_add_rows(nb_dtype dt, void *dst, const void *src, const int64_t *id,
                             size_t P, size_t D) {
-    if (dt == NB_F32) { /* the same adds, as SIMD */
-        const nb_vec_kernels *vk = nb_vec();
-        for (size_t p = 0; p < P; p++)
-            vk->add((float *)dst + p * D, (const float *)src + (size_t)id[p] * D, D);
-        return;
-    }
-#define K_(T)                                                                     \
-    {                                                                             \
-        T *d = dst;                                                               \
-        const T *s = src;                                                         \
-        for (size_t p = 0; p < P; p++) {                                          \
-            const T *sr = s + (size_t)id[p] * D;                                  \
-            T *dr = d + p * D;                                                    \
-            for (size_t c = 0; c < D; c++) dr[c] += sr[c];                        \
-        }                                                                         \
-    }
-    NB_DISPATCH(dt, K_);
-#undef K_
+    gather(dt, dst, src, id, P, D, true);
 }
 
 /* Elements in a row of t (N, ...): numel / N, and the product of the
