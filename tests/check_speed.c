@@ -7,6 +7,7 @@
 #include "check_nabla.h"
 
 #include "kernels/kernels_internal.h"
+#include "nn/gpt_internal.h"
 
 /* ---- a training step on 1 and 2 threads -------------------------------------------- */
 
@@ -618,6 +619,69 @@ END_TEST
 
 /* ---- nb_pcg32_advance ------------------------------------------------------------ */
 
+/* The models' few-row linear (sampling: grad off, at most 8 rows) is, for
+ * every output, eight partial sums along k in order, combined as
+ * ((0+4)+(1+5))+((2+6)+(3+7)), then the tail, then the bias, bit for bit,
+ * whether the kernel takes the output in a group of four or alone and on
+ * any thread count. */
+#define REF_DOT(T)                                                                \
+    static T ref_dot_##T(const T *x, const T *w, const T *b, int64_t in) {        \
+        T a[8] = {0, 0, 0, 0, 0, 0, 0, 0};                                        \
+        int64_t k = 0;                                                            \
+        for (; k + 8 <= in; k += 8)                                               \
+            for (int l = 0; l < 8; l++) a[l] += x[k + l] * w[k + l];              \
+        T s = ((a[0] + a[4]) + (a[1] + a[5])) + ((a[2] + a[6]) + (a[3] + a[7]));  \
+        for (; k < in; k++) s += x[k] * w[k];                                     \
+        return b ? s + *b : s;                                                    \
+    }
+REF_DOT(float)
+REF_DOT(double)
+
+START_TEST(test_few_row_linear_is_the_dot_chain) {
+    static const int64_t shapes[][3] = {{1, 37, 11}, {3, 768, 13}, {8, 8, 4}, {2, 5, 3}};
+    for (int th = 1; th <= 2; th++) {
+        nb_set_num_threads(th);
+        for (int dt = 0; dt < 2; dt++)
+            for (size_t c = 0; c < sizeof shapes / sizeof shapes[0]; c++)
+                for (int bias = 0; bias < 2; bias++) {
+                    const int64_t R = shapes[c][0], K = shapes[c][1], O = shapes[c][2];
+                    const nb_dtype t = dt ? NB_F64 : NB_F32;
+                    nb_ctx *ctx = nb_ctx_new(0);
+                    nb_set_grad_enabled(ctx, false);
+                    nb_pcg32 rng;
+                    nb_pcg32_seed(&rng, 71, (uint64_t)c);
+                    nb_tensor *x = nb_normal(ctx, t, NB_SHAPE(R, K), 0, 1, &rng);
+                    nb_tensor *w = nb_normal(ctx, t, NB_SHAPE(O, K), 0, 1, &rng);
+                    nb_tensor *b = bias ? nb_normal(ctx, t, NB_SHAPE(O), 0, 1, &rng) : NULL;
+                    nb_tensor *y = nb_gpt_linear(ctx, x, w, b);
+                    ck_assert_msg(y != NULL, "%s", nb_ctx_error(ctx));
+                    for (int64_t r = 0; r < R; r++)
+                        for (int64_t o = 0; o < O; o++) {
+                            bool same;
+                            if (dt) {
+                                const double *xd = x->data, *wd = w->data;
+                                double want = ref_dot_double(xd + r * K, wd + o * K,
+                                                             b ? (double *)b->data + o : NULL, K);
+                                same = ((double *)y->data)[r * O + o] == want;
+                            } else {
+                                const float *xf = x->data, *wf = w->data;
+                                float want = ref_dot_float(xf + r * K, wf + o * K,
+                                                           b ? (float *)b->data + o : NULL, K);
+                                same = ((float *)y->data)[r * O + o] == want;
+                            }
+                            ck_assert_msg(same, "%s (%lld, %lld) x (%lld, %lld)%s: y[%lld][%lld] "
+                                          "at %d threads", dt ? "f64" : "f32", (long long)R,
+                                          (long long)K, (long long)O, (long long)K,
+                                          bias ? " + b" : "", (long long)r, (long long)o, th);
+                        }
+                    nb_ctx_free(ctx);
+                }
+    }
+    nb_set_num_threads(1);
+}
+END_TEST
+
+
 START_TEST(test_pcg32_advance_matches_draws) {
     static const uint64_t deltas[] = {0, 1, 2, 3, 255, 256, 1000, 65537};
     for (size_t i = 0; i < sizeof deltas / sizeof deltas[0]; i++) {
@@ -647,6 +711,7 @@ Suite *suite_speed(void) {
     tcase_add_test(tc, test_narrow_gemm_is_the_fma_chain);
     tcase_add_test(tc, test_gemm_par_n_beyond_one_job);
     tcase_add_test(tc, test_pcg32_advance_matches_draws);
+    tcase_add_test(tc, test_few_row_linear_is_the_dot_chain);
     suite_add_tcase(s, tc);
     return s;
 }

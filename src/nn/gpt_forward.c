@@ -82,26 +82,55 @@ typedef struct dot_job {
     int64_t rows, in, out;
 } dot_job;
 
-/* Outputs [o0, o1) of every row: eight partial sums along k, then the tail.
- * Each output is computed the same way whatever the split, so the threads
- * do not change any bit. */
+/* Outputs [o0, o1) of every row: eight partial sums along k, then the
+ * tail. Four outputs at a time, their rows of w read side by side while
+ * the next four rows are asked for: one row at a time, the loads waited on
+ * memory, and GPT-2 124M's sampling read its 495 MB of weights a token at 7
+ * GB/s on the Intel Xeon of 2026-12-02, whose plain read stream gives 13;
+ * four at a time with the prefetch, 10. Each output is computed the same
+ * way whatever the grouping and the split, so neither changes a bit. */
+#define DOT_SUM(a) (((a)[0] + (a)[4]) + ((a)[1] + (a)[5])) + (((a)[2] + (a)[6]) + ((a)[3] + (a)[7]))
 #define DOT_ROWS(T)                                                                 \
     {                                                                               \
         const T *xp = j->x->data, *wp = j->w->data, *bp = j->b ? j->b->data : NULL; \
         T *yp = j->y->data;                                                         \
-        const int64_t in = j->in;                                                   \
-        for (int64_t r = 0; r < j->rows; r++)                                       \
-            for (int64_t o = o0; o < o1; o++) {                                     \
-                const T *xr = xp + r * in, *wr = wp + o * in;                       \
+        const int64_t in = j->in, line = 64 / (int64_t)sizeof(T);                   \
+        for (int64_t r = 0; r < j->rows; r++) {                                     \
+            const T *xr = xp + r * in;                                              \
+            T *yr = yp + r * j->out;                                                \
+            int64_t o = o0;                                                         \
+            for (; o + 4 <= o1; o += 4) {                                           \
+                const T *w0 = wp + o * in, *w1 = w0 + in, *w2 = w1 + in, *w3 = w2 + in; \
+                T a0[8] = {0}, a1[8] = {0}, a2[8] = {0}, a3[8] = {0};               \
+                int64_t k = 0;                                                      \
+                for (; k + 8 <= in; k += 8) {                                       \
+                    if (k % line == 0)                                              \
+                        for (int q = 4; q < 8; q++) __builtin_prefetch(w0 + q * in + k); \
+                    for (int l = 0; l < 8; l++) {                                   \
+                        T xv = xr[k + l];                                           \
+                        a0[l] += xv * w0[k + l], a1[l] += xv * w1[k + l];           \
+                        a2[l] += xv * w2[k + l], a3[l] += xv * w3[k + l];           \
+                    }                                                               \
+                }                                                                   \
+                T s0 = DOT_SUM(a0), s1 = DOT_SUM(a1), s2 = DOT_SUM(a2), s3 = DOT_SUM(a3); \
+                for (; k < in; k++) {                                               \
+                    T xv = xr[k];                                                   \
+                    s0 += xv * w0[k], s1 += xv * w1[k], s2 += xv * w2[k], s3 += xv * w3[k]; \
+                }                                                                   \
+                yr[o] = bp ? s0 + bp[o] : s0, yr[o + 1] = bp ? s1 + bp[o + 1] : s1;  \
+                yr[o + 2] = bp ? s2 + bp[o + 2] : s2, yr[o + 3] = bp ? s3 + bp[o + 3] : s3; \
+            }                                                                       \
+            for (; o < o1; o++) {                                                   \
+                const T *wr = wp + o * in;                                          \
                 T acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};                                \
                 int64_t k = 0;                                                      \
                 for (; k + 8 <= in; k += 8)                                         \
                     for (int l = 0; l < 8; l++) acc[l] += xr[k + l] * wr[k + l];    \
-                T sum = ((acc[0] + acc[4]) + (acc[1] + acc[5])) +                   \
-                        ((acc[2] + acc[6]) + (acc[3] + acc[7]));                    \
+                T sum = DOT_SUM(acc);                                               \
                 for (; k < in; k++) sum += xr[k] * wr[k];                           \
-                yp[r * j->out + o] = bp ? sum + bp[o] : sum;                        \
+                yr[o] = bp ? sum + bp[o] : sum;                                     \
             }                                                                       \
+        }                                                                           \
     }
 
 static void dot_range(void *arg, int64_t o0, int64_t o1) {
@@ -109,6 +138,7 @@ static void dot_range(void *arg, int64_t o0, int64_t o1) {
     NB_DISPATCH(j->x->dtype, DOT_ROWS);
 }
 #undef DOT_ROWS
+#undef DOT_SUM
 
 NB_HIDDEN nb_tensor *nb_gpt_linear(nb_ctx *ctx, nb_tensor *x, nb_tensor *w, nb_tensor *b) {
     if (!nb_ctx_ok(ctx) || !x || !w || nb_is_grad_enabled(ctx) || x->dtype != w->dtype ||
