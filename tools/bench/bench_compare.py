@@ -2,10 +2,11 @@
 """nabla against PyTorch on MultiHeadAttention training steps (make bench-compare).
 
 For each config, interleaved: build/bin/nabla-bench-mha (1 and 2 threads,
-one process per config) then tools/bench/bench_torch_mha.py (its three thread modes,
-each also with OpenBLAS's best core type; one process each). Prints every line they print, then per config the ratio
-nabla/PyTorch of nabla's better thread count to PyTorch's best mode, and
-the peak-RSS ratio at the largest config.
+one process per config) then tools/bench/bench_torch_mha.py (its three thread
+modes, each also with OpenBLAS's best core type; one process each). Prints
+every line they print, then per config the ratio nabla/PyTorch of nabla's
+better thread count to PyTorch's best mode, and the peak-RSS ratio at the
+largest config.
 
     /usr/bin/python3 tools/bench/bench_compare.py [--build build] [--configs a,b] [--seconds S]
 """
@@ -23,6 +24,8 @@ from torch_modes import MODES, THREADS  # noqa: E402
 def thread_mode(mode):
     """The thread mode ("1", "2", "2-passive") of a mode with or without a core type."""
     return next(k for k, v in THREADS.items() if v == MODES[mode][:2])
+
+
 CONFIGS = ["seed", "small", "medium", "large"]
 TARGETS = {"seed": 0.02, "small": 0.25, "medium": 0.5, "large": 0.6}
 RSS_TARGET = 0.25
