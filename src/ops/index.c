@@ -150,24 +150,13 @@ static void gather_range(void *arg, int64_t p0, int64_t p1) {
 #undef K_
 }
 
+/* dst (P, D) row p = src (N, D) row id[p], or += when add. */
 static void gather(nb_dtype dt, void *dst, const void *src, const int64_t *id, size_t P,
                    size_t D, bool add) {
     const size_t row = D * nb_dtype_size(dt);
     if (!row || !P) return; /* rows of 0 elements: nothing to copy */
     gather_job j = {dst, src, id, D, dt, add};
     nb_parallel_for((int64_t)P, (int64_t)((1u << 16) / row + 1), gather_range, &j);
-}
-
-/* dst (P, D) row p = src (N, D) row id[p]. */
-static void gather_rows(nb_dtype dt, void *dst, const void *src, const int64_t *id, size_t P,
-                        size_t D) {
-    gather(dt, dst, src, id, P, D, false);
-}
-
-/* dst (P, D) row p += src (N, D) row id[p]. */
-static void gather_add_rows(nb_dtype dt, void *dst, const void *src, const int64_t *id,
-                            size_t P, size_t D) {
-    gather(dt, dst, src, id, P, D, true);
 }
 
 /* Elements in a row of t (N, ...): numel / N, and the product of the
@@ -336,7 +325,7 @@ nb_tensor *nb_index_select(nb_ctx *ctx, nb_tensor *x, const nb_tensor *idx) {
     nb_tensor *out = nb_empty(ctx, x->dtype, x->ndim, shape);
     if (!out) return NULL;
     size_t M = idx->numel, D = row_len(x);
-    gather_rows(x->dtype, out->data, x->data, idx->data, M, D);
+    gather(x->dtype, out->data, x->data, idx->data, M, D, false);
     nb_node *n = nb_record_op(ctx, NB_OP_INDEX_SELECT, out, 1, &x, index_select_backward);
     if (n) {
         n->saved = save_ids(ctx, idx->data, M);
@@ -420,7 +409,7 @@ static void index_add_backward(nb_ctx *ctx, nb_node *n) {
 #undef K_
     }
     void *gs = nb_grad_buffer(ctx, src);
-    if (gs) gather_add_rows(src->dtype, gs, out->grad, n->saved, (size_t)n->i[2], D);
+    if (gs) gather(src->dtype, gs, out->grad, n->saved, (size_t)n->i[2], D, true);
 }
 
 /* index_add: dbase = dout, dsrc = index_select(dout, idx) */
