@@ -823,6 +823,18 @@ DRV(nb_optim_set_lr) {
     nb_optim_step(o);
     nb_optim_free(o);
 }
+DRV(nb_optim_set_lr_scale) {
+    nb_optim *o = nb_sgd_new(k->ctx, &k->params, nb_sgd_defaults(0.1));
+    nb_optim_set_lr_scale(o, INT(k, 1, 0), F(k, 2, 0.5));
+    nb_optim_step(o);
+    nb_optim_free(o);
+}
+DRV(nb_optim_lr_scale_of) {
+    nb_optim *o = nb_sgd_new(k->ctx, &k->params, nb_sgd_defaults(0.1));
+    double v = nb_optim_lr_scale_of(o, INT(k, 1, 0));
+    ck_assert(v == 1 || isnan(v));
+    nb_optim_free(o);
+}
 DRV(nb_optim_state) {
     nb_optim *o = nb_adamw_new(k->ctx, &k->params, nb_adamw_defaults(0.1));
     nb_tensor_list out = {0};
@@ -1146,6 +1158,8 @@ static const krow kinds[] = {
     {"nb_optim_zero_grad", "ptr", NULL},
     {"nb_optim_set_lr", "ptr float", d_nb_optim_set_lr},
     {"nb_optim_get_lr", "ptr", NULL},
+    {"nb_optim_set_lr_scale", "ptr int float", d_nb_optim_set_lr_scale},
+    {"nb_optim_lr_scale_of", "ptr int", d_nb_optim_lr_scale_of},
     {"nb_optim_step_count", "ptr", NULL},
     {"nb_optim_state", "ctx ptr list", d_nb_optim_state},
     {"nb_optim_load_state", "ptr list", d_nb_optim_load_state},

@@ -253,6 +253,12 @@ START_TEST(test_optimizers) {
     expect_fail(p, nb_optim_get_lr(o) == 0.1, NB_ERR_VALUE, "set_lr");
     nb_optim_set_lr(NULL, 1);
     ck_assert(isnan(nb_optim_get_lr(NULL)));
+    /* a parameter's own rate: index and scale checked, NULL refused */
+    ck_assert_int_eq(nb_optim_set_lr_scale(NULL, 0, 1), NB_ERR_NULL);
+    expect_fail(p, nb_optim_set_lr_scale(o, 1000, 1) != NB_OK, NB_ERR_VALUE, "set_lr_scale");
+    expect_fail(p, nb_optim_set_lr_scale(o, 0, NAN) != NB_OK, NB_ERR_VALUE, "invalid scale");
+    ck_assert_double_eq(nb_optim_lr_scale_of(o, 0), 1);
+    ck_assert(isnan(nb_optim_lr_scale_of(NULL, 0)) && isnan(nb_optim_lr_scale_of(o, -1)));
     ck_assert_int_eq(nb_optim_step(NULL), NB_ERR_NULL);
     ((float *)w->grad)[0] = NAN;
     ck_assert_int_eq(nb_optim_step(o), NB_OK); /* NaN propagates, as in PyTorch */

@@ -414,6 +414,79 @@ START_TEST(test_state_and_checkpoint_resume_bit_identical) {
 }
 END_TEST
 
+/* nb_optim_set_lr_scale is PyTorch's parameter groups with their own lr:
+ * the trio with scales 0.5 (w, Muon), 1 (u, Muon) and 3 (b, AdamW) takes
+ * the same steps, bit for bit, as one optimizer a parameter at the scaled
+ * rates (the schedule's set_lr moving them all); a scale of 0 holds a
+ * parameter; bad indices and scales are refused, named. */
+START_TEST(test_lr_scale_is_a_param_group) {
+    trio t;
+    trio_new(&t, NB_F64);
+    const double scale[3] = {0.5, 1, 3}, per = 0.02 / 3e-3; /* Muon's lr / AdamW's */
+    for (int i = 0; i < 3; i++) ck_assert_double_eq(nb_optim_lr_scale_of(t.o, i), 1);
+    ck_assert_int_eq(nb_optim_set_lr_scale(t.o, 0, scale[0]), NB_OK);
+    ck_assert_int_eq(nb_optim_set_lr_scale(t.o, 2, scale[2]), NB_OK);
+    ck_assert_double_eq(nb_optim_lr_scale_of(t.o, 2), 3);
+    ck_assert_double_eq(nb_optim_lr_scale_of(t.o, 1), 1);
+    /* the reference: one optimizer a parameter, each made with its rate */
+    trio r;
+    trio_new(&r, NB_F64);
+    nb_optim_free(r.o);
+    r.o = NULL;
+    nb_optim *one[3];
+    for (int i = 0; i < 3; i++) {
+        nb_tensor_list li = {0};
+        nb_list_add(&li, nb_list_name(&r.l, i), nb_list_tensor(&r.l, i));
+        nb_muon_opts mo = nb_muon_defaults();
+        mo.weight_decay = 0.1;
+        nb_adam_opts ao = nb_adamw_defaults(3e-3);
+        ao.eps = 1e-10;
+        one[i] = i < 2 ? nb_muon_new(r.c, &li, mo) : nb_adamw_new(r.c, &li, ao);
+        ck_assert_ptr_nonnull(one[i]);
+        nb_list_free(&li);
+    }
+    nb_pcg32 ga, gb;
+    nb_pcg32_seed(&ga, 7, 1);
+    nb_pcg32_seed(&gb, 7, 1);
+    const double lrs[4] = {3e-3, 2e-3, 1e-3, 5e-4};
+    for (int s = 0; s < 4; s++) {
+        trio_step(&t, &ga, lrs[s]);
+        for (int i = 0; i < 3; i++) { /* trio_step's draws, in its order */
+            nb_tensor *p = nb_list_tensor(&r.l, i);
+            nb_zero_grad(p);
+            for (size_t k = 0; k < p->numel; k++) ((double *)p->grad)[k] = nb_pcg32_normal(&gb);
+        }
+        for (int i = 0; i < 3; i++) {
+            nb_optim_set_lr(one[i], i < 2 ? lrs[s] * per * scale[i] : lrs[s] * scale[i]);
+            ck_assert_int_eq(nb_optim_step(one[i]), NB_OK);
+        }
+        same_params(&t, &r);
+    }
+    /* scale 0: b stays where it is */
+    double before[4];
+    memcpy(before, t.b->data, sizeof before);
+    ck_assert_int_eq(nb_optim_set_lr_scale(t.o, 2, 0), NB_OK);
+    trio_step(&t, &ga, 1e-3);
+    ck_assert_int_eq(memcmp(before, t.b->data, sizeof before), 0);
+    /* refused, named, nothing changed */
+    ck_assert_int_eq(nb_optim_set_lr_scale(t.o, 3, 1), NB_ERR_VALUE);
+    ck_assert_str_eq(nb_ctx_error(t.c), "muon: set_lr_scale: parameter 3, expected 0 to 2");
+    nb_ctx_clear_error(t.c);
+    const double bad[3] = {-1, NAN, INFINITY};
+    for (int k = 0; k < 3; k++) {
+        ck_assert_int_eq(nb_optim_set_lr_scale(t.o, 0, bad[k]), NB_ERR_VALUE);
+        ck_assert_ptr_nonnull(strstr(nb_ctx_error(t.c), "muon: set_lr_scale: w: invalid scale"));
+        nb_ctx_clear_error(t.c);
+    }
+    ck_assert_double_eq(nb_optim_lr_scale_of(t.o, 0), 0.5);
+    ck_assert(isnan(nb_optim_lr_scale_of(t.o, 3)) && isnan(nb_optim_lr_scale_of(NULL, 0)));
+    ck_assert_int_eq(nb_optim_set_lr_scale(NULL, 0, 1), NB_ERR_NULL);
+    for (int i = 0; i < 3; i++) nb_optim_free(one[i]);
+    trio_free(&r);
+    trio_free(&t);
+}
+END_TEST
+
 Suite *suite_muon(void) {
     Suite *s = suite_create("muon");
     TCase *tc = tcase_create("core");
@@ -423,6 +496,7 @@ Suite *suite_muon(void) {
     tcase_add_test(tc, test_bad_options_named);
     tcase_add_test(tc, test_defaults_and_set_lr);
     tcase_add_loop_test(tc, test_state_and_checkpoint_resume_bit_identical, 0, 2);
+    tcase_add_test(tc, test_lr_scale_is_a_param_group);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -192,6 +192,19 @@ void nb_optim_zero_grad(nb_optim *o);
 void nb_optim_set_lr(nb_optim *o, double lr);
 double nb_optim_get_lr(const nb_optim *o);
 
+/* PyTorch's parameter groups with their own lr: parameter i (of the list
+ * the optimizer was made with) steps at scale * the lr of its update (for
+ * nb_muon_adamw_new, its group's: Muon's or AdamW's), so a schedule setting
+ * nb_optim_set_lr moves every rate together. Weight decay follows the
+ * scaled lr, as in a PyTorch group. Every scale is 1 until set; a scale is
+ * configuration, not state: checkpoints do not hold it, and a resumed run
+ * sets it again. NB_ERR_VALUE (recorded on the optimizer's context) for i
+ * out of range or a scale that is negative, NaN or infinite.
+ * nb_optim_lr_scale_of gives parameter i's scale (NaN for NULL or i out of
+ * range). */
+nb_status nb_optim_set_lr_scale(nb_optim *o, int i, double scale);
+double nb_optim_lr_scale_of(const nb_optim *o, int i);
+
 /* Number of nb_optim_step calls so far (restored by nb_optim_load_state);
  * 0 for NULL. */
 int64_t nb_optim_step_count(const nb_optim *o);

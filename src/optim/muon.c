@@ -403,7 +403,9 @@ static void muon_one(nb_optim *o, int i, char *work, bool serial) {
     const bool tr = rows > cols;
     const int64_t m = tr ? cols : rows, n = tr ? rows : cols;
     char *x = work, *bx = x + (size_t)(m * n) * es, *s = bx + (size_t)(m * n) * es;
-    muon_job j = {&o->muon, p, ps->momentum_buffer, x, rows, cols, tr,
+    nb_muon_opts mo = o->muon; /* with this parameter's lr */
+    mo.lr *= nb_optim_lr_scale(o, i);
+    muon_job j = {&mo, p, ps->momentum_buffer, x, rows, cols, tr,
                   sqrt(rows > cols ? (double)rows / (double)cols : 1.0)};
     if (serial) momentum_range(&j, 0, (int64_t)p->numel);
     else nb_parallel_for((int64_t)p->numel, MUON_GRAIN, momentum_range, &j);

@@ -387,11 +387,14 @@ nb_status nb_optim_step_on(nb_ctx *err, nb_optim *o) {
         }
         ps->live = nb_optim_keeps_state(o, i);
         if (o->kind == OPT_SGD) {
-            sgd_update(&o->sgd, p, ps, first);
+            nb_sgd_opts so = o->sgd;
+            so.lr *= nb_optim_lr_scale(o, i);
+            sgd_update(&so, p, ps, first);
         } else {
             ps->step++;
             nb_adam_opts ao = o->adam;
             if (o->no_decay && o->no_decay[i]) ao.weight_decay = 0.0;
+            ao.lr *= nb_optim_lr_scale(o, i);
             adam_job j = adam_job_of(&ao, o->kind != OPT_ADAM, p, ps, o->grad_scale);
             if (!ends) { /* out of memory for the list: this one now */
                 nb_parallel_for((int64_t)p->numel, ADAM_GRAIN, adam_range, &j);
@@ -449,6 +452,30 @@ void nb_optim_set_lr(nb_optim *o, double lr) {
         o->adam.lr = lr;
         if (o->kind == OPT_MUON) o->muon.lr = lr * o->muon_per_lr;
     }
+}
+
+nb_status nb_optim_set_lr_scale(nb_optim *o, int i, double scale) {
+    if (!o) return NB_ERR_NULL;
+    if (i < 0 || i >= o->params.n)
+        return nb_ctx_fail(o->err_ctx, NB_ERR_VALUE, "%s: set_lr_scale: parameter %d, expected 0 "
+                           "to %d", nb_optim_kname(o), i, o->params.n - 1);
+    if (!(scale >= 0) || isinf(scale))
+        return nb_ctx_fail(o->err_ctx, NB_ERR_VALUE, "%s: set_lr_scale: %s: invalid scale %g, "
+                           "expected a finite number >= 0", nb_optim_kname(o),
+                           nb_list_name(&o->params, i) ? nb_list_name(&o->params, i) : "?", scale);
+    if (!o->lr_scale) {
+        o->lr_scale = nb_ctx_alloc(o->ctx, (size_t)o->params.n * sizeof *o->lr_scale);
+        if (!o->lr_scale)
+            return nb_ctx_fail(o->err_ctx, NB_ERR_MEMORY, "%s: set_lr_scale: out of memory",
+                               nb_optim_kname(o));
+        for (int k = 0; k < o->params.n; k++) o->lr_scale[k] = 1.0;
+    }
+    o->lr_scale[i] = scale;
+    return NB_OK;
+}
+
+double nb_optim_lr_scale_of(const nb_optim *o, int i) {
+    return o && i >= 0 && i < o->params.n ? nb_optim_lr_scale(o, i) : NAN;
 }
 
 double nb_optim_get_lr(const nb_optim *o) {

@@ -54,6 +54,8 @@ struct nb_optim {
     param_state *st;       /* params.n records */
     int64_t steps;         /* nb_optim_step calls */
     bool *no_decay;        /* params.n flags (nb_adamw_new_groups) or NULL: weight_decay 0 */
+    double *lr_scale;      /* params.n multipliers of the lr (nb_optim_set_lr_scale), or
+                              NULL: all 1 */
     nb_ctx *ctx;           /* owns all of the above */
     double grad_scale;     /* set by the training step for one step: its gradient clip,
                               applied by the Adam update as it reads each gradient
@@ -64,6 +66,11 @@ struct nb_optim {
 };
 
 NB_HIDDEN extern const char *const nb_optim_kind_names[];
+
+/* Parameter i's multiplier of the lr (1 unless nb_optim_set_lr_scale). */
+static inline double nb_optim_lr_scale(const nb_optim *o, int i) {
+    return o->lr_scale ? o->lr_scale[i] : 1.0;
+}
 static inline const char *nb_optim_kname(const nb_optim *o) { return nb_optim_kind_names[o->kind]; }
 
 /* nb_optim_step and nb_optim_load_state with their errors recorded on
