@@ -146,6 +146,69 @@ START_TEST(test_eval_interval_0) {
 }
 END_TEST
 
+/* One tensor of dir/model.safetensors as doubles (n of them). */
+static void model_tensor(const gpt_run *r, const char *dir, const char *name, double *out,
+                         size_t n) {
+    char p[256];
+    snprintf(p, sizeof p, "%s/%s/model.safetensors", r->dir, dir);
+    nb_ctx *c = nb_ctx_new(0);
+    nb_tensor_list sd = {0};
+    ck_assert_int_eq(nb_load_safetensors(c, p, &sd), NB_OK);
+    const nb_tensor *t = nb_list_get(&sd, name);
+    ck_assert_msg(t && t->numel == n && t->dtype == NB_F32, "%s: no f32 %s of %zu", p, name, n);
+    for (size_t i = 0; i < n; i++) out[i] = ((const float *)t->data)[i];
+    nb_list_free(&sd);
+    nb_ctx_free(c);
+}
+
+/* --embedding_lr, --head_lr, --scalar_lr: AdamW's first step moves each
+ * element by lr * g / (|g| + eps), so one step from the same init at the
+ * same batch moves the token embedding by embedding_lr (0 where a row had
+ * no gradient), the head by head_lr and the gains by scalar_lr, and Muon's
+ * matrices as without them. The reference run has them all at 1e-9. */
+#define ONE_STEP "train --dataset=shakespeare_char --arch=qwen3 --n_layer=1 --n_head=2 " \
+                 "--n_embd=16 --block_size=16 --batch_size=4 --max_iters=1 --warmup_iters=0 " \
+                 "--weight_decay=0 --grad_clip=0 --eval_iters=1 --eval_interval=0 " \
+                 "--optimizer=muon --learning_rate=1e-3 "
+START_TEST(test_own_rates) {
+    gpt_run r;
+    gpt_run_init(&r);
+    copy_char_dataset(&r);
+    gpt_exec(&r, ONE_STEP "--embedding_lr=1e-9 --head_lr=1e-9 --scalar_lr=1e-9 --out_dir=a");
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    gpt_exec(&r, ONE_STEP "--embedding_lr=0.05 --head_lr=0.02 --scalar_lr=0.004 --out_dir=b");
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    static const struct { const char *name; size_t n; double lr; } K[] = {
+        {"tok_emb.weight", 353 * 16, 0.05}, {"out_head.weight", 353 * 16, 0.02},
+        {"trf_blocks.0.norm1.scale", 16, 0.004}, {"trf_blocks.0.att.q_norm.scale", 8, 0.004},
+        {"final_norm.scale", 16, 0.004}, {"trf_blocks.0.att.W_query.weight", 16 * 16, 0}};
+    static double a[353 * 16], b[353 * 16];
+    for (size_t k = 0; k < sizeof K / sizeof *K; k++) {
+        model_tensor(&r, "a", K[k].name, a, K[k].n);
+        model_tensor(&r, "b", K[k].name, b, K[k].n);
+        size_t moved = 0, wrong = 0;
+        for (size_t i = 0; i < K[k].n; i++) {
+            double d = fabs(b[i] - a[i]);
+            if (d == 0) continue;
+            moved++;
+            if (fabs(d - K[k].lr) > 1e-3 * K[k].lr + 1e-6) wrong++;
+        }
+        ck_assert_msg(wrong == 0, "%s: %zu of %zu elements moved by other than %g", K[k].name,
+                      wrong, K[k].n, K[k].lr);
+        if (K[k].lr > 0) ck_assert_msg(moved > 0, "%s did not move", K[k].name);
+        else ck_assert_msg(moved == 0, "%s: %zu elements differ", K[k].name, moved);
+    }
+    /* a resume keeps them; bad values are refused, named */
+    gpt_exec(&r, "train --init_from=resume --out_dir=b --max_iters=2 --head_lr=0.5");
+    ck_assert_int_eq(r.status, 2);
+    ck_assert_ptr_nonnull(strstr(r.err, "--head_lr=0.5 contradicts the checkpoint"));
+    gpt_refused(&r, ONE_STEP "--embedding_lr=-1 --out_dir=c", "--embedding_lr");
+    gpt_refused(&r, ONE_STEP "--scalar_lr=0.01 --learning_rate=0 --optimizer=adamw --out_dir=c",
+                "--scalar_lr with --learning_rate=0: expected a learning_rate > 0");
+    gpt_run_done(&r);
+}
+END_TEST
+
 /* Each speedrun config as `make speedrun` runs it, cut to 20 steps of 4
  * sequences (and 2 evaluation batches) on the fixture data, a few seconds:
  * it parses, builds its model, trains, evaluates over the whole val split
@@ -181,6 +244,7 @@ Suite *suite_speedrun(void) {
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_eval_full);
     tcase_add_test(tc, test_eval_interval_0);
+    tcase_add_test(tc, test_own_rates);
     tcase_add_loop_test(tc, test_speedrun_configs, 0, 2);
     suite_add_tcase(s, tc);
     return s;

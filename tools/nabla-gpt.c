@@ -378,7 +378,7 @@ static int cmd_bench(const gpt_flags *given) {
     /* PyTorch's AdamW defaults in nanoGPT's groups, or Muon on the blocks'
      * matrices with them on the rest (--optimizer) */
     gpt_optim_opts oo = {f->optimizer, 1e-3, 0.9, 0.999, 0.01, f->muon_lr, f->muon_momentum,
-                         false, (int)f->muon_ns_steps};
+                         false, (int)f->muon_ns_steps, 0, 0, 0};
     nb_optim *opt = nb_ctx_error(pctx) ? NULL : gpt_optim_new(pctx, &gpt, &oo);
     nb_train_step s = {.opt = opt, .params = &gpt.params, .accum_steps = 1, .grad_clip = 1.0,
                        .lr = 1e-3, .loss_fn = bench_loss, .user = &b};

@@ -99,6 +99,13 @@ static const flag_def FLAGS[] = {
     {"muon_momentum", F_DOUBLE, AT(muon_momentum), "0.95", T | B, 0, "Muon's momentum, in [0, 1)"},
     {"muon_ns_steps", F_LONG, AT(muon_ns_steps), "5", T | B, 1,
      "Muon's Newton-Schulz iterations a step (muon.py's ns_steps), 1 to 1000"},
+    {"embedding_lr", F_DOUBLE, AT(embedding_lr), "0", T, 0,
+     "AdamW's peak rate for the token and position embeddings (0: learning_rate; the "
+     "schedule scales it with learning_rate's)"},
+    {"head_lr", F_DOUBLE, AT(head_lr), "0", T, 0,
+     "AdamW's peak rate for an untied output head (0: learning_rate)"},
+    {"scalar_lr", F_DOUBLE, AT(scalar_lr), "0", T, 0,
+     "AdamW's peak rate for the 1-D parameters, gains and biases (0: learning_rate)"},
     {"beta1", F_DOUBLE, AT(beta1), "0.9", T, 0, "AdamW beta1"},
     {"beta2", F_DOUBLE, AT(beta2), "0.99", T, 0, "AdamW beta2"},
     {"grad_clip", F_DOUBLE, AT(grad_clip), "1.0", T, 0, "clip the global gradient norm (0: off)"},
@@ -156,6 +163,9 @@ static const flag_def FLAGS[] = {
     {"eval_full", F_BOOL, AT(eval_full), "False", T, 0,
      "the final evaluation also gives the loss over the whole val split, in non-overlapping "
      "windows of block_size"},
+    {"eval_train", F_BOOL, AT(eval_train), "True", T, 0,
+     "an evaluation also gives the train split's loss (nanoGPT's estimate_loss does); False: "
+     "the val split's alone, in about half the time"},
     {"anomaly", F_BOOL, AT(anomaly), "False", T, 0,
      "anomaly mode: a non-finite value names the op and source line that made it (slower)"},
     {"device", F_STR, AT(device), "cpu", T | S | B, 0, "cpu (the only device)"},
@@ -372,6 +382,11 @@ static int check_choices(const gpt_flags *f, const char *prog, gpt_cmd cmd) {
             return gpt_fail(prog, "--muon_ns_steps: %ld, expected 1 to 1000", f->muon_ns_steps);
     }
     if (cmd != GPT_TRAIN) return 0;
+    const char *own = f->embedding_lr ? "embedding_lr" : f->head_lr ? "head_lr"
+                      : f->scalar_lr ? "scalar_lr" : NULL;
+    if (own && !(f->learning_rate > 0))
+        return gpt_fail(prog, "--%s with --learning_rate=%g: expected a learning_rate > 0 (the "
+                        "schedule scales the %s in proportion to it)", own, f->learning_rate, own);
     if (!strcmp(f->optimizer, "muon") && !(f->learning_rate > 0))
         return gpt_fail(prog, "--learning_rate: %g with --optimizer=muon, expected > 0 (Muon's "
                         "rate follows the schedule in proportion to it)", f->learning_rate);

@@ -15,11 +15,51 @@ bool gpt_optim_muon_param(const char *name, const nb_tensor *t) {
             starts_with(name, "model.layers."));
 }
 
+static bool ends_with(const char *s, const char *suffix) {
+    size_t n = s ? strlen(s) : 0, k = strlen(suffix);
+    return n >= k && !strcmp(s + n - k, suffix);
+}
+
+gpt_lr_kind gpt_optim_lr_kind(const char *name, const nb_tensor *t) {
+    static const char *const emb[] = {"tok_emb.weight", "pos_emb.weight", "wte.weight",
+                                      "wpe.weight", "embed_tokens.weight"};
+    for (size_t i = 0; i < sizeof emb / sizeof *emb; i++)
+        if (ends_with(name, emb[i])) return GPT_LR_EMBEDDING;
+    if (ends_with(name, "out_head.weight") || ends_with(name, "lm_head.weight")) return GPT_LR_HEAD;
+    return t && t->ndim == 1 ? GPT_LR_SCALAR : GPT_LR_BASE;
+}
+
+/* The embeddings', head's and 1-D parameters' own rates, as multiples of
+ * learning_rate (which the schedule moves). */
+static nb_optim *set_rates(nb_optim *opt, const nb_tensor_list *params,
+                           const gpt_optim_opts *o) {
+    const double rate[4] = {0, o->embedding_lr, o->head_lr, o->scalar_lr};
+    for (int i = 0; opt && i < params->n; i++) {
+        const nb_tensor *t = nb_list_tensor(params, i);
+        const char *name = nb_list_name(params, i);
+        gpt_lr_kind k = gpt_optim_lr_kind(name, t);
+        if (k == GPT_LR_BASE || rate[k] == 0 ||
+            (!strcmp(o->optimizer, "muon") && gpt_optim_muon_param(name, t)))
+            continue;
+        if (nb_optim_set_lr_scale(opt, i, rate[k] / o->learning_rate)) {
+            nb_optim_free(opt);
+            return NULL;
+        }
+    }
+    return opt;
+}
+
 nb_optim *gpt_optim_new(nb_ctx *pctx, const nb_gpt *gpt, const gpt_optim_opts *o) {
     const nb_tensor_list *params = &gpt->params;
     nb_adam_opts ao = nb_adamw_defaults(o->learning_rate);
     ao.beta1 = o->beta1, ao.beta2 = o->beta2, ao.weight_decay = o->weight_decay;
-    if (strcmp(o->optimizer, "muon")) return nb_adamw_new_groups(pctx, params, ao, o->weight_decay_1d);
+    if ((o->embedding_lr || o->head_lr || o->scalar_lr) && !(o->learning_rate > 0)) {
+        nb_ctx_fail(pctx, NB_ERR_VALUE, "embedding_lr, head_lr and scalar_lr scale with "
+                    "learning_rate, which is %g: expected > 0", o->learning_rate);
+        return NULL;
+    }
+    if (strcmp(o->optimizer, "muon"))
+        return set_rates(nb_adamw_new_groups(pctx, params, ao, o->weight_decay_1d), params, o);
     ao.eps = 1e-10;
     nb_muon_opts mo = nb_muon_defaults();
     mo.lr = o->muon_lr, mo.momentum = o->muon_momentum, mo.weight_decay = o->weight_decay;
@@ -33,5 +73,5 @@ nb_optim *gpt_optim_new(nb_ctx *pctx, const nb_gpt *gpt, const gpt_optim_opts *o
         use[i] = gpt_optim_muon_param(nb_list_name(params, i), nb_list_tensor(params, i));
     nb_optim *opt = nb_muon_adamw_new(pctx, params, use, mo, ao);
     free(use);
-    return opt;
+    return set_rates(opt, params, o);
 }

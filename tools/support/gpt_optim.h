@@ -11,7 +11,17 @@ typedef struct gpt_optim_opts {
     double learning_rate, beta1, beta2, weight_decay, muon_lr, muon_momentum;
     bool weight_decay_1d;  /* adamw only: decay the 1-D parameters too */
     int muon_ns_steps;     /* muon only: Newton-Schulz iterations a step */
+    /* AdamW's peak rates for three kinds of parameter, each scaling with
+     * the schedule (nb_optim_set_lr_scale by rate / learning_rate); 0 means
+     * learning_rate */
+    double embedding_lr, head_lr, scalar_lr;
 } gpt_optim_opts;
+
+/* Which of those rates a parameter takes: the token and position
+ * embeddings (a tied head is the token embedding), an untied output head,
+ * the 1-D parameters (gains and biases), or none (the matrices). */
+typedef enum { GPT_LR_BASE, GPT_LR_EMBEDDING, GPT_LR_HEAD, GPT_LR_SCALAR } gpt_lr_kind;
+gpt_lr_kind gpt_optim_lr_kind(const char *name, const nb_tensor *t);
 
 /* Does Muon update this parameter under --optimizer=muon? The 2-D weights
  * inside the blocks ("trf_blocks." (the course's GPTModel, Llama 3, Qwen3),
@@ -25,8 +35,10 @@ bool gpt_optim_muon_param(const char *name, const nb_tensor *t);
  * muon: nb_muon_adamw_new with Muon {muon_lr, muon_momentum, nesterov,
  * muon_ns_steps, weight_decay} on the block matrices and AdamW {learning_rate,
  * beta1, beta2, eps 1e-10, weight_decay} on the rest (every parameter
- * decayed, as muon.py's MuonWithAuxAdam example). NULL with the reason on
- * pctx. */
+ * decayed, as muon.py's MuonWithAuxAdam example). Either way the
+ * embeddings, the head and the 1-D parameters then step at embedding_lr,
+ * head_lr and scalar_lr when given (the speedrun's separate rates; Muon's
+ * matrices are never among them). NULL with the reason on pctx. */
 nb_optim *gpt_optim_new(nb_ctx *pctx, const nb_gpt *gpt, const gpt_optim_opts *o);
 
 #endif

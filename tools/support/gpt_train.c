@@ -222,7 +222,7 @@ static int load_dataset(run *r) {
         printf("%s: %s has no meta.pkl: GPT-2 token ids, vocab_size 50304 (as nanoGPT)\n",
                r->prog, r->ds.dir);
     }
-    st = draw_eval_batches(r, 0);
+    st = r->f->eval_train ? draw_eval_batches(r, 0) : 0;
     return st ? st : draw_eval_batches(r, 1);
 }
 
@@ -255,7 +255,7 @@ static int load_text(run *r) {
                         "parts need at least block_size + 1 = %lld characters each (the "
                         "text needs %lld); use a longer text or a smaller --block_size",
                         r->f->data, (long long)n, (long long)need, (long long)(10 * need));
-    int st = draw_eval_batches(r, 0);
+    int st = r->f->eval_train ? draw_eval_batches(r, 0) : 0;
     return st ? st : draw_eval_batches(r, 1);
 }
 
@@ -512,7 +512,8 @@ static int diagnostics_eval(run *r, double tl, double vl);
 /* An evaluation (nanoGPT's: print, log, and a checkpoint when the val loss
  * improved or always_save_checkpoint; none at iteration 0). */
 static int evaluate(run *r, bool final) {
-    double tl = eval_split(r, 0), vl = eval_split(r, 1);
+    /* --eval_train=False: the val split alone (tl NaN: null in the log) */
+    double tl = r->f->eval_train ? eval_split(r, 0) : NAN, vl = eval_split(r, 1);
     char a[32], b[32], why[PATH_LEN + 80];
     if (nb_ctx_error(r->sctx)) {
         gpt_fail(r->prog, "evaluation at step %lld: %s", (long long)r->iter, nb_ctx_error(r->sctx));
@@ -525,7 +526,10 @@ static int evaluate(run *r, bool final) {
         return EXIT_INTERNAL;
     }
     if (r->hooks.rank == 0) {
-        printf("step %lld: train loss %.4f, val loss %.4f\n", (long long)r->iter, tl, vl);
+        if (r->f->eval_train)
+            printf("step %lld: train loss %.4f, val loss %.4f\n", (long long)r->iter, tl, vl);
+        else
+            printf("step %lld: val loss %.4f\n", (long long)r->iter, vl);
         if (windows)
             printf("step %lld: val loss over the whole split %.4f (%lld windows of %lld tokens)\n",
                    (long long)r->iter, fl, (long long)windows, (long long)r->T);
@@ -537,9 +541,10 @@ static int evaluate(run *r, bool final) {
             return EXIT_INTERNAL;
         if (diagnostics_eval(r, tl, vl)) return GPT_EXIT_USAGE;
     }
-    if (!isfinite(tl) || !isfinite(vl)) {
+    bool bad_train = r->f->eval_train && !isfinite(tl);
+    if (bad_train || !isfinite(vl)) {
         gpt_fail(r->prog, "step %lld: the %s loss is %g, not finite: training stopped; %s",
-                 (long long)r->iter, isfinite(tl) ? "val" : "train", isfinite(tl) ? vl : tl,
+                 (long long)r->iter, bad_train ? "train" : "val", bad_train ? tl : vl,
                  last_good(r, why, sizeof why));
         return EXIT_INTERNAL;
     }
@@ -876,7 +881,8 @@ static const char *const RESUME_FLAGS[] = {
     "n_kv_head", "head_dim", "hidden_dim", "rope_theta", "norm_eps", "qk_norm", "tie_head",
     "n_expert", "n_expert_per_tok", "moe_hidden_dim", "window", "hf_names",
     "data", "dataset", "batches", "init", "vocab_size", "batch_size",
-    "gradient_accumulation_steps", "optimizer", "muon_lr", "muon_momentum", "muon_ns_steps", "learning_rate",
+    "gradient_accumulation_steps", "optimizer", "muon_lr", "muon_momentum", "muon_ns_steps",
+    "learning_rate", "embedding_lr", "head_lr", "scalar_lr",
     "weight_decay", "weight_decay_1d", "beta1",
     "beta2", "grad_clip", "decay_lr", "warmup_iters", "min_lr", "seed", "eval_interval",
     "eval_iters", "always_save_checkpoint", NULL, "max_iters", "lr_decay_iters", NULL};
@@ -1130,7 +1136,7 @@ static int setup(run *r) {
         gpt_flags_note_schedule(f, r->prog, r->max_iters);
     gpt_optim_opts oo = {f->optimizer, f->learning_rate, f->beta1, f->beta2, f->weight_decay,
                          f->muon_lr, f->muon_momentum, f->weight_decay_1d,
-                         (int)f->muon_ns_steps};
+                         (int)f->muon_ns_steps, f->embedding_lr, f->head_lr, f->scalar_lr};
     r->opt = gpt_optim_new(r->pctx, &r->gpt, &oo);
     if (!r->opt) return gpt_fail(r->prog, "--optimizer=%s: %s", f->optimizer, nb_ctx_error(r->pctx));
     r->sched = (nb_lr_schedule){f->learning_rate, f->decay_lr, f->warmup_iters,
