@@ -121,7 +121,8 @@ START_TEST(test_eval_full) {
 }
 END_TEST
 
-/* --eval_interval=0: one evaluation, after the last step, and its save */
+/* --eval_interval=0: one evaluation, after the last step, and its save;
+ * --eval_train=False: that evaluation without the train split */
 START_TEST(test_eval_interval_0) {
     gpt_run r;
     gpt_run_init(&r);
@@ -138,6 +139,19 @@ START_TEST(test_eval_interval_0) {
     cJSON *j = last_log_line(&r, "z");
     ck_assert_int_eq((int)json_num(j, "iter"), 6);
     ck_assert(json_num(j, "val_loss") > 1);
+    cJSON_Delete(j);
+    /* --eval_train=False: the same val loss, no train split (null in the log) */
+    double val = json_num(j = last_log_line(&r, "z"), "val_loss");
+    cJSON_Delete(j);
+    gpt_exec(&r, "train " SMALL " --batch_size=4 --eval_interval=0 --eval_train=False --out_dir=v");
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    ck_assert_ptr_null(strstr(r.out, "train loss"));
+    char line[80];
+    snprintf(line, sizeof line, "step 6: val loss %.4f\n", val);
+    ck_assert_msg(strstr(r.out, line), "'%s' lacks '%s'", r.out, line);
+    j = last_log_line(&r, "v");
+    ck_assert_double_eq(json_num(j, "val_loss"), val);
+    ck_assert(cJSON_IsNull(cJSON_GetObjectItem(j, "train_loss")));
     cJSON_Delete(j);
     gpt_exec(&r, "train " SMALL " --eval_interval=-1 --out_dir=y");
     ck_assert_int_eq(r.status, 2);
