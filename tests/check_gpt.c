@@ -659,6 +659,13 @@ START_TEST(test_lr_schedule_formula) {
     ck_assert_double_eq(nb_lr_at(&s, 100), 6e-5);            /* cos(pi) = -1 */
     ck_assert_double_eq(nb_lr_at(&s, 101), 6e-5);
     ck_assert_double_eq(nb_lr_at(&s, 5000), 6e-5);
+    /* on the clock: the warmup counts iterations, the cosine takes the fraction given */
+    ck_assert_double_eq(nb_lr_at_fraction(&s, 9, 0.7), 6e-4 * 10 / 11);
+    for (int it = 10; it <= 100; it += 9) /* the same bits as counted */
+        ck_assert_double_eq(nb_lr_at_fraction(&s, 5000, (it - 10) / 90.0), nb_lr_at(&s, it));
+    ck_assert_double_eq(nb_lr_at_fraction(&s, 10, 1), 6e-5);
+    ck_assert_double_eq(nb_lr_at_fraction(&s, 10, 1.5), 6e-5);
+    ck_assert_double_eq(nb_lr_at_fraction(&s, 10, -0.5), 6e-4);
     s.decay_lr = false;
     ck_assert_double_eq(nb_lr_at(&s, 0), 6e-4);
     ck_assert_double_eq(nb_lr_at(&s, 5000), 6e-4);

@@ -279,6 +279,10 @@ START_TEST(test_matrix_train_pieces) {
     nb_lr_schedule sch = {1e-3, true, 0, 0, 1e-4};
     ck_assert_double_eq(nb_lr_at(&sch, 0), 1e-4); /* lr_decay_iters == warmup_iters */
     ck_assert(isnan(nb_lr_at(&sch, -5)));
+    ck_assert(isnan(nb_lr_at_fraction(NULL, 3, 0.5)) && isnan(nb_lr_at_fraction(&sch, -1, 0.5)));
+    ck_assert(isnan(nb_lr_at_fraction(&sch, 3, NAN)));
+    ck_assert_double_eq(nb_lr_at_fraction(&sch, 3, INFINITY), 1e-4);
+    ck_assert_double_eq(nb_lr_at_fraction(&sch, 3, -INFINITY), 1e-3);
     /* the step: NULLs, bad counts, bad lr */
     nb_train_step st = {opt, &l, 1, 0, 1e-3, zero_loss, w, NULL, NULL};
     ck_assert_int_eq(nb_train_step_run(NULL, &st, NULL), NB_ERR_NULL);

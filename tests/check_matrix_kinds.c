@@ -858,6 +858,16 @@ DRV(nb_lr_at) {
     const int64_t its[] = {0, 5, 10, 50, 100, INT64_MAX - 1, INT64_MAX};
     for (int i = 0; i < N_OF(its); i++) nb_lr_at(&s, SZ(k, 1, its[i]));
 }
+/* Arguments 3-7 as nb_lr_at's 2-5 (warmup, decay end, lr, min_lr). */
+DRV(nb_lr_at_fraction) {
+    nb_lr_schedule s = {F(k, 6, 1e-3), true, SZ(k, 3, 10), SZ(k, 4, 100), F(k, 7, 1e-4)};
+    const int64_t its[] = {0, 5, 10, 50, INT64_MAX};
+    for (int i = 0; i < N_OF(its); i++) {
+        double lr = nb_lr_at_fraction(&s, SZ(k, 1, its[i]), F(k, 2, 0.5));
+        ck_assert(isnan(lr) || lr <= fmax(s.learning_rate, s.min_lr) || isnan(s.learning_rate) ||
+                  isnan(s.min_lr) || isinf(s.learning_rate) || isinf(s.min_lr));
+    }
+}
 DRV(nb_pcg32_seed) {
     nb_pcg32 r;
     nb_pcg32_seed(&r, U64(k, 1, 1), U64(k, 2, 1));
@@ -1174,6 +1184,7 @@ static const krow kinds[] = {
     {"nb_muon_adamw_new", "ctx list ptr ptr ptr | float float int float", d_nb_muon_adamw_new},
     {"nb_optim_muon_options", "ptr ptr", NULL},
     {"nb_lr_at", "ptr size | size size float float", d_nb_lr_at},
+    {"nb_lr_at_fraction", "ptr size float | size size float float", d_nb_lr_at_fraction},
     {"nb_train_step_run", "ctx ptr ptr", NULL},
     {"nb_pcg32_seed", "rng seed seed", d_nb_pcg32_seed},
     {"nb_pcg32_next", "rng", NULL},

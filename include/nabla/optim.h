@@ -300,6 +300,13 @@ typedef struct nb_lr_schedule {
  * for NULL or it < 0 (nb_optim_set_lr then refuses it). */
 double nb_lr_at(const nb_lr_schedule *s, int64_t it);
 
+/* The same schedule with the decay's progress given rather than counted:
+ * warmup by iterations as above, then the cosine at r = frac (frac <= 0:
+ * learning_rate; frac >= 1: min_lr); lr_decay_iters is not used. For a run
+ * on the clock, frac = the time since the warmup over the time the decay
+ * has (nabla-gpt's --max_time). NaN for NULL, it < 0 or a NaN frac. */
+double nb_lr_at_fraction(const nb_lr_schedule *s, int64_t it, double frac);
+
 /* ------------------------------------------------------------------------
  * One training step, shared by every driver (nabla-gpt, the parity tests, an
  * MPI driver):

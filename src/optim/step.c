@@ -3,6 +3,12 @@
  * optional gradient-sync hook, clipping, lr, optimizer step. */
 #include "optim/optim_internal.h"
 
+/* The cosine from learning_rate (r = 0) to min_lr (r = 1). */
+static double cosine(const nb_lr_schedule *s, double r) {
+    double coeff = 0.5 * (1.0 + cos(3.14159265358979323846 * r));
+    return s->min_lr + coeff * (s->learning_rate - s->min_lr);
+}
+
 double nb_lr_at(const nb_lr_schedule *s, int64_t it) {
     if (!s || it < 0) return NAN;
     if (!s->decay_lr) return s->learning_rate;
@@ -13,9 +19,15 @@ double nb_lr_at(const nb_lr_schedule *s, int64_t it) {
     if (it < s->warmup_iters) return s->learning_rate * ((double)it + 1) / (w + 1);
     if (it > s->lr_decay_iters) return s->min_lr;
     if (s->lr_decay_iters == s->warmup_iters) return s->min_lr;
-    double r = ((double)it - w) / ((double)s->lr_decay_iters - w);
-    double coeff = 0.5 * (1.0 + cos(3.14159265358979323846 * r));
-    return s->min_lr + coeff * (s->learning_rate - s->min_lr);
+    return cosine(s, ((double)it - w) / ((double)s->lr_decay_iters - w));
+}
+
+double nb_lr_at_fraction(const nb_lr_schedule *s, int64_t it, double frac) {
+    if (!s || it < 0 || isnan(frac)) return NAN;
+    if (!s->decay_lr) return s->learning_rate;
+    if (it < s->warmup_iters)
+        return s->learning_rate * ((double)it + 1) / ((double)s->warmup_iters + 1);
+    return frac >= 1 ? s->min_lr : cosine(s, frac > 0 ? frac : 0);
 }
 
 /* zero_grad, deferred: each gradient is marked stale rather than cleared,
