@@ -223,6 +223,73 @@ START_TEST(test_own_rates) {
 }
 END_TEST
 
+/* The lrs of dir/log.jsonl's step lines (up to n), in order; their count. */
+static int log_lrs(const gpt_run *r, const char *dir, double *lr, int n) {
+    char p[256];
+    static char text[65536];
+    snprintf(p, sizeof p, "%s/%s/log.jsonl", r->dir, dir);
+    nb_test_read_text(p, text, sizeof text);
+    int k = 0;
+    for (char *line = strtok(text, "\n"); line && k < n; line = strtok(NULL, "\n")) {
+        cJSON *j = cJSON_Parse(line);
+        const cJSON *v = j ? cJSON_GetObjectItem(j, "lr") : NULL;
+        if (cJSON_IsNumber(v)) lr[k++] = v->valuedouble;
+        cJSON_Delete(j);
+    }
+    return k;
+}
+
+/* --max_time on a clock of 1 s a step (the test seam): 10 s with 2 warmup
+ * steps is 10 steps, the cosine over steps 2-9 at (k - 2) / 8 of the way;
+ * cut by SIGINT at step 5 and resumed, the same rates and the same model
+ * bits; max_iters still caps it; a resume with no time left is refused. */
+#define CLOCKED "train --dataset=shakespeare_char --arch=qwen3 --n_layer=1 --n_head=2 " \
+                "--n_embd=16 --block_size=16 --batch_size=4 --max_iters=100 --warmup_iters=2 " \
+                "--learning_rate=1e-3 --min_lr=1e-4 --max_time=10 --eval_iters=1 --eval_interval=0 "
+START_TEST(test_max_time) {
+    gpt_run r;
+    gpt_run_init(&r);
+    copy_char_dataset(&r);
+    gpt_exec_env(&r, "NB_GPT_TEST_STEP_SECONDS=1", CLOCKED "--out_dir=a");
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    ck_assert_ptr_nonnull(strstr(r.out, "100 iterations or 10 s (0 s done) from 0"));
+    ck_assert_ptr_nonnull(strstr(r.out, "step 10: train loss"));
+    double lr[20];
+    ck_assert_int_eq(log_lrs(&r, "a", lr, 20), 10);
+    nb_lr_schedule s = {1e-3, true, 2, 0, 1e-4};
+    for (int k = 0; k < 10; k++)
+        ck_assert_double_eq(lr[k], nb_lr_at_fraction(&s, k, k < 2 ? 0 : (k - 2) / 8.0));
+    ck_assert_double_eq_tol(lr[6], 5.5e-4, 1e-15); /* half way */
+    /* cut at step 5, resumed: the same steps */
+    gpt_exec_env(&r, "NB_GPT_TEST_STEP_SECONDS=1 NB_GPT_TEST_SIGNAL=5", CLOCKED "--out_dir=b");
+    ck_assert_int_eq(r.status, 130);
+    gpt_exec_env(&r, "NB_GPT_TEST_STEP_SECONDS=1", "train --init_from=resume --out_dir=b");
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    ck_assert_ptr_nonnull(strstr(r.out, "100 iterations or 10 s (6 s done) from 6"));
+    double lr2[20];
+    ck_assert_int_eq(log_lrs(&r, "b", lr2, 20), 10);
+    for (int k = 0; k < 10; k++) ck_assert_double_eq(lr2[k], lr[k]);
+    static double wa[353 * 16], wb[353 * 16];
+    model_tensor(&r, "a", "tok_emb.weight", wa, 353 * 16);
+    model_tensor(&r, "b", "tok_emb.weight", wb, 353 * 16);
+    ck_assert_int_eq(memcmp(wa, wb, sizeof wa), 0);
+    /* nothing left: refused, nothing written; more time: it goes on */
+    gpt_exec_env(&r, "NB_GPT_TEST_STEP_SECONDS=1", "train --init_from=resume --out_dir=b");
+    ck_assert_int_eq(r.status, 2);
+    ck_assert_ptr_nonnull(strstr(r.err, "has trained 10 s already"));
+    gpt_exec_env(&r, "NB_GPT_TEST_STEP_SECONDS=1", "train --init_from=resume --out_dir=b "
+                 "--max_time=12");
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    ck_assert_ptr_nonnull(strstr(r.out, "step 12: train loss"));
+    /* max_iters first */
+    gpt_exec_env(&r, "NB_GPT_TEST_STEP_SECONDS=1", CLOCKED "--max_iters=6 --out_dir=c");
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    ck_assert_ptr_nonnull(strstr(r.out, "step 6: train loss"));
+    gpt_refused(&r, CLOCKED "--max_time=-1 --out_dir=d", "--max_time");
+    gpt_run_done(&r);
+}
+END_TEST
+
 /* Each speedrun config as `make speedrun` runs it, cut to 20 steps of 4
  * sequences (and 2 evaluation batches) on the fixture data, a few seconds:
  * it parses, builds its model, trains, evaluates over the whole val split
@@ -259,6 +326,7 @@ Suite *suite_speedrun(void) {
     tcase_add_test(tc, test_eval_full);
     tcase_add_test(tc, test_eval_interval_0);
     tcase_add_test(tc, test_own_rates);
+    tcase_add_test(tc, test_max_time);
     tcase_add_loop_test(tc, test_speedrun_configs, 0, 2);
     suite_add_tcase(s, tc);
     return s;

@@ -87,6 +87,11 @@ static const flag_def FLAGS[] = {
     {"learning_rate", F_DOUBLE, AT(learning_rate), "1e-3", T, 0, "peak learning rate"},
     {"max_iters", F_LONG, AT(max_iters), "2000", T, 0,
      "optimizer steps in all (with --batches, 0 means N)"},
+    {"max_time", F_DOUBLE, AT(max_time), "0", T, 0,
+     "seconds of training (0: no limit): the steps stop once the clock passes it, then the "
+     "final evaluation runs, and the cosine decays over this time rather than to "
+     "lr_decay_iters (warmup_iters still counts steps; max_iters still caps them); a resumed "
+     "run goes on with its clock"},
     {"max_iters", F_LONG, AT(max_iters), "20", B, 1, "timed training steps (after 3 warm-up steps)"},
     {"weight_decay", F_DOUBLE, AT(weight_decay), "0.1", T, 0,
      "decoupled weight decay (AdamW's; with --optimizer=muon, of every parameter)"},

@@ -30,7 +30,7 @@ typedef struct gpt_flags {
     long batch_size, max_iters, warmup_iters, lr_decay_iters, eval_interval, eval_iters,
         gradient_accumulation_steps, seed, threads, muon_ns_steps;
     double learning_rate, weight_decay, beta1, beta2, grad_clip, min_lr, muon_lr, muon_momentum,
-        embedding_lr, head_lr, scalar_lr;
+        embedding_lr, head_lr, scalar_lr, max_time;
     bool weight_decay_1d, decay_lr, resume, force, always_save_checkpoint, eval_only, eval_full,
         eval_train, anomaly, compile, wandb_log;
     long log_interval;

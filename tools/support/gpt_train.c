@@ -59,6 +59,10 @@ typedef struct run {
     nb_pcg32 *peers;       /* world > 1: every rank's (rng_model, rng_batch), 2 per rank,
                               gathered before a save so rank 0's checkpoint holds them all */
     nb_tensor *iter_t;     /* I64 scalar: the next iteration (for the checkpoint) */
+    /* --max_time: seconds of training before this process (the checkpoint's),
+     * the run's clock when its warmup ended (-1: not yet), and now (every
+     * rank's mean after each step, so all stop at the same step) */
+    double t_base, t_warm, t_now;
     nb_diag **diag;        /* --diagnostics: the run's (made at first use), else NULL */
     /* text mode */
     nb_char_vocab vocab;
@@ -128,6 +132,13 @@ static void catch_signals(void) {
  * process SIGINT during iteration N's step; "N:TERM" SIGTERM; "N:TWICE"
  * SIGINT there and again while the checkpoint is being saved (its
  * temporary file half written). */
+/* Test seam: NB_GPT_TEST_STEP_SECONDS="S" makes each step take S seconds
+ * of --max_time's clock, whatever the wall clock says. */
+static double test_step_seconds(void) {
+    const char *v = getenv("NB_GPT_TEST_STEP_SECONDS");
+    return v && *v ? atof(v) : 0;
+}
+
 static long test_signal_at(const char **how) {
     const char *v = getenv("NB_GPT_TEST_SIGNAL");
     *how = v && strchr(v, ':') ? strchr(v, ':') + 1 : "";
@@ -633,6 +644,17 @@ static int interrupted(run *r) {
     return 128 + sig;
 }
 
+/* The step's learning rate: nanoGPT's get_lr, or with --max_time the
+ * cosine over the time left after the warmup (r->t_now, the same on every
+ * rank). */
+static double lr_now(run *r) {
+    double T = r->f->max_time;
+    if (!(T > 0)) return nb_lr_at(&r->sched, r->iter);
+    if (r->t_warm < 0 && r->iter >= r->sched.warmup_iters) r->t_warm = r->t_now;
+    double frac = r->t_warm < 0 ? 0 : T > r->t_warm ? (r->t_now - r->t_warm) / (T - r->t_warm) : 1;
+    return nb_lr_at_fraction(&r->sched, r->iter, frac);
+}
+
 static int train_steps(run *r, nb_diag **diag) {
     const gpt_flags *f = r->f;
     nb_train_step step = {.opt = r->opt, .params = &r->gpt.params,
@@ -641,12 +663,15 @@ static int train_steps(run *r, nb_diag **diag) {
                           .sync_user = r};
     const gpt_dist *d = r->hooks.dist;
     double tokens = (double)(r->B * r->T * r->accum * r->hooks.world);
+    const double fake = test_step_seconds(), start = now_s();
+    int64_t done = 0; /* steps of this process */
     int st;
+    r->t_now = r->t_base;
     for (; r->iter < r->max_iters; r->iter++) {
         if (!r->bx && f->eval_interval && r->iter % f->eval_interval == 0 &&
             (st = evaluate(r, false)))
             return st;
-        step.lr = nb_lr_at(&r->sched, r->iter);
+        step.lr = lr_now(r);
         nb_gpt_train(&r->gpt, true);
         double t0 = now_s();
         nb_step_result res = {0};
@@ -658,9 +683,12 @@ static int train_steps(run *r, nb_diag **diag) {
             return r->batch_err[0] ? GPT_EXIT_USAGE : EXIT_INTERNAL;
         }
         if (!isfinite(res.grad_norm)) return diverged(r, &res, step.lr);
-        if (d && d->mean(d, &res.loss, 1)) return GPT_EXIT_USAGE; /* the global batch's loss */
-        if (d && ((f->eval_interval && (r->iter + 1) % f->eval_interval == 0) ||
-                  r->iter + 1 == r->max_iters) &&
+        done++;
+        double lt[2] = {res.loss, r->t_base + (fake > 0 ? (double)done * fake : now_s() - start)};
+        if (d && d->mean(d, lt, 2)) return GPT_EXIT_USAGE; /* the global batch's loss */
+        res.loss = lt[0], r->t_now = lt[1];
+        bool last = r->iter + 1 == r->max_iters || (f->max_time > 0 && r->t_now >= f->max_time);
+        if (d && ((f->eval_interval && (r->iter + 1) % f->eval_interval == 0) || last) &&
             d->drift(d, &r->gpt.params, (long)r->iter))
             return GPT_EXIT_USAGE;
         double ms = 1e3 * (now_s() - t0);
@@ -676,7 +704,11 @@ static int train_steps(run *r, nb_diag **diag) {
                          (long long)r->iter, jnum(a, res.loss), jnum(b, step.lr), ms))
                 return EXIT_INTERNAL;
         }
-        if (g_signal && r->iter + 1 < r->max_iters) return interrupted(r);
+        if (g_signal && !last) return interrupted(r);
+        if (last) {
+            r->iter++;
+            break;
+        }
     }
     return !r->bx ? evaluate(r, true) : 0;
 }
@@ -868,6 +900,7 @@ typedef struct meta {
     int n;
     const char *k[META_MAX], *v[META_MAX];
     char buf[3][32];
+    char clock[2][32]; /* train_seconds, warmup_seconds (--max_time's clock) */
 } meta;
 
 static void meta_add(meta *m, const char *key, const char *value) {
@@ -885,7 +918,7 @@ static const char *const RESUME_FLAGS[] = {
     "learning_rate", "embedding_lr", "head_lr", "scalar_lr",
     "weight_decay", "weight_decay_1d", "beta1",
     "beta2", "grad_clip", "decay_lr", "warmup_iters", "min_lr", "seed", "eval_interval",
-    "eval_iters", "always_save_checkpoint", NULL, "max_iters", "lr_decay_iters", NULL};
+    "eval_iters", "always_save_checkpoint", NULL, "max_iters", "lr_decay_iters", "max_time", NULL};
 
 /* --eval_only writes nothing, so its evaluation may use more batches than
  * the run did (nanoGPT's `--eval_only=True --eval_iters=500` on a resume). */
@@ -913,6 +946,10 @@ static void meta_fill(run *r, meta *m, bool ckpt) {
     }
     if (!ckpt) return;
     meta_add(m, "run_id", r->run_id);
+    snprintf(m->clock[0], 32, "%.17g", r->t_now);
+    meta_add(m, "train_seconds", m->clock[0]);
+    snprintf(m->clock[1], 32, "%.17g", r->t_warm);
+    meta_add(m, "warmup_seconds", m->clock[1]);
     for (int i = 0, b = 0, z = 0; z < 2; i++) {
         if (!RESUME_FLAGS[i]) { z++; continue; }
         char *key = r->flag_key[b], *val = r->flag_val[b++];
@@ -1004,6 +1041,8 @@ static int resume_meta(run *r) {
     for (int i = 0; i < n; i++) {
         if (!strcmp(keys[i], "world")) world = atoi(values[i]);
         if (!strcmp(keys[i], "run_id")) id = values[i];
+        if (!strcmp(keys[i], "train_seconds")) r->t_base = atof(values[i]);
+        if (!strcmp(keys[i], "warmup_seconds")) r->t_warm = atof(values[i]);
     }
     if (!id) st = gpt_fail(r->prog, "--init_from=resume: %s has no run_id: written by an older "
                            "nabla-gpt; start a new run with --force", r->path_ckpt);
@@ -1035,6 +1074,10 @@ static int resume_state(run *r) {
         r->rng_model = r->peers[2 * r->hooks.rank];
         r->rng_batch = r->peers[2 * r->hooks.rank + 1];
     }
+    if (r->f->max_time > 0 && r->t_base >= r->f->max_time && !r->f->eval_only)
+        return gpt_fail(r->prog, "--max_time=%g: the checkpoint %s has trained %g s already, so "
+                        "there is nothing to train; give a larger --max_time to train longer. "
+                        "Nothing was written.", r->f->max_time, r->path_ckpt, r->t_base);
     if (r->max_iters <= r->iter && !r->f->eval_only)
         return gpt_fail(r->prog, "--max_iters=%lld: the checkpoint %s is at iteration %lld "
                         "already, so there is nothing to train; give a larger --max_iters (and "
@@ -1183,10 +1226,13 @@ static int run_training(run *r) {
     if ((st = open_log(r))) return st;
     if (r->hooks.rank == 0) {
         int threads = nb_get_num_threads();
-        printf("%s: %s, %lld parameters, vocab %lld, %lld iterations from %lld, run %s, "
+        char limit[64] = "";
+        if (r->f->max_time > 0)
+            snprintf(limit, sizeof limit, " or %g s (%g s done)", r->f->max_time, r->t_base);
+        printf("%s: %s, %lld parameters, vocab %lld, %lld iterations%s from %lld, run %s, "
                "%d thread%s\n", r->prog, gpt_arch_name(r->gpt.cfg.arch),
                (long long)nb_gpt_num_params(&r->gpt, false), (long long)r->gpt.cfg.vocab_size,
-               (long long)r->max_iters, (long long)r->iter, r->run_id, threads,
+               (long long)r->max_iters, limit, (long long)r->iter, r->run_id, threads,
                threads == 1 ? "" : "s");
         fflush(stdout);
     }
@@ -1205,7 +1251,7 @@ int gpt_train_run(const gpt_flags *f, const char *prog, const gpt_train_hooks *h
     r->resume = f->resume || !strcmp(f->init_from, "resume");
     if (!f->init[0] && strcmp(f->init_from, "scratch") && !r->resume) r->fl.init = f->init_from;
     r->init = r->fl.init;
-    r->best_val = INFINITY, r->ckpt_iter = -1, r->log_fd = -1;
+    r->best_val = INFINITY, r->ckpt_iter = -1, r->log_fd = -1, r->t_warm = -1;
     r->hooks = hooks ? *hooks : (gpt_train_hooks){.world = 1};
     if (r->hooks.dist) r->hooks.rank = r->hooks.dist->rank, r->hooks.world = r->hooks.dist->world;
     if (r->hooks.world < 1) r->hooks.world = 1;
