@@ -128,10 +128,6 @@ static void catch_signals(void) {
     sigaction(SIGTERM, &sa, NULL);
 }
 
-/* Test seam (tests/check_gpt_tool.c): NB_GPT_TEST_SIGNAL="N" sends this
- * process SIGINT during iteration N's step; "N:TERM" SIGTERM; "N:TWICE"
- * SIGINT there and again while the checkpoint is being saved (its
- * temporary file half written). */
 /* Test seam: NB_GPT_TEST_STEP_SECONDS="S" makes each step take S seconds
  * of --max_time's clock, whatever the wall clock says. */
 static double test_step_seconds(void) {
@@ -139,6 +135,10 @@ static double test_step_seconds(void) {
     return v && *v ? atof(v) : 0;
 }
 
+/* Test seam (tests/check_gpt_tool.c): NB_GPT_TEST_SIGNAL="N" sends this
+ * process SIGINT during iteration N's step; "N:TERM" SIGTERM; "N:TWICE"
+ * SIGINT there and again while the checkpoint is being saved (its
+ * temporary file half written). */
 static long test_signal_at(const char **how) {
     const char *v = getenv("NB_GPT_TEST_SIGNAL");
     *how = v && strchr(v, ':') ? strchr(v, ':') + 1 : "";
