@@ -3,6 +3,11 @@
  * optional gradient-sync hook, clipping, lr, optimizer step. */
 #include "optim/optim_internal.h"
 
+/* The warmup's rate at iteration it < warmup_iters. */
+static double warmup(const nb_lr_schedule *s, int64_t it) {
+    return s->learning_rate * ((double)it + 1) / ((double)s->warmup_iters + 1);
+}
+
 /* The cosine from learning_rate (r = 0) to min_lr (r = 1). */
 static double cosine(const nb_lr_schedule *s, double r) {
     double coeff = 0.5 * (1.0 + cos(3.14159265358979323846 * r));
@@ -16,7 +21,7 @@ double nb_lr_at(const nb_lr_schedule *s, int64_t it) {
      * overflow at the limits (warmup_iters INT64_MAX, a negative warmup
      * with lr_decay_iters INT64_MAX). */
     double w = (double)s->warmup_iters;
-    if (it < s->warmup_iters) return s->learning_rate * ((double)it + 1) / (w + 1);
+    if (it < s->warmup_iters) return warmup(s, it);
     if (it > s->lr_decay_iters) return s->min_lr;
     if (s->lr_decay_iters == s->warmup_iters) return s->min_lr;
     return cosine(s, ((double)it - w) / ((double)s->lr_decay_iters - w));
@@ -25,8 +30,7 @@ double nb_lr_at(const nb_lr_schedule *s, int64_t it) {
 double nb_lr_at_fraction(const nb_lr_schedule *s, int64_t it, double frac) {
     if (!s || it < 0 || isnan(frac)) return NAN;
     if (!s->decay_lr) return s->learning_rate;
-    if (it < s->warmup_iters)
-        return s->learning_rate * ((double)it + 1) / ((double)s->warmup_iters + 1);
+    if (it < s->warmup_iters) return warmup(s, it);
     return frac >= 1 ? s->min_lr : cosine(s, frac > 0 ? frac : 0);
 }
 

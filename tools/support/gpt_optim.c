@@ -20,13 +20,19 @@ static bool ends_with(const char *s, const char *suffix) {
     return n >= k && !strcmp(s + n - k, suffix);
 }
 
-gpt_lr_kind gpt_optim_lr_kind(const char *name, const nb_tensor *t) {
+/* Which of the own rates a parameter takes: the token and position
+ * embeddings (a tied head is the token embedding), an untied output head,
+ * the 1-D parameters (gains and biases), or none (the matrices, which are
+ * also all Muon's under --optimizer=muon). */
+typedef enum { LR_BASE, LR_EMBEDDING, LR_HEAD, LR_SCALAR } lr_kind;
+
+static lr_kind lr_kind_of(const char *name, const nb_tensor *t) {
     static const char *const emb[] = {"tok_emb.weight", "pos_emb.weight", "wte.weight",
                                       "wpe.weight", "embed_tokens.weight"};
     for (size_t i = 0; i < sizeof emb / sizeof *emb; i++)
-        if (ends_with(name, emb[i])) return GPT_LR_EMBEDDING;
-    if (ends_with(name, "out_head.weight") || ends_with(name, "lm_head.weight")) return GPT_LR_HEAD;
-    return t && t->ndim == 1 ? GPT_LR_SCALAR : GPT_LR_BASE;
+        if (ends_with(name, emb[i])) return LR_EMBEDDING;
+    if (ends_with(name, "out_head.weight") || ends_with(name, "lm_head.weight")) return LR_HEAD;
+    return t && t->ndim == 1 ? LR_SCALAR : LR_BASE;
 }
 
 /* The embeddings', head's and 1-D parameters' own rates, as multiples of
@@ -37,10 +43,9 @@ static nb_optim *set_rates(nb_optim *opt, const nb_tensor_list *params,
     for (int i = 0; opt && i < params->n; i++) {
         const nb_tensor *t = nb_list_tensor(params, i);
         const char *name = nb_list_name(params, i);
-        gpt_lr_kind k = gpt_optim_lr_kind(name, t);
-        if (k == GPT_LR_BASE || rate[k] == 0 ||
-            (!strcmp(o->optimizer, "muon") && gpt_optim_muon_param(name, t)))
-            continue;
+        lr_kind k = lr_kind_of(name, t);
+        if (k == LR_BASE || rate[k] == 0) continue;
+        /* learning_rate 0 gives an infinite scale, which is refused */
         if (nb_optim_set_lr_scale(opt, i, rate[k] / o->learning_rate)) {
             nb_optim_free(opt);
             return NULL;
@@ -53,11 +58,6 @@ nb_optim *gpt_optim_new(nb_ctx *pctx, const nb_gpt *gpt, const gpt_optim_opts *o
     const nb_tensor_list *params = &gpt->params;
     nb_adam_opts ao = nb_adamw_defaults(o->learning_rate);
     ao.beta1 = o->beta1, ao.beta2 = o->beta2, ao.weight_decay = o->weight_decay;
-    if ((o->embedding_lr || o->head_lr || o->scalar_lr) && !(o->learning_rate > 0)) {
-        nb_ctx_fail(pctx, NB_ERR_VALUE, "embedding_lr, head_lr and scalar_lr scale with "
-                    "learning_rate, which is %g: expected > 0", o->learning_rate);
-        return NULL;
-    }
     if (strcmp(o->optimizer, "muon"))
         return set_rates(nb_adamw_new_groups(pctx, params, ao, o->weight_decay_1d), params, o);
     ao.eps = 1e-10;

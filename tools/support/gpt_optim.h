@@ -17,11 +17,6 @@ typedef struct gpt_optim_opts {
     double embedding_lr, head_lr, scalar_lr;
 } gpt_optim_opts;
 
-/* Which of those rates a parameter takes: the token and position
- * embeddings (a tied head is the token embedding), an untied output head,
- * the 1-D parameters (gains and biases), or none (the matrices). */
-typedef enum { GPT_LR_BASE, GPT_LR_EMBEDDING, GPT_LR_HEAD, GPT_LR_SCALAR } gpt_lr_kind;
-gpt_lr_kind gpt_optim_lr_kind(const char *name, const nb_tensor *t);
 
 /* Does Muon update this parameter under --optimizer=muon? The 2-D weights
  * inside the blocks ("trf_blocks." (the course's GPTModel, Llama 3, Qwen3),
