@@ -221,7 +221,7 @@ typedef struct mul_job {
     bool row; /* s is (R, 1) */
 } mul_job;
 
-static void mul_fwd_range(void *arg, int64_t lo, int64_t hi) {
+NB_HOT static void mul_fwd_range(void *arg, int64_t lo, int64_t hi) {
     const mul_job *j = arg;
     for (int64_t r = lo; r < hi; r++) {
         const float *x = j->x + r * j->D, *s = j->row ? j->s + r : j->s + r * j->D;
@@ -233,7 +233,7 @@ static void mul_fwd_range(void *arg, int64_t lo, int64_t hi) {
     }
 }
 
-static void mul_bwd_range(void *arg, int64_t lo, int64_t hi) {
+NB_HOT static void mul_bwd_range(void *arg, int64_t lo, int64_t hi) {
     const mul_job *j = arg;
     const int64_t D = j->D;
     for (int64_t r = lo; r < hi; r++) {

@@ -44,13 +44,18 @@ enum { ROPE_GRAIN = 8192 }; /* elements worth a thread */
     }
 #define ROPE_SET(dst, v) (dst) = (v)
 #define ROPE_ADD(dst, v) (dst) += (v)
+/* Row r is head r % H at position t = (r / H) % n_t: the two divisions are
+ * made once for lo, and (t, head) counted on from there (per row they cost
+ * more than the row's 32 to 128 products). */
 #define ROPE_ROWS(T)                                                                      \
-    static void rope_rows_##T(const rope_job *j, int64_t lo, int64_t hi) {                \
+    NB_HOT static void rope_rows_##T(const rope_job *j, int64_t lo, int64_t hi) {         \
         const int64_t hd = j->hd, h = hd / 2;                                             \
         const T *xs = j->x, *cs = j->cos, *ss = j->sin;                                   \
         T *ys = j->out;                                                                   \
+        int64_t head = lo % j->H, t = (lo / j->H) % j->n_t;                               \
         for (int64_t r = lo; r < hi; r++) {                                               \
-            int64_t p = j->row0 + (r / j->H) % j->n_t;                                      \
+            int64_t p = j->row0 + t;                                                      \
+            if (++head == j->H) head = 0, t = t + 1 == j->n_t ? 0 : t + 1;                \
             const T *xr = xs + r * hd, *c = cs + p * hd, *s = ss + p * hd;                \
             T *yr = ys + r * hd;                                                          \
             if (!j->interleaved && !j->add)                                               \

@@ -475,7 +475,7 @@ static void silu_exp_neg(const nb_vec_kernels *vk, float *e, const float *x, siz
     vk->exp_sub_sum(e, t, 0.0f, n);
 }
 
-static void silu_fwd_range_f32(void *arg, int64_t lo, int64_t hi) {
+NB_HOT static void silu_fwd_range_f32(void *arg, int64_t lo, int64_t hi) {
     const silu_job *j = arg;
     float e[SILU_BLOCK];
     for (size_t i = (size_t)lo; i < (size_t)hi; i += SILU_BLOCK) {
@@ -487,7 +487,7 @@ static void silu_fwd_range_f32(void *arg, int64_t lo, int64_t hi) {
     }
 }
 
-static void silu_bwd_range_f32(void *arg, int64_t lo, int64_t hi) {
+NB_HOT static void silu_bwd_range_f32(void *arg, int64_t lo, int64_t hi) {
     const silu_job *j = arg;
     float e[SILU_BLOCK];
     for (size_t i = (size_t)lo; i < (size_t)hi; i += SILU_BLOCK) {
