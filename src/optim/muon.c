@@ -223,25 +223,31 @@ static void gemm_par(bool serial, nb_dtype dt, void *c, const void *a, int64_t a
 
 /* The symmetric c (m, m) = a @ b, where a's rows and b's columns make it
  * symmetric (X Xt, A A): only the blocks on and right of the diagonal are
- * multiplied, in row bands of SYM_BAND (a band's share of the work falls
- * with its index, so the bands are taken from both ends in turn to even out
- * the threads' shares), then mirrored below. An element is computed as the
+ * multiplied, in row bands (a band's share of the work falls with its
+ * index, so the bands are taken from both ends in turn to even out the
+ * threads' shares), then mirrored below. An element is computed as the
  * whole product computes it, and its mirror is the same sum of the same
- * products, so the result has the full product's bits. */
-#define SYM_BAND 32
+ * products, so the result has the full product's bits. Each band packs its
+ * part of b again, so a band of r rows multiplies r times what it packs:
+ * 32 rows keep the saving near half for the small matrices; from m = 512 on
+ * the packing costs more than the extra blocks: 128 rows took 9% off
+ * Muon's update of GPT-2 124M's 48 matrices (m = 768; 4.39 -> 4.01 s, the
+ * fastest of three, 2 threads, 2026-12-02, the Intel Xeon of
+ * docs/speedrun.md). */
+static int64_t sym_band(int64_t m) { return m >= 512 ? 128 : 32; }
 
 typedef struct sym_job {
     nb_dtype dt;
     void *c;
     const void *a, *b;
-    int64_t ars, acs, brs, bcs, m, inner, bands;
+    int64_t ars, acs, brs, bcs, m, inner, band, bands;
 } sym_job;
 
 static void sym_range(void *arg, int64_t lo, int64_t hi) {
     const sym_job *j = arg;
     for (int64_t r = lo; r < hi; r++) {
         int64_t band = r % 2 ? j->bands - 1 - r / 2 : r / 2;
-        int64_t r0 = band * SYM_BAND, rows = j->m - r0 < SYM_BAND ? j->m - r0 : SYM_BAND;
+        int64_t r0 = band * j->band, rows = j->m - r0 < j->band ? j->m - r0 : j->band;
         if (j->dt == NB_F32)
             nb_gemm_float_ldc((float *)j->c + r0 * j->m + r0, j->m, (const float *)j->a + r0 * j->ars,
                               j->ars, j->acs, (const float *)j->b + r0 * j->bcs, j->brs, j->bcs,
@@ -256,17 +262,18 @@ static void sym_range(void *arg, int64_t lo, int64_t hi) {
 
 static void gemm_sym(bool serial, nb_dtype dt, void *c, const void *a, int64_t ars, int64_t acs,
                      const void *b, int64_t brs, int64_t bcs, int64_t m, int64_t inner) {
-    sym_job j = {dt, c, a, b, ars, acs, brs, bcs, m, inner, (m + SYM_BAND - 1) / SYM_BAND};
+    const int64_t bh = sym_band(m);
+    sym_job j = {dt, c, a, b, ars, acs, brs, bcs, m, inner, bh, (m + bh - 1) / bh};
     if (serial)
         sym_range(&j, 0, j.bands);
     else
-        nb_parallel_for(j.bands, j.bands * SYM_BAND * m * inner > 131072 ? 1 : j.bands,
+        nb_parallel_for(j.bands, j.bands * bh * m * inner > 131072 ? 1 : j.bands,
                         sym_range, &j);
 #define K(T)                                                                  \
     {                                                                         \
         T *C = c;                                                             \
-        for (int64_t r = SYM_BAND; r < m; r++)                                \
-            for (int64_t q = 0; q < r / SYM_BAND * SYM_BAND; q++) C[r * m + q] = C[q * m + r]; \
+        for (int64_t r = bh; r < m; r++)                                      \
+            for (int64_t q = 0; q < r / bh * bh; q++) C[r * m + q] = C[q * m + r]; \
     }
     NB_DISPATCH(dt, K);
 #undef K
