@@ -2,9 +2,9 @@
  * the Newton-Schulz step orthogonalizes (the singular values of its output
  * lie in [0.5, 1.5] for random inputs, tall, wide and square, in f32 and
  * f64), one step by hand, one step of a matrix wide enough for the
- * symmetric products' wide bands against the formula, the same bits on 1 and 2 threads, bad options
- * named, the state's names, load_state and a checkpoint resuming bit for
- * bit, set_lr scaling both groups. Parity with PyTorch over 20 training
+ * symmetric products' wide bands against the formula, the same bits on 1
+ * and 2 threads, bad options named, the state's names, load_state and a
+ * checkpoint resuming bit for bit, set_lr scaling both groups. Parity with PyTorch over 20 training
  * steps of the small GPTs is in check_gpt_tool.c (test_parity_muon). */
 #include "check_nabla.h"
 

@@ -183,7 +183,8 @@ static void transpose_to(nb_dtype dt, void *dst, const void *src, int64_t rows, 
     for (int64_t r0 = 0; r0 < rows; r0 += TR_TILE)
         for (int64_t c0 = 0; c0 < cols; c0 += TR_TILE)
             for (int64_t r = r0; r < rows && r < r0 + TR_TILE; r++)
-                for (int64_t c = c0; c < cols && c < c0 + TR_TILE; c++) d[c * rows + r] = sr[r * cols + c];
+                for (int64_t c = c0; c < cols && c < c0 + TR_TILE; c++)
+                    d[c * rows + r] = sr[r * cols + c];
 }
 
 /* c (rows, cols) = a @ b with strides as nb_gemm_float's, on every thread. */
@@ -424,8 +425,12 @@ static void muon_one(nb_optim *o, int i, char *work, bool serial) {
     else nb_parallel_for((int64_t)p->numel, MUON_GRAIN, momentum_range, &j);
     if (tr) transpose_to(p->dtype, x, bx, rows, cols);
     void *u = newton_schulz(serial, p->dtype, x, bx, s, m, n, o->muon.ns_steps);
+    if (tr) {
+        void *back = u == x ? bx : x;
+        transpose_to(p->dtype, back, u, m, n);
+        u = back;
+    }
     j.x = u;
-    if (tr) transpose_to(p->dtype, j.x = u == x ? bx : x, u, m, n);
     if (serial) apply_range(&j, 0, (int64_t)p->numel);
     else nb_parallel_for((int64_t)p->numel, MUON_GRAIN, apply_range, &j);
 }
