@@ -208,6 +208,12 @@ typedef float (*nb_exp_affine_sum_fn)(float *y, const float *x, float scale, con
 typedef void (*nb_transpose_block_fn)(float *dst, size_t ldd, const float *src, size_t lds);
 NB_HIDDEN void nb_vec_transpose_tiled(nb_transpose_block_fn block, size_t tile, float *dst,
                                       const float *src, size_t ld, size_t rows, size_t cols);
+/* dst (cols, rows) = src (rows, cols)^T in float32 or float64, src's rows
+ * ld apart, dst's `rows` apart: float32 through the set's transpose,
+ * float64 in 16 x 16 tiles (so that neither side is walked a whole row
+ * apart element after element). Pure data movement. */
+NB_HIDDEN void nb_transpose_dt(nb_dtype dt, void *dst, const void *src, size_t ld, size_t rows,
+                               size_t cols);
 NB_HIDDEN void nb_vec_exp_affine_rows_with(nb_exp_affine_sum_fn row, float *x, size_t ld,
                                            const int64_t *lim, size_t rows, size_t n,
                                            float scale, const float *bias, const float *m,

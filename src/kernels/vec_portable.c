@@ -219,6 +219,21 @@ void nb_vec_transpose_tiled(nb_transpose_block_fn block, size_t tile, float *dst
         for (size_t d = j < rt ? ct : 0; d < cols; d++) dst[d * rows + j] = src[j * ld + d];
 }
 
+void nb_transpose_dt(nb_dtype dt, void *dst, const void *src, size_t ld, size_t rows,
+                     size_t cols) {
+    enum { TILE = 16 };
+    if (dt == NB_F32) {
+        nb_vec()->transpose(dst, src, ld, rows, cols);
+        return;
+    }
+    double *d = dst;
+    const double *s = src;
+    for (size_t r0 = 0; r0 < rows; r0 += TILE)
+        for (size_t c0 = 0; c0 < cols; c0 += TILE)
+            for (size_t r = r0; r < rows && r < r0 + TILE; r++)
+                for (size_t c = c0; c < cols && c < c0 + TILE; c++) d[c * rows + r] = s[r * ld + c];
+}
+
 /* 8 source rows at a time, so each destination row gets whole runs of 8 */
 static void transpose(float *dst, const float *src, size_t ld, size_t rows, size_t cols) {
     size_t j0 = 0;

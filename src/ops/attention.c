@@ -165,12 +165,10 @@ static void transpose_range(void *arg, int64_t begin, int64_t end) {
     int64_t ld = J->Hkv * J->hd, per_head = J->hd * J->Tk;
     for (int64_t bh = begin; bh < end; bh++) {
         int64_t b = bh / J->Hkv, h = bh % J->Hkv, off = b * J->Tk * ld + h * J->hd;
-        if (J->dtype == NB_F32)
-            transpose_float((float *)J->kt + bh * per_head, (const float *)J->k + off, ld, J->Tk,
-                            J->hd);
-        else
-            transpose_double((double *)J->kt + bh * per_head, (const double *)J->k + off, ld,
-                             J->Tk, J->hd);
+        size_t es = nb_dtype_size(J->dtype);
+        nb_transpose_dt(J->dtype, (char *)J->kt + (size_t)(bh * per_head) * es,
+                        (const char *)J->k + (size_t)off * es, (size_t)ld, (size_t)J->Tk,
+                        (size_t)J->hd);
     }
 }
 

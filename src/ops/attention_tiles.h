@@ -138,19 +138,6 @@ static inline SDPA_T SDPA_FN(dot_row)(const SDPA_T *restrict x, const SDPA_T *re
     return sum;
 }
 
-/* dst (cols, rows) = src (rows, cols)^T, src's rows ld apart: K^T and V^T
- * of a head, so that the tile products read them row by row. float: the
- * SIMD kernel (16 x 16 blocks of shuffles). */
-static void SDPA_FN(transpose)(SDPA_T *restrict dst, const SDPA_T *restrict src, int64_t ld,
-                               int64_t rows, int64_t cols) {
-#if SDPA_IS_FLOAT
-    nb_vec()->transpose(dst, src, (size_t)ld, (size_t)rows, (size_t)cols);
-#else
-    for (int64_t j = 0; j < rows; j++)
-        for (int64_t d = 0; d < cols; d++) dst[d * rows + j] = src[j * ld + d];
-#endif
-}
-
 /* colbias for keys [j0, j0 + bk) of batch b: -inf for padding, else 0. */
 static inline void SDPA_FN(pad_bias)(const sdpa_job *J, int64_t b, int64_t j0, int64_t bk,
                                      SDPA_T *colbias) {
@@ -272,8 +259,9 @@ NB_HOT static void SDPA_FN(sdpa_backward_group)(const sdpa_job *J, int64_t b, in
     uint8_t keep[SDPA_BK];
     T *gq = J->gq, *gk = J->gk, *gv = J->gv;
     memset(dk, 0, (size_t)(Tk * hd + Tk * hdv) * sizeof(T));
-    SDPA_FN(transpose)(kt, k, ldk, Tk, hd);
-    SDPA_FN(transpose)(vt, v, ldv, Tk, hdv);
+    /* K^T and V^T of the head, so that the tile products read them row by row */
+    nb_transpose_dt(J->dtype, kt, k, (size_t)ldk, (size_t)Tk, (size_t)hd);
+    nb_transpose_dt(J->dtype, vt, v, (size_t)ldv, (size_t)Tk, (size_t)hdv);
     for (int64_t h = g * J->R; h < (g + 1) * J->R; h++) {
         const T *q = (const T *)J->q + b * Tq * ldq + h * hd;
         const T *o = (const T *)J->o + b * Tq * ldo + h * hdv;

@@ -166,26 +166,8 @@ NB_HOT static void apply_range(void *arg, int64_t lo, int64_t hi) {
 #undef K
 }
 
-/* dst (cols, rows) = src (rows, cols)^T: a tall parameter's update into
- * the wide orientation Newton-Schulz works on, and back. Blocks of 16 x 16
- * (float32: the SIMD set's transpose), so that neither side is read or
- * written a whole row apart element after element (that walk had 15% of a
- * Muon update at the cpu-baby size). Pure data movement. */
+/* The tiles of gemm_sym's mirror (its bands are multiples of 16 rows). */
 #define TR_TILE 16
-
-static void transpose_to(nb_dtype dt, void *dst, const void *src, int64_t rows, int64_t cols) {
-    if (dt == NB_F32) {
-        nb_vec()->transpose(dst, src, (size_t)cols, (size_t)rows, (size_t)cols);
-        return;
-    }
-    double *d = dst;
-    const double *sr = src;
-    for (int64_t r0 = 0; r0 < rows; r0 += TR_TILE)
-        for (int64_t c0 = 0; c0 < cols; c0 += TR_TILE)
-            for (int64_t r = r0; r < rows && r < r0 + TR_TILE; r++)
-                for (int64_t c = c0; c < cols && c < c0 + TR_TILE; c++)
-                    d[c * rows + r] = sr[r * cols + c];
-}
 
 /* c (rows, cols) = a @ b with strides as nb_gemm_float's, on every thread. */
 typedef struct dgemm_job {
@@ -423,11 +405,11 @@ static void muon_one(nb_optim *o, int i, char *work, bool serial) {
                   sqrt(rows > cols ? (double)rows / (double)cols : 1.0)};
     if (serial) momentum_range(&j, 0, (int64_t)p->numel);
     else nb_parallel_for((int64_t)p->numel, MUON_GRAIN, momentum_range, &j);
-    if (tr) transpose_to(p->dtype, x, bx, rows, cols);
+    if (tr) nb_transpose_dt(p->dtype, x, bx, (size_t)cols, (size_t)rows, (size_t)cols);
     void *u = newton_schulz(serial, p->dtype, x, bx, s, m, n, o->muon.ns_steps);
     if (tr) {
         void *back = u == x ? bx : x;
-        transpose_to(p->dtype, back, u, m, n);
+        nb_transpose_dt(p->dtype, back, u, (size_t)n, (size_t)m, (size_t)n);
         u = back;
     }
     j.x = u;
