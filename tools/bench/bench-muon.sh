@@ -11,14 +11,18 @@
 set -e
 B=${1:-build}
 G="$B/bin/nabla-gpt"
+# step OPTIMIZER FASTEST flags...: FASTEST or one bench's ms_per_step, whichever is less
+step() {
+    opt=$1 was=$2; shift 2
+    t=$("$G" bench "$@" --optimizer="$opt" --sample=False --threads=2 | grep -o 'ms_per_step=[0-9.]*' | cut -d= -f2)
+    echo "$t ${was:-$t}" | awk '{print ($1 < $2 ? $1 : $2)}'
+}
 ratio() { # label, alternations, then the flags of the size
     label=$1 n=$2; shift 2
     a= m=
     for i in $(seq "$n"); do # the two in turn, each one's fastest kept: the host may be shared
-        t=$("$G" bench "$@" --optimizer=adamw --sample=False --threads=2 | grep -o 'ms_per_step=[0-9.]*' | cut -d= -f2)
-        a=$(echo "$t ${a:-$t}" | awk '{print ($1 < $2 ? $1 : $2)}')
-        t=$("$G" bench "$@" --optimizer=muon --sample=False --threads=2 | grep -o 'ms_per_step=[0-9.]*' | cut -d= -f2)
-        m=$(echo "$t ${m:-$t}" | awk '{print ($1 < $2 ? $1 : $2)}')
+        a=$(step adamw "$a" "$@")
+        m=$(step muon "$m" "$@")
     done
     echo "$label: adamw $a ms, muon $m ms a step (the fastest of $n each): muon/adamw $(echo "$m $a" | awk '{printf "%.2f", $1 / $2}')"
 }
